@@ -1,0 +1,66 @@
+# Makefile: builds the engine library, tests, examples and benchmarks of tensord.
+# `make` builds everything, `make test` runs the check suite, `make asan` runs it sanitized.
+
+CC      ?= cc
+BUILD   ?= build
+CSTD    := -std=c11 -D_GNU_SOURCE
+WARN    := -Wall -Wextra -Werror -Wno-unused-parameter
+OPT     ?= -O2 -g
+CFLAGS  += $(CSTD) $(WARN) $(OPT) -MMD -MP
+LDLIBS  += -ldl -lpthread -lm
+CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm -lpthread)
+
+ENGINE_SRC := $(wildcard engine/*.c) $(wildcard backends/*.c) $(wildcard backends/cpu/*.c)
+TEST_SRC   := $(wildcard tests/*.c)
+EXAMPLES   := $(patsubst examples/%/main.c,%,$(wildcard examples/*/main.c))
+BENCH_SRC  := $(wildcard bench/*.c)
+
+ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
+TEST_OBJ   := $(TEST_SRC:%.c=$(BUILD)/%.o)
+LIB        := $(BUILD)/libtensord.a
+TEST_BIN   := $(BUILD)/tests/run_tests
+EXAMPLE_BIN := $(EXAMPLES:%=$(BUILD)/bin/%)
+BENCH_BIN  := $(BENCH_SRC:bench/%.c=$(BUILD)/bin/bench_%)
+
+.PHONY: all test asan check-all clean examples bench
+all: $(LIB) $(TEST_BIN) $(EXAMPLE_BIN) $(BENCH_BIN)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(LIB): $(ENGINE_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@
+	ar rcs $@ $^
+
+$(TEST_BIN): $(TEST_OBJ) $(LIB)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(TEST_OBJ) $(LIB) $(CHECK_LIBS) $(LDLIBS)
+
+$(BUILD)/bin/%: $(BUILD)/examples/%/main.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+$(BUILD)/bin/bench_%: $(BUILD)/bench/%.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+examples: $(EXAMPLE_BIN)
+bench: $(BENCH_BIN)
+
+# CK_FORK=yes: each test in its own process, so one crash cannot hide the others.
+test: $(TEST_BIN)
+	CK_FORK=yes $(TEST_BIN)
+
+# The same suite under AddressSanitizer, LeakSanitizer and UBSan.
+asan:
+	$(MAKE) BUILD=build-asan OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+		LDFLAGS="-fsanitize=address,undefined" build-asan/tests/run_tests
+	CK_FORK=no ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 build-asan/tests/run_tests
+
+check-all: test asan
+
+clean:
+	rm -rf build build-asan
+
+-include $(ENGINE_OBJ:.o=.d) $(TEST_OBJ:.o=.d)

@@ -1,0 +1,66 @@
+/* backend.h: the interface every compute backend implements (CPU, OpenCL, CUDA).
+ * A backend is a vtable plus a context pointer; optional methods may be NULL. */
+#ifndef BK_BACKEND_H
+#define BK_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../engine/engine.h"
+
+#define BK_ABI_VERSION 1
+
+typedef struct bk_program bk_program; /* backend-owned compiled kernel */
+struct eng_kernel_ir;
+struct eng_strbuf;
+
+/* Error reports: a status plus a message (compiler output, driver error) in a caller buffer. */
+typedef struct bk_err {
+	char msg[4096];
+} bk_err;
+
+/* One launch: nparallel independent iterations of the kernel's parallel loop. cost is an
+ * estimate of the work (ops + bytes) so a backend can decide how widely to spread it. */
+typedef struct bk_launch {
+	int64_t nparallel;
+	double cost;
+} bk_launch;
+
+typedef struct bk_device_ops {
+	uint32_t abi_version; /* BK_ABI_VERSION */
+	size_t struct_size;   /* sizeof(bk_device_ops) as compiled into the backend */
+	const char *name;     /* "CPU", "CL", "CUDA" */
+	/* Memory. handles are opaque to the engine. */
+	eng_status (*alloc)(void *dev, size_t nbytes, void **handle, bk_err *err);
+	void (*free)(void *dev, void *handle);
+	eng_status (*copy_in)(void *dev, void *handle, size_t off, const void *src, size_t n,
+			      bk_err *err);
+	eng_status (*copy_out)(void *dev, void *handle, size_t off, void *dst, size_t n, bk_err *err);
+	/* Compile one source holding nkern kernels named names[i]; on success fills progs[i]. */
+	eng_status (*compile)(void *dev, const char *src, int nkern, const char *const *names,
+			      bk_program **progs, bk_err *err);
+	void (*program_free)(void *dev, bk_program *p);
+	eng_status (*launch)(void *dev, bk_program *p, void *const *bufs, int nbufs,
+			     const bk_launch *launch, bk_err *err);
+	eng_status (*synchronize)(void *dev, bk_err *err); /* optional */
+	/* Render a lowered kernel to this backend's source language (appends to out). */
+	eng_status (*render)(void *dev, const struct eng_kernel_ir *ir, const char *name,
+			     struct eng_strbuf *out, bk_err *err);
+	/* Text placed once before all kernels of a compiled source (helpers, includes). */
+	const char *(*prelude)(void *dev);
+	void (*destroy)(void *dev);
+} bk_device_ops;
+
+typedef struct bk_device {
+	const bk_device_ops *ops;
+	void *ctx;
+} bk_device;
+
+/* Verify an ops table: version, size and the required methods. Returns ENG_OK or EINVAL. */
+eng_status bk_device_check(const bk_device *d, bk_err *err);
+
+/* The CPU backend: generated C compiled by cc into a shared object, run on a thread pool.
+ * cc NULL means "cc"; nthreads 0 means one per online core. */
+eng_status bk_cpu_create(const char *cc, int nthreads, int debug, bk_device *out, bk_err *err);
+
+#endif

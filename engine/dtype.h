@@ -1,0 +1,36 @@
+/* dtype.h: element types of tensors, their sizes and the promotion rules.
+ * Promotion is a total order: bool < uint8 < int32 < int64 < float16 < float32. */
+#ifndef ENG_DTYPE_H
+#define ENG_DTYPE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef enum eng_dtype {
+	ENG_BOOL,
+	ENG_U8,
+	ENG_I32,
+	ENG_I64,
+	ENG_F16,
+	ENG_F32,
+	ENG_DTYPE_COUNT
+} eng_dtype;
+
+/* Bytes per element. */
+size_t eng_dtype_size(eng_dtype dt);
+/* Short name, e.g. "float32"; "?" for an invalid value. */
+const char *eng_dtype_name(eng_dtype dt);
+/* Parse a name ("float32", "f32", "int64", ...); returns false if unknown. */
+bool eng_dtype_parse(const char *name, eng_dtype *out);
+bool eng_dtype_is_float(eng_dtype dt);
+bool eng_dtype_is_int(eng_dtype dt); /* bool excluded */
+bool eng_dtype_is_unsigned(eng_dtype dt); /* bool and uint8 */
+bool eng_dtype_valid(eng_dtype dt);
+/* Result type of a binary op on a and b: the larger in the order above. */
+eng_dtype eng_dtype_promote(eng_dtype a, eng_dtype b);
+/* Smallest float type that holds a's values for float math: float32 unless a is float16. */
+eng_dtype eng_dtype_float_of(eng_dtype a);
+/* Bit width of an integer or bool type (bool counts as 8). */
+int eng_dtype_bits(eng_dtype dt);
+
+#endif

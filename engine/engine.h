@@ -1,0 +1,240 @@
+/* engine.h: the public C API of tensord's lazy tensor engine.
+ * Tensors are lazy handles into an op graph; eng_realize / eng_tensor_read compute them. */
+#ifndef ENG_ENGINE_H
+#define ENG_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dtype.h"
+
+#define ENG_MAX_DIMS 8
+
+typedef enum eng_status {
+#define ENG_ERR(name, msg) ENG_##name,
+#include "errors.def"
+#undef ENG_ERR
+	ENG_STATUS_COUNT
+} eng_status;
+
+/* Static string for a status code. */
+const char *eng_strerror(eng_status s);
+
+typedef struct eng_ctx eng_ctx;
+typedef struct eng_tensor eng_tensor;
+
+/* ---- context ------------------------------------------------------------------------ */
+
+typedef struct eng_ctx_opts {
+	int debug;          /* DEBUG level 0..5; -1: read the DEBUG environment variable */
+	int nthreads;       /* CPU worker threads; 0: one per online core */
+	const char *device; /* "CPU" (default); NULL: the DEV environment variable or CPU */
+	const char *cc;     /* C compiler for the CPU backend; NULL: $CC or "cc" */
+} eng_ctx_opts;
+
+/* Fill opts with defaults (debug -1, nthreads 0, device NULL, cc NULL). */
+void eng_ctx_opts_default(eng_ctx_opts *opts);
+/* Create a context: owns devices, the node graph and every tensor made through it.
+ * opts may be NULL. On failure returns NULL and, if err is non-NULL, writes a message there.
+ * A context is used from one thread at a time. */
+eng_ctx *eng_ctx_create(const eng_ctx_opts *opts, char *err, size_t errlen);
+/* Free the context and everything it owns (all tensors, buffers, compiled kernels). */
+void eng_ctx_destroy(eng_ctx *ctx);
+
+/* Last error: code and message. Functions that fail return NULL or a non-OK status and set
+ * these; functions given a NULL tensor return NULL without overwriting the first error, so
+ * expressions can be nested and checked once at the end. */
+eng_status eng_error(const eng_ctx *ctx);
+const char *eng_errmsg(const eng_ctx *ctx);
+void eng_clear_error(eng_ctx *ctx);
+
+/* Counters since creation or the last reset. */
+typedef struct eng_stats {
+	uint64_t kernels;   /* kernel launches */
+	uint64_t flops;     /* estimated arithmetic ops executed */
+	uint64_t bytes;     /* bytes read and written by kernels */
+	uint64_t kernel_ns; /* wall time inside kernel launches */
+	uint64_t compiles;  /* compiler invocations */
+	uint64_t schedules; /* realize calls that scheduled at least one kernel */
+} eng_stats;
+void eng_get_stats(const eng_ctx *ctx, eng_stats *out);
+void eng_reset_stats(eng_ctx *ctx);
+int eng_debug_level(const eng_ctx *ctx);
+
+/* Seed for rand/randn; each call consumes counters so results are reproducible per seed. */
+void eng_manual_seed(eng_ctx *ctx, uint64_t seed);
+
+/* ---- ownership: scopes ---------------------------------------------------------------
+ * Every tensor belongs to the scope that was innermost when it was created (the context's
+ * root scope if none is open). eng_scope_end frees the tensors of the innermost scope;
+ * eng_keep moves one to the enclosing scope first. eng_tensor_free frees one at once.
+ * Freeing a tensor never invalidates others: the graph nodes are reference-counted. */
+void eng_scope_begin(eng_ctx *ctx);
+void eng_scope_end(eng_ctx *ctx);
+eng_tensor *eng_keep(eng_tensor *t); /* returns t */
+void eng_tensor_free(eng_tensor *t); /* NULL is allowed */
+
+/* ---- inspection --------------------------------------------------------------------- */
+eng_ctx *eng_tensor_ctx(const eng_tensor *t);
+int eng_ndim(const eng_tensor *t);
+const int64_t *eng_shape(const eng_tensor *t); /* ndim entries, valid while t lives */
+eng_dtype eng_tensor_dtype(const eng_tensor *t);
+int64_t eng_numel(const eng_tensor *t);
+/* Print the tensor's op graph (for debugging) to stderr. */
+void eng_tensor_dump_graph(const eng_tensor *t);
+
+/* ---- computation -------------------------------------------------------------------- */
+/* Compute the given tensors together: one schedule, kernels fused across all of them. */
+eng_status eng_realize(eng_tensor *const *ts, int n);
+/* Realize t and copy its elements, row-major, into dst (nbytes must equal numel*itemsize). */
+eng_status eng_tensor_read(eng_tensor *t, void *dst, size_t nbytes);
+/* Realize a one-element tensor and return it as double (NaN and error set on failure). */
+double eng_item(eng_tensor *t);
+
+/* ---- creation (shape: ndim entries, each >= 0; ndim 0 is a scalar) --------------------- */
+eng_tensor *eng_from_data(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *shape,
+			  const void *data); /* copies numel*itemsize bytes from data */
+eng_tensor *eng_empty(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *shape);
+eng_tensor *eng_full(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *shape, double value);
+eng_tensor *eng_zeros(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *shape);
+eng_tensor *eng_ones(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *shape);
+eng_tensor *eng_scalar(eng_ctx *ctx, eng_dtype dt, double value);
+eng_tensor *eng_full_like(const eng_tensor *t, double value);
+/* start, start+step, ... while < stop (> stop for negative step). */
+eng_tensor *eng_arange(eng_ctx *ctx, eng_dtype dt, double start, double stop, double step);
+eng_tensor *eng_eye(eng_ctx *ctx, eng_dtype dt, int64_t n);
+/* Uniform [0,1) and standard normal, from a counter-based hash of (seed, element index). */
+eng_tensor *eng_rand(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *shape);
+eng_tensor *eng_randn(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *shape);
+/* Index along one axis of the given shape (the INDEX leaf), as dtype dt. */
+eng_tensor *eng_index(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *shape, int axis);
+
+/* ---- low-level ops (one graph node each; binary ops broadcast and promote) -------------- */
+eng_tensor *eng_exp2(const eng_tensor *a);
+eng_tensor *eng_log2(const eng_tensor *a);
+eng_tensor *eng_sin(const eng_tensor *a);
+eng_tensor *eng_sqrt(const eng_tensor *a);
+eng_tensor *eng_recip(const eng_tensor *a);
+eng_tensor *eng_neg(const eng_tensor *a);
+eng_tensor *eng_trunc(const eng_tensor *a);
+eng_tensor *eng_cast(const eng_tensor *a, eng_dtype dt);
+eng_tensor *eng_bitcast(const eng_tensor *a, eng_dtype dt);
+eng_tensor *eng_add(const eng_tensor *a, const eng_tensor *b);
+eng_tensor *eng_sub(const eng_tensor *a, const eng_tensor *b);
+eng_tensor *eng_mul(const eng_tensor *a, const eng_tensor *b);
+/* True division a*recip(b); integer operands are promoted to float32 first (use eng_idiv). */
+eng_tensor *eng_div(const eng_tensor *a, const eng_tensor *b);
+eng_tensor *eng_idiv(const eng_tensor *a, const eng_tensor *b);
+eng_tensor *eng_mod(const eng_tensor *a, const eng_tensor *b);
+eng_tensor *eng_maximum(const eng_tensor *a, const eng_tensor *b);
+eng_tensor *eng_minimum(const eng_tensor *a, const eng_tensor *b);
+eng_tensor *eng_lt(const eng_tensor *a, const eng_tensor *b);
+eng_tensor *eng_gt(const eng_tensor *a, const eng_tensor *b);
+eng_tensor *eng_le(const eng_tensor *a, const eng_tensor *b);
+eng_tensor *eng_ge(const eng_tensor *a, const eng_tensor *b);
+eng_tensor *eng_eq(const eng_tensor *a, const eng_tensor *b);
+eng_tensor *eng_ne(const eng_tensor *a, const eng_tensor *b);
+eng_tensor *eng_and(const eng_tensor *a, const eng_tensor *b);
+eng_tensor *eng_or(const eng_tensor *a, const eng_tensor *b);
+eng_tensor *eng_xor(const eng_tensor *a, const eng_tensor *b);
+eng_tensor *eng_shl(const eng_tensor *a, const eng_tensor *b);
+eng_tensor *eng_shr(const eng_tensor *a, const eng_tensor *b);
+eng_tensor *eng_where(const eng_tensor *cond, const eng_tensor *a, const eng_tensor *b);
+/* Scalar right-hand sides (the scalar takes a's dtype, or float32 for an int a and a
+ * non-integral value). */
+eng_tensor *eng_add_s(const eng_tensor *a, double s);
+eng_tensor *eng_sub_s(const eng_tensor *a, double s);
+eng_tensor *eng_mul_s(const eng_tensor *a, double s);
+eng_tensor *eng_div_s(const eng_tensor *a, double s);
+eng_tensor *eng_rsub_s(double s, const eng_tensor *a); /* s - a */
+
+/* Reductions: axes (negatives count from the end) or naxes == 0 for all axes. */
+eng_tensor *eng_sum(const eng_tensor *a, const int *axes, int naxes, bool keepdim);
+eng_tensor *eng_max(const eng_tensor *a, const int *axes, int naxes, bool keepdim);
+eng_tensor *eng_prod(const eng_tensor *a, const int *axes, int naxes, bool keepdim);
+
+/* Movement (no copies). */
+eng_tensor *eng_reshape(const eng_tensor *a, int ndim, const int64_t *shape); /* one -1 allowed */
+eng_tensor *eng_permute(const eng_tensor *a, const int *perm);
+eng_tensor *eng_expand(const eng_tensor *a, int ndim, const int64_t *shape); /* -1 keeps a dim */
+eng_tensor *eng_pad(const eng_tensor *a, const int64_t (*pads)[2]); /* ndim (before, after) >= 0 */
+eng_tensor *eng_shrink(const eng_tensor *a, const int64_t (*ranges)[2]); /* ndim [begin, end) */
+eng_tensor *eng_flip(const eng_tensor *a, const int *axes, int naxes);
+eng_tensor *eng_contiguous(const eng_tensor *a);
+/* Write value (broadcast to target's shape, same dtype) into target's storage; target becomes
+ * the written value. Returns target. */
+eng_tensor *eng_assign(eng_tensor *target, const eng_tensor *value);
+
+/* ---- composite functions (built only from the ops above) ------------------------------ */
+/* elementwise math */
+eng_tensor *eng_exp(const eng_tensor *a);
+eng_tensor *eng_log(const eng_tensor *a);
+eng_tensor *eng_cos(const eng_tensor *a);
+eng_tensor *eng_tan(const eng_tensor *a);
+eng_tensor *eng_abs(const eng_tensor *a);
+eng_tensor *eng_sign(const eng_tensor *a);
+eng_tensor *eng_square(const eng_tensor *a);
+eng_tensor *eng_rsqrt(const eng_tensor *a);
+eng_tensor *eng_pow(const eng_tensor *a, const eng_tensor *b);
+eng_tensor *eng_pow_s(const eng_tensor *a, double p);
+eng_tensor *eng_clamp(const eng_tensor *a, double lo, double hi);
+eng_tensor *eng_floor(const eng_tensor *a);
+eng_tensor *eng_ceil(const eng_tensor *a);
+eng_tensor *eng_round(const eng_tensor *a); /* half to even */
+eng_tensor *eng_logical_not(const eng_tensor *a);
+/* activations */
+eng_tensor *eng_relu(const eng_tensor *a);
+eng_tensor *eng_leaky_relu(const eng_tensor *a, double slope);
+eng_tensor *eng_sigmoid(const eng_tensor *a);
+eng_tensor *eng_tanh(const eng_tensor *a);
+eng_tensor *eng_gelu(const eng_tensor *a); /* tanh approximation */
+eng_tensor *eng_silu(const eng_tensor *a);
+eng_tensor *eng_softplus(const eng_tensor *a);
+eng_tensor *eng_elu(const eng_tensor *a, double alpha);
+/* reductions (axes as for eng_sum) */
+eng_tensor *eng_min(const eng_tensor *a, const int *axes, int naxes, bool keepdim);
+eng_tensor *eng_mean(const eng_tensor *a, const int *axes, int naxes, bool keepdim);
+eng_tensor *eng_var(const eng_tensor *a, const int *axes, int naxes, bool keepdim, int correction);
+eng_tensor *eng_std(const eng_tensor *a, const int *axes, int naxes, bool keepdim, int correction);
+eng_tensor *eng_logsumexp(const eng_tensor *a, int axis, bool keepdim);
+eng_tensor *eng_softmax(const eng_tensor *a, int axis);
+eng_tensor *eng_log_softmax(const eng_tensor *a, int axis);
+eng_tensor *eng_argmax(const eng_tensor *a, int axis, bool keepdim); /* int32, first maximum */
+eng_tensor *eng_argmin(const eng_tensor *a, int axis, bool keepdim);
+/* movement */
+eng_tensor *eng_transpose(const eng_tensor *a, int dim0, int dim1);
+eng_tensor *eng_flatten(const eng_tensor *a, int start_dim, int end_dim);
+eng_tensor *eng_squeeze(const eng_tensor *a, int axis);
+eng_tensor *eng_unsqueeze(const eng_tensor *a, int axis);
+/* Slice along one axis: [start, stop) with step (step != 0; negative indices count from the end,
+ * out-of-range bounds are clipped as in Python). */
+eng_tensor *eng_slice(const eng_tensor *a, int axis, int64_t start, int64_t stop, int64_t step);
+eng_tensor *eng_cat(eng_tensor *const *ts, int n, int axis);
+eng_tensor *eng_stack(eng_tensor *const *ts, int n, int axis);
+eng_tensor *eng_repeat(const eng_tensor *a, const int64_t *repeats); /* ndim repeats */
+/* processing */
+/* matmul with numpy semantics: 1-d operands are promoted, batch dims broadcast. */
+eng_tensor *eng_matmul(const eng_tensor *a, const eng_tensor *b);
+/* x @ w.T + bias; w is (out, in), bias (out) or NULL. */
+eng_tensor *eng_linear(const eng_tensor *x, const eng_tensor *w, const eng_tensor *bias);
+/* x (N, Cin, H, W), w (Cout, Cin/groups, KH, KW), bias (Cout) or NULL. */
+eng_tensor *eng_conv2d(const eng_tensor *x, const eng_tensor *w, const eng_tensor *bias,
+		       const int stride[2], const int padding[2], const int dilation[2], int groups);
+/* Pooling over the last two axes; stride NULL means stride = kernel; padding may be NULL. */
+eng_tensor *eng_max_pool2d(const eng_tensor *x, const int kernel[2], const int stride[2],
+			   const int padding[2]);
+eng_tensor *eng_avg_pool2d(const eng_tensor *x, const int kernel[2], const int stride[2],
+			   const int padding[2]);
+/* Integer labels (any int dtype) -> float32 one-hot with a new last axis of num_classes. */
+eng_tensor *eng_one_hot(const eng_tensor *labels, int64_t num_classes);
+/* out[..., i, ...] = a[..., idx[..., i, ...], ...] along axis; idx has a's ndim. */
+eng_tensor *eng_gather(const eng_tensor *a, int axis, const eng_tensor *idx);
+/* Rows of table (V, D) selected by integer idx of any shape: result idx.shape + (D). */
+eng_tensor *eng_embedding(const eng_tensor *table, const eng_tensor *idx);
+/* Layer normalisation over the last axis (no affine). */
+eng_tensor *eng_layernorm(const eng_tensor *x, double eps);
+/* Mean over the batch of -log_softmax(logits)[label]; logits (N, C), labels (N) ints. */
+eng_tensor *eng_sparse_cross_entropy(const eng_tensor *logits, const eng_tensor *labels);
+
+#endif

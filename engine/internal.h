@@ -1,0 +1,68 @@
+/* internal.h: engine-private structures shared by the engine's files: the context, tensor
+ * handles, devices and error helpers. Not part of the public API. */
+#ifndef ENG_INTERNAL_H
+#define ENG_INTERNAL_H
+
+#include <stdarg.h>
+
+#include "../backends/backend.h"
+#include "engine.h"
+#include "node.h"
+
+typedef struct eng_progcache eng_progcache;
+
+/* Engine-side view of one backend device. */
+typedef struct eng_device {
+	bk_device bk;
+	char name[32];
+	int index;
+	eng_ctx *ctx;
+	eng_progcache *progs; /* compiled kernels keyed by source */
+} eng_device;
+
+struct eng_tensor {
+	eng_ctx *ctx;
+	eng_node *node; /* owned reference */
+	int scope;      /* depth of the owning scope */
+	eng_tensor *prev, *next; /* the owning scope's list */
+};
+
+#define ENG_MAX_SCOPES 64
+#define ENG_MAX_DEVICES 8
+
+struct eng_ctx {
+	eng_graph *graph;
+	eng_device *devs[ENG_MAX_DEVICES];
+	int ndevs;
+	int default_dev;
+	int debug;
+	eng_status err;
+	char errmsg[4096];
+	eng_stats stats;
+	uint64_t seed, rng_counter;
+	uint32_t next_buf_id;
+	int nscopes; /* 1 = only the root scope */
+	eng_tensor *scopes[ENG_MAX_SCOPES]; /* list heads */
+};
+
+/* Set the context error (only if none is set yet, unless force) and return code. */
+eng_status eng_set_error(eng_ctx *ctx, eng_status code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Wrap a node in a new tensor in the innermost scope; takes ownership of the node reference.
+ * node NULL (allocation failure) sets ENOMEM and returns NULL. */
+eng_tensor *eng_tensor_wrap(eng_ctx *ctx, eng_node *node);
+static inline eng_node *eng_tensor_node(const eng_tensor *t) { return t->node; }
+
+/* Buffers on a device. */
+eng_buffer *eng_buffer_alloc(eng_device *dev, eng_dtype dt, int64_t numel);
+eng_status eng_buffer_write(eng_buffer *b, const void *src, size_t nbytes);
+eng_status eng_buffer_read(eng_buffer *b, void *dst, size_t nbytes);
+
+/* Checked arithmetic for shape products: false on overflow past INT64_MAX/ 2^40 elements. */
+bool eng_shape_numel(int ndim, const int64_t *shape, int64_t *out);
+
+/* Realize nodes (schedule.c / realize.c). */
+eng_status eng_realize_nodes(eng_ctx *ctx, eng_node *const *nodes, int n);
+
+#endif

@@ -1,0 +1,89 @@
+/* kernel.h: one kernel as the scheduler builds it and the renderers consume it: buffers,
+ * loops, reduction phases, stores, and the linear statement list (the loop IR). */
+#ifndef ENG_KERNEL_H
+#define ENG_KERNEL_H
+
+#include "uop.h"
+
+#define ENG_MAX_LOOPS 64
+#define ENG_MAX_PHASES 32
+#define ENG_MAX_KBUFS 64
+#define ENG_MAX_STORES 16
+
+typedef enum eng_loop_kind { L_OUTER, L_REDUCE, L_TILE } eng_loop_kind;
+
+/* Loop variable var (index in loops[]): n iterations; OUTER and TILE belong to output dim. */
+typedef struct eng_loop {
+	int64_t n;
+	uint8_t kind;
+	int8_t dim;
+} eng_loop;
+
+/* A reduction computed inside the kernel: acc = op over the phase's reduce loops of value. */
+typedef struct eng_phase {
+	eng_op op; /* RSUM, RMAX, RPROD */
+	eng_dtype dtype;
+	eng_uop *value;
+	int nred;
+	int red[ENG_MAX_DIMS]; /* loop vars of the reduced axes */
+	const eng_node *node;  /* the reduce node */
+	eng_uop *key[ENG_MAX_DIMS + 1]; /* outer index + validity, to share equal phases */
+	const eng_node *candidate; /* what to realize instead, if this phase must not fuse */
+	uint32_t dims; /* output dims its value depends on */
+} eng_phase;
+
+typedef struct eng_kbuf {
+	const eng_node *node; /* the node whose buffer this is */
+	eng_dtype dtype;
+	int64_t numel;
+	bool output;
+} eng_kbuf;
+
+typedef struct eng_kstore {
+	int buf;
+	eng_uop *value;
+} eng_kstore;
+
+typedef enum eng_stmt_kind { S_LOOP, S_END, S_DEF, S_ACC_INIT, S_ACC_UPD, S_STORE } eng_stmt_kind;
+
+typedef struct eng_stmt {
+	uint8_t kind;
+	bool parallel; /* S_LOOP: iterate [start, end) given at launch */
+	bool unroll;   /* S_LOOP: a tile loop */
+	int simd_acc;  /* S_LOOP: phase whose scalar accumulator the loop reduces into, or -1 */
+	int var;       /* S_LOOP */
+	int acc;       /* S_ACC_INIT, S_ACC_UPD: phase */
+	int buf;       /* S_STORE */
+	eng_uop *u;    /* S_DEF: the value; S_ACC_UPD, S_STORE: the value stored */
+	eng_uop *idx;  /* S_STORE: element index */
+} eng_stmt;
+
+typedef struct eng_kernel_ir {
+	eng_uops *uops;
+	int nbufs, nout;
+	eng_kbuf bufs[ENG_MAX_KBUFS];
+	int ndim;
+	int64_t shape[ENG_MAX_DIMS]; /* output shape shared by all stores */
+	int nloops;
+	eng_loop loops[ENG_MAX_LOOPS];
+	int nphases;
+	eng_phase phases[ENG_MAX_PHASES];
+	int nstores;
+	eng_kstore stores[ENG_MAX_STORES];
+	int tiledim[2];   /* output dims tiled, -1 if none */
+	int64_t tile[2];  /* tile sizes (1 if none) */
+	int tilevar[2];   /* loop vars of the tile loops */
+	int nstmts, capstmts;
+	eng_stmt *stmts;
+	int64_t nparallel; /* iterations of the parallel loop (1 if none) */
+	double flops, bytes;
+	bool aliased; /* an output buffer is also read: no restrict */
+	char name[96];
+	char opts[256];
+} eng_kernel_ir;
+
+void eng_kernel_ir_free(eng_kernel_ir *ir);
+/* Print the IR (statements and uops) to f, for DEBUG=5. */
+void eng_kernel_ir_dump(const eng_kernel_ir *ir, void *f);
+
+#endif

@@ -1,0 +1,65 @@
+/* kernel_dump.c: prints a kernel's loop IR and uops (DEBUG=5). */
+#include <stdio.h>
+
+#include "kernel.h"
+
+static void uop_line(FILE *f, const eng_uop *x)
+{
+	static const char *const kinds[] = {"CONST", "VAR", "ALU", "LOAD", "ACC"};
+	fprintf(f, "x%u %s %s", x->id, kinds[x->kind], eng_dtype_name((eng_dtype)x->dtype));
+	if (x->kind == U_ALU)
+		fprintf(f, " %s", eng_op_name((eng_op)x->op));
+	if (x->kind == U_LOAD)
+		fprintf(f, " buf%d", x->arg.buf);
+	if (x->kind == U_ACC)
+		fprintf(f, " acc%d", x->arg.acc);
+	for (int i = 0; i < x->nsrc; i++) {
+		const eng_uop *s = x->src[i];
+		if (!s)
+			continue;
+		if (s->kind == U_CONST)
+			fprintf(f, " %lld", (long long)s->arg.c.i);
+		else if (s->kind == U_VAR)
+			fprintf(f, " v%d", s->arg.var);
+		else
+			fprintf(f, " x%u", s->id);
+	}
+	if (x->dtype == ENG_I64)
+		fprintf(f, "  [%lld, %lld]", (long long)x->vmin, (long long)x->vmax);
+	fprintf(f, "\n");
+}
+
+void eng_kernel_ir_dump(const eng_kernel_ir *ir, void *fp)
+{
+	FILE *f = fp;
+	int depth = 1;
+	fprintf(f, "kernel %s: %d bufs, %d loops, %d phases\n", ir->name, ir->nbufs, ir->nloops, ir->nphases);
+	for (int i = 0; i < ir->nstmts; i++) {
+		const eng_stmt *s = &ir->stmts[i];
+		if (s->kind == S_END)
+			depth--;
+		fprintf(f, "%*s", depth * 2, "");
+		switch (s->kind) {
+		case S_LOOP:
+			fprintf(f, "LOOP v%d < %lld%s%s\n", s->var, (long long)ir->loops[s->var].n,
+				s->parallel ? " parallel" : "", s->unroll ? " unroll" : "");
+			depth++;
+			break;
+		case S_END:
+			fprintf(f, "END\n");
+			break;
+		case S_DEF:
+			uop_line(f, s->u);
+			break;
+		case S_ACC_INIT:
+			fprintf(f, "ACC_INIT acc%d %s\n", s->acc, eng_op_name(ir->phases[s->acc].op));
+			break;
+		case S_ACC_UPD:
+			fprintf(f, "ACC_UPD acc%d <- x%u\n", s->acc, s->u->id);
+			break;
+		case S_STORE:
+			fprintf(f, "STORE buf%d[x%u] <- x%u\n", s->buf, s->idx->id, s->u->id);
+			break;
+		}
+	}
+}

@@ -1,0 +1,261 @@
+/* linearize.c: orders a lowered kernel into the loop IR: the loop nest (output loops that
+ * phases depend on, then phases, then the remaining output loops with the stores), with
+ * every uop defined once, in the outermost loop where its inputs exist (hoisting). */
+#include "linearize.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct block {
+	int var;      /* loop var, -1 for the kernel body */
+	int inst;     /* instance id */
+	int point;    /* statement index where definitions for this block go; -1 = append */
+	double trips; /* iterations of this block's body, all enclosing loops included */
+} block;
+
+typedef struct lin {
+	eng_kernel_ir *ir;
+	block blocks[ENG_MAX_LOOPS + 2];
+	int nblocks;
+	int next_inst;
+	int dbody; /* block depth of the innermost loop phases depend on */
+	uint8_t *open; /* open[inst] */
+	int capopen;
+	eng_status st;
+	char *err;
+	size_t errlen;
+} lin;
+
+static eng_status lfail(lin *l, eng_status s, const char *msg)
+{
+	if (!l->st) {
+		l->st = s;
+		snprintf(l->err, l->errlen, "%s", msg);
+	}
+	return s;
+}
+
+static void insert_stmt(lin *l, int at, const eng_stmt *s)
+{
+	eng_kernel_ir *ir = l->ir;
+	if (ir->nstmts == ir->capstmts) {
+		int nc = ir->capstmts ? ir->capstmts * 2 : 256;
+		eng_stmt *ns = realloc(ir->stmts, nc * sizeof(*ns));
+		if (!ns) {
+			lfail(l, ENG_ENOMEM, "out of memory linearizing");
+			return;
+		}
+		ir->stmts = ns;
+		ir->capstmts = nc;
+	}
+	if (at < 0 || at > ir->nstmts)
+		at = ir->nstmts;
+	memmove(&ir->stmts[at + 1], &ir->stmts[at], (ir->nstmts - at) * sizeof(eng_stmt));
+	ir->stmts[at] = *s;
+	ir->nstmts++;
+	for (int b = 0; b < l->nblocks; b++)
+		if (l->blocks[b].point >= at)
+			l->blocks[b].point++;
+}
+
+static void emit(lin *l, eng_stmt s) { insert_stmt(l, -1, &s); }
+
+static bool is_open(lin *l, int inst) { return inst > 0 && inst < l->capopen && l->open[inst]; }
+
+static void open_block(lin *l, int var, int64_t n)
+{
+	if (l->next_inst + 1 >= l->capopen) {
+		int nc = l->capopen ? l->capopen * 2 : 256;
+		uint8_t *o = realloc(l->open, nc);
+		if (!o) {
+			lfail(l, ENG_ENOMEM, "out of memory linearizing");
+			return;
+		}
+		memset(o + l->capopen, 0, nc - l->capopen);
+		l->open = o;
+		l->capopen = nc;
+	}
+	block *parent = l->nblocks ? &l->blocks[l->nblocks - 1] : NULL;
+	if (parent)
+		parent->point = l->ir->nstmts - 1; /* the LOOP just emitted */
+	block *b = &l->blocks[l->nblocks++];
+	b->var = var;
+	b->inst = ++l->next_inst;
+	b->point = -1;
+	b->trips = (parent ? parent->trips : 1.0) * (double)(n > 0 ? n : 0);
+	l->open[b->inst] = 1;
+}
+
+static void close_block(lin *l)
+{
+	block *b = &l->blocks[--l->nblocks];
+	l->open[b->inst] = 0;
+	if (l->nblocks)
+		l->blocks[l->nblocks - 1].point = -1;
+}
+
+static void loop(lin *l, int var, bool parallel, bool unroll, int simd_acc)
+{
+	eng_stmt s = {.kind = S_LOOP, .var = var, .parallel = parallel, .unroll = unroll, .simd_acc = simd_acc};
+	emit(l, s);
+	open_block(l, var, l->ir->loops[var].n);
+}
+
+static void end(lin *l)
+{
+	emit(l, (eng_stmt){.kind = S_END});
+	close_block(l);
+}
+
+static bool trivial(const eng_uop *x) { return x->kind == U_CONST || x->kind == U_VAR || x->kind == U_ACC; }
+
+static bool counts_as_flop(const eng_uop *x)
+{
+	return x->kind == U_ALU && x->dtype != ENG_I64 && x->op != ENG_OP_CAST && x->op != ENG_OP_BITCAST;
+}
+
+static void need(lin *l, eng_uop *x)
+{
+	if (l->st || !x)
+		return;
+	for (int i = 0; i < x->nsrc; i++)
+		if (x->src[i])
+			need(l, x->src[i]);
+	if (trivial(x) || is_open(l, x->defined_at))
+		return;
+	/* home: innermost open block whose var the value depends on */
+	int home = 0;
+	for (int b = l->nblocks - 1; b > 0; b--)
+		if (l->blocks[b].var >= 0 && ((x->deps >> l->blocks[b].var) & 1)) {
+			home = b;
+			break;
+		}
+	uint64_t missing = x->deps;
+	for (int b = 1; b < l->nblocks; b++)
+		if (l->blocks[b].var >= 0)
+			missing &= ~(1ull << l->blocks[b].var);
+	if (missing) {
+		lfail(l, ENG_ESTATE, "internal: value used outside the loop of its variable");
+		return;
+	}
+	if (x->accdeps && home < l->dbody)
+		home = l->dbody;
+	block *h = &l->blocks[home];
+	eng_stmt s = {.kind = S_DEF, .u = x};
+	insert_stmt(l, h->point, &s);
+	x->defined_at = h->inst;
+	if (counts_as_flop(x))
+		l->ir->flops += h->trips;
+}
+
+static int pick_parallel(const eng_kernel_ir *ir, const int *loops, int n, int nthreads)
+{
+	int best = -1;
+	for (int i = 0; i < n; i++) {
+		if (ir->loops[loops[i]].n >= nthreads)
+			return i;
+		if (best < 0 || ir->loops[loops[i]].n > ir->loops[loops[best]].n)
+			best = i;
+	}
+	return best;
+}
+
+static void move_front(int *loops, int i)
+{
+	int v = loops[i];
+	memmove(&loops[1], &loops[0], i * sizeof(int));
+	loops[0] = v;
+}
+
+eng_status eng_linearize(eng_kernel_ir *ir, int nthreads, char *err, size_t errlen)
+{
+	lin L = {.ir = ir, .err = err, .errlen = errlen};
+	lin *l = &L;
+	eng_uops *u = ir->uops;
+	uint32_t D = 0;
+	for (int p = 0; p < ir->nphases; p++)
+		D |= ir->phases[p].dims;
+	int dl[ENG_MAX_DIMS], el[ENG_MAX_DIMS], nd = 0, ne = 0;
+	int tiles[2], nt = 0;
+	for (int v = 0; v < ir->nloops; v++) {
+		const eng_loop *lp = &ir->loops[v];
+		if (lp->kind == L_TILE)
+			nt++;
+		if (lp->kind != L_OUTER || lp->n <= 1)
+			continue;
+		if ((D >> lp->dim) & 1)
+			dl[nd++] = v;
+		else
+			el[ne++] = v;
+	}
+	/* tile loops innermost, the wide one (vector lanes) last */
+	if (ir->tiledim[1] >= 0)
+		tiles[0] = ir->tilevar[1];
+	if (ir->tiledim[0] >= 0)
+		tiles[ir->tiledim[1] >= 0] = ir->tilevar[0];
+	if (nthreads < 1)
+		nthreads = 1;
+	bool par_in_d = nd > 0;
+	int pi = par_in_d ? pick_parallel(ir, dl, nd, nthreads) : pick_parallel(ir, el, ne, nthreads);
+	if (pi >= 0)
+		move_front(par_in_d ? dl : el, pi);
+	ir->nparallel = pi >= 0 ? ir->loops[par_in_d ? dl[0] : el[0]].n : 1;
+	ir->flops = 0;
+	ir->nstmts = 0;
+
+	open_block(l, -1, 1);
+	for (int i = 0; i < nd; i++)
+		loop(l, dl[i], i == 0, false, -1);
+	l->dbody = l->nblocks - 1;
+	for (int p = 0; p < ir->nphases && !l->st; p++) {
+		eng_phase *ph = &ir->phases[p];
+		emit(l, (eng_stmt){.kind = S_ACC_INIT, .acc = p});
+		for (int k = 0; k < ph->nred; k++)
+			loop(l, ph->red[k], false, false, (k == ph->nred - 1 && nt == 0) ? p : -1);
+		for (int k = 0; k < nt; k++)
+			loop(l, tiles[k], false, true, -1);
+		need(l, ph->value);
+		emit(l, (eng_stmt){.kind = S_ACC_UPD, .acc = p, .u = ph->value});
+		ir->flops += l->blocks[l->nblocks - 1].trips;
+		for (int k = 0; k < nt + ph->nred; k++)
+			end(l);
+	}
+	for (int i = 0; i < ne; i++)
+		loop(l, el[i], !par_in_d && i == 0, false, -1);
+	for (int k = 0; k < nt; k++)
+		loop(l, tiles[k], false, true, -1);
+	/* store index: row-major offset of the output element */
+	int64_t st[ENG_MAX_DIMS];
+	eng_contiguous_strides(ir->ndim, ir->shape, st);
+	eng_uop *idx = u_ic(u, 0);
+	for (int d = 0; d < ir->ndim; d++) {
+		eng_uop *x = u_ic(u, 0);
+		for (int v = 0; v < ir->nloops; v++) {
+			if (ir->loops[v].dim != d)
+				continue;
+			if (ir->loops[v].kind == L_OUTER) {
+				int64_t t = ir->tiledim[0] == d ? ir->tile[0] : ir->tiledim[1] == d ? ir->tile[1] : 1;
+				x = u_add(u, x, u_mulc(u, u_var(u, v, ir->loops[v].n), t));
+			} else if (ir->loops[v].kind == L_TILE) {
+				x = u_add(u, x, u_var(u, v, ir->loops[v].n));
+			}
+		}
+		idx = u_add(u, idx, u_mulc(u, x, st[d]));
+	}
+	for (int s = 0; s < ir->nstores && !l->st; s++) {
+		need(l, idx);
+		need(l, ir->stores[s].value);
+		emit(l, (eng_stmt){.kind = S_STORE, .buf = ir->stores[s].buf, .u = ir->stores[s].value, .idx = idx});
+	}
+	while (l->nblocks > 1 && !l->st)
+		end(l);
+	close_block(l);
+	ir->bytes = 0;
+	for (int i = 0; i < ir->nbufs; i++)
+		ir->bytes += (double)ir->bufs[i].numel * (double)eng_dtype_size(ir->bufs[i].dtype);
+	if (eng_uops_failed(u))
+		lfail(l, ENG_ENOMEM, "out of memory linearizing");
+	free(l->open);
+	return l->st;
+}

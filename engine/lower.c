@@ -1,0 +1,514 @@
+/* lower.c: turns the graph under a kernel's output nodes into uops. Movement ops become
+ * index maths, unstored reductions become phases (loops whose accumulators the rest of the
+ * kernel reads), and stored nodes become loads. Decides tiles, then linearizes. */
+#include "lower.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "linearize.h"
+
+#define MAXPATH 4096
+
+typedef struct lctx {
+	eng_kernel_ir *ir;
+	const eng_lower_opts *o;
+	const eng_node *const *roots;
+	int nroots;
+	const eng_node *path[MAXPATH];
+	int npath;
+	int phase_path[ENG_MAX_PHASES]; /* path depth of each phase being lowered */
+	int nphase_stack;
+	const eng_node *must_store;
+	eng_status st;
+	char *err;
+	size_t errlen;
+	bool tiled;
+	eng_uop *outidx[ENG_MAX_DIMS]; /* output index expression per dim */
+} lctx;
+
+static eng_status fail(lctx *c, eng_status s, const char *msg)
+{
+	if (c->st == ENG_OK) {
+		c->st = s;
+		snprintf(c->err, c->errlen, "%s", msg);
+	}
+	return s;
+}
+
+static int buf_slot(lctx *c, const eng_node *n, bool output)
+{
+	eng_kernel_ir *ir = c->ir;
+	for (int i = 0; i < ir->nbufs; i++)
+		if (ir->bufs[i].node == n && ir->bufs[i].output == output)
+			return i;
+	if (ir->nbufs == ENG_MAX_KBUFS) {
+		fail(c, ENG_ERANGE, "kernel reads more than 64 buffers");
+		return 0;
+	}
+	ir->bufs[ir->nbufs] = (eng_kbuf){.node = n, .dtype = n->dtype, .numel = eng_node_numel(n), .output = output};
+	return ir->nbufs++;
+}
+
+static eng_uop *flat_index(eng_uops *u, int ndim, const int64_t *shape, eng_uop *const *idx)
+{
+	int64_t st[ENG_MAX_DIMS];
+	eng_contiguous_strides(ndim, shape, st);
+	eng_uop *acc = u_ic(u, 0);
+	for (int d = 0; d < ndim; d++)
+		acc = u_add(u, acc, u_mulc(u, idx[d], st[d]));
+	return acc;
+}
+
+static eng_uop *lower(lctx *c, const eng_node *n, eng_uop *const *idx, eng_uop *valid);
+
+/* Pick what to store instead of an unfusable reduce at path depth `at`: climb from it
+ * towards the enclosing phase (or root) until the parent is an EXPAND, then step down past
+ * movement ops. */
+static const eng_node *store_candidate(lctx *c, int at, int stop)
+{
+	int i = at;
+	while (i - 1 > stop && c->path[i - 1]->op != ENG_OP_EXPAND)
+		i--;
+	while (i < at && eng_op_kind_of(c->path[i]->op) == ENG_KIND_MOVEMENT)
+		i++;
+	return c->path[i];
+}
+
+/* The accumulator of phase p at the current tile position. */
+static eng_uop *acc_ref(lctx *c, int p, eng_dtype dt)
+{
+	eng_kernel_ir *ir = c->ir;
+	eng_uop *t[2];
+	for (int k = 0; k < 2; k++)
+		t[k] = ir->tiledim[k] >= 0 ? u_var(ir->uops, ir->tilevar[k], ir->tile[k]) : u_ic(ir->uops, 0);
+	/* accumulators are laid out [narrow][wide]: the wide tile loop is innermost */
+	return u_acc(ir->uops, p, dt, t[1], t[0]);
+}
+
+static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, eng_uop *valid)
+{
+	eng_kernel_ir *ir = c->ir;
+	eng_uops *u = ir->uops;
+	uint64_t reduce_vars = 0, deps = valid ? valid->deps : 0;
+	for (int v = 0; v < ir->nloops; v++)
+		if (ir->loops[v].kind == L_REDUCE)
+			reduce_vars |= 1ull << v;
+	for (int d = 0; d < n->ndim; d++)
+		deps |= idx[d]->deps;
+	int stop = c->nphase_stack ? c->phase_path[c->nphase_stack - 1] : 0;
+	if (deps & reduce_vars) {
+		/* Its value changes inside another phase's loop: it cannot be an accumulator of
+		 * this kernel. Store the largest unexpanded piece around it instead. */
+		c->must_store = store_candidate(c, c->npath - 1, stop);
+		c->st = ENG_ESTATE;
+		return u_ic(u, 0);
+	}
+	/* share an existing phase with the same outer index */
+	eng_uop *key[ENG_MAX_DIMS + 1];
+	for (int d = 0; d < n->ndim; d++)
+		key[d] = idx[d];
+	key[n->ndim] = valid;
+	for (int p = 0; p < ir->nphases; p++) {
+		eng_phase *ph = &ir->phases[p];
+		if (ph->node == n && !memcmp(ph->key, key, sizeof(eng_uop *) * (n->ndim + 1)))
+			return acc_ref(c, p, n->dtype);
+	}
+	if (ir->nphases == ENG_MAX_PHASES || c->nphase_stack == ENG_MAX_PHASES) {
+		fail(c, ENG_ERANGE, "kernel needs more than 32 reductions");
+		return u_ic(u, 0);
+	}
+	eng_phase ph = {.op = n->op, .dtype = n->dtype, .node = n};
+	memcpy(ph.key, key, sizeof(key));
+	ph.candidate = store_candidate(c, c->npath - 1, stop);
+	eng_uop *ridx[ENG_MAX_DIMS];
+	const eng_node *s = n->src[0];
+	for (int d = 0; d < n->ndim; d++) {
+		if (!((n->arg.axes >> d) & 1) || s->shape[d] == 1) {
+			ridx[d] = (n->arg.axes >> d) & 1 ? u_ic(u, 0) : idx[d];
+			continue;
+		}
+		if (ir->nloops == ENG_MAX_LOOPS) {
+			fail(c, ENG_ERANGE, "kernel needs more than 64 loops");
+			return u_ic(u, 0);
+		}
+		int v = ir->nloops++;
+		ir->loops[v] = (eng_loop){.n = s->shape[d], .kind = L_REDUCE, .dim = -1};
+		ph.red[ph.nred++] = v;
+		ridx[d] = s->shape[d] == 0 ? u_ic(u, 0) : u_var(u, v, s->shape[d]);
+	}
+	c->phase_path[c->nphase_stack++] = c->npath - 1;
+	ph.value = lower(c, s, ridx, valid);
+	c->nphase_stack--;
+	if (c->st)
+		return u_ic(u, 0);
+	int p = ir->nphases++;
+	ir->phases[p] = ph;
+	return acc_ref(c, p, n->dtype);
+}
+
+static eng_uop *lower_movement(lctx *c, const eng_node *n, eng_uop *const *idx, eng_uop *valid)
+{
+	eng_uops *u = c->ir->uops;
+	const eng_node *s = n->src[0];
+	eng_uop *si[ENG_MAX_DIMS];
+	eng_uop *cond = NULL;
+	switch (n->op) {
+	case ENG_OP_RESHAPE: {
+		eng_uop *flat = flat_index(u, n->ndim, n->shape, idx);
+		int64_t st[ENG_MAX_DIMS];
+		eng_contiguous_strides(s->ndim, s->shape, st);
+		for (int d = 0; d < s->ndim; d++)
+			si[d] = s->shape[d] <= 1 ? u_ic(u, 0) : u_modc(u, u_divc(u, flat, st[d]), s->shape[d]);
+		break;
+	}
+	case ENG_OP_PERMUTE:
+		for (int d = 0; d < n->ndim; d++)
+			si[(int)n->arg.perm[d]] = idx[d];
+		break;
+	case ENG_OP_EXPAND:
+		for (int d = 0; d < n->ndim; d++)
+			si[d] = s->shape[d] == n->shape[d] ? idx[d] : u_ic(u, 0);
+		break;
+	case ENG_OP_SHRINK:
+		for (int d = 0; d < n->ndim; d++)
+			si[d] = u_addc(u, idx[d], n->arg.pairs[d][0]);
+		break;
+	case ENG_OP_FLIP:
+		for (int d = 0; d < n->ndim; d++)
+			si[d] = (n->arg.axes >> d) & 1 ? u_add(u, u_ic(u, n->shape[d] - 1), u_mulc(u, idx[d], -1)) : idx[d];
+		break;
+	case ENG_OP_PAD:
+		cond = u_bool(u, true);
+		for (int d = 0; d < n->ndim; d++) {
+			int64_t lo = n->arg.pairs[d][0];
+			si[d] = u_addc(u, idx[d], -lo);
+			if (!lo && !n->arg.pairs[d][1])
+				continue;
+			/* lo <= idx < lo + size */
+			eng_uop *ge = u_lt(u, u_ic(u, lo - 1), idx[d]);
+			eng_uop *lt = u_lt(u, idx[d], u_ic(u, lo + s->shape[d]));
+			cond = u_and(u, cond, u_and(u, ge, lt));
+		}
+		break;
+	default:
+		fail(c, ENG_EINVAL, "unknown movement op");
+		return u_ic(u, 0);
+	}
+	if (!cond)
+		return lower(c, s, si, valid);
+	eng_uop *v2 = valid ? u_and(u, valid, cond) : cond;
+	eng_uop *val = lower(c, s, si, v2);
+	return u_where(u, n->dtype, cond, val, u_const(u, n->dtype, (eng_cval){.i = 0}));
+}
+
+static eng_uop *lower_node(lctx *c, const eng_node *n, eng_uop *const *idx, eng_uop *valid, bool as_root)
+{
+	eng_kernel_ir *ir = c->ir;
+	eng_uops *u = ir->uops;
+	bool stored = n->buf || (c->o->is_stored && c->o->is_stored(c->o->arg, n));
+	if (stored && !as_root) {
+		int slot = buf_slot(c, n, false);
+		return u_load(u, slot, n->dtype, flat_index(u, n->ndim, n->shape, idx), valid);
+	}
+	eng_uop *a[3] = {0};
+	switch (eng_op_kind_of(n->op)) {
+	case ENG_KIND_LEAF:
+		if (n->op == ENG_OP_CONST)
+			return u_const(u, n->dtype, n->arg.c);
+		if (n->op == ENG_OP_INDEX)
+			return n->dtype == ENG_I64 ? idx[n->arg.axis] : u_alu(u, ENG_OP_CAST, n->dtype, idx[n->arg.axis], NULL, NULL);
+		fail(c, ENG_ESTATE, "buffer node without storage");
+		return u_ic(u, 0);
+	case ENG_KIND_UNARY:
+	case ENG_KIND_BINARY:
+	case ENG_KIND_TERNARY:
+		for (int i = 0; i < n->nsrc; i++)
+			a[i] = lower(c, n->src[i], idx, valid);
+		return u_alu(u, n->op, n->dtype, a[0], a[1], a[2]);
+	case ENG_KIND_REDUCE:
+		return lower_reduce(c, n, idx, valid);
+	case ENG_KIND_MOVEMENT:
+		return lower_movement(c, n, idx, valid);
+	case ENG_KIND_BUFFEROP:
+		if (n->op == ENG_OP_ASSIGN)
+			return lower(c, n->src[1], idx, valid);
+		return lower(c, n->src[0], idx, valid); /* CONTIGUOUS, COPY: the value itself */
+	default:
+		fail(c, ENG_EINVAL, "unknown op kind");
+		return u_ic(u, 0);
+	}
+}
+
+static eng_uop *lower(lctx *c, const eng_node *n, eng_uop *const *idx, eng_uop *valid)
+{
+	if (c->st)
+		return c->ir->uops ? u_ic(c->ir->uops, 0) : NULL;
+	if (c->npath == MAXPATH) {
+		fail(c, ENG_ERANGE, "graph too deep for one kernel");
+		return u_ic(c->ir->uops, 0);
+	}
+	c->path[c->npath++] = n;
+	eng_uop *r = lower_node(c, n, idx, valid, false);
+	c->npath--;
+	return r;
+}
+
+/* Output dims a uop depends on, through outer and tile loop vars. */
+static uint32_t dims_of(const eng_kernel_ir *ir, uint64_t deps)
+{
+	uint32_t m = 0;
+	for (int v = 0; v < ir->nloops; v++)
+		if (((deps >> v) & 1) && ir->loops[v].kind != L_REDUCE && ir->loops[v].dim >= 0)
+			m |= 1u << ir->loops[v].dim;
+	return m;
+}
+
+/* Set up output loops (with tiles if planned) and lower every root. */
+static eng_status lower_all(lctx *c)
+{
+	eng_kernel_ir *ir = c->ir;
+	eng_uops *u = ir->uops;
+	const eng_node *r0 = c->roots[0];
+	ir->ndim = r0->ndim;
+	memcpy(ir->shape, r0->shape, sizeof(ir->shape));
+	ir->nloops = 0;
+	c->tiled = ir->tile[0] > 1 || ir->tile[1] > 1;
+	for (int d = 0; d < r0->ndim; d++) {
+		int64_t n = r0->shape[d];
+		int64_t t = 1;
+		for (int k = 0; k < 2; k++)
+			if (ir->tiledim[k] == d)
+				t = ir->tile[k];
+		int v = ir->nloops++;
+		ir->loops[v] = (eng_loop){.n = n / t, .kind = L_OUTER, .dim = (int8_t)d};
+		eng_uop *x = u_var(u, v, n / t);
+		if (t > 1) {
+			int tv = ir->nloops++;
+			ir->loops[tv] = (eng_loop){.n = t, .kind = L_TILE, .dim = (int8_t)d};
+			for (int k = 0; k < 2; k++)
+				if (ir->tiledim[k] == d)
+					ir->tilevar[k] = tv;
+			x = u_add(u, u_mulc(u, x, t), u_var(u, tv, t));
+		}
+		c->outidx[d] = x;
+	}
+	for (int i = 0; i < c->nroots; i++) {
+		const eng_node *r = c->roots[i];
+		c->npath = 0;
+		c->path[c->npath++] = r;
+		eng_uop *v = lower_node(c, r, c->outidx, NULL, true);
+		c->npath = 0;
+		if (c->st)
+			return c->st;
+		if (ir->nstores == ENG_MAX_STORES)
+			return fail(c, ENG_ERANGE, "too many outputs in one kernel");
+		int slot = buf_slot(c, r, true);
+		ir->stores[ir->nstores++] = (eng_kstore){.buf = slot, .value = v};
+	}
+	if (eng_uops_failed(u))
+		return fail(c, ENG_ENOMEM, "out of memory lowering a kernel");
+	for (int p = 0; p < ir->nphases; p++) {
+		uint64_t deps = ir->phases[p].key[ir->phases[p].node->ndim] ? ir->phases[p].key[ir->phases[p].node->ndim]->deps : 0;
+		for (int d = 0; d < ir->phases[p].node->ndim; d++)
+			deps |= ir->phases[p].key[d]->deps;
+		ir->phases[p].dims = dims_of(ir, deps);
+	}
+	return ENG_OK;
+}
+
+static void reset_ir(eng_kernel_ir *ir)
+{
+	eng_uops_destroy(ir->uops);
+	ir->uops = eng_uops_create();
+	ir->nbufs = ir->nout = ir->nphases = ir->nstores = ir->nloops = 0;
+}
+
+/* Cost guard: a phase that depends on fewer output dims than the kernel's phases together
+ * would be recomputed for every value of the others; store it instead. */
+static const eng_node *cost_guard(const eng_kernel_ir *ir, const eng_node *const *roots, int nroots)
+{
+	uint32_t all = 0;
+	for (int p = 0; p < ir->nphases; p++)
+		all |= ir->phases[p].dims;
+	for (int p = 0; p < ir->nphases; p++) {
+		uint32_t missing = all & ~ir->phases[p].dims;
+		int64_t extra = 1;
+		for (int d = 0; d < ir->ndim; d++)
+			if ((missing >> d) & 1)
+				extra *= ir->shape[d];
+		if (extra > 1) {
+			const eng_node *cand = ir->phases[p].candidate;
+			for (int i = 0; i < nroots; i++)
+				if (cand == roots[i])
+					cand = ir->phases[p].node;
+			return cand;
+		}
+	}
+	return NULL;
+}
+
+/* Choose tiles for kernels with reductions: the output dim most often read contiguously gets
+ * the wide tile (vector lanes), another dim the narrow one (register reuse). */
+static void plan_tiles(eng_kernel_ir *ir, char *opts, size_t len)
+{
+	ir->tiledim[0] = ir->tiledim[1] = -1;
+	ir->tile[0] = ir->tile[1] = 1;
+	if (!ir->nphases)
+		return;
+	uint32_t D = 0;
+	int64_t red = 1;
+	for (int p = 0; p < ir->nphases; p++) {
+		D |= ir->phases[p].dims;
+		int64_t r = 1;
+		for (int k = 0; k < ir->phases[p].nred; k++)
+			r *= ir->loops[ir->phases[p].red[k]].n;
+		if (r > red)
+			red = r;
+	}
+	if (red < 8 || ir->nphases > 4)
+		return;
+	int score[ENG_MAX_DIMS] = {0}, reuse[ENG_MAX_DIMS] = {0};
+	for (int p = 0; p < ir->nphases; p++) {
+		/* walk loads in the phase value */
+		eng_uop *stack[256];
+		int sp = 0;
+		stack[sp++] = ir->phases[p].value;
+		int guard = 0;
+		while (sp && guard++ < 4096) {
+			eng_uop *x = stack[--sp];
+			if (x->kind == U_LOAD) {
+				for (int d = 0; d < ir->ndim; d++) {
+					int v = -1;
+					for (int l = 0; l < ir->nloops; l++)
+						if (ir->loops[l].kind == L_OUTER && ir->loops[l].dim == d)
+							v = l;
+					if (v < 0)
+						continue;
+					int64_t co = u_coef_of_var(x->src[0], v);
+					if (co == 1)
+						score[d] += 2;
+					if (!((x->src[0]->deps >> v) & 1))
+						reuse[d]++;
+				}
+				continue;
+			}
+			for (int i = 0; i < x->nsrc && sp < 256; i++)
+				if (x->src[i] && x->src[i]->kind != U_CONST && x->src[i]->kind != U_VAR)
+					stack[sp++] = x->src[i];
+		}
+	}
+	int best = -1, second = -1;
+	for (int d = 0; d < ir->ndim; d++) {
+		if (!((D >> d) & 1) || ir->shape[d] < 2)
+			continue;
+		if (best < 0 || score[d] > score[best])
+			best = d;
+	}
+	if (best < 0 || score[best] == 0)
+		return;
+	static const int64_t wide[] = {16, 8, 4, 2}, narrow[] = {4, 2};
+	for (size_t i = 0; i < 4; i++)
+		if (ir->shape[best] % wide[i] == 0 && ir->shape[best] >= wide[i]) {
+			ir->tiledim[0] = best;
+			ir->tile[0] = wide[i];
+			break;
+		}
+	if (ir->tiledim[0] < 0)
+		return;
+	for (int d = 0; d < ir->ndim; d++) {
+		if (d == best || !((D >> d) & 1) || ir->shape[d] < 2)
+			continue;
+		if (second < 0 || reuse[d] > reuse[second])
+			second = d;
+	}
+	if (second >= 0 && reuse[second] > 0) {
+		for (size_t i = 0; i < 2; i++)
+			if (ir->shape[second] % narrow[i] == 0) {
+				ir->tiledim[1] = second;
+				ir->tile[1] = narrow[i];
+				break;
+			}
+	}
+	snprintf(opts, len, "UPCAST dim %d by %lld%s", best, (long long)ir->tile[0], "");
+	if (ir->tiledim[1] >= 0) {
+		size_t l = strlen(opts);
+		snprintf(opts + l, len - l, ", UPCAST dim %d by %lld", ir->tiledim[1], (long long)ir->tile[1]);
+	}
+}
+
+eng_status eng_lower(const eng_node *const *roots, int nroots, const eng_lower_opts *o,
+		     eng_kernel_ir *ir, const eng_node **must_store, char *err, size_t errlen)
+{
+	lctx *c = calloc(1, sizeof(*c));
+	*must_store = NULL;
+	if (!c) {
+		snprintf(err, errlen, "out of memory");
+		return ENG_ENOMEM;
+	}
+	c->ir = ir;
+	c->o = o;
+	c->roots = roots;
+	c->nroots = nroots;
+	c->err = err;
+	c->errlen = errlen;
+	ir->tiledim[0] = ir->tiledim[1] = -1;
+	ir->tile[0] = ir->tile[1] = 1;
+	ir->opts[0] = 0;
+	reset_ir(ir);
+	eng_status s = ir->uops ? lower_all(c) : ENG_ENOMEM;
+	if (s == ENG_ESTATE && c->must_store) {
+		*must_store = c->must_store;
+		goto done;
+	}
+	if (s)
+		goto done;
+	const eng_node *g = cost_guard(ir, roots, nroots);
+	if (g) {
+		*must_store = g;
+		s = ENG_ESTATE;
+		goto done;
+	}
+	if (o->optimize) {
+		char opts[256] = "";
+		plan_tiles(ir, opts, sizeof(opts));
+		if (ir->tiledim[0] >= 0) {
+			int64_t t0 = ir->tile[0], t1 = ir->tile[1];
+			int d0 = ir->tiledim[0], d1 = ir->tiledim[1];
+			reset_ir(ir);
+			ir->tile[0] = t0, ir->tile[1] = t1, ir->tiledim[0] = d0, ir->tiledim[1] = d1;
+			c->st = ENG_OK;
+			s = ir->uops ? lower_all(c) : ENG_ENOMEM;
+			if (s)
+				goto done;
+			snprintf(ir->opts, sizeof(ir->opts), "%s", opts);
+		}
+	}
+	ir->nout = nroots;
+	for (int i = 0; i < nroots; i++)
+		ir->aliased |= roots[i]->op == ENG_OP_ASSIGN;
+	s = eng_linearize(ir, o->nthreads, err, errlen);
+done:
+	free(c);
+	return s;
+}
+
+int eng_lower_inputs(const eng_kernel_ir *ir, const eng_node **out, int max)
+{
+	int n = 0;
+	for (int i = 0; i < ir->nbufs && n < max; i++)
+		if (!ir->bufs[i].output)
+			out[n++] = ir->bufs[i].node;
+	return n;
+}
+
+void eng_kernel_ir_free(eng_kernel_ir *ir)
+{
+	if (!ir)
+		return;
+	eng_uops_destroy(ir->uops);
+	free(ir->stmts);
+	ir->uops = NULL;
+	ir->stmts = NULL;
+}

@@ -1,0 +1,379 @@
+/* schedule.c: the scheduler. Starting from the requested nodes, it grows the set of nodes
+ * that must be stored until every kernel lowers cleanly (see lower.c for the rules), merges
+ * independent same-shaped outputs into one kernel, and orders the kernels. */
+#include "schedule.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "lower.h"
+
+/* ---- a set of nodes (open addressing on the pointer) ---- */
+
+typedef struct nset {
+	const eng_node **tab;
+	size_t cap, n;
+	const eng_node **list; /* members in insertion order */
+} nset;
+
+static size_t ptr_hash(const void *p) { return (size_t)(((uintptr_t)p >> 4) * 0x9e3779b97f4a7c15ull); }
+
+static bool nset_has(const nset *s, const eng_node *x)
+{
+	if (!s->cap)
+		return false;
+	for (size_t i = ptr_hash(x) & (s->cap - 1);; i = (i + 1) & (s->cap - 1)) {
+		if (!s->tab[i])
+			return false;
+		if (s->tab[i] == x)
+			return true;
+	}
+}
+
+static bool nset_add(nset *s, const eng_node *x)
+{
+	if (nset_has(s, x))
+		return true;
+	if ((s->n + 1) * 2 > s->cap) {
+		size_t nc = s->cap ? s->cap * 2 : 64;
+		const eng_node **nt = calloc(nc, sizeof(*nt));
+		const eng_node **nl = realloc(s->list, nc * sizeof(*nl));
+		if (!nt || !nl) {
+			free(nt);
+			if (nl)
+				s->list = nl;
+			return false;
+		}
+		s->list = nl;
+		for (size_t i = 0; i < s->cap; i++)
+			if (s->tab[i])
+				for (size_t j = ptr_hash(s->tab[i]) & (nc - 1);; j = (j + 1) & (nc - 1))
+					if (!nt[j]) {
+						nt[j] = s->tab[i];
+						break;
+					}
+		free(s->tab);
+		s->tab = nt;
+		s->cap = nc;
+	}
+	for (size_t i = ptr_hash(x) & (s->cap - 1);; i = (i + 1) & (s->cap - 1))
+		if (!s->tab[i]) {
+			s->tab[i] = x;
+			break;
+		}
+	s->list[s->n++] = x;
+	return true;
+}
+
+static void nset_free(nset *s)
+{
+	free(s->tab);
+	free(s->list);
+	memset(s, 0, sizeof(*s));
+}
+
+static bool in_set(void *arg, const eng_node *n) { return nset_has(arg, n); }
+
+static int cmp_id(const void *a, const void *b)
+{
+	const eng_node *x = *(const eng_node *const *)a, *y = *(const eng_node *const *)b;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* Find nodes that must be stored regardless of fusion: buffer-level ops. */
+static bool collect_forced(const eng_node *n, nset *seen, nset *store)
+{
+	if (n->buf || nset_has(seen, n))
+		return true;
+	if (!nset_add(seen, n))
+		return false;
+	if (eng_op_kind_of(n->op) == ENG_KIND_BUFFEROP && !nset_add(store, n))
+		return false;
+	for (int i = 0; i < n->nsrc; i++)
+		if (!collect_forced(n->src[i], seen, store))
+			return false;
+	return true;
+}
+
+typedef struct member {
+	const eng_node *node;
+	const eng_node *deps[ENG_MAX_KBUFS];
+	int ndeps;
+	int group;
+	int mark;
+} member;
+
+static int member_of(member *m, int n, const eng_node *x)
+{
+	for (int i = 0; i < n; i++)
+		if (m[i].node == x)
+			return i;
+	return -1;
+}
+
+/* Does member a depend (transitively) on member b? */
+static bool depends(member *m, int n, int a, int b, int stamp)
+{
+	if (a == b)
+		return true;
+	if (m[a].mark == stamp)
+		return false;
+	m[a].mark = stamp;
+	for (int i = 0; i < m[a].ndeps; i++) {
+		int d = member_of(m, n, m[a].deps[i]);
+		if (d >= 0 && depends(m, n, d, b, stamp))
+			return true;
+	}
+	return false;
+}
+
+static bool same_shape(const eng_node *a, const eng_node *b)
+{
+	return a->ndim == b->ndim && !memcmp(a->shape, b->shape, sizeof(int64_t) * a->ndim);
+}
+
+static eng_status trial(eng_ctx *ctx, nset *store, const eng_node *const *roots, int nroots, bool optimize,
+			eng_kernel_ir *ir, const eng_node **must)
+{
+	eng_lower_opts o = {.is_stored = in_set, .arg = store, .optimize = optimize, .nthreads = 2};
+	char err[512] = "";
+	memset(ir, 0, sizeof(*ir));
+	eng_status s = eng_lower(roots, nroots, &o, ir, must, err, sizeof(err));
+	if (s && s != ENG_ESTATE)
+		eng_set_error(ctx, s, "lowering: %s", err);
+	if (s == ENG_ESTATE && !*must)
+		eng_set_error(ctx, s, "lowering: %s", err);
+	return s;
+}
+
+eng_status eng_schedule_build(eng_ctx *ctx, eng_node *const *nodes, int n, eng_schedule *out)
+{
+	nset store = {0}, seen = {0};
+	member *m = NULL;
+	eng_status st = ENG_OK;
+	memset(out, 0, sizeof(*out));
+	for (int i = 0; i < n; i++)
+		if (!nodes[i]->buf && (!nset_add(&store, nodes[i]) || !collect_forced(nodes[i], &seen, &store)))
+			goto oom;
+	/* an assign writes into its target's buffer: the target must exist first */
+	for (size_t i = 0; i < store.n; i++)
+		if (store.list[i]->op == ENG_OP_ASSIGN && !store.list[i]->src[0]->buf &&
+		    (!nset_add(&store, store.list[i]->src[0]) || !collect_forced(store.list[i]->src[0], &seen, &store)))
+			goto oom;
+	if (!store.n)
+		goto done;
+
+	/* grow the stored set until every kernel lowers */
+	for (int iter = 0;; iter++) {
+		if (iter > 100000) {
+			st = eng_set_error(ctx, ENG_ESTATE, "scheduler did not converge");
+			goto fail;
+		}
+		bool changed = false;
+		for (size_t i = 0; i < store.n && !changed; i++) {
+			const eng_node *r = store.list[i];
+			if (eng_node_numel(r) == 0)
+				continue;
+			eng_kernel_ir ir;
+			const eng_node *must = NULL;
+			st = trial(ctx, &store, &r, 1, false, &ir, &must);
+			eng_kernel_ir_free(&ir);
+			if (st == ENG_ESTATE && must) {
+				if (!nset_add(&store, must))
+					goto oom;
+				changed = true;
+				st = ENG_OK;
+			} else if (st) {
+				goto fail;
+			}
+		}
+		if (!changed)
+			break;
+	}
+
+	/* members in topological (creation) order, with their direct dependencies */
+	int nm = (int)store.n;
+	qsort(store.list, store.n, sizeof(*store.list), cmp_id);
+	m = calloc(nm, sizeof(*m));
+	if (!m)
+		goto oom;
+	int nk = 0;
+	for (int i = 0; i < nm; i++) {
+		m[i].node = store.list[i];
+		m[i].group = -1;
+		if (eng_node_numel(m[i].node) == 0)
+			continue;
+		eng_kernel_ir ir;
+		const eng_node *must = NULL;
+		st = trial(ctx, &store, &m[i].node, 1, false, &ir, &must);
+		if (st) {
+			eng_kernel_ir_free(&ir);
+			goto fail;
+		}
+		m[i].ndeps = eng_lower_inputs(&ir, m[i].deps, ENG_MAX_KBUFS);
+		eng_kernel_ir_free(&ir);
+		if (m[i].node->op == ENG_OP_ASSIGN && m[i].ndeps < ENG_MAX_KBUFS && !m[i].node->src[0]->buf)
+			m[i].deps[m[i].ndeps++] = m[i].node->src[0];
+		nk++;
+	}
+
+	/* group: merge independent same-shaped outputs into one kernel */
+	out->items = calloc(nk ? nk : 1, sizeof(*out->items));
+	out->empty = calloc(nm, sizeof(*out->empty));
+	if (!out->items || !out->empty)
+		goto oom;
+	int stamp = 0;
+	for (int i = 0; i < nm; i++) {
+		const eng_node *r = m[i].node;
+		if (eng_node_numel(r) == 0) {
+			out->empty[out->nempty++] = r;
+			continue;
+		}
+		bool placed = false;
+		for (int g = 0; g < out->n && !placed; g++) {
+			eng_sched_item *it = &out->items[g];
+			if (it->nroots == ENG_MAX_STORES || !same_shape(it->roots[0], r) ||
+			    eng_op_kind_of(r->op) == ENG_KIND_BUFFEROP ||
+			    eng_op_kind_of(it->roots[0]->op) == ENG_KIND_BUFFEROP)
+				continue;
+			bool indep = true;
+			for (int k = 0; k < it->nroots && indep; k++) {
+				int mk = member_of(m, nm, it->roots[k]);
+				indep = !depends(m, nm, i, mk, ++stamp) && !depends(m, nm, mk, i, ++stamp);
+			}
+			/* members of other groups between them could also create a cycle */
+			for (int j = 0; j < nm && indep; j++) {
+				if (m[j].group < 0 || m[j].group == g)
+					continue;
+				bool after_g = false;
+				for (int k = 0; k < it->nroots; k++)
+					after_g |= depends(m, nm, j, member_of(m, nm, it->roots[k]), ++stamp);
+				if (after_g && depends(m, nm, i, j, ++stamp))
+					indep = false;
+				bool before_g = false;
+				for (int k = 0; k < it->nroots; k++)
+					before_g |= depends(m, nm, member_of(m, nm, it->roots[k]), j, ++stamp);
+				if (before_g && depends(m, nm, j, i, ++stamp))
+					indep = false;
+			}
+			if (!indep)
+				continue;
+			const eng_node *roots[ENG_MAX_STORES];
+			memcpy(roots, it->roots, sizeof(roots[0]) * it->nroots);
+			roots[it->nroots] = r;
+			eng_kernel_ir ir;
+			const eng_node *must = NULL;
+			eng_status s = trial(ctx, &store, roots, it->nroots + 1, false, &ir, &must);
+			eng_kernel_ir_free(&ir);
+			if (s == ENG_ESTATE && must) {
+				continue;
+			} else if (s) {
+				st = s;
+				goto fail;
+			}
+			it->roots[it->nroots++] = r;
+			m[i].group = g;
+			placed = true;
+		}
+		if (!placed) {
+			eng_sched_item *it = &out->items[out->n];
+			it->roots[0] = r;
+			it->nroots = 1;
+			m[i].group = out->n++;
+		}
+	}
+
+	/* item dependencies, then a topological order */
+	int ni = out->n;
+	int *indeg = calloc(ni, sizeof(int)), *order = calloc(ni, sizeof(int));
+	char *adj = calloc((size_t)ni * ni, 1);
+	if (!indeg || !order || !adj) {
+		free(indeg);
+		free(order);
+		free(adj);
+		goto oom;
+	}
+	for (int i = 0; i < nm; i++) {
+		if (m[i].group < 0)
+			continue;
+		for (int k = 0; k < m[i].ndeps; k++) {
+			int d = member_of(m, nm, m[i].deps[k]);
+			if (d >= 0 && m[d].group >= 0 && m[d].group != m[i].group)
+				adj[(size_t)m[d].group * ni + m[i].group] = 1;
+		}
+		/* readers of an assign's target run before the assign overwrites it */
+		if (m[i].node->op == ENG_OP_ASSIGN)
+			for (int j = 0; j < nm; j++)
+				for (int k = 0; k < m[j].ndeps; k++)
+					if (m[j].deps[k] == m[i].node->src[0] && m[j].group >= 0 && m[j].group != m[i].group)
+						adj[(size_t)m[j].group * ni + m[i].group] = 1;
+	}
+	for (int a = 0; a < ni; a++)
+		for (int b = 0; b < ni; b++)
+			indeg[b] += adj[(size_t)a * ni + b];
+	int head = 0, tail = 0;
+	for (int i = 0; i < ni; i++)
+		if (!indeg[i])
+			order[tail++] = i;
+	while (head < tail) {
+		int a = order[head++];
+		for (int b = 0; b < ni; b++)
+			if (adj[(size_t)a * ni + b] && --indeg[b] == 0)
+				order[tail++] = b;
+	}
+	free(indeg);
+	free(adj);
+	if (tail != ni) {
+		free(order);
+		st = eng_set_error(ctx, ENG_ESTATE, "scheduler: kernel dependencies form a cycle");
+		goto fail;
+	}
+	eng_sched_item *sorted = calloc(ni ? ni : 1, sizeof(*sorted));
+	if (!sorted) {
+		free(order);
+		goto oom;
+	}
+	for (int i = 0; i < ni; i++)
+		sorted[i] = out->items[order[i]];
+	free(order);
+	free(out->items);
+	out->items = sorted;
+
+	/* final lowering with optimisations */
+	for (int i = 0; i < ni; i++) {
+		eng_sched_item *it = &out->items[i];
+		const eng_node *must = NULL;
+		st = trial(ctx, &store, it->roots, it->nroots, true, &it->ir, &must);
+		if (st) {
+			if (st == ENG_ESTATE)
+				eng_set_error(ctx, st, "scheduler: kernel %d changed between passes", i);
+			goto fail;
+		}
+	}
+done:
+	free(m);
+	nset_free(&store);
+	nset_free(&seen);
+	return ENG_OK;
+oom:
+	st = eng_set_error(ctx, ENG_ENOMEM, "out of memory while scheduling");
+fail:
+	free(m);
+	nset_free(&store);
+	nset_free(&seen);
+	eng_schedule_free(out);
+	return st ? st : ENG_ESTATE;
+}
+
+void eng_schedule_free(eng_schedule *s)
+{
+	if (!s)
+		return;
+	for (int i = 0; i < s->n; i++) {
+		eng_kernel_ir_free(&s->items[i].ir);
+		free(s->items[i].deps);
+	}
+	free(s->items);
+	free(s->empty);
+	memset(s, 0, sizeof(*s));
+}

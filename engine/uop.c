@@ -1,0 +1,612 @@
+/* uop.c: hash-consed kernel uops with bounds tracking and symbolic simplification of the
+ * int64 index arithmetic that movement ops produce (linear forms, div/mod by constants). */
+#include "uop.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define CHUNK 512
+
+typedef struct chunk {
+	struct chunk *next;
+	size_t used;
+	eng_uop items[CHUNK];
+} chunk;
+
+struct eng_uops {
+	chunk *chunks;
+	eng_uop **tab;
+	size_t ntab, count;
+	uint32_t next_id;
+	bool failed;
+	eng_uop dummy;
+};
+
+eng_uops *eng_uops_create(void)
+{
+	eng_uops *u = calloc(1, sizeof(*u));
+	if (!u)
+		return NULL;
+	u->ntab = 1024;
+	u->tab = calloc(u->ntab, sizeof(*u->tab));
+	if (!u->tab) {
+		free(u);
+		return NULL;
+	}
+	u->dummy.kind = U_CONST;
+	u->dummy.dtype = ENG_I64;
+	return u;
+}
+
+void eng_uops_destroy(eng_uops *u)
+{
+	if (!u)
+		return;
+	for (chunk *c = u->chunks, *n; c; c = n) {
+		n = c->next;
+		free(c);
+	}
+	free(u->tab);
+	free(u);
+}
+
+bool eng_uops_failed(const eng_uops *u) { return u->failed; }
+
+static uint64_t hmix(uint64_t h, uint64_t v)
+{
+	h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+	h *= 0xff51afd7ed558ccdull;
+	return h ^ (h >> 33);
+}
+
+static uint64_t key_hash(const eng_uop *k)
+{
+	uint64_t h = hmix(k->kind, k->op);
+	h = hmix(h, k->dtype);
+	for (int i = 0; i < k->nsrc; i++)
+		h = hmix(h, k->src[i] ? k->src[i]->id : 0);
+	return hmix(h, (uint64_t)k->arg.c.i);
+}
+
+static bool key_eq(const eng_uop *a, const eng_uop *b)
+{
+	if (a->kind != b->kind || a->op != b->op || a->dtype != b->dtype || a->nsrc != b->nsrc ||
+	    a->arg.c.i != b->arg.c.i)
+		return false;
+	for (int i = 0; i < a->nsrc; i++)
+		if (a->src[i] != b->src[i])
+			return false;
+	return true;
+}
+
+static void grow(eng_uops *u)
+{
+	size_t n = u->ntab * 2;
+	eng_uop **t = calloc(n, sizeof(*t));
+	if (!t)
+		return;
+	for (size_t i = 0; i < u->ntab; i++)
+		for (eng_uop *x = u->tab[i], *nx; x; x = nx) {
+			nx = x->next;
+			x->next = t[x->hash & (n - 1)];
+			t[x->hash & (n - 1)] = x;
+		}
+	free(u->tab);
+	u->tab = t;
+	u->ntab = n;
+}
+
+/* Intern k (kind/op/dtype/src/arg filled; bounds filled by the caller). */
+static eng_uop *intern(eng_uops *u, const eng_uop *k)
+{
+	if (u->failed)
+		return &u->dummy;
+	uint64_t h = key_hash(k);
+	for (eng_uop *x = u->tab[h & (u->ntab - 1)]; x; x = x->next)
+		if (x->hash == h && key_eq(x, k))
+			return x;
+	if (!u->chunks || u->chunks->used == CHUNK) {
+		chunk *c = malloc(sizeof(*c));
+		if (!c) {
+			u->failed = true;
+			return &u->dummy;
+		}
+		c->used = 0;
+		c->next = u->chunks;
+		u->chunks = c;
+	}
+	eng_uop *x = &u->chunks->items[u->chunks->used++];
+	*x = *k;
+	x->hash = h;
+	x->id = ++u->next_id;
+	x->slot = -1;
+	x->uses = 0;
+	x->defined_at = 0;
+	x->deps = 0;
+	x->accdeps = 0;
+	for (int i = 0; i < x->nsrc; i++)
+		if (x->src[i]) {
+			x->deps |= x->src[i]->deps;
+			x->accdeps |= x->src[i]->accdeps;
+		}
+	if (u->count + 1 > u->ntab)
+		grow(u);
+	x->next = u->tab[h & (u->ntab - 1)];
+	u->tab[h & (u->ntab - 1)] = x;
+	u->count++;
+	return x;
+}
+
+static void full_range(eng_uop *k)
+{
+	switch (k->dtype) {
+	case ENG_BOOL:
+		k->vmin = 0, k->vmax = 1;
+		break;
+	case ENG_U8:
+		k->vmin = 0, k->vmax = 255;
+		break;
+	case ENG_I32:
+		k->vmin = INT32_MIN, k->vmax = INT32_MAX;
+		break;
+	default:
+		k->vmin = INT64_MIN, k->vmax = INT64_MAX;
+		break;
+	}
+}
+
+eng_uop *u_const(eng_uops *u, eng_dtype dt, eng_cval c)
+{
+	eng_uop k = {.kind = U_CONST, .dtype = dt};
+	k.arg.c = c;
+	if (eng_dtype_is_float(dt))
+		full_range(&k);
+	else
+		k.vmin = k.vmax = c.i;
+	return intern(u, &k);
+}
+
+eng_uop *u_ic(eng_uops *u, int64_t v) { return u_const(u, ENG_I64, (eng_cval){.i = v}); }
+eng_uop *u_bool(eng_uops *u, bool v) { return u_const(u, ENG_BOOL, (eng_cval){.i = v}); }
+
+eng_uop *u_var(eng_uops *u, int var, int64_t n)
+{
+	if (n <= 1)
+		return u_ic(u, 0);
+	eng_uop k = {.kind = U_VAR, .dtype = ENG_I64, .vmin = 0, .vmax = n - 1};
+	k.arg.var = var;
+	eng_uop *x = intern(u, &k);
+	x->deps |= 1ull << var;
+	return x;
+}
+
+eng_uop *u_load(eng_uops *u, int buf, eng_dtype dt, eng_uop *idx, eng_uop *valid)
+{
+	if (valid && u_is_const(valid) && !valid->arg.c.i) /* never read: the value is masked */
+		return u_const(u, dt, (eng_cval){.i = 0});
+	eng_uop k = {.kind = U_LOAD, .dtype = dt, .nsrc = valid && !u_is_true(valid) ? 2 : 1};
+	k.src[0] = idx;
+	k.src[1] = k.nsrc == 2 ? valid : NULL;
+	k.arg.buf = buf;
+	full_range(&k);
+	return intern(u, &k);
+}
+
+eng_uop *u_acc(eng_uops *u, int phase, eng_dtype dt, eng_uop *ta, eng_uop *tb)
+{
+	eng_uop k = {.kind = U_ACC, .dtype = dt, .nsrc = 2};
+	k.src[0] = ta;
+	k.src[1] = tb;
+	k.arg.acc = phase;
+	full_range(&k);
+	eng_uop *x = intern(u, &k);
+	x->accdeps |= 1ull << phase;
+	return x;
+}
+
+/* ---- saturating helpers for bounds ---- */
+
+static int64_t sat_add(int64_t a, int64_t b)
+{
+	int64_t r;
+	if (__builtin_add_overflow(a, b, &r))
+		return a > 0 ? INT64_MAX : INT64_MIN;
+	return r;
+}
+
+static int64_t sat_mul(int64_t a, int64_t b)
+{
+	int64_t r;
+	if (__builtin_mul_overflow(a, b, &r))
+		return (a > 0) == (b > 0) ? INT64_MAX : INT64_MIN;
+	return r;
+}
+
+static int64_t fdiv(int64_t a, int64_t c) /* floor division, c > 0 */
+{
+	int64_t q = a / c;
+	return (a % c && a < 0) ? q - 1 : q;
+}
+
+/* ---- raw ALU construction with constant folding of integer/bool ops ---- */
+
+static bool fold_int(eng_op op, int64_t a, int64_t b, int64_t *out)
+{
+	switch (op) {
+	case ENG_OP_ADD: *out = (int64_t)((uint64_t)a + (uint64_t)b); return true;
+	case ENG_OP_SUB: *out = (int64_t)((uint64_t)a - (uint64_t)b); return true;
+	case ENG_OP_MUL: *out = (int64_t)((uint64_t)a * (uint64_t)b); return true;
+	case ENG_OP_IDIV: *out = b == 0 || (a == INT64_MIN && b == -1) ? (b ? a : 0) : a / b; return true;
+	case ENG_OP_MOD: *out = b == 0 || b == -1 ? 0 : a % b; return true;
+	case ENG_OP_MAX: *out = a > b ? a : b; return true;
+	case ENG_OP_CMPLT: *out = a < b; return true;
+	case ENG_OP_CMPEQ: *out = a == b; return true;
+	case ENG_OP_CMPNE: *out = a != b; return true;
+	case ENG_OP_AND: *out = a & b; return true;
+	case ENG_OP_OR: *out = a | b; return true;
+	case ENG_OP_XOR: *out = a ^ b; return true;
+	default: return false;
+	}
+}
+
+eng_uop *u_alu(eng_uops *u, eng_op op, eng_dtype dt, eng_uop *a, eng_uop *b, eng_uop *c)
+{
+	int n = eng_op_nsrc(op);
+	if (op == ENG_OP_CAST || op == ENG_OP_BITCAST)
+		n = 1;
+	eng_uop k = {.kind = U_ALU, .op = (uint8_t)op, .dtype = dt, .nsrc = (uint8_t)n};
+	k.src[0] = a;
+	k.src[1] = n > 1 ? b : NULL;
+	k.src[2] = n > 2 ? c : NULL;
+	if (op == ENG_OP_WHERE && u_is_const(a))
+		return a->arg.c.i ? b : c;
+	if (op == ENG_OP_WHERE && b == c)
+		return b;
+	/* fold int64/bool index arithmetic on constants */
+	if (n == 2 && (dt == ENG_I64 || dt == ENG_BOOL) && a->dtype == b->dtype &&
+	    (a->dtype == ENG_I64 || a->dtype == ENG_BOOL) && u_is_const(a) && u_is_const(b)) {
+		int64_t r;
+		if (fold_int(op, a->arg.c.i, b->arg.c.i, &r))
+			return dt == ENG_BOOL ? u_bool(u, r != 0) : u_ic(u, r);
+	}
+	full_range(&k);
+	if (dt == ENG_BOOL)
+		k.vmin = 0, k.vmax = 1;
+	return intern(u, &k);
+}
+
+/* ---- linear forms: sum of coef*base + constant ---- */
+
+#define MAXTERMS 24
+typedef struct lin {
+	int n;
+	eng_uop *base[MAXTERMS];
+	int64_t coef[MAXTERMS];
+	int64_t c;
+	bool ok;
+} lin;
+
+static void lin_add_term(lin *l, eng_uop *base, int64_t coef)
+{
+	for (int i = 0; i < l->n; i++)
+		if (l->base[i] == base) {
+			l->coef[i] += coef;
+			return;
+		}
+	if (l->n == MAXTERMS) {
+		l->ok = false;
+		return;
+	}
+	l->base[l->n] = base;
+	l->coef[l->n++] = coef;
+}
+
+static bool is_mulc(const eng_uop *x)
+{
+	return x->kind == U_ALU && x->op == ENG_OP_MUL && x->dtype == ENG_I64 && u_is_const(x->src[1]);
+}
+
+static bool is_add(const eng_uop *x) { return x->kind == U_ALU && x->op == ENG_OP_ADD && x->dtype == ENG_I64; }
+
+static void lin_collect(lin *l, eng_uop *x, int64_t scale)
+{
+	if (u_is_const(x)) {
+		l->c += scale * x->arg.c.i;
+	} else if (is_add(x)) {
+		lin_collect(l, x->src[0], scale);
+		lin_collect(l, x->src[1], scale);
+	} else if (is_mulc(x)) {
+		lin_collect(l, x->src[0], scale * x->src[1]->arg.c.i);
+	} else {
+		lin_add_term(l, x, scale);
+	}
+}
+
+static void lin_of(lin *l, eng_uop *x)
+{
+	l->n = 0;
+	l->c = 0;
+	l->ok = true;
+	lin_collect(l, x, 1);
+}
+
+static eng_uop *raw_bin(eng_uops *u, eng_op op, eng_uop *a, eng_uop *b, int64_t vmin, int64_t vmax)
+{
+	eng_uop k = {.kind = U_ALU, .op = (uint8_t)op, .dtype = ENG_I64, .nsrc = 2, .vmin = vmin, .vmax = vmax};
+	k.src[0] = a;
+	k.src[1] = b;
+	return intern(u, &k);
+}
+
+static eng_uop *term(eng_uops *u, eng_uop *base, int64_t coef)
+{
+	if (coef == 1)
+		return base;
+	int64_t lo = sat_mul(base->vmin, coef), hi = sat_mul(base->vmax, coef);
+	return raw_bin(u, ENG_OP_MUL, base, u_ic(u, coef), lo < hi ? lo : hi, lo < hi ? hi : lo);
+}
+
+static int cmp_terms(const void *pa, const void *pb)
+{
+	const eng_uop *a = *(eng_uop *const *)pa, *b = *(eng_uop *const *)pb;
+	return a->id < b->id ? -1 : a->id > b->id;
+}
+
+/* Rebuild a canonical sum: terms sorted by base id, constant last. */
+static eng_uop *lin_build(eng_uops *u, lin *l)
+{
+	eng_uop *order[MAXTERMS];
+	int n = 0;
+	for (int i = 0; i < l->n; i++)
+		if (l->coef[i])
+			order[n++] = l->base[i];
+	qsort(order, n, sizeof(order[0]), cmp_terms);
+	eng_uop *acc = NULL;
+	for (int i = 0; i < n; i++) {
+		int64_t coef = 0;
+		for (int j = 0; j < l->n; j++)
+			if (l->base[j] == order[i])
+				coef = l->coef[j];
+		eng_uop *t = term(u, order[i], coef);
+		acc = acc ? raw_bin(u, ENG_OP_ADD, acc, t, sat_add(acc->vmin, t->vmin), sat_add(acc->vmax, t->vmax)) : t;
+	}
+	if (!acc)
+		return u_ic(u, l->c);
+	if (l->c)
+		acc = raw_bin(u, ENG_OP_ADD, acc, u_ic(u, l->c), sat_add(acc->vmin, l->c), sat_add(acc->vmax, l->c));
+	return acc;
+}
+
+eng_uop *u_add(eng_uops *u, eng_uop *a, eng_uop *b)
+{
+	lin l;
+	l.n = 0, l.c = 0, l.ok = true;
+	lin_collect(&l, a, 1);
+	lin_collect(&l, b, 1);
+	if (!l.ok)
+		return raw_bin(u, ENG_OP_ADD, a, b, sat_add(a->vmin, b->vmin), sat_add(a->vmax, b->vmax));
+	return lin_build(u, &l);
+}
+
+eng_uop *u_addc(eng_uops *u, eng_uop *a, int64_t c) { return c ? u_add(u, a, u_ic(u, c)) : a; }
+
+eng_uop *u_mulc(eng_uops *u, eng_uop *a, int64_t c)
+{
+	if (c == 0)
+		return u_ic(u, 0);
+	if (c == 1)
+		return a;
+	lin l;
+	lin_of(&l, a);
+	if (!l.ok)
+		return term(u, a, c);
+	for (int i = 0; i < l.n; i++)
+		l.coef[i] *= c;
+	l.c *= c;
+	return lin_build(u, &l);
+}
+
+eng_uop *u_divc(eng_uops *u, eng_uop *a, int64_t c)
+{
+	if (c == 1)
+		return a;
+	if (u_is_const(a))
+		return u_ic(u, a->arg.c.i / c);
+	if (a->vmin >= 0 && a->vmax < c)
+		return u_ic(u, 0);
+	if (a->vmin >= 0 && a->vmin / c == a->vmax / c)
+		return u_ic(u, a->vmin / c);
+	/* (x / c1) / c -> x / (c1 * c) */
+	if (a->kind == U_ALU && a->op == ENG_OP_IDIV && a->dtype == ENG_I64 && u_is_const(a->src[1]) &&
+	    a->src[0]->vmin >= 0 && a->src[1]->arg.c.i < (INT64_MAX / c))
+		return u_divc(u, a->src[0], a->src[1]->arg.c.i * c);
+	if (a->vmin >= 0) {
+		lin l, q, r;
+		lin_of(&l, a);
+		if (l.ok) {
+			q.n = r.n = 0;
+			q.ok = r.ok = true;
+			q.c = fdiv(l.c, c);
+			r.c = l.c - q.c * c;
+			bool rnonneg = true;
+			for (int i = 0; i < l.n; i++) {
+				if (l.coef[i] % c == 0) {
+					lin_add_term(&q, l.base[i], l.coef[i] / c);
+				} else {
+					lin_add_term(&r, l.base[i], l.coef[i]);
+					rnonneg &= l.base[i]->vmin >= 0 && l.coef[i] > 0;
+				}
+			}
+			if (q.n || q.c) {
+				eng_uop *rq = lin_build(u, &r);
+				if (rq->vmin >= 0 && rnonneg) {
+					eng_uop *qq = lin_build(u, &q);
+					return u_add(u, qq, u_divc(u, rq, c));
+				}
+			}
+		}
+	}
+	int64_t lo = a->vmin / c, hi = a->vmax / c;
+	return raw_bin(u, ENG_OP_IDIV, a, u_ic(u, c), lo, hi);
+}
+
+eng_uop *u_modc(eng_uops *u, eng_uop *a, int64_t c)
+{
+	if (c == 1)
+		return u_ic(u, 0);
+	if (u_is_const(a))
+		return u_ic(u, a->arg.c.i % c);
+	if (a->vmin >= 0 && a->vmax < c)
+		return a;
+	/* (x % m) % c -> x % c when c divides m */
+	if (a->kind == U_ALU && a->op == ENG_OP_MOD && a->dtype == ENG_I64 && u_is_const(a->src[1]) &&
+	    a->src[0]->vmin >= 0 && a->src[1]->arg.c.i % c == 0)
+		return u_modc(u, a->src[0], c);
+	if (a->vmin >= 0) {
+		lin l, r;
+		lin_of(&l, a);
+		if (l.ok) {
+			r.n = 0;
+			r.ok = true;
+			r.c = l.c - fdiv(l.c, c) * c;
+			bool rnonneg = true, dropped = l.c != r.c;
+			for (int i = 0; i < l.n; i++) {
+				if (l.coef[i] % c == 0) {
+					dropped = true;
+				} else {
+					lin_add_term(&r, l.base[i], l.coef[i]);
+					rnonneg &= l.base[i]->vmin >= 0 && l.coef[i] > 0;
+				}
+			}
+			if (dropped && rnonneg)
+				return u_modc(u, lin_build(u, &r), c);
+		}
+	}
+	int64_t lo = a->vmin >= 0 ? 0 : -(c - 1), hi = c - 1;
+	if (a->vmin >= 0 && a->vmax < hi)
+		hi = a->vmax;
+	return raw_bin(u, ENG_OP_MOD, a, u_ic(u, c), lo, hi);
+}
+
+eng_uop *u_lt(eng_uops *u, eng_uop *a, eng_uop *b)
+{
+	if (a->vmax < b->vmin)
+		return u_bool(u, true);
+	if (a->vmin >= b->vmax)
+		return u_bool(u, false);
+	eng_uop k = {.kind = U_ALU, .op = ENG_OP_CMPLT, .dtype = ENG_BOOL, .nsrc = 2, .vmin = 0, .vmax = 1};
+	k.src[0] = a;
+	k.src[1] = b;
+	return intern(u, &k);
+}
+
+eng_uop *u_and(eng_uops *u, eng_uop *a, eng_uop *b)
+{
+	if (u_is_const(a))
+		return a->arg.c.i ? b : a;
+	if (u_is_const(b))
+		return b->arg.c.i ? a : b;
+	if (a == b)
+		return a;
+	if (a->id > b->id) {
+		eng_uop *t = a;
+		a = b;
+		b = t;
+	}
+	eng_uop k = {.kind = U_ALU, .op = ENG_OP_AND, .dtype = ENG_BOOL, .nsrc = 2, .vmin = 0, .vmax = 1};
+	k.src[0] = a;
+	k.src[1] = b;
+	return intern(u, &k);
+}
+
+eng_uop *u_where(eng_uops *u, eng_dtype dt, eng_uop *c, eng_uop *a, eng_uop *b)
+{
+	return u_alu(u, ENG_OP_WHERE, dt, c, a, b);
+}
+
+/* ---- substitution ---- */
+
+typedef struct subst {
+	eng_uops *u;
+	eng_uop *const *map;
+	int nmap;
+	uint64_t mask;
+	eng_uop **memo_k, **memo_v;
+	int nmemo, cap;
+} subst;
+
+static eng_uop *sub_rec(subst *s, eng_uop *x)
+{
+	if (!(x->deps & s->mask))
+		return x;
+	for (int i = 0; i < s->nmemo; i++)
+		if (s->memo_k[i] == x)
+			return s->memo_v[i];
+	eng_uop *r;
+	eng_uops *u = s->u;
+	if (x->kind == U_VAR) {
+		r = x->arg.var < s->nmap && s->map[x->arg.var] ? s->map[x->arg.var] : x;
+	} else {
+		eng_uop *a[3] = {0};
+		for (int i = 0; i < x->nsrc; i++)
+			a[i] = x->src[i] ? sub_rec(s, x->src[i]) : NULL;
+		if (x->kind == U_LOAD) {
+			r = u_load(u, x->arg.buf, x->dtype, a[0], a[1]);
+		} else if (x->kind == U_ACC) {
+			r = u_acc(u, x->arg.acc, x->dtype, a[0], a[1]);
+		} else if (x->dtype == ENG_I64 && x->op == ENG_OP_ADD) {
+			r = u_add(u, a[0], a[1]);
+		} else if (x->dtype == ENG_I64 && x->op == ENG_OP_MUL && u_is_const(a[1])) {
+			r = u_mulc(u, a[0], a[1]->arg.c.i);
+		} else if (x->dtype == ENG_I64 && x->op == ENG_OP_IDIV && u_is_const(a[1]) && a[1]->arg.c.i > 0) {
+			r = u_divc(u, a[0], a[1]->arg.c.i);
+		} else if (x->dtype == ENG_I64 && x->op == ENG_OP_MOD && u_is_const(a[1]) && a[1]->arg.c.i > 0) {
+			r = u_modc(u, a[0], a[1]->arg.c.i);
+		} else if (x->op == ENG_OP_CMPLT && a[0]->dtype == ENG_I64) {
+			r = u_lt(u, a[0], a[1]);
+		} else if (x->op == ENG_OP_AND && x->dtype == ENG_BOOL) {
+			r = u_and(u, a[0], a[1]);
+		} else {
+			r = u_alu(u, (eng_op)x->op, (eng_dtype)x->dtype, a[0], a[1], a[2]);
+		}
+	}
+	if (s->nmemo == s->cap) {
+		int nc = s->cap ? s->cap * 2 : 64;
+		eng_uop **k = realloc(s->memo_k, nc * sizeof(*k));
+		if (!k)
+			return r;
+		s->memo_k = k;
+		eng_uop **v = realloc(s->memo_v, nc * sizeof(*v));
+		if (!v)
+			return r;
+		s->memo_v = v;
+		s->cap = nc;
+	}
+	s->memo_k[s->nmemo] = x;
+	s->memo_v[s->nmemo++] = r;
+	return r;
+}
+
+eng_uop *u_substitute(eng_uops *u, eng_uop *x, eng_uop *const *map, int nmap)
+{
+	subst s = {.u = u, .map = map, .nmap = nmap};
+	for (int i = 0; i < nmap && i < 64; i++)
+		if (map[i])
+			s.mask |= 1ull << i;
+	eng_uop *r = sub_rec(&s, x);
+	free(s.memo_k);
+	free(s.memo_v);
+	return r;
+}
+
+int64_t u_coef_of_var(const eng_uop *x, int var)
+{
+	lin l;
+	lin_of(&l, (eng_uop *)x);
+	if (!l.ok)
+		return 0;
+	for (int i = 0; i < l.n; i++)
+		if (l.base[i]->kind == U_VAR && l.base[i]->arg.var == var)
+			return l.coef[i];
+	return 0;
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs tensord's build, test and runtime dependencies from Debian 12's apt (run as root).
+# Idempotent: does nothing when every package is already installed; used by .ci/run and the README.
+set -euo pipefail
+
+PKGS=(
+	build-essential pkg-config check libsubunit-dev zlib1g-dev python3 python3-venv
+	clang clang-format libasan8
+	libuv1-dev libnng-dev libcjson-dev
+	ocl-icd-opencl-dev opencl-headers pocl-opencl-icd
+	dataset-fashion-mnist
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+	echo "install-deps: all ${#PKGS[@]} packages present"
+	exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,14 @@
+/* suites.h: the list of check suites linked into run_tests, one X-macro entry per test file;
+ * main.c runs them all (CK_RUN_SUITE=name selects one). */
+#ifndef TEST_SUITES_H
+#define TEST_SUITES_H
+
+#include <check.h>
+
+#define TEST_SUITES(X) X(ref) X(ops) X(api) X(random) X(errors)
+
+#define TEST_SUITE_DECL(name) Suite *name##_suite(void);
+TEST_SUITES(TEST_SUITE_DECL)
+#undef TEST_SUITE_DECL
+
+#endif

@@ -1,0 +1,60 @@
+/* testutil.h: helpers shared by the check suites: contexts, deterministic pseudo-random data,
+ * and batches of tensors realized together and checked against the reference or known values. */
+#ifndef TEST_TESTUTIL_H
+#define TEST_TESTUTIL_H
+
+#include <check.h>
+#include <stdint.h>
+
+#include "../engine/engine.h"
+#include "ref_eval.h"
+
+/* Per-test time limit (seconds) for test cases that compile kernels. */
+#define TU_TIMEOUT 120
+
+/* A context with opts.debug = 0; fails the running test if creation fails. The test frees it
+ * with eng_ctx_destroy. */
+eng_ctx *tu_ctx(void);
+
+/* A tiny LCG (Knuth's MMIX constants): deterministic data independent of libc. */
+typedef struct tu_rng {
+	uint64_t s;
+} tu_rng;
+uint64_t tu_next(tu_rng *r);                         /* 32 random bits */
+int64_t tu_int(tu_rng *r, int64_t lo, int64_t hi);  /* uniform in [lo, hi] */
+double tu_real(tu_rng *r, double lo, double hi);     /* uniform in [lo, hi) */
+
+/* Store v into *dst as dtype dt (a C conversion: float rounding, integer truncation). */
+void tu_store(eng_dtype dt, double v, void *dst);
+/* A realized tensor holding v[0..numel) converted to dt. */
+eng_tensor *tu_from_doubles(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *shape,
+			    const double *v);
+/* A realized tensor with uniform values in [lo, hi] (integers for int dtypes, 0/1 for bool). */
+eng_tensor *tu_rand(eng_ctx *ctx, tu_rng *r, eng_dtype dt, int ndim, const int64_t *shape,
+		    double lo, double hi);
+/* Default tolerance of float results of dtype dt after a few ops (0 for exact dtypes). */
+double tu_tol(eng_dtype dt);
+
+/* A batch of checks: tensors are collected, then realized with one eng_realize and compared,
+ * each against the reference evaluator or an expected array. All failures are reported
+ * together by one failed assertion. The batch holds no tensor references. */
+typedef struct tu_batch tu_batch;
+tu_batch *tu_batch_new(eng_ctx *ctx);
+/* Check t (may be NULL: a failed build, reported with the context's error) against ref_eval. */
+void tu_batch_ref(tu_batch *b, eng_tensor *t, double rtol, double atol, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+/* Check t against want[0..n) (n must equal numel; copied). */
+void tu_batch_want(tu_batch *b, eng_tensor *t, const double *want, int64_t n, double rtol,
+		   double atol, const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+/* Realize everything, compare, free the batch; fails the test (naming file:line) on errors. */
+#define tu_batch_check(b) tu_batch_check_at((b), __FILE__, __LINE__)
+void tu_batch_check_at(tu_batch *b, const char *file, int line);
+int tu_batch_size(const tu_batch *b);
+
+/* A suite named name with one test case holding tests[0..n), each limited to timeout seconds. */
+Suite *tu_suite(const char *name, const TTest *const *tests, int n, int timeout);
+
+/* Read a realized tensor as doubles (caller frees); fails the test on error. */
+double *tu_read(eng_tensor *t);
+
+#endif
