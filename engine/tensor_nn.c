@@ -576,7 +576,10 @@ eng_tensor *eng_sparse_cross_entropy(const eng_tensor *logits, const eng_tensor 
 	eng_tensor *lp = eng_log_softmax(logits, 1);
 	eng_tensor *hit = eng_eq(eng_unsqueeze(labels, 1), eng_index(ctx, ENG_I32, 2, nl->shape, 1));
 	eng_tensor *picked = eng_cast(eng_where(hit, lp, eng_scalar(ctx, dt, 0)), ENG_F32);
-	eng_tensor *r = eng_mul_s(eng_sum(picked, NULL, 0, false), -1.0 / (double)nl->shape[0]);
+	/* per-row loss first, then the batch mean: the row reductions fuse into one kernel */
+	int ax1 = 1;
+	eng_tensor *row = eng_sum(picked, &ax1, 1, false);
+	eng_tensor *r = eng_mul_s(eng_sum(row, NULL, 0, false), -1.0 / (double)nl->shape[0]);
 	r = eng_keep(eng_cast(r, dt));
 	eng_scope_end(ctx);
 	return r;

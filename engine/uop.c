@@ -406,6 +406,37 @@ eng_uop *u_mulc(eng_uops *u, eng_uop *a, int64_t c)
 	return lin_build(u, &l);
 }
 
+/* Write a = c*q + r with every coefficient of r in [0, c). Valid for a >= 0 with all terms
+ * non-negative; then a / c = q + r / c and a % c = r % c. False if nothing would change. */
+static bool split_mod(eng_uops *u, eng_uop *a, int64_t c, eng_uop **q, eng_uop **r)
+{
+	lin l, lq, lr;
+	lin_of(&l, a);
+	if (!l.ok)
+		return false;
+	lq.n = lr.n = 0;
+	lq.ok = lr.ok = true;
+	lq.c = fdiv(l.c, c);
+	lr.c = l.c - lq.c * c;
+	bool changed = lq.c != 0;
+	for (int i = 0; i < l.n; i++) {
+		if (l.base[i]->vmin < 0)
+			return false;
+		int64_t qi = fdiv(l.coef[i], c), ri = l.coef[i] - qi * c;
+		if (qi) {
+			lin_add_term(&lq, l.base[i], qi);
+			changed = true;
+		}
+		if (ri)
+			lin_add_term(&lr, l.base[i], ri);
+	}
+	if (!changed || !lq.ok || !lr.ok)
+		return false;
+	*q = lin_build(u, &lq);
+	*r = lin_build(u, &lr);
+	return (*r)->vmin >= 0;
+}
+
 eng_uop *u_divc(eng_uops *u, eng_uop *a, int64_t c)
 {
 	if (c == 1)
@@ -420,32 +451,9 @@ eng_uop *u_divc(eng_uops *u, eng_uop *a, int64_t c)
 	if (a->kind == U_ALU && a->op == ENG_OP_IDIV && a->dtype == ENG_I64 && u_is_const(a->src[1]) &&
 	    a->src[0]->vmin >= 0 && a->src[1]->arg.c.i < (INT64_MAX / c))
 		return u_divc(u, a->src[0], a->src[1]->arg.c.i * c);
-	if (a->vmin >= 0) {
-		lin l, q, r;
-		lin_of(&l, a);
-		if (l.ok) {
-			q.n = r.n = 0;
-			q.ok = r.ok = true;
-			q.c = fdiv(l.c, c);
-			r.c = l.c - q.c * c;
-			bool rnonneg = true;
-			for (int i = 0; i < l.n; i++) {
-				if (l.coef[i] % c == 0) {
-					lin_add_term(&q, l.base[i], l.coef[i] / c);
-				} else {
-					lin_add_term(&r, l.base[i], l.coef[i]);
-					rnonneg &= l.base[i]->vmin >= 0 && l.coef[i] > 0;
-				}
-			}
-			if (q.n || q.c) {
-				eng_uop *rq = lin_build(u, &r);
-				if (rq->vmin >= 0 && rnonneg) {
-					eng_uop *qq = lin_build(u, &q);
-					return u_add(u, qq, u_divc(u, rq, c));
-				}
-			}
-		}
-	}
+	eng_uop *q, *r;
+	if (a->vmin >= 0 && split_mod(u, a, c, &q, &r))
+		return u_add(u, q, r->vmax < c ? u_ic(u, 0) : u_divc(u, r, c));
 	int64_t lo = a->vmin / c, hi = a->vmax / c;
 	return raw_bin(u, ENG_OP_IDIV, a, u_ic(u, c), lo, hi);
 }
@@ -462,26 +470,9 @@ eng_uop *u_modc(eng_uops *u, eng_uop *a, int64_t c)
 	if (a->kind == U_ALU && a->op == ENG_OP_MOD && a->dtype == ENG_I64 && u_is_const(a->src[1]) &&
 	    a->src[0]->vmin >= 0 && a->src[1]->arg.c.i % c == 0)
 		return u_modc(u, a->src[0], c);
-	if (a->vmin >= 0) {
-		lin l, r;
-		lin_of(&l, a);
-		if (l.ok) {
-			r.n = 0;
-			r.ok = true;
-			r.c = l.c - fdiv(l.c, c) * c;
-			bool rnonneg = true, dropped = l.c != r.c;
-			for (int i = 0; i < l.n; i++) {
-				if (l.coef[i] % c == 0) {
-					dropped = true;
-				} else {
-					lin_add_term(&r, l.base[i], l.coef[i]);
-					rnonneg &= l.base[i]->vmin >= 0 && l.coef[i] > 0;
-				}
-			}
-			if (dropped && rnonneg)
-				return u_modc(u, lin_build(u, &r), c);
-		}
-	}
+	eng_uop *q, *r;
+	if (a->vmin >= 0 && split_mod(u, a, c, &q, &r))
+		return r->vmax < c ? r : u_modc(u, r, c);
 	int64_t lo = a->vmin >= 0 ? 0 : -(c - 1), hi = c - 1;
 	if (a->vmin >= 0 && a->vmax < hi)
 		hi = a->vmax;

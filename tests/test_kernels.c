@@ -1,0 +1,148 @@
+/* test_kernels.c: kernel counts of the fusion cases the engine promises (no more kernels than
+ * tinygrad's on each), with each result also checked against the reference evaluator. */
+#include <check.h>
+
+#include "testutil.h"
+
+/* Realize t alone and return how many kernels that launched; checks t against ref_eval. */
+static uint64_t kernels_for(eng_ctx *ctx, eng_tensor *const *ts, int n)
+{
+	eng_stats st;
+	for (int i = 0; i < n; i++)
+		ck_assert_msg(ts[i] != NULL, "build failed: %s", eng_errmsg(ctx));
+	eng_reset_stats(ctx);
+	ck_assert_msg(eng_realize(ts, n) == ENG_OK, "realize failed: %s", eng_errmsg(ctx));
+	eng_get_stats(ctx, &st);
+	tu_batch *b = tu_batch_new(ctx);
+	for (int i = 0; i < n; i++)
+		tu_batch_ref(b, ts[i], 1e-4, 1e-4, "output %d", i);
+	tu_batch_check(b);
+	return st.kernels;
+}
+
+#define EXPECT_KERNELS(ctx, want, ...)                                                             \
+	do {                                                                                       \
+		eng_tensor *ts_[] = {__VA_ARGS__};                                                 \
+		uint64_t got_ = kernels_for(ctx, ts_, (int)(sizeof(ts_) / sizeof(ts_[0])));        \
+		ck_assert_msg(got_ == (want), "expected %d kernels, got %llu", (int)(want),         \
+			      (unsigned long long)got_);                                           \
+	} while (0)
+
+static eng_tensor *mk(eng_ctx *ctx, tu_rng *r, int ndim, const int64_t *shape)
+{
+	return tu_rand(ctx, r, ENG_F32, ndim, shape, -1, 1);
+}
+
+START_TEST(test_matmul_fused_vs_forced)
+{
+	eng_ctx *ctx = tu_ctx();
+	tu_rng r = {1};
+	int64_t s[2] = {32, 32}, s1[3] = {32, 1, 32}, s2[3] = {1, 32, 32};
+	eng_tensor *a = mk(ctx, &r, 2, s), *b = mk(ctx, &r, 2, s);
+	int ax = 2;
+	eng_tensor *lazy = eng_sum(eng_mul(eng_reshape(a, 3, s1), eng_reshape(eng_transpose(b, 0, 1), 3, s2)), &ax, 1,
+				   false);
+	EXPECT_KERNELS(ctx, 1, lazy);
+	/* fresh inputs, so the forced run cannot reuse the lazy run's cached nodes */
+	eng_tensor *a2 = mk(ctx, &r, 2, s), *b2 = mk(ctx, &r, 2, s);
+	eng_tensor *p = eng_mul(eng_reshape(a2, 3, s1), eng_reshape(eng_transpose(b2, 0, 1), 3, s2));
+	EXPECT_KERNELS(ctx, 1, p);
+	EXPECT_KERNELS(ctx, 1, eng_sum(p, &ax, 1, false));
+	eng_ctx_destroy(ctx);
+}
+END_TEST
+
+START_TEST(test_matmul_bias_relu)
+{
+	eng_ctx *ctx = tu_ctx();
+	tu_rng r = {2};
+	int64_t sx[2] = {16, 24}, sw[2] = {24, 32}, sb[1] = {32};
+	eng_tensor *x = mk(ctx, &r, 2, sx), *w = mk(ctx, &r, 2, sw), *b = mk(ctx, &r, 1, sb);
+	EXPECT_KERNELS(ctx, 1, eng_relu(eng_add(eng_matmul(x, w), b)));
+	eng_ctx_destroy(ctx);
+}
+END_TEST
+
+START_TEST(test_mlp_forward)
+{
+	eng_ctx *ctx = tu_ctx();
+	tu_rng r = {3};
+	int64_t sx[2] = {8, 784}, s1[2] = {128, 784}, b1[1] = {128}, s2[2] = {10, 128}, b2[1] = {10};
+	eng_tensor *x = mk(ctx, &r, 2, sx), *w1 = mk(ctx, &r, 2, s1), *c1 = mk(ctx, &r, 1, b1);
+	eng_tensor *w2 = mk(ctx, &r, 2, s2), *c2 = mk(ctx, &r, 1, b2);
+	EXPECT_KERNELS(ctx, 2, eng_linear(eng_relu(eng_linear(x, w1, c1)), w2, c2));
+	eng_ctx_destroy(ctx);
+}
+END_TEST
+
+START_TEST(test_softmax_layernorm_argmax)
+{
+	eng_ctx *ctx = tu_ctx();
+	tu_rng r = {4};
+	int64_t s[2] = {16, 10}, sl[2] = {16, 48};
+	eng_tensor *x = mk(ctx, &r, 2, s), *y = mk(ctx, &r, 2, sl), *z = mk(ctx, &r, 2, s);
+	EXPECT_KERNELS(ctx, 1, eng_softmax(x, -1));
+	EXPECT_KERNELS(ctx, 1, eng_layernorm(y, 1e-5));
+	EXPECT_KERNELS(ctx, 1, eng_argmax(z, -1, false));
+	eng_ctx_destroy(ctx);
+}
+END_TEST
+
+START_TEST(test_sparse_cross_entropy)
+{
+	eng_ctx *ctx = tu_ctx();
+	tu_rng r = {5};
+	int64_t s[2] = {16, 10}, sl[1] = {16};
+	eng_tensor *x = mk(ctx, &r, 2, s);
+	eng_tensor *y = tu_rand(ctx, &r, ENG_I32, 1, sl, 0, 9);
+	EXPECT_KERNELS(ctx, 2, eng_sparse_cross_entropy(x, y));
+	eng_ctx_destroy(ctx);
+}
+END_TEST
+
+START_TEST(test_conv2d_relu)
+{
+	eng_ctx *ctx = tu_ctx();
+	tu_rng r = {6};
+	int64_t sx[4] = {2, 1, 12, 12}, sw[4] = {8, 1, 3, 3}, sb[1] = {8};
+	eng_tensor *x = mk(ctx, &r, 4, sx), *w = mk(ctx, &r, 4, sw), *b = mk(ctx, &r, 1, sb);
+	int one[2] = {1, 1}, zero[2] = {0, 0};
+	EXPECT_KERNELS(ctx, 1, eng_relu(eng_conv2d(x, w, b, one, zero, one, 1)));
+	eng_ctx_destroy(ctx);
+}
+END_TEST
+
+START_TEST(test_siblings)
+{
+	eng_ctx *ctx = tu_ctx();
+	tu_rng r = {7};
+	int64_t s[2] = {8, 9};
+	eng_tensor *x = mk(ctx, &r, 2, s);
+	EXPECT_KERNELS(ctx, 1, eng_add_s(x, 1), eng_mul_s(x, 2));
+	/* reductions of one input over the same axis share one kernel too */
+	int ax = 1;
+	eng_tensor *y = mk(ctx, &r, 2, s);
+	EXPECT_KERNELS(ctx, 1, eng_sum(y, &ax, 1, true), eng_max(y, &ax, 1, true));
+	eng_ctx_destroy(ctx);
+}
+END_TEST
+
+START_TEST(test_contiguous_forces_store)
+{
+	eng_ctx *ctx = tu_ctx();
+	tu_rng r = {8};
+	int64_t s[2] = {8, 9};
+	eng_tensor *x = mk(ctx, &r, 2, s);
+	EXPECT_KERNELS(ctx, 2, eng_mul_s(eng_contiguous(eng_add_s(x, 1)), 3));
+	eng_ctx_destroy(ctx);
+}
+END_TEST
+
+Suite *kernels_suite(void)
+{
+	const TTest *const tests[] = {
+		test_matmul_fused_vs_forced, test_matmul_bias_relu, test_mlp_forward, test_softmax_layernorm_argmax,
+		test_sparse_cross_entropy,   test_conv2d_relu,      test_siblings,    test_contiguous_forces_store,
+	};
+	return tu_suite("kernels", tests, (int)(sizeof(tests) / sizeof(tests[0])), TU_TIMEOUT);
+}
