@@ -176,8 +176,13 @@ eng_tensor *eng_abs(const eng_tensor *a);
 eng_tensor *eng_sign(const eng_tensor *a);
 eng_tensor *eng_square(const eng_tensor *a);
 eng_tensor *eng_rsqrt(const eng_tensor *a);
+/* a^b in the promoted dtype: NaN for a < 0 with a non-integer b, 1 where b == 0 or a == 1.
+ * Integer results are computed in float32 and rounded (exact while |a^b| < 2^24). */
 eng_tensor *eng_pow(const eng_tensor *a, const eng_tensor *b);
+/* a^p; an integer a keeps its dtype for integer p >= 0 and becomes float32 otherwise. */
 eng_tensor *eng_pow_s(const eng_tensor *a, double p);
+/* minimum(maximum(a, lo), hi): lo > hi gives hi; infinite bounds are no-ops, NaN bounds are
+ * EINVAL; an integer a with a non-integral bound becomes float32. */
 eng_tensor *eng_clamp(const eng_tensor *a, double lo, double hi);
 eng_tensor *eng_floor(const eng_tensor *a);
 eng_tensor *eng_ceil(const eng_tensor *a);
@@ -192,49 +197,64 @@ eng_tensor *eng_gelu(const eng_tensor *a); /* tanh approximation */
 eng_tensor *eng_silu(const eng_tensor *a);
 eng_tensor *eng_softplus(const eng_tensor *a);
 eng_tensor *eng_elu(const eng_tensor *a, double alpha);
-/* reductions (axes as for eng_sum) */
+/* reductions (axes as for eng_sum). mean, var and std accumulate in float32 and return float16
+ * for float16 input, float32 otherwise (integers included); an empty reduction gives NaN. var
+ * divides by max(n - correction, 0) (1: sample variance, 0: population). */
 eng_tensor *eng_min(const eng_tensor *a, const int *axes, int naxes, bool keepdim);
 eng_tensor *eng_mean(const eng_tensor *a, const int *axes, int naxes, bool keepdim);
 eng_tensor *eng_var(const eng_tensor *a, const int *axes, int naxes, bool keepdim, int correction);
 eng_tensor *eng_std(const eng_tensor *a, const int *axes, int naxes, bool keepdim, int correction);
+/* A row of -inf gives -inf and a row holding +inf gives +inf (not NaN). */
 eng_tensor *eng_logsumexp(const eng_tensor *a, int axis, bool keepdim);
 eng_tensor *eng_softmax(const eng_tensor *a, int axis);
 eng_tensor *eng_log_softmax(const eng_tensor *a, int axis);
-eng_tensor *eng_argmax(const eng_tensor *a, int axis, bool keepdim); /* int32, first maximum */
+/* int32, first maximum (a NaN counts as a maximum); an empty axis is ESHAPE. */
+eng_tensor *eng_argmax(const eng_tensor *a, int axis, bool keepdim);
 eng_tensor *eng_argmin(const eng_tensor *a, int axis, bool keepdim);
 /* movement */
 eng_tensor *eng_transpose(const eng_tensor *a, int dim0, int dim1);
 eng_tensor *eng_flatten(const eng_tensor *a, int start_dim, int end_dim);
+/* Remove axis if its size is 1; any other size returns a unchanged (as PyTorch does). */
 eng_tensor *eng_squeeze(const eng_tensor *a, int axis);
+/* New size-1 axis at position axis, in [-(ndim+1), ndim]. */
 eng_tensor *eng_unsqueeze(const eng_tensor *a, int axis);
 /* Slice along one axis: [start, stop) with step (step != 0; negative indices count from the end,
- * out-of-range bounds are clipped as in Python). */
+ * out-of-range bounds are clipped as in Python, so INT64_MAX / INT64_MIN stand for an omitted
+ * bound, e.g. (INT64_MAX, INT64_MIN, -1) reverses the axis). */
 eng_tensor *eng_slice(const eng_tensor *a, int axis, int64_t start, int64_t stop, int64_t step);
+/* Join n >= 1 tensors (dtypes promoted) along an existing axis (cat: other sizes equal) or a new
+ * one (stack: equal shapes). ts NULL or n <= 0 returns NULL without setting an error. */
 eng_tensor *eng_cat(eng_tensor *const *ts, int n, int axis);
 eng_tensor *eng_stack(eng_tensor *const *ts, int n, int axis);
 eng_tensor *eng_repeat(const eng_tensor *a, const int64_t *repeats); /* ndim repeats */
 /* processing */
-/* matmul with numpy semantics: 1-d operands are promoted, batch dims broadcast. */
+/* matmul with numpy semantics: 1-d operands are promoted, batch dims broadcast; the result has
+ * the promoted dtype (float16 accumulates in float32). */
 eng_tensor *eng_matmul(const eng_tensor *a, const eng_tensor *b);
 /* x @ w.T + bias; w is (out, in), bias (out) or NULL. */
 eng_tensor *eng_linear(const eng_tensor *x, const eng_tensor *w, const eng_tensor *bias);
-/* x (N, Cin, H, W), w (Cout, Cin/groups, KH, KW), bias (Cout) or NULL. */
+/* x (N, Cin, H, W), w (Cout, Cin/groups, KH, KW), bias (Cout) or NULL; stride, padding and
+ * dilation NULL mean 1, 0 and 1. */
 eng_tensor *eng_conv2d(const eng_tensor *x, const eng_tensor *w, const eng_tensor *bias,
 		       const int stride[2], const int padding[2], const int dilation[2], int groups);
-/* Pooling over the last two axes; stride NULL means stride = kernel; padding may be NULL. */
+/* Pooling over the last two axes; stride NULL means stride = kernel; padding may be NULL and
+ * must be at most half the kernel. Max pooling ignores padding; average pooling counts it as
+ * zeros (PyTorch's count_include_pad) and returns float. */
 eng_tensor *eng_max_pool2d(const eng_tensor *x, const int kernel[2], const int stride[2],
 			   const int padding[2]);
 eng_tensor *eng_avg_pool2d(const eng_tensor *x, const int kernel[2], const int stride[2],
 			   const int padding[2]);
-/* Integer labels (any int dtype) -> float32 one-hot with a new last axis of num_classes. */
+/* Integer labels (any int dtype) -> float32 one-hot with a new last axis of num_classes.
+ * Out-of-range labels give all-zero rows (as do out-of-range indices of gather/embedding). */
 eng_tensor *eng_one_hot(const eng_tensor *labels, int64_t num_classes);
 /* out[..., i, ...] = a[..., idx[..., i, ...], ...] along axis; idx has a's ndim. */
 eng_tensor *eng_gather(const eng_tensor *a, int axis, const eng_tensor *idx);
 /* Rows of table (V, D) selected by integer idx of any shape: result idx.shape + (D). */
 eng_tensor *eng_embedding(const eng_tensor *table, const eng_tensor *idx);
-/* Layer normalisation over the last axis (no affine). */
+/* Layer normalisation over the last axis (no affine); eps >= 0. */
 eng_tensor *eng_layernorm(const eng_tensor *x, double eps);
-/* Mean over the batch of -log_softmax(logits)[label]; logits (N, C), labels (N) ints. */
+/* Mean over the batch of -log_softmax(logits)[label]; logits (N, C), labels (N) ints. A label
+ * outside [0, C) contributes 0 but still counts in N. */
 eng_tensor *eng_sparse_cross_entropy(const eng_tensor *logits, const eng_tensor *labels);
 
 #endif

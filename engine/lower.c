@@ -408,7 +408,8 @@ static void plan_tiles(eng_kernel_ir *ir, char *opts, size_t len)
 	}
 	if (best < 0 || score[best] == 0)
 		return;
-	static const int64_t wide[] = {16, 8, 4, 2}, narrow[] = {4, 2};
+	/* 16 x 8 accumulators: 8 AVX-512 registers of FMA chains, measured best on 1024^3 */
+	static const int64_t wide[] = {16, 8, 4, 2}, narrow[] = {8, 4, 2};
 	for (size_t i = 0; i < 4; i++)
 		if (ir->shape[best] % wide[i] == 0 && ir->shape[best] >= wide[i]) {
 			ir->tiledim[0] = best;
@@ -424,7 +425,7 @@ static void plan_tiles(eng_kernel_ir *ir, char *opts, size_t len)
 			second = d;
 	}
 	if (second >= 0 && reuse[second] > 0) {
-		for (size_t i = 0; i < 2; i++)
+		for (size_t i = 0; i < 3; i++)
 			if (ir->shape[second] % narrow[i] == 0) {
 				ir->tiledim[1] = second;
 				ir->tile[1] = narrow[i];

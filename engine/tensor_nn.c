@@ -344,8 +344,8 @@ static double lowest(eng_dtype dt)
 	}
 }
 
-/* Windows over the last two axes of x, reduced by max or mean (zero padding counted). The
- * leading axes are merged into one while the windows are built. */
+/* Windows over the last two axes of x, reduced by max or mean (zero padding counted). With
+ * more than three leading axes (no room for the window axes) they are merged into one. */
 static eng_tensor *pool2d(const char *fn, const eng_tensor *x, const int kernel[2],
 			  const int stride[2], const int padding[2], bool is_max)
 {
@@ -380,16 +380,25 @@ static eng_tensor *pool2d(const char *fn, const eng_tensor *x, const int kernel[
 			return NULL;
 		}
 	}
-	int64_t batch = 1, x3[3], out[ENG_MAX_DIMS], pads[3][2] = {{0, 0}, {p[0], p[0]}, {p[1], p[1]}};
-	for (int i = 0; i < nd - 2; i++)
-		batch *= out[i] = n->shape[i];
-	x3[0] = batch, x3[1] = n->shape[nd - 2], x3[2] = n->shape[nd - 1];
+	int64_t out[ENG_MAX_DIMS], view[ENG_MAX_DIMS], pads[ENG_MAX_DIMS][2];
+	int nv = nd + 3 > ENG_MAX_DIMS ? 3 : nd; /* dims of the windowed view */
+	memcpy(out, n->shape, sizeof(int64_t) * nd);
 	out[nd - 2] = o[0], out[nd - 1] = o[1];
-	int red[2] = {3, 4};
+	view[0] = 1;
+	for (int i = 0; i < nd - 2; i++)
+		if (nv == 3)
+			view[0] *= n->shape[i];
+		else
+			view[i] = n->shape[i];
+	view[nv - 2] = n->shape[nd - 2], view[nv - 1] = n->shape[nd - 1];
+	memset(pads, 0, sizeof(pads));
+	pads[nv - 2][0] = pads[nv - 2][1] = p[0];
+	pads[nv - 1][0] = pads[nv - 1][1] = p[1];
+	int red[2] = {nv, nv + 1};
 	eng_scope_begin(ctx);
-	eng_tensor *t = eng_pad(eng_reshape(x, 3, x3), (const int64_t(*)[2])pads);
+	eng_tensor *t = eng_pad(eng_reshape(x, nv, view), (const int64_t(*)[2])pads);
 	if (is_max && (p[0] || p[1]) && lowest(n->dtype) != 0) {
-		eng_tensor *inside = eng_pad(eng_full(ctx, ENG_BOOL, 3, x3, 1), (const int64_t(*)[2])pads);
+		eng_tensor *inside = eng_pad(eng_full(ctx, ENG_BOOL, nv, view, 1), (const int64_t(*)[2])pads);
 		t = eng_where(inside, t, eng_scalar(ctx, n->dtype, lowest(n->dtype)));
 	}
 	t = windows_2d(t, k, s, d);

@@ -89,8 +89,12 @@ eng_tensor *eng_unsqueeze(const eng_tensor *a, int axis)
 		eng_set_error(a->ctx, ENG_ERANGE, "unsqueeze: tensor already has %d dims", n->ndim);
 		return NULL;
 	}
-	if (!eng_axis_norm(a->ctx, "unsqueeze", n->ndim + 1, axis, &ax))
+	ax = axis < 0 ? axis + n->ndim + 1 : axis;
+	if (ax < 0 || ax > n->ndim) {
+		eng_set_error(a->ctx, ENG_EAXIS, "unsqueeze: axis %d not in [%d, %d]", axis,
+			      -(n->ndim + 1), n->ndim);
 		return NULL;
+	}
 	int64_t shape[ENG_MAX_DIMS];
 	for (int i = 0, k = 0; i <= n->ndim; i++)
 		shape[i] = i == ax ? 1 : n->shape[k++];
@@ -276,9 +280,12 @@ eng_tensor *eng_stack(eng_tensor *const *ts, int n, int axis)
 		eng_set_error(ctx, ENG_ERANGE, "stack: tensors already have %d dims", f->ndim);
 		return NULL;
 	}
-	int ax;
-	if (!eng_axis_norm(ctx, "stack", f->ndim + 1, axis, &ax))
+	int ax = axis < 0 ? axis + f->ndim + 1 : axis;
+	if (ax < 0 || ax > f->ndim) {
+		eng_set_error(ctx, ENG_EAXIS, "stack: axis %d not in [%d, %d]", axis, -(f->ndim + 1),
+			      f->ndim);
 		return NULL;
+	}
 	eng_tensor *local[16], **us = n <= 16 ? local : malloc(sizeof(*us) * n);
 	if (!us) {
 		eng_set_error(ctx, ENG_ENOMEM, "stack: out of memory");

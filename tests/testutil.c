@@ -98,6 +98,28 @@ eng_tensor *tu_rand(eng_ctx *ctx, tu_rng *r, eng_dtype dt, int ndim, const int64
 	return t;
 }
 
+eng_tensor *tu_quant(eng_ctx *ctx, tu_rng *r, eng_dtype dt, int ndim, const int64_t *shape, double lo,
+		     double hi, double q, double *vals)
+{
+	int64_t n = numel_of(ndim, shape);
+	double *v = vals ? vals : malloc((n ? (size_t)n : 1) * sizeof(double));
+	int64_t klo = (int64_t)ceil(lo / q), khi = (int64_t)floor(hi / q);
+	ck_assert(v != NULL);
+	for (int64_t k = 0; k < n; k++) {
+		unsigned char tmp[8];
+		ref_array one;
+		int64_t s1 = 1;
+		tu_store(dt, (double)tu_int(r, klo, khi) * q, tmp);
+		ck_assert(ref_decode(dt, 1, &s1, tmp, &one));
+		v[k] = ref_get(&one, 0);
+		ref_free(&one);
+	}
+	eng_tensor *t = tu_from_doubles(ctx, dt, ndim, shape, v);
+	if (!vals)
+		free(v);
+	return t;
+}
+
 double tu_tol(eng_dtype dt)
 {
 	return dt == ENG_F16 ? 4e-3 : dt == ENG_F32 ? 2e-6 : 0;

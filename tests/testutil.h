@@ -32,6 +32,10 @@ eng_tensor *tu_from_doubles(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t 
 /* A realized tensor with uniform values in [lo, hi] (integers for int dtypes, 0/1 for bool). */
 eng_tensor *tu_rand(eng_ctx *ctx, tu_rng *r, eng_dtype dt, int ndim, const int64_t *shape,
 		    double lo, double hi);
+/* A realized tensor of random multiples of q in [lo, hi] (use q = 1 for integer dtypes); if vals
+ * is non-NULL it receives the numel values as stored (after rounding to dt). */
+eng_tensor *tu_quant(eng_ctx *ctx, tu_rng *r, eng_dtype dt, int ndim, const int64_t *shape,
+		     double lo, double hi, double q, double *vals);
 /* Default tolerance of float results of dtype dt after a few ops (0 for exact dtypes). */
 double tu_tol(eng_dtype dt);
 
