@@ -22,7 +22,7 @@ TEST_BIN   := $(BUILD)/tests/run_tests
 EXAMPLE_BIN := $(EXAMPLES:%=$(BUILD)/bin/%)
 BENCH_BIN  := $(BENCH_SRC:bench/%.c=$(BUILD)/bin/bench_%)
 
-.PHONY: all test asan check-all clean examples bench
+.PHONY: all test asan check clean examples bench demo deps
 all: $(LIB) $(TEST_BIN) $(EXAMPLE_BIN) $(BENCH_BIN)
 
 $(BUILD)/%.o: %.c
@@ -54,11 +54,20 @@ test: $(TEST_BIN)
 
 # The same suite under AddressSanitizer, LeakSanitizer and UBSan.
 asan:
-	$(MAKE) BUILD=build-asan OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+	$(MAKE) -j2 BUILD=build-asan OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 		LDFLAGS="-fsanitize=address,undefined" build-asan/tests/run_tests
 	CK_FORK=no ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 build-asan/tests/run_tests
 
-check-all: test asan
+# Every test: the plain suite, then the sanitized one. The README's test command.
+check: test asan
+
+# Install what is missing (apt), build everything, run the fusion example. The README's first command.
+deps:
+	bash scripts/install-deps.sh
+
+demo: deps
+	$(MAKE) all
+	$(BUILD)/bin/fusion 256
 
 clean:
 	rm -rf build build-asan

@@ -6,27 +6,36 @@
 #include "composite.h"
 
 #define LOG2E 1.4426950408889634074
-#define LN2 0.69314718055994530942
+#define LN2   0.69314718055994530942
 
 /* Define a one-argument function: x is a as float (float32 for integer inputs), `expr` builds
  * the result inside a scope that frees every intermediate. */
-#define FLOAT_FN(name, expr)                                                                 \
-	eng_tensor *name(const eng_tensor *a)                                                \
-	{                                                                                    \
-		if (!a)                                                                      \
-			return NULL;                                                         \
-		eng_scope_begin(a->ctx);                                                     \
-		eng_tensor *x = eng_to_float(a);                                             \
-		eng_tensor *r = x ? eng_keep(expr) : NULL;                                   \
-		eng_scope_end(a->ctx);                                                       \
-		return r;                                                                    \
+#define FLOAT_FN(name, expr)                               \
+	eng_tensor *name(const eng_tensor *a)              \
+	{                                                  \
+		if (!a)                                    \
+			return NULL;                       \
+		eng_scope_begin(a->ctx);                   \
+		eng_tensor *x = eng_to_float(a);           \
+		eng_tensor *r = x ? eng_keep(expr) : NULL; \
+		eng_scope_end(a->ctx);                     \
+		return r;                                  \
 	}
 
 /* ---- elementwise math ---- */
 
-static eng_tensor *exp_f(const eng_tensor *x) { return eng_exp2(eng_mul_s(x, LOG2E)); }
-static eng_tensor *log_f(const eng_tensor *x) { return eng_mul_s(eng_log2(x), LN2); }
-static eng_tensor *cos_f(const eng_tensor *x) { return eng_sin(eng_rsub_s(M_PI / 2, x)); }
+static eng_tensor *exp_f(const eng_tensor *x)
+{
+	return eng_exp2(eng_mul_s(x, LOG2E));
+}
+static eng_tensor *log_f(const eng_tensor *x)
+{
+	return eng_mul_s(eng_log2(x), LN2);
+}
+static eng_tensor *cos_f(const eng_tensor *x)
+{
+	return eng_sin(eng_rsub_s(M_PI / 2, x));
+}
 
 FLOAT_FN(eng_exp, exp_f(x))
 FLOAT_FN(eng_log, log_f(x))
@@ -68,7 +77,10 @@ eng_tensor *eng_sign(const eng_tensor *a)
 	return r;
 }
 
-eng_tensor *eng_square(const eng_tensor *a) { return a ? eng_mul(a, a) : NULL; }
+eng_tensor *eng_square(const eng_tensor *a)
+{
+	return a ? eng_mul(a, a) : NULL;
+}
 
 /* floor/ceil from trunc: trunc rounds toward zero, so step down (up) where it went the wrong
  * way. Integers are already whole. */
@@ -87,8 +99,14 @@ static eng_tensor *floor_ceil(const eng_tensor *a, bool ceil_)
 	return r;
 }
 
-eng_tensor *eng_floor(const eng_tensor *a) { return floor_ceil(a, false); }
-eng_tensor *eng_ceil(const eng_tensor *a) { return floor_ceil(a, true); }
+eng_tensor *eng_floor(const eng_tensor *a)
+{
+	return floor_ceil(a, false);
+}
+eng_tensor *eng_ceil(const eng_tensor *a)
+{
+	return floor_ceil(a, true);
+}
 
 /* Round half to even without adding 0.5 (which can round up in float): t = trunc(x) and the
  * exact fraction f = x - t; move t one step away from zero when |f| > 0.5, or when |f| == 0.5
@@ -143,7 +161,8 @@ eng_tensor *eng_clamp(const eng_tensor *a, double lo, double hi)
 		return NULL;
 	}
 	eng_dtype dt = a->node->dtype;
-	if (!eng_dtype_is_float(dt) && ((isfinite(lo) && lo != floor(lo)) || (isfinite(hi) && hi != floor(hi))))
+	if (!eng_dtype_is_float(dt) &&
+	    ((isfinite(lo) && lo != floor(lo)) || (isfinite(hi) && hi != floor(hi))))
 		dt = ENG_F32;
 	eng_scope_begin(a->ctx);
 	eng_tensor *r = eng_cast(a, dt);

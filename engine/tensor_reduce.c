@@ -60,7 +60,10 @@ eng_tensor *eng_min(const eng_tensor *a, const int *axes, int naxes, bool keepdi
 }
 
 /* Accumulation dtype for mean and var: float32 (float16 and integers are widened). */
-static eng_tensor *acc_float(const eng_tensor *a) { return eng_cast(a, ENG_F32); }
+static eng_tensor *acc_float(const eng_tensor *a)
+{
+	return eng_cast(a, ENG_F32);
+}
 
 /* sum(a) * (1/count) in float32; call inside a scope. */
 static eng_tensor *mean_f32(const eng_tensor *a, const int *axes, int naxes, bool keepdim,
@@ -177,8 +180,8 @@ static eng_tensor *argmax_impl(const eng_tensor *a, const char *fn, int axis, bo
 		return NULL;
 	int64_t len = n->shape[ax];
 	if (len == 0 || len > INT32_MAX) {
-		eng_set_error(ctx, ENG_ESHAPE, "%s: axis %d has %lld elements (need 1 to 2^31-1)", fn,
-			      axis, (long long)len);
+		eng_set_error(ctx, ENG_ESHAPE, "%s: axis %d has %lld elements (need 1 to 2^31-1)",
+			      fn, axis, (long long)len);
 		return NULL;
 	}
 	eng_tensor *idx = eng_index(ctx, ENG_I32, n->ndim, n->shape, ax);

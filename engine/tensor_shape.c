@@ -33,8 +33,9 @@ eng_tensor *eng_flatten(const eng_tensor *a, int start_dim, int end_dim)
 	int s, e, k = 0;
 	if (n->ndim == 0) {
 		if ((start_dim != 0 && start_dim != -1) || (end_dim != 0 && end_dim != -1)) {
-			eng_set_error(a->ctx, ENG_EAXIS, "flatten: dims (%d, %d) out of range for a scalar",
-				      start_dim, end_dim);
+			eng_set_error(a->ctx, ENG_EAXIS,
+				      "flatten: dims (%d, %d) out of range for a scalar", start_dim,
+				      end_dim);
 			return NULL;
 		}
 		shape[0] = 1;
@@ -44,8 +45,8 @@ eng_tensor *eng_flatten(const eng_tensor *a, int start_dim, int end_dim)
 	    !eng_axis_norm(a->ctx, "flatten", n->ndim, end_dim, &e))
 		return NULL;
 	if (s > e) {
-		eng_set_error(a->ctx, ENG_EAXIS, "flatten: start_dim %d comes after end_dim %d", start_dim,
-			      end_dim);
+		eng_set_error(a->ctx, ENG_EAXIS, "flatten: start_dim %d comes after end_dim %d",
+			      start_dim, end_dim);
 		return NULL;
 	}
 	for (int i = 0; i < s; i++)
@@ -136,7 +137,8 @@ static eng_tensor *take_strided(const eng_tensor *x, int ax, int64_t start, int6
 			v[0] *= i < ax ? n->shape[i] : 1, v[2] *= i > ax ? n->shape[i] : 1;
 		memcpy(back, n->shape, sizeof(back));
 		back[ax] = cnt;
-		return eng_reshape(take_strided(eng_reshape(x, 3, v), 1, start, cnt, step), nd, back);
+		return eng_reshape(take_strided(eng_reshape(x, 3, v), 1, start, cnt, step), nd,
+				   back);
 	}
 	int64_t need = cnt * step;
 	r[ax][0] = start;
@@ -217,21 +219,24 @@ eng_tensor *eng_cat(eng_tensor *const *ts, int n, int axis)
 		if (!eng_same_ctx(ts[0], ts[i], "cat"))
 			return NULL;
 		if (t->ndim != nd) {
-			eng_set_error(ctx, ENG_ESHAPE, "cat: tensor %d has %d dims, tensor 0 has %d", i,
-				      t->ndim, nd);
+			eng_set_error(ctx, ENG_ESHAPE,
+				      "cat: tensor %d has %d dims, tensor 0 has %d", i, t->ndim,
+				      nd);
 			return NULL;
 		}
 		for (int d = 0; d < nd; d++) {
 			if (d != ax && t->shape[d] != f->shape[d]) {
 				eng_set_error(ctx, ENG_ESHAPE,
-					      "cat: tensor %d has size %lld on axis %d, tensor 0 has %lld", i,
-					      (long long)t->shape[d], d, (long long)f->shape[d]);
+					      "cat: tensor %d has size %lld on axis %d, tensor 0 "
+					      "has %lld",
+					      i, (long long)t->shape[d], d, (long long)f->shape[d]);
 				return NULL;
 			}
 		}
 		total += t->shape[ax];
 		if (total > MAX_ELEMS) {
-			eng_set_error(ctx, ENG_ERANGE, "cat: axis %d would have too many elements", ax);
+			eng_set_error(ctx, ENG_ERANGE, "cat: axis %d would have too many elements",
+				      ax);
 			return NULL;
 		}
 		dt = eng_dtype_promote(dt, t->dtype);
@@ -272,7 +277,8 @@ eng_tensor *eng_stack(eng_tensor *const *ts, int n, int axis)
 	for (int i = 1; i < n; i++) {
 		const eng_node *t = ts[i]->node;
 		if (t->ndim != f->ndim || memcmp(t->shape, f->shape, sizeof(int64_t) * f->ndim)) {
-			eng_set_error(ctx, ENG_ESHAPE, "stack: tensor %d's shape differs from tensor 0's", i);
+			eng_set_error(ctx, ENG_ESHAPE,
+				      "stack: tensor %d's shape differs from tensor 0's", i);
 			return NULL;
 		}
 	}
@@ -282,8 +288,8 @@ eng_tensor *eng_stack(eng_tensor *const *ts, int n, int axis)
 	}
 	int ax = axis < 0 ? axis + f->ndim + 1 : axis;
 	if (ax < 0 || ax > f->ndim) {
-		eng_set_error(ctx, ENG_EAXIS, "stack: axis %d not in [%d, %d]", axis, -(f->ndim + 1),
-			      f->ndim);
+		eng_set_error(ctx, ENG_EAXIS, "stack: axis %d not in [%d, %d]", axis,
+			      -(f->ndim + 1), f->ndim);
 		return NULL;
 	}
 	eng_tensor *local[16], **us = n <= 16 ? local : malloc(sizeof(*us) * n);
@@ -318,12 +324,14 @@ eng_tensor *eng_repeat(const eng_tensor *a, const int64_t *repeats)
 	}
 	for (int i = 0; i < nd; i++) {
 		if (repeats[i] < 0 || repeats[i] > MAX_ELEMS) {
-			eng_set_error(ctx, ENG_EINVAL, "repeat: repeat count %lld for axis %d out of range",
+			eng_set_error(ctx, ENG_EINVAL,
+				      "repeat: repeat count %lld for axis %d out of range",
 				      (long long)repeats[i], i);
 			return NULL;
 		}
 		if (n->shape[i] && repeats[i] > MAX_ELEMS / n->shape[i]) {
-			eng_set_error(ctx, ENG_ERANGE, "repeat: axis %d would have too many elements", i);
+			eng_set_error(ctx, ENG_ERANGE,
+				      "repeat: axis %d would have too many elements", i);
 			return NULL;
 		}
 		out[i] = n->shape[i] * repeats[i];
