@@ -1,0 +1,17 @@
+build-asan/tests/test_kernels.o: tests/test_kernels.c tests/testutil.h \
+ tests/../engine/engine.h tests/../engine/dtype.h \
+ tests/../engine/errors.def tests/ref_eval.h tests/../engine/internal.h \
+ tests/../engine/../backends/backend.h \
+ tests/../engine/../backends/../engine/engine.h tests/../engine/engine.h \
+ tests/../engine/node.h tests/../engine/ops.def
+tests/testutil.h:
+tests/../engine/engine.h:
+tests/../engine/dtype.h:
+tests/../engine/errors.def:
+tests/ref_eval.h:
+tests/../engine/internal.h:
+tests/../engine/../backends/backend.h:
+tests/../engine/../backends/../engine/engine.h:
+tests/../engine/engine.h:
+tests/../engine/node.h:
+tests/../engine/ops.def:
