@@ -223,7 +223,8 @@ eng_tensor *eng_unsqueeze(const eng_tensor *a, int axis);
  * bound, e.g. (INT64_MAX, INT64_MIN, -1) reverses the axis). */
 eng_tensor *eng_slice(const eng_tensor *a, int axis, int64_t start, int64_t stop, int64_t step);
 /* Join n >= 1 tensors (dtypes promoted) along an existing axis (cat: other sizes equal) or a new
- * one (stack: equal shapes). ts NULL or n <= 0 returns NULL without setting an error. */
+ * one (stack: equal shapes). n < 1 is EINVAL, reported in ts[0]'s context when ts and ts[0] are
+ * non-NULL (else NULL without an error: there is no context to report in). */
 eng_tensor *eng_cat(eng_tensor *const *ts, int n, int axis);
 eng_tensor *eng_stack(eng_tensor *const *ts, int n, int axis);
 eng_tensor *eng_repeat(const eng_tensor *a, const int64_t *repeats); /* ndim repeats */

@@ -25,6 +25,7 @@ typedef struct lctx {
 	char *err;
 	size_t errlen;
 	bool tiled;
+	int stamp;
 	eng_uop *outidx[ENG_MAX_DIMS]; /* output index expression per dim */
 } lctx;
 
@@ -255,6 +256,20 @@ static eng_uop *lower(lctx *c, const eng_node *n, eng_uop *const *idx, eng_uop *
 	return r;
 }
 
+/* Does x load node `target` at an index other than `at`? (uses is a visit stamp here) */
+static bool reads_elsewhere(lctx *c, eng_uop *x, const eng_node *target, eng_uop *at, int stamp)
+{
+	if (!x || x->uses == stamp)
+		return false;
+	x->uses = stamp;
+	if (x->kind == U_LOAD && c->ir->bufs[x->arg.buf].node == target && x->src[0] != at)
+		return true;
+	for (int i = 0; i < x->nsrc; i++)
+		if (reads_elsewhere(c, x->src[i], target, at, stamp))
+			return true;
+	return false;
+}
+
 /* Output dims a uop depends on, through outer and tile loop vars. */
 static uint32_t dims_of(const eng_kernel_ir *ir, uint64_t deps)
 {
@@ -304,6 +319,14 @@ static eng_status lower_all(lctx *c)
 			return c->st;
 		if (ir->nstores == ENG_MAX_STORES)
 			return fail(c, ENG_ERANGE, "too many outputs in one kernel");
+		if (r->op == ENG_OP_ASSIGN) {
+			/* in place: the value may read its own target only at the element it writes */
+			eng_uop *at = flat_index(u, r->ndim, r->shape, c->outidx);
+			if (reads_elsewhere(c, v, r->src[0], at, ++c->stamp)) {
+				c->must_store = r->src[1];
+				return c->st = ENG_ESTATE;
+			}
+		}
 		int slot = buf_slot(c, r, true);
 		ir->stores[ir->nstores++] = (eng_kstore){.buf = slot, .value = v};
 	}

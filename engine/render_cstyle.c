@@ -69,7 +69,7 @@ static void render_const(eng_strbuf *b, eng_dtype dt, eng_cval c)
 			snprintf(tmp, sizeof(tmp), "%.9g", v);
 			if (!strpbrk(tmp, ".eEn"))
 				strcat(tmp, ".0");
-			eng_sb_printf(b, "%sf", tmp);
+			eng_sb_printf(b, v < 0 ? "(%sf)" : "%sf", tmp);
 		}
 		return;
 	}
@@ -79,18 +79,18 @@ static void render_const(eng_strbuf *b, eng_dtype dt, eng_cval c)
 		break;
 	case ENG_I64:
 		if (c.i == INT64_MIN)
-			eng_sb_puts(b, "INT64_MIN");
+			eng_sb_puts(b, "(INT64_MIN)");
 		else
-			eng_sb_printf(b, "INT64_C(%lld)", (long long)c.i);
+			eng_sb_printf(b, c.i < 0 ? "(INT64_C(%lld))" : "INT64_C(%lld)", (long long)c.i);
 		break;
 	case ENG_I32:
 		if (c.i == INT32_MIN)
-			eng_sb_puts(b, "INT32_MIN");
+			eng_sb_puts(b, "(INT32_MIN)");
 		else
-			eng_sb_printf(b, "%lld", (long long)c.i);
+			eng_sb_printf(b, c.i < 0 ? "(%lld)" : "%lld", (long long)c.i);
 		break;
 	default:
-		eng_sb_printf(b, "%lld", (long long)c.i);
+		eng_sb_printf(b, c.i < 0 ? "(%lld)" : "%lld", (long long)c.i);
 		break;
 	}
 }

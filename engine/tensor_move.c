@@ -299,7 +299,8 @@ static eng_tensor *reduce(const eng_tensor *a, eng_op op, const int *axes, int n
 	eng_ctx *ctx = a->ctx;
 	const eng_node *src = a->node;
 	uint32_t mask;
-	if (!axes_mask(ctx, eng_op_name(op), src->ndim, axes, naxes, &mask))
+	const char *fn = op == ENG_OP_RSUM ? "sum" : op == ENG_OP_RMAX ? "max" : "prod";
+	if (!axes_mask(ctx, fn, src->ndim, axes, naxes, &mask))
 		return NULL;
 	int64_t shape[ENG_MAX_DIMS], kshape[ENG_MAX_DIMS];
 	int kn = 0;

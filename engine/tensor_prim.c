@@ -105,13 +105,13 @@ eng_tensor *eng_full_like(const eng_tensor *t, double value)
 	return t ? eng_full(t->ctx, t->node->dtype, t->node->ndim, t->node->shape, value) : NULL;
 }
 
-eng_tensor *eng_empty(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *shape)
+static eng_tensor *new_buffer(eng_ctx *ctx, const char *fn, eng_dtype dt, int ndim, const int64_t *shape)
 {
 	if (!eng_dtype_valid(dt)) {
-		eng_set_error(ctx, ENG_EDTYPE, "empty: invalid dtype %d", (int)dt);
+		eng_set_error(ctx, ENG_EDTYPE, "%s: invalid dtype %d", fn, (int)dt);
 		return NULL;
 	}
-	if (!check_shape(ctx, "empty", ndim, shape))
+	if (!check_shape(ctx, fn, ndim, shape))
 		return NULL;
 	int64_t numel;
 	eng_shape_numel(ndim, shape, &numel);
@@ -124,9 +124,14 @@ eng_tensor *eng_empty(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *shape
 	return eng_tensor_wrap(ctx, n);
 }
 
+eng_tensor *eng_empty(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *shape)
+{
+	return new_buffer(ctx, "empty", dt, ndim, shape);
+}
+
 eng_tensor *eng_from_data(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *shape, const void *data)
 {
-	eng_tensor *t = eng_empty(ctx, dt, ndim, shape);
+	eng_tensor *t = new_buffer(ctx, "from_data", dt, ndim, shape);
 	if (!t)
 		return NULL;
 	size_t nbytes = t->node->buf->nbytes;
@@ -278,6 +283,28 @@ static eng_tensor *broadcast_to(const eng_tensor *a, int ndim, const int64_t *sh
 	return r;
 }
 
+/* The public function name of a binary op, for messages. */
+static const char *api_name(eng_op op)
+{
+	switch (op) {
+	case ENG_OP_ADD: return "add";
+	case ENG_OP_SUB: return "sub";
+	case ENG_OP_MUL: return "mul";
+	case ENG_OP_IDIV: return "idiv";
+	case ENG_OP_MOD: return "mod";
+	case ENG_OP_MAX: return "maximum";
+	case ENG_OP_CMPLT: return "compare";
+	case ENG_OP_CMPEQ: return "eq";
+	case ENG_OP_CMPNE: return "ne";
+	case ENG_OP_AND: return "and";
+	case ENG_OP_OR: return "or";
+	case ENG_OP_XOR: return "xor";
+	case ENG_OP_SHL: return "shl";
+	case ENG_OP_SHR: return "shr";
+	default: return eng_op_name(op);
+	}
+}
+
 static bool binary_dtype_ok(eng_ctx *ctx, eng_op op, eng_dtype dt)
 {
 	switch (op) {
@@ -287,7 +314,7 @@ static bool binary_dtype_ok(eng_ctx *ctx, eng_op op, eng_dtype dt)
 	case ENG_OP_SHR:
 		if (!eng_dtype_is_int(dt)) {
 			eng_set_error(ctx, ENG_EDTYPE, "%s: needs integer operands, got %s",
-				      eng_op_name(op), eng_dtype_name(dt));
+				      api_name(op), eng_dtype_name(dt));
 			return false;
 		}
 		return true;
@@ -296,7 +323,7 @@ static bool binary_dtype_ok(eng_ctx *ctx, eng_op op, eng_dtype dt)
 	case ENG_OP_XOR:
 		if (eng_dtype_is_float(dt)) {
 			eng_set_error(ctx, ENG_EDTYPE, "%s: needs bool or integer operands, got %s",
-				      eng_op_name(op), eng_dtype_name(dt));
+				      api_name(op), eng_dtype_name(dt));
 			return false;
 		}
 		return true;
@@ -311,12 +338,12 @@ static eng_tensor *binary(const eng_tensor *a, const eng_tensor *b, eng_op op)
 		return NULL;
 	eng_ctx *ctx = a->ctx;
 	if (a->ctx != b->ctx) {
-		eng_set_error(ctx, ENG_EINVAL, "%s: operands from different contexts", eng_op_name(op));
+		eng_set_error(ctx, ENG_EINVAL, "%s: operands from different contexts", api_name(op));
 		return NULL;
 	}
 	int ndim;
 	int64_t shape[ENG_MAX_DIMS];
-	if (!broadcast_shape(ctx, eng_op_name(op), a->node, b->node, &ndim, shape))
+	if (!broadcast_shape(ctx, api_name(op), a->node, b->node, &ndim, shape))
 		return NULL;
 	eng_dtype dt = eng_dtype_promote(a->node->dtype, b->node->dtype);
 	if (!binary_dtype_ok(ctx, op, dt))

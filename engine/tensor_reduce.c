@@ -51,7 +51,8 @@ static eng_tensor *reverse_order(const eng_tensor *a)
 
 eng_tensor *eng_min(const eng_tensor *a, const int *axes, int naxes, bool keepdim)
 {
-	if (!a)
+	int64_t count;
+	if (!a || !reduce_count(a, "min", axes, naxes, &count))
 		return NULL;
 	eng_scope_begin(a->ctx);
 	eng_tensor *r = eng_keep(reverse_order(eng_max(reverse_order(a), axes, naxes, keepdim)));

@@ -197,16 +197,30 @@ eng_tensor *eng_slice(const eng_tensor *a, int axis, int64_t start, int64_t stop
 
 /* ---- cat, stack, repeat ---- */
 
-/* Pad every piece to the full length along axis and add them (or them, for bool). Inputs
- * are promoted to a common dtype. Returns NULL without an error if ts is NULL or n <= 0 (no
- * context to report in). */
-eng_tensor *eng_cat(eng_tensor *const *ts, int n, int axis)
+/* A usable tensor list: false for a NULL entry (an earlier error, kept) and for n < 1, which is
+ * EINVAL reported in ts[0]'s context if ts[0] is given (there is no other context to use). */
+static bool list_ok(eng_tensor *const *ts, int n, const char *fn)
 {
-	if (!ts || n <= 0)
-		return NULL;
+	if (!ts)
+		return false;
+	if (n < 1) {
+		if (ts[0])
+			eng_set_error(ts[0]->ctx, ENG_EINVAL,
+				      "%s: need at least one tensor, got %d", fn, n);
+		return false;
+	}
 	for (int i = 0; i < n; i++)
 		if (!ts[i])
-			return NULL;
+			return false;
+	return true;
+}
+
+/* Pad every piece to the full length along axis and add them (or them, for bool). Inputs
+ * are promoted to a common dtype. */
+eng_tensor *eng_cat(eng_tensor *const *ts, int n, int axis)
+{
+	if (!list_ok(ts, n, "cat"))
+		return NULL;
 	const eng_node *f = ts[0]->node;
 	eng_ctx *ctx = ts[0]->ctx;
 	int nd = f->ndim, ax;
@@ -267,11 +281,8 @@ eng_tensor *eng_cat(eng_tensor *const *ts, int n, int axis)
 /* Join equal-shaped tensors along a new axis (in [-(ndim+1), ndim]). */
 eng_tensor *eng_stack(eng_tensor *const *ts, int n, int axis)
 {
-	if (!ts || n <= 0)
+	if (!list_ok(ts, n, "stack"))
 		return NULL;
-	for (int i = 0; i < n; i++)
-		if (!ts[i])
-			return NULL;
 	eng_ctx *ctx = ts[0]->ctx;
 	const eng_node *f = ts[0]->node;
 	for (int i = 1; i < n; i++) {
@@ -292,7 +303,7 @@ eng_tensor *eng_stack(eng_tensor *const *ts, int n, int axis)
 			      -(f->ndim + 1), f->ndim);
 		return NULL;
 	}
-	eng_tensor *local[16], **us = n <= 16 ? local : malloc(sizeof(*us) * n);
+	eng_tensor *local[16] = {0}, **us = n <= 16 ? local : malloc(sizeof(*us) * n);
 	if (!us) {
 		eng_set_error(ctx, ENG_ENOMEM, "stack: out of memory");
 		return NULL;

@@ -203,6 +203,13 @@ START_TEST(binary_wrap_promote_scalar)
 		tu_batch_ref(b, eng_mul_s(x, -3), tol, 0, "mul_s %s", DN(dt));
 		tu_batch_ref(b, eng_div_s(x, 4), tol, 0, "div_s %s", DN(dt));
 		tu_batch_ref(b, eng_rsub_s(10, x), tol, 0, "rsub_s %s", DN(dt));
+		/* negative scalars: x - (-2) must not render as "x--2" */
+		tu_batch_ref(b, eng_sub_s(x, -2), tol, 0, "sub_s -2 %s", DN(dt));
+		tu_batch_ref(b, eng_add_s(x, -3), tol, 0, "add_s -3 %s", DN(dt));
+		tu_batch_ref(b, eng_rsub_s(-1, x), tol, 0, "rsub_s -1 %s", DN(dt));
+		tu_batch_ref(b, eng_sub(eng_neg(x), eng_scalar(ctx, dt, -1)), tol, 0, "-x - (-1) %s", DN(dt));
+		tu_batch_ref(b, eng_sub(x, eng_neg(eng_scalar(ctx, dt, 4))), tol, 0, "x - neg(4) %s", DN(dt));
+		tu_batch_ref(b, eng_lt(x, eng_scalar(ctx, dt, -1)), 0, 0, "x < -1 %s", DN(dt));
 	}
 	tu_batch_check(b);
 	eng_ctx_destroy(ctx);
