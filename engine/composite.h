@@ -1,5 +1,5 @@
-/* composite.h: small helpers shared by the composite-function files (tensor_math.c, tensor_reduce.c,
- * tensor_shape.c, tensor_nn.c, tensor_conv.c); they build graphs only from public ops. */
+/* composite.h: small helpers shared by the composite-function files (tensor_math.c,
+ * tensor_reduce.c, tensor_shape.c, tensor_nn.c, tensor_conv.c), built only from public ops. */
 #ifndef ENG_COMPOSITE_H
 #define ENG_COMPOSITE_H
 
@@ -106,6 +106,8 @@ static inline eng_tensor *expand_at(const eng_tensor *x, int ax, int64_t e)
 	return eng_expand(x, x->node->ndim, s);
 }
 
+/* Sum over axes (keepdim false) as dtype dt; float16 products accumulate in float32. Call
+ * inside a scope. */
 static inline eng_tensor *sum_as(const eng_tensor *x, const int *axes, int naxes, eng_dtype dt)
 {
 	if (x && x->node->dtype == ENG_F16)

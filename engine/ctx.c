@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "progcache.h"
@@ -119,6 +120,11 @@ eng_ctx *eng_ctx_create(const eng_ctx_opts *opts, char *err, size_t errlen)
 		o.debug = e ? atoi(e) : 0;
 	}
 	ctx->debug = o.debug;
+	if (o.nthreads <= 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+		o.nthreads = n > 0 ? (int)n : 1;
+	}
+	ctx->nthreads = o.nthreads;
 	ctx->nscopes = 1;
 	ctx->graph = eng_graph_create();
 	if (!ctx->graph) {

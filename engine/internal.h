@@ -36,6 +36,7 @@ struct eng_ctx {
 	int ndevs;
 	int default_dev;
 	int debug;
+	int nthreads; /* CPU worker threads, for choosing parallel loops */
 	eng_status err;
 	char errmsg[4096];
 	eng_stats stats;

@@ -135,7 +135,7 @@ static bool same_shape(const eng_node *a, const eng_node *b)
 static eng_status trial(eng_ctx *ctx, nset *store, const eng_node *const *roots, int nroots, bool optimize,
 			eng_kernel_ir *ir, const eng_node **must)
 {
-	eng_lower_opts o = {.is_stored = in_set, .arg = store, .optimize = optimize, .nthreads = 2};
+	eng_lower_opts o = {.is_stored = in_set, .arg = store, .optimize = optimize, .nthreads = ctx->nthreads};
 	char err[512] = "";
 	memset(ir, 0, sizeof(*ir));
 	eng_status s = eng_lower(roots, nroots, &o, ir, must, err, sizeof(err));

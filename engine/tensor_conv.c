@@ -16,8 +16,10 @@ static int64_t ceil_div(int64_t a, int64_t b)
 /* Number of windows of K taps, dilation d, stride s over n elements (0 if none fits). */
 static int64_t window_count(int64_t n, int64_t k, int64_t s, int64_t d)
 {
-	int64_t span = d * (k - 1) + 1;
-	return n < span ? 0 : (n - span) / s + 1;
+	if (n < 1 ||
+	    k - 1 > (n - 1) / d) /* the span d*(k-1)+1 exceeds n (checked without overflow) */
+		return 0;
+	return (n - d * (k - 1) - 1) / s + 1;
 }
 
 /* Replace axis ax (size n) of x by two axes (O, K) with y[.., o, k, ..] = x[.., o*s + k*d, ..].
@@ -38,6 +40,11 @@ static eng_tensor *window_axis(const eng_tensor *x, int ax, int64_t k, int64_t s
 		return shrink_at(reshape_at(t, ax, 1, sz, 2), ax + 1, 0, k);
 	}
 	int64_t w = d + (o * s > d ? ceil_div(o * s - d, n) : 0) * n; /* >= o*s, = d (mod n) */
+	if (w > ((int64_t)1 << 40) / k) {
+		eng_set_error(x->ctx, ENG_ERANGE, "windows: %lld taps need more than 2^40 elements",
+			      (long long)k);
+		return NULL;
+	}
 	int64_t reps = ceil_div(k * w, n);
 	sz[0] = 1, sz[1] = n;
 	eng_tensor *t = expand_at(reshape_at(x, ax, 1, sz, 2), ax, reps);
@@ -71,12 +78,9 @@ static eng_tensor *windows_2d(const eng_tensor *x, const int64_t k[2], const int
 	return t ? eng_permute(t, perm) : NULL;
 }
 
-/* Sum over axes; float16 products are accumulated in float32. The result has dtype dt. Call
- * inside a scope. */
-
 /* ---- convolution and pooling ---- */
 
-/* Read a 2-vector of non-negative (or positive) ints, or def for NULL. */
+/* Read a pair of ints (def for both when v is NULL), each in [min, 2^24]. */
 static bool pair_arg(eng_ctx *ctx, const char *fn, const char *what, const int *v, int def, int min,
 		     int64_t out[2])
 {

@@ -42,6 +42,18 @@ static bool check_shape(eng_ctx *ctx, const char *fn, int ndim, const int64_t *s
 }
 
 /* Convert a double to the scalar representation of dtype dt (integers wrap, bool is != 0). */
+/* Saturating double -> int64 (NaN -> 0), so out-of-range scalars are never undefined. */
+static int64_t sat_i64(double v)
+{
+	if (v != v)
+		return 0;
+	if (v >= 9223372036854775807.0)
+		return INT64_MAX;
+	if (v <= -9223372036854775808.0)
+		return INT64_MIN;
+	return (int64_t)v;
+}
+
 static eng_cval scalar_of(eng_dtype dt, double v)
 {
 	eng_cval c;
@@ -51,13 +63,13 @@ static eng_cval scalar_of(eng_dtype dt, double v)
 		c.i = v != 0;
 		break;
 	case ENG_U8:
-		c.i = (int64_t)(uint8_t)(int64_t)v;
+		c.i = (int64_t)(uint8_t)(uint64_t)sat_i64(v);
 		break;
 	case ENG_I32:
-		c.i = (int64_t)(int32_t)(uint32_t)(uint64_t)(int64_t)v;
+		c.i = (int64_t)(int32_t)(uint32_t)(uint64_t)sat_i64(v);
 		break;
 	case ENG_I64:
-		c.i = isfinite(v) ? (int64_t)v : 0;
+		c.i = sat_i64(v);
 		break;
 	case ENG_F16:
 		c.f = (double)(_Float16)v;
@@ -430,6 +442,10 @@ eng_tensor *eng_where(const eng_tensor *cond, const eng_tensor *a, const eng_ten
 	if (!cond || !a || !b)
 		return NULL;
 	eng_ctx *ctx = cond->ctx;
+	if (a->ctx != ctx || b->ctx != ctx) {
+		eng_set_error(ctx, ENG_EINVAL, "where: operands from different contexts");
+		return NULL;
+	}
 	int n1, n2;
 	int64_t s1[ENG_MAX_DIMS], s2[ENG_MAX_DIMS];
 	if (!broadcast_shape(ctx, "where", a->node, b->node, &n1, s1))

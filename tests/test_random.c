@@ -399,7 +399,7 @@ static void run_graphs(uint64_t first, int count)
 		}
 		if (!alone) { /* fails only when batched together */
 			size_t used = strlen(report);
-			snprintf(report + used, sizeof(report) - used, "\n  (batch from seed %llu fails only as a batch)%s",
+			snprintf(report + used, sizeof(report) - used, "\n  (batch from seed %llu fails only as a batch)%.3000s",
 				 (unsigned long long)seeds[0], tmp);
 			alone = bf;
 		}

@@ -1,2 +1,0 @@
-build-asan/engine/dtype.o: engine/dtype.c engine/dtype.h
-engine/dtype.h:
