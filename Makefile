@@ -7,7 +7,8 @@ CSTD    := -std=c11 -D_GNU_SOURCE
 WARN    := -Wall -Wextra -Werror -Wno-unused-parameter
 OPT     ?= -O2 -g
 CFLAGS  += $(CSTD) $(WARN) $(OPT) -MMD -MP
-LDLIBS  += -ldl -lpthread -lm
+CFLAGS  += $(shell pkg-config --cflags libcjson 2>/dev/null)
+LDLIBS  += $(shell pkg-config --libs libcjson 2>/dev/null || echo -lcjson) -lz -ldl -lpthread -lm
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm -lpthread)
 
 ENGINE_SRC := $(wildcard engine/*.c) $(wildcard backends/*.c) $(wildcard backends/cpu/*.c)
