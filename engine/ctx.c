@@ -151,6 +151,7 @@ void eng_ctx_destroy(eng_ctx *ctx)
 		eng_scope_end(ctx);
 	while (ctx->scopes[0])
 		eng_tensor_free(ctx->scopes[0]);
+	free(ctx->gradt);
 	size_t leaked = eng_graph_destroy(ctx->graph);
 	if (leaked && ctx->debug >= 1)
 		fprintf(stderr, "tensord: %zu graph nodes still referenced at exit\n", leaked);
@@ -212,13 +213,49 @@ eng_tensor *eng_keep(eng_tensor *t)
 	return t;
 }
 
+void eng_tensor_unscope(eng_tensor *t)
+{
+	if (t && t->scope >= 0) {
+		scope_unlink(t->ctx, t);
+		t->scope = -1;
+		t->prev = t->next = NULL;
+	}
+}
+
+eng_tensor *eng_keep_root(eng_tensor *t)
+{
+	if (!t || t->scope == 0)
+		return t;
+	scope_unlink(t->ctx, t);
+	scope_link(t->ctx, t, 0);
+	return t;
+}
+
 void eng_tensor_free(eng_tensor *t)
 {
 	if (!t)
 		return;
-	scope_unlink(t->ctx, t);
+	if (t->scope >= 0)
+		scope_unlink(t->ctx, t);
+	if (t->requires_grad)
+		eng_set_requires_grad(t, false);
+	eng_tensor_free(t->grad);
 	eng_node_unref(t->node);
 	free(t);
+}
+
+void eng_tensor_settle(eng_tensor *t)
+{
+	eng_node *n = t->node;
+	if (n->op != ENG_OP_ASSIGN || !n->buf)
+		return;
+	eng_node_desc d = {.op = ENG_OP_BUFFER, .dtype = n->dtype, .ndim = n->ndim, .shape = n->shape, .buf = n->buf,
+			   .c = {.i = n->buf->version}};
+	eng_node *b = eng_node_get(t->ctx->graph, &d);
+	if (!b)
+		return; /* out of memory: keep the assign node, which is still correct */
+	t->node = b;
+	eng_node_unref(n);
 }
 
 eng_tensor *eng_tensor_wrap(eng_ctx *ctx, eng_node *node)
@@ -235,6 +272,8 @@ eng_tensor *eng_tensor_wrap(eng_ctx *ctx, eng_node *node)
 	}
 	t->ctx = ctx;
 	t->node = node;
+	t->requires_grad = false;
+	t->grad = NULL;
 	scope_link(ctx, t, ctx->nscopes - 1);
 	return t;
 }
@@ -355,6 +394,9 @@ eng_status eng_realize(eng_tensor *const *ts, int n)
 	eng_status s = eng_realize_nodes(ctx, nodes, n);
 	if (nodes != local)
 		free(nodes);
+	if (!s)
+		for (int i = 0; i < n; i++)
+			eng_tensor_settle(ts[i]);
 	return s;
 }
 

@@ -73,6 +73,9 @@ void eng_manual_seed(eng_ctx *ctx, uint64_t seed);
 void eng_scope_begin(eng_ctx *ctx);
 void eng_scope_end(eng_ctx *ctx);
 eng_tensor *eng_keep(eng_tensor *t); /* returns t */
+/* Move t to the root scope: it then lives until eng_tensor_free or eng_ctx_destroy, whatever
+ * scopes are open (used for parameters). Returns t; NULL stays NULL. */
+eng_tensor *eng_keep_root(eng_tensor *t);
 void eng_tensor_free(eng_tensor *t); /* NULL is allowed */
 
 /* ---- inspection --------------------------------------------------------------------- */
@@ -257,5 +260,21 @@ eng_tensor *eng_layernorm(const eng_tensor *x, double eps);
 /* Mean over the batch of -log_softmax(logits)[label]; logits (N, C), labels (N) ints. A label
  * outside [0, C) contributes 0 but still counts in N. */
 eng_tensor *eng_sparse_cross_entropy(const eng_tensor *logits, const eng_tensor *labels);
+
+/* ---- autograd ----------------------------------------------------------------------
+ * A tensor that requires grad is a leaf the backward pass differentiates into: its gradient
+ * accumulates in a tensor owned by it (eng_grad). Gradients are lazy graphs like everything
+ * else, so forward, backward and the optimizer update schedule (and fuse) together. */
+eng_status eng_set_requires_grad(eng_tensor *t, bool on);
+bool eng_requires_grad(const eng_tensor *t);
+/* Differentiate scalar loss with respect to every tensor that requires grad, adding into
+ * their gradients. Float losses only. */
+eng_status eng_backward(eng_tensor *loss);
+/* The accumulated gradient (owned by t; NULL if none yet). Valid until eng_zero_grad(t) or
+ * t is freed. */
+eng_tensor *eng_grad(const eng_tensor *t);
+void eng_zero_grad(eng_tensor *t);
+/* The same value with no gradient flowing back through it. */
+eng_tensor *eng_detach(const eng_tensor *t);
 
 #endif

@@ -23,8 +23,10 @@ typedef struct eng_device {
 struct eng_tensor {
 	eng_ctx *ctx;
 	eng_node *node; /* owned reference */
-	int scope;      /* depth of the owning scope */
+	int scope;      /* depth of the owning scope; -1: owned by another tensor (a gradient) */
 	eng_tensor *prev, *next; /* the owning scope's list */
+	bool requires_grad;
+	eng_tensor *grad; /* owned, or NULL */
 };
 
 #define ENG_MAX_SCOPES 64
@@ -42,6 +44,8 @@ struct eng_ctx {
 	eng_stats stats;
 	uint64_t seed, rng_counter;
 	uint32_t next_buf_id;
+	eng_tensor **gradt; /* tensors that require grad */
+	int ngradt, capgradt;
 	int nscopes; /* 1 = only the root scope */
 	eng_tensor *scopes[ENG_MAX_SCOPES]; /* list heads */
 };
@@ -54,6 +58,12 @@ eng_status eng_set_error(eng_ctx *ctx, eng_status code, const char *fmt, ...)
  * node NULL (allocation failure) sets ENOMEM and returns NULL. */
 eng_tensor *eng_tensor_wrap(eng_ctx *ctx, eng_node *node);
 static inline eng_node *eng_tensor_node(const eng_tensor *t) { return t->node; }
+
+/* Take t out of its scope: it is then owned by whoever holds it (freed with eng_tensor_free). */
+void eng_tensor_unscope(eng_tensor *t);
+/* After a realize: a tensor whose node is a realized assign becomes a plain buffer node of the
+ * target's new version, so the graph that computed it can be freed. */
+void eng_tensor_settle(eng_tensor *t);
 
 /* Buffers on a device. */
 eng_buffer *eng_buffer_alloc(eng_device *dev, eng_dtype dt, int64_t numel);

@@ -11,6 +11,14 @@
 
 #define MAXPATH 4096
 
+typedef struct memo_entry {
+	const eng_node *n;
+	uint64_t h;
+	eng_uop *idx[ENG_MAX_DIMS];
+	eng_uop *valid;
+	eng_uop *r;
+} memo_entry;
+
 typedef struct lctx {
 	eng_kernel_ir *ir;
 	const eng_lower_opts *o;
@@ -26,6 +34,8 @@ typedef struct lctx {
 	size_t errlen;
 	bool tiled;
 	int stamp;
+	memo_entry *memo;
+	size_t memo_cap, memo_n;
 	eng_uop *outidx[ENG_MAX_DIMS]; /* output index expression per dim */
 } lctx;
 
@@ -235,11 +245,63 @@ static eng_uop *lower_node(lctx *c, const eng_node *n, eng_uop *const *idx, eng_
 	case ENG_KIND_BUFFEROP:
 		if (n->op == ENG_OP_ASSIGN)
 			return lower(c, n->src[1], idx, valid);
-		return lower(c, n->src[0], idx, valid); /* CONTIGUOUS, COPY: the value itself */
+		return lower(c, n->src[0], idx, valid); /* CONTIGUOUS, COPY, DETACH: the value */
 	default:
 		fail(c, ENG_EINVAL, "unknown op kind");
 		return u_ic(u, 0);
 	}
+}
+
+/* Memo of lowered (node, index, validity): a value shared by many users is lowered once, so
+ * graphs that reuse values do not blow up exponentially. */
+static uint64_t memo_hash(const eng_node *n, eng_uop *const *idx, const eng_uop *valid)
+{
+	uint64_t h = (uintptr_t)n * 0x9e3779b97f4a7c15ull;
+	for (int d = 0; d < n->ndim; d++)
+		h = (h ^ idx[d]->id) * 0xff51afd7ed558ccdull;
+	return (h ^ (valid ? valid->id : 0)) * 0xc4ceb9fe1a85ec53ull;
+}
+
+static memo_entry *memo_find(lctx *c, const eng_node *n, eng_uop *const *idx, const eng_uop *valid, uint64_t h)
+{
+	if (!c->memo_cap)
+		return NULL;
+	for (size_t i = h & (c->memo_cap - 1);; i = (i + 1) & (c->memo_cap - 1)) {
+		memo_entry *e = &c->memo[i];
+		if (!e->n)
+			return e;
+		if (e->h == h && e->n == n && e->valid == valid && !memcmp(e->idx, idx, sizeof(eng_uop *) * n->ndim))
+			return e;
+	}
+}
+
+static void memo_put(lctx *c, const eng_node *n, eng_uop *const *idx, eng_uop *valid, uint64_t h, eng_uop *r)
+{
+	if ((c->memo_n + 1) * 2 > c->memo_cap) {
+		size_t nc = c->memo_cap ? c->memo_cap * 2 : 256;
+		memo_entry *nm = calloc(nc, sizeof(*nm));
+		if (!nm)
+			return; /* no memo: slower, still correct */
+		memo_entry *old = c->memo;
+		size_t oc = c->memo_cap;
+		c->memo = nm;
+		c->memo_cap = nc;
+		c->memo_n = 0;
+		for (size_t i = 0; i < oc; i++)
+			if (old[i].n) {
+				*memo_find(c, old[i].n, old[i].idx, old[i].valid, old[i].h) = old[i];
+				c->memo_n++;
+			}
+		free(old);
+	}
+	memo_entry *e = memo_find(c, n, idx, valid, h);
+	if (!e->n)
+		c->memo_n++;
+	e->n = n;
+	e->h = h;
+	e->valid = valid;
+	memcpy(e->idx, idx, sizeof(eng_uop *) * n->ndim);
+	e->r = r;
 }
 
 static eng_uop *lower(lctx *c, const eng_node *n, eng_uop *const *idx, eng_uop *valid)
@@ -250,9 +312,15 @@ static eng_uop *lower(lctx *c, const eng_node *n, eng_uop *const *idx, eng_uop *
 		fail(c, ENG_ERANGE, "graph too deep for one kernel");
 		return u_ic(c->ir->uops, 0);
 	}
+	uint64_t h = memo_hash(n, idx, valid);
+	memo_entry *e = memo_find(c, n, idx, valid, h);
+	if (e && e->n)
+		return e->r;
 	c->path[c->npath++] = n;
 	eng_uop *r = lower_node(c, n, idx, valid, false);
 	c->npath--;
+	if (!c->st)
+		memo_put(c, n, idx, valid, h, r);
 	return r;
 }
 
@@ -501,6 +569,9 @@ eng_status eng_lower(const eng_node *const *roots, int nroots, const eng_lower_o
 			int64_t t0 = ir->tile[0], t1 = ir->tile[1];
 			int d0 = ir->tiledim[0], d1 = ir->tiledim[1];
 			reset_ir(ir);
+			free(c->memo);
+			c->memo = NULL;
+			c->memo_cap = c->memo_n = 0;
 			ir->tile[0] = t0, ir->tile[1] = t1, ir->tiledim[0] = d0, ir->tiledim[1] = d1;
 			c->st = ENG_OK;
 			s = ir->uops ? lower_all(c) : ENG_ENOMEM;
@@ -514,6 +585,7 @@ eng_status eng_lower(const eng_node *const *roots, int nroots, const eng_lower_o
 		ir->aliased |= roots[i]->op == ENG_OP_ASSIGN;
 	s = eng_linearize(ir, o->nthreads, err, errlen);
 done:
+	free(c->memo);
 	free(c);
 	return s;
 }

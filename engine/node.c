@@ -77,6 +77,7 @@ static void desc_to_node(const eng_node_desc *d, eng_node *n)
 		n->src[i] = d->src[i];
 	switch (d->op) {
 	case ENG_OP_CONST:
+	case ENG_OP_BUFFER:
 		n->arg.c = d->c;
 		break;
 	case ENG_OP_INDEX:

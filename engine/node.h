@@ -47,6 +47,7 @@ struct eng_buffer {
 	int64_t numel;
 	uint32_t refs;
 	uint32_t id;
+	uint32_t version; /* bumped each time an assign writes the buffer */
 };
 
 typedef struct eng_node eng_node;
@@ -58,7 +59,7 @@ struct eng_node {
 	int64_t shape[ENG_MAX_DIMS];
 	eng_node *src[3];
 	union {
-		eng_cval c;                    /* CONST */
+		eng_cval c;                    /* CONST; BUFFER: c.i is the buffer version */
 		uint32_t axes;                   /* RSUM/RMAX/RPROD/FLIP: bit d set = axis d */
 		int axis;                        /* INDEX */
 		int8_t perm[ENG_MAX_DIMS];       /* PERMUTE: output axis d reads source axis perm[d] */

@@ -202,12 +202,14 @@ static eng_status launch_item(eng_ctx *ctx, eng_device *dev, eng_sched_item *it,
 			dev->name, (unsigned long long)ctx->stats.kernels, k->name, ir->nbufs, ir->bytes / 1e9, ms * 1e3,
 			*total_ms, gflops, gbs);
 	}
-	/* the roots now hold their values */
+	/* the roots now hold their values; an assign has a new version of its target */
 	int o = 0;
 	for (int i = 0; i < ir->nbufs; i++)
 		if (ir->bufs[i].output) {
 			eng_node *r = (eng_node *)ir->bufs[i].node;
 			r->buf = outs[o++];
+			if (r->op == ENG_OP_ASSIGN)
+				r->buf->version++;
 		}
 	return ENG_OK;
 fail:

@@ -361,10 +361,15 @@ eng_status eng_render_cstyle(const eng_cstyle *d, const eng_kernel_ir *ir, const
 		case S_DEF:
 			indent(b, depth);
 			eng_sb_printf(b, "const %s x%u = ", ctype((eng_dtype)x->dtype), x->id);
-			if (x->kind == U_LOAD)
+			if (x->kind == U_LOAD) {
 				render_load(b, ir, x);
-			else
+			} else if (x->dtype == ENG_F16 && x->op != ENG_OP_CAST) {
+				/* float16 computes in float but rounds after every op, as a float16 unit would */
+				eng_sb_puts(b, "(float)(_Float16)");
 				render_alu(b, ir, x);
+			} else {
+				render_alu(b, ir, x);
+			}
 			eng_sb_puts(b, ";\n");
 			break;
 		case S_ACC_INIT:

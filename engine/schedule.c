@@ -87,7 +87,7 @@ static bool collect_forced(const eng_node *n, nset *seen, nset *store)
 		return true;
 	if (!nset_add(seen, n))
 		return false;
-	if (eng_op_kind_of(n->op) == ENG_KIND_BUFFEROP && !nset_add(store, n))
+	if (eng_op_kind_of(n->op) == ENG_KIND_BUFFEROP && n->op != ENG_OP_DETACH && !nset_add(store, n))
 		return false;
 	for (int i = 0; i < n->nsrc; i++)
 		if (!collect_forced(n->src[i], seen, store))

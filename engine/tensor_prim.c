@@ -130,7 +130,8 @@ static eng_tensor *new_buffer(eng_ctx *ctx, const char *fn, eng_dtype dt, int nd
 	eng_buffer *b = eng_buffer_alloc(ctx->devs[ctx->default_dev], dt, numel);
 	if (!b)
 		return NULL;
-	eng_node_desc d = {.op = ENG_OP_BUFFER, .dtype = dt, .ndim = ndim, .shape = shape, .buf = b};
+	eng_node_desc d = {.op = ENG_OP_BUFFER, .dtype = dt, .ndim = ndim, .shape = shape, .buf = b,
+			   .c = {.i = b->version}};
 	eng_node *n = node_get(ctx, &d);
 	eng_buffer_unref(b); /* the node holds it now */
 	return eng_tensor_wrap(ctx, n);
@@ -199,9 +200,24 @@ eng_tensor *eng_cast(const eng_tensor *a, eng_dtype dt)
 	if (a->node->dtype == dt)
 		return wrap_ref(a->ctx, a->node);
 	if (a->node->op == ENG_OP_CONST) {
+		/* fold with the same rules kernels follow: float -> int saturates (NaN -> 0), int ->
+		 * int wraps, anything -> bool is != 0 */
 		eng_node *s = a->node;
-		double v = eng_dtype_is_float(s->dtype) ? s->arg.c.f : (double)s->arg.c.i;
-		return eng_tensor_wrap(a->ctx, const_node(a->ctx, dt, s->ndim, s->shape, scalar_of(dt, v)));
+		eng_cval c;
+		if (eng_dtype_is_float(s->dtype) && !eng_dtype_is_float(dt) && dt != ENG_BOOL) {
+			double v = s->arg.c.f, lo = dt == ENG_U8 ? 0 : dt == ENG_I32 ? -2147483648.0 : -9223372036854775808.0;
+			double hi = dt == ENG_U8 ? 255 : dt == ENG_I32 ? 2147483647.0 : 9223372036854775807.0;
+			c.i = v != v ? 0 : v <= lo ? (int64_t)lo : v >= hi ? (dt == ENG_I64 ? INT64_MAX : (int64_t)hi) : (int64_t)v;
+		} else if (eng_dtype_is_float(s->dtype)) {
+			c = scalar_of(dt, s->arg.c.f);
+		} else if (eng_dtype_is_float(dt)) {
+			c = scalar_of(dt, (double)s->arg.c.i);
+		} else {
+			c.i = s->arg.c.i;
+			c = dt == ENG_BOOL ? (eng_cval){.i = c.i != 0} : dt == ENG_U8 ? (eng_cval){.i = (uint8_t)c.i}
+			  : dt == ENG_I32 ? (eng_cval){.i = (int32_t)(uint32_t)(uint64_t)c.i} : c;
+		}
+		return eng_tensor_wrap(a->ctx, const_node(a->ctx, dt, s->ndim, s->shape, c));
 	}
 	return unary(a, ENG_OP_CAST, dt);
 }

@@ -9,7 +9,10 @@
 
 /* ---- arrays and element conversions ---- */
 
-static bool is_float(eng_dtype dt) { return dt == ENG_F16 || dt == ENG_F32; }
+static bool is_float(eng_dtype dt)
+{
+	return dt == ENG_F16 || dt == ENG_F32;
+}
 
 void ref_free(ref_array *a)
 {
@@ -39,7 +42,10 @@ static bool arr_init(ref_array *a, eng_dtype dt, int ndim, const int64_t *shape)
 	return a->f || a->i;
 }
 
-double ref_get(const ref_array *a, int64_t k) { return a->f ? a->f[k] : (double)a->i[k]; }
+double ref_get(const ref_array *a, int64_t k)
+{
+	return a->f ? a->f[k] : (double)a->i[k];
+}
 
 /* Round a double to the precision of a float dtype. */
 static double round_to(eng_dtype dt, double v)
@@ -246,14 +252,29 @@ static bool eval_unary(const eng_node *n, const ref_array *s, ref_array *o)
 		}
 		double x = s->f[k], r;
 		switch (n->op) {
-		case ENG_OP_EXP2: r = exp2(x); break;
-		case ENG_OP_LOG2: r = log2(x); break;
-		case ENG_OP_SIN: r = sin(x); break;
-		case ENG_OP_SQRT: r = sqrt(x); break;
-		case ENG_OP_RECIP: r = 1.0 / x; break;
-		case ENG_OP_NEG: r = -x; break;
-		case ENG_OP_TRUNC: r = trunc(x); break;
-		default: return false;
+		case ENG_OP_EXP2:
+			r = exp2(x);
+			break;
+		case ENG_OP_LOG2:
+			r = log2(x);
+			break;
+		case ENG_OP_SIN:
+			r = sin(x);
+			break;
+		case ENG_OP_SQRT:
+			r = sqrt(x);
+			break;
+		case ENG_OP_RECIP:
+			r = 1.0 / x;
+			break;
+		case ENG_OP_NEG:
+			r = -x;
+			break;
+		case ENG_OP_TRUNC:
+			r = trunc(x);
+			break;
+		default:
+			return false;
 		}
 		o->f[k] = round_to(o->dtype, r);
 	}
@@ -265,9 +286,15 @@ static bool int_binary(eng_op op, eng_dtype dt, int64_t a, int64_t b, int64_t *r
 	int bits = dt == ENG_I64 ? 64 : dt == ENG_I32 ? 32 : 8;
 	uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
 	switch (op) {
-	case ENG_OP_ADD: *r = wrap_to(dt, ua + ub); break;
-	case ENG_OP_SUB: *r = wrap_to(dt, ua - ub); break;
-	case ENG_OP_MUL: *r = wrap_to(dt, ua * ub); break;
+	case ENG_OP_ADD:
+		*r = wrap_to(dt, ua + ub);
+		break;
+	case ENG_OP_SUB:
+		*r = wrap_to(dt, ua - ub);
+		break;
+	case ENG_OP_MUL:
+		*r = wrap_to(dt, ua * ub);
+		break;
 	case ENG_OP_IDIV:
 		if (b == 0)
 			*r = 0;
@@ -282,21 +309,38 @@ static bool int_binary(eng_op op, eng_dtype dt, int64_t a, int64_t b, int64_t *r
 		else
 			*r = wrap_to(dt, (uint64_t)(a % b));
 		break;
-	case ENG_OP_MAX: *r = a > b ? a : b; break;
-	case ENG_OP_CMPLT: *r = a < b; break;
-	case ENG_OP_CMPEQ: *r = a == b; break;
-	case ENG_OP_CMPNE: *r = a != b; break;
-	case ENG_OP_AND: *r = wrap_to(dt, ua & ub); break;
-	case ENG_OP_OR: *r = wrap_to(dt, ua | ub); break;
-	case ENG_OP_XOR: *r = wrap_to(dt, ua ^ ub); break;
-	case ENG_OP_SHL: *r = wrap_to(dt, ua << (ub & (uint64_t)(bits - 1))); break;
+	case ENG_OP_MAX:
+		*r = a > b ? a : b;
+		break;
+	case ENG_OP_CMPLT:
+		*r = a < b;
+		break;
+	case ENG_OP_CMPEQ:
+		*r = a == b;
+		break;
+	case ENG_OP_CMPNE:
+		*r = a != b;
+		break;
+	case ENG_OP_AND:
+		*r = wrap_to(dt, ua & ub);
+		break;
+	case ENG_OP_OR:
+		*r = wrap_to(dt, ua | ub);
+		break;
+	case ENG_OP_XOR:
+		*r = wrap_to(dt, ua ^ ub);
+		break;
+	case ENG_OP_SHL:
+		*r = wrap_to(dt, ua << (ub & (uint64_t)(bits - 1)));
+		break;
 	case ENG_OP_SHR:
 		if (dt == ENG_BOOL || dt == ENG_U8) /* logical; the value is already 0..255 */
 			*r = (int64_t)(ua >> (ub & (uint64_t)(bits - 1)));
 		else /* arithmetic: a is sign-extended to 64 bits */
 			*r = wrap_to(dt, (uint64_t)(a >> (ub & (uint64_t)(bits - 1))));
 		break;
-	default: return false;
+	default:
+		return false;
 	}
 	return true;
 }
@@ -304,14 +348,29 @@ static bool int_binary(eng_op op, eng_dtype dt, int64_t a, int64_t b, int64_t *r
 static bool float_binary(eng_op op, eng_dtype dt, double a, double b, double *rf, int64_t *ri)
 {
 	switch (op) {
-	case ENG_OP_ADD: *rf = round_to(dt, a + b); break;
-	case ENG_OP_SUB: *rf = round_to(dt, a - b); break;
-	case ENG_OP_MUL: *rf = round_to(dt, a * b); break;
-	case ENG_OP_MAX: *rf = a > b ? a : b; break;
-	case ENG_OP_CMPLT: *ri = a < b; break;
-	case ENG_OP_CMPEQ: *ri = a == b; break;
-	case ENG_OP_CMPNE: *ri = a != b; break;
-	default: return false;
+	case ENG_OP_ADD:
+		*rf = round_to(dt, a + b);
+		break;
+	case ENG_OP_SUB:
+		*rf = round_to(dt, a - b);
+		break;
+	case ENG_OP_MUL:
+		*rf = round_to(dt, a * b);
+		break;
+	case ENG_OP_MAX:
+		*rf = a > b ? a : b;
+		break;
+	case ENG_OP_CMPLT:
+		*ri = a < b;
+		break;
+	case ENG_OP_CMPEQ:
+		*ri = a == b;
+		break;
+	case ENG_OP_CMPNE:
+		*ri = a != b;
+		break;
+	default:
+		return false;
 	}
 	return true;
 }
@@ -367,7 +426,9 @@ static bool eval_reduce(const eng_node *n, const ref_array *s, ref_array *o)
 			else if (x > o->f[j] || isnan(x))
 				o->f[j] = x;
 		} else {
-			eng_op op = n->op == ENG_OP_RSUM ? ENG_OP_ADD : n->op == ENG_OP_RPROD ? ENG_OP_MUL : ENG_OP_MAX;
+			eng_op op = n->op == ENG_OP_RSUM    ? ENG_OP_ADD
+				    : n->op == ENG_OP_RPROD ? ENG_OP_MUL
+							    : ENG_OP_MAX;
 			int_binary(op, dt, o->i[j], s->i[k], &o->i[j]);
 		}
 	}
@@ -490,6 +551,7 @@ static bool eval_node(memo *m, const eng_node *n, ref_array *o)
 			copy_elem(s[0]->i[k] ? s[1] : s[2], k, o, k);
 		return true;
 	case ENG_OP_CONTIGUOUS:
+	case ENG_OP_DETACH:
 	case ENG_OP_COPY:
 	case ENG_OP_ASSIGN: {
 		const ref_array *v = n->op == ENG_OP_ASSIGN ? s[1] : s[0];
@@ -604,23 +666,27 @@ bool ref_match(const ref_array *got, const ref_array *want, double rtol, double 
 	for (int d = 0; same && d < got->ndim; d++)
 		same = got->shape[d] == want->shape[d];
 	if (!same) {
-		snprintf(msg, len, "shape or dtype differs: got %s with %d dims, want %s with %d dims",
-			 eng_dtype_name(got->dtype), got->ndim, eng_dtype_name(want->dtype), want->ndim);
+		snprintf(msg, len,
+			 "shape or dtype differs: got %s with %d dims, want %s with %d dims",
+			 eng_dtype_name(got->dtype), got->ndim, eng_dtype_name(want->dtype),
+			 want->ndim);
 		return false;
 	}
 	for (int64_t k = 0; k < want->numel; k++) {
-		bool ok = want->f ? float_close(got->f[k], want->f[k], rtol, atol) : got->i[k] == want->i[k];
+		bool ok = want->f ? float_close(got->f[k], want->f[k], rtol, atol)
+				  : got->i[k] == want->i[k];
 		if (ok)
 			continue;
 		char where[128];
 		fmt_index(want, k, where, sizeof(where));
 		if (want->f)
 			snprintf(msg, len, "%s at flat %lld %s: got %.9g, want %.9g",
-				 eng_dtype_name(want->dtype), (long long)k, where, got->f[k], want->f[k]);
+				 eng_dtype_name(want->dtype), (long long)k, where, got->f[k],
+				 want->f[k]);
 		else
 			snprintf(msg, len, "%s at flat %lld %s: got %lld, want %lld",
-				 eng_dtype_name(want->dtype), (long long)k, where, (long long)got->i[k],
-				 (long long)want->i[k]);
+				 eng_dtype_name(want->dtype), (long long)k, where,
+				 (long long)got->i[k], (long long)want->i[k]);
 		return false;
 	}
 	return true;
@@ -643,7 +709,8 @@ bool ref_compare_n(eng_tensor *const *ts, int n, double rtol, double atol, char 
 	}
 	if (ok && n > 0 && eng_realize(ts, n) != ENG_OK) {
 		eng_ctx *ctx = eng_tensor_ctx(ts[0]);
-		snprintf(msg, len, "realize failed: %s: %s", eng_strerror(eng_error(ctx)), eng_errmsg(ctx));
+		snprintf(msg, len, "realize failed: %s: %s", eng_strerror(eng_error(ctx)),
+			 eng_errmsg(ctx));
 		ok = false;
 	}
 	for (int i = 0; ok && i < n; i++) {
@@ -658,8 +725,8 @@ bool ref_compare_n(eng_tensor *const *ts, int n, double rtol, double atol, char 
 			eng_ctx *ctx = eng_tensor_ctx(ts[i]);
 			snprintf(msg, len, "tensor %d: read failed: %s", i, eng_errmsg(ctx));
 			ok = false;
-		} else if (!ref_decode(eng_tensor_dtype(ts[i]), eng_ndim(ts[i]), eng_shape(ts[i]), raw,
-				       &got)) {
+		} else if (!ref_decode(eng_tensor_dtype(ts[i]), eng_ndim(ts[i]), eng_shape(ts[i]),
+				       raw, &got)) {
 			snprintf(msg, len, "out of memory");
 			ok = false;
 		} else if (!ref_match(&got, &want[i], rtol, atol, sub, sizeof(sub))) {

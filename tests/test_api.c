@@ -16,34 +16,115 @@
 typedef eng_tensor *(*un_fn)(const eng_tensor *);
 typedef double (*dfn)(double);
 
-static double d_sign(double x) { return x > 0 ? 1 : x < 0 ? -1 : 0; }
-static double d_square(double x) { return x * x; }
-static double d_rsqrt(double x) { return 1 / sqrt(x); }
-static double d_relu(double x) { return x > 0 ? x : 0; }
-static double d_sigmoid(double x) { return 1 / (1 + exp(-x)); }
-static double d_gelu(double x) { return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }
-static double d_silu(double x) { return x * d_sigmoid(x); }
-static double d_softplus(double x) { return log1p(exp(x)); }
-static double d_not(double x) { return x == 0; }
+static double d_sign(double x)
+{
+	return x > 0 ? 1 : x < 0 ? -1 : 0;
+}
+static double d_square(double x)
+{
+	return x * x;
+}
+static double d_rsqrt(double x)
+{
+	return 1 / sqrt(x);
+}
+static double d_relu(double x)
+{
+	return x > 0 ? x : 0;
+}
+static double d_sigmoid(double x)
+{
+	return 1 / (1 + exp(-x));
+}
+static double d_gelu(double x)
+{
+	return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+static double d_silu(double x)
+{
+	return x * d_sigmoid(x);
+}
+static double d_softplus(double x)
+{
+	return log1p(exp(x));
+}
+static double d_not(double x)
+{
+	return x == 0;
+}
 
-static eng_tensor *leaky01(const eng_tensor *a) { return eng_leaky_relu(a, 0.1); }
-static double d_leaky01(double x) { return x > 0 ? x : 0.1 * x; }
-static eng_tensor *elu1(const eng_tensor *a) { return eng_elu(a, 1.0); }
-static double d_elu1(double x) { return x > 0 ? x : exp(x) - 1; }
-static eng_tensor *elu05(const eng_tensor *a) { return eng_elu(a, 0.5); }
-static double d_elu05(double x) { return x > 0 ? x : 0.5 * (exp(x) - 1); }
-static eng_tensor *clamp_m1_2(const eng_tensor *a) { return eng_clamp(a, -1, 2); }
-static double d_clamp(double x) { return x < -1 ? -1 : x > 2 ? 2 : x; }
-static eng_tensor *pow2(const eng_tensor *a) { return eng_pow_s(a, 2); }
-static double d_pow2(double x) { return x * x; }
-static eng_tensor *pow3(const eng_tensor *a) { return eng_pow_s(a, 3); }
-static double d_pow3(double x) { return x * x * x; }
-static eng_tensor *pow_half(const eng_tensor *a) { return eng_pow_s(a, 0.5); }
-static eng_tensor *pow_m1(const eng_tensor *a) { return eng_pow_s(a, -1); }
-static double d_recip(double x) { return 1 / x; }
-static eng_tensor *pow_mhalf(const eng_tensor *a) { return eng_pow_s(a, -0.5); }
-static eng_tensor *pow_17(const eng_tensor *a) { return eng_pow_s(a, 1.7); }
-static double d_pow17(double x) { return pow(x, 1.7); }
+static eng_tensor *leaky01(const eng_tensor *a)
+{
+	return eng_leaky_relu(a, 0.1);
+}
+static double d_leaky01(double x)
+{
+	return x > 0 ? x : 0.1 * x;
+}
+static eng_tensor *elu1(const eng_tensor *a)
+{
+	return eng_elu(a, 1.0);
+}
+static double d_elu1(double x)
+{
+	return x > 0 ? x : exp(x) - 1;
+}
+static eng_tensor *elu05(const eng_tensor *a)
+{
+	return eng_elu(a, 0.5);
+}
+static double d_elu05(double x)
+{
+	return x > 0 ? x : 0.5 * (exp(x) - 1);
+}
+static eng_tensor *clamp_m1_2(const eng_tensor *a)
+{
+	return eng_clamp(a, -1, 2);
+}
+static double d_clamp(double x)
+{
+	return x < -1 ? -1 : x > 2 ? 2 : x;
+}
+static eng_tensor *pow2(const eng_tensor *a)
+{
+	return eng_pow_s(a, 2);
+}
+static double d_pow2(double x)
+{
+	return x * x;
+}
+static eng_tensor *pow3(const eng_tensor *a)
+{
+	return eng_pow_s(a, 3);
+}
+static double d_pow3(double x)
+{
+	return x * x * x;
+}
+static eng_tensor *pow_half(const eng_tensor *a)
+{
+	return eng_pow_s(a, 0.5);
+}
+static eng_tensor *pow_m1(const eng_tensor *a)
+{
+	return eng_pow_s(a, -1);
+}
+static double d_recip(double x)
+{
+	return 1 / x;
+}
+static eng_tensor *pow_mhalf(const eng_tensor *a)
+{
+	return eng_pow_s(a, -0.5);
+}
+static eng_tensor *pow_17(const eng_tensor *a)
+{
+	return eng_pow_s(a, 1.7);
+}
+static double d_pow17(double x)
+{
+	return pow(x, 1.7);
+}
 
 static const struct math_op {
 	const char *name;
@@ -83,7 +164,7 @@ static const struct math_op {
 
 START_TEST(math_float32)
 {
-	eng_ctx *ctx = tu_ctx();
+	eng_ctx *ctx = tu_ctx_new();
 	tu_rng r = {201};
 	tu_batch *b = tu_batch_new(ctx);
 	int64_t s[2] = {5, 9};
@@ -98,14 +179,14 @@ START_TEST(math_float32)
 		tu_batch_want(b, y, want, 45, DRTOL, DATOL, "%s vs C", m->name);
 	}
 	tu_batch_check(b);
-	eng_ctx_destroy(ctx);
+	tu_ctx_free(ctx);
 }
 END_TEST
 
 /* The same functions on other input dtypes (integer inputs promote or keep their dtype). */
 START_TEST(math_other_dtypes)
 {
-	eng_ctx *ctx = tu_ctx();
+	eng_ctx *ctx = tu_ctx_new();
 	tu_rng r = {202};
 	tu_batch *b = tu_batch_new(ctx);
 	int64_t s[2] = {3, 7};
@@ -127,13 +208,13 @@ START_TEST(math_other_dtypes)
 		}
 	}
 	tu_batch_check(b);
-	eng_ctx_destroy(ctx);
+	tu_ctx_free(ctx);
 }
 END_TEST
 
 START_TEST(pow_tensor)
 {
-	eng_ctx *ctx = tu_ctx();
+	eng_ctx *ctx = tu_ctx_new();
 	tu_rng r = {203};
 	tu_batch *b = tu_batch_new(ctx);
 	int64_t s[2] = {4, 6};
@@ -149,7 +230,8 @@ START_TEST(pow_tensor)
 	eng_tensor *en = tu_quant(ctx, &r, ENG_F32, 2, s, -3, 3, 1, bv);
 	for (int k = 0; k < 24; k++)
 		want[k] = pow(av[k], bv[k]);
-	tu_batch_want(b, eng_pow(an, en), want, 24, DRTOL, DATOL, "pow negative base, integer exponent");
+	tu_batch_want(b, eng_pow(an, en), want, 24, DRTOL, DATOL,
+		      "pow negative base, integer exponent");
 	/* broadcast exponent row */
 	double rowv[6];
 	eng_tensor *row = tu_quant(ctx, &r, ENG_F32, 1, &s[1], 0, 3, 1, rowv);
@@ -158,14 +240,15 @@ START_TEST(pow_tensor)
 		want[k] = pow(av[k], rowv[k % 6]);
 	tu_batch_want(b, eng_pow(ap, row), want, 24, DRTOL, DATOL, "pow broadcast");
 	tu_batch_check(b);
-	eng_ctx_destroy(ctx);
+	tu_ctx_free(ctx);
 }
 END_TEST
 
 /* ---- reductions ---- */
 
 /* Split shape around axis ax: outer * n * inner. */
-static void axis_dims(int ndim, const int64_t *shape, int ax, int64_t *outer, int64_t *n, int64_t *inner)
+static void axis_dims(int ndim, const int64_t *shape, int ax, int64_t *outer, int64_t *n,
+		      int64_t *inner)
 {
 	*outer = *inner = 1;
 	for (int d = 0; d < ndim; d++) {
@@ -177,9 +260,20 @@ static void axis_dims(int ndim, const int64_t *shape, int ax, int64_t *outer, in
 	*n = shape[ax];
 }
 
-enum red_kind { R_MIN, R_MEAN, R_VAR0, R_VAR1, R_STD1, R_LSE, R_ARGMAX, R_ARGMIN, R_SOFTMAX, R_LOGSOFTMAX };
-static const char *const red_names[] = {"min", "mean", "var0", "var1", "std1", "logsumexp", "argmax",
-					"argmin", "softmax", "log_softmax"};
+enum red_kind {
+	R_MIN,
+	R_MEAN,
+	R_VAR0,
+	R_VAR1,
+	R_STD1,
+	R_LSE,
+	R_ARGMAX,
+	R_ARGMIN,
+	R_SOFTMAX,
+	R_LOGSOFTMAX
+};
+static const char *const red_names[] = {"min",	     "mean",   "var0",	 "var1",    "std1",
+					"logsumexp", "argmax", "argmin", "softmax", "log_softmax"};
 
 /* Direct value of reduction k over x[o, :, i]; for softmax kinds element j. */
 static double direct_reduce(enum red_kind k, const double *x, int64_t n, int64_t inner, int64_t j)
@@ -200,32 +294,52 @@ static double direct_reduce(enum red_kind k, const double *x, int64_t n, int64_t
 		se += exp(x[t * inner] - mx);
 	}
 	switch (k) {
-	case R_MIN: return mn;
-	case R_MEAN: return mean;
-	case R_VAR0: return ss / n;
-	case R_VAR1: return ss / (n - 1);
-	case R_STD1: return sqrt(ss / (n - 1));
-	case R_LSE: return mx + log(se);
-	case R_ARGMAX: return (double)amax;
-	case R_ARGMIN: return (double)amin;
-	case R_SOFTMAX: return exp(x[j * inner] - mx) / se;
-	default: return x[j * inner] - mx - log(se);
+	case R_MIN:
+		return mn;
+	case R_MEAN:
+		return mean;
+	case R_VAR0:
+		return ss / n;
+	case R_VAR1:
+		return ss / (n - 1);
+	case R_STD1:
+		return sqrt(ss / (n - 1));
+	case R_LSE:
+		return mx + log(se);
+	case R_ARGMAX:
+		return (double)amax;
+	case R_ARGMIN:
+		return (double)amin;
+	case R_SOFTMAX:
+		return exp(x[j * inner] - mx) / se;
+	default:
+		return x[j * inner] - mx - log(se);
 	}
 }
 
 static eng_tensor *build_reduce(enum red_kind k, eng_tensor *x, int ax, bool keep)
 {
 	switch (k) {
-	case R_MIN: return eng_min(x, &ax, 1, keep);
-	case R_MEAN: return eng_mean(x, &ax, 1, keep);
-	case R_VAR0: return eng_var(x, &ax, 1, keep, 0);
-	case R_VAR1: return eng_var(x, &ax, 1, keep, 1);
-	case R_STD1: return eng_std(x, &ax, 1, keep, 1);
-	case R_LSE: return eng_logsumexp(x, ax, keep);
-	case R_ARGMAX: return eng_argmax(x, ax, keep);
-	case R_ARGMIN: return eng_argmin(x, ax, keep);
-	case R_SOFTMAX: return eng_softmax(x, ax);
-	default: return eng_log_softmax(x, ax);
+	case R_MIN:
+		return eng_min(x, &ax, 1, keep);
+	case R_MEAN:
+		return eng_mean(x, &ax, 1, keep);
+	case R_VAR0:
+		return eng_var(x, &ax, 1, keep, 0);
+	case R_VAR1:
+		return eng_var(x, &ax, 1, keep, 1);
+	case R_STD1:
+		return eng_std(x, &ax, 1, keep, 1);
+	case R_LSE:
+		return eng_logsumexp(x, ax, keep);
+	case R_ARGMAX:
+		return eng_argmax(x, ax, keep);
+	case R_ARGMIN:
+		return eng_argmin(x, ax, keep);
+	case R_SOFTMAX:
+		return eng_softmax(x, ax);
+	default:
+		return eng_log_softmax(x, ax);
 	}
 }
 
@@ -246,17 +360,20 @@ static void check_reductions(tu_batch *b, eng_ctx *ctx, tu_rng *r, int ndim, con
 			for (int64_t o = 0; o < outer; o++)
 				for (int64_t j = 0; j < (full ? n : 1); j++)
 					for (int64_t i = 0; i < inner; i++)
-						want[cnt++] = direct_reduce((enum red_kind)k, xv + o * n * inner + i, n,
-									    inner, j);
+						want[cnt++] = direct_reduce((enum red_kind)k,
+									    xv + o * n * inner + i,
+									    n, inner, j);
 			if (y) { /* the result's rank says whether keepdim was honoured */
 				int want_nd = full || keep ? ndim : ndim - 1;
-				ck_assert_msg(eng_ndim(y) == want_nd, "%s axis %d keep %d: rank %d, want %d",
-					      red_names[k], ax, keep, eng_ndim(y), want_nd);
+				ck_assert_msg(eng_ndim(y) == want_nd,
+					      "%s axis %d keep %d: rank %d, want %d", red_names[k],
+					      ax, keep, eng_ndim(y), want_nd);
 				if (k == R_ARGMAX || k == R_ARGMIN)
 					ck_assert_int_eq(eng_tensor_dtype(y), ENG_I32);
 			}
-			tu_batch_want(b, y, want, cnt, 1e-5, 1e-5, "%s axis %d keep %d ndim %d q %g", red_names[k], ax,
-				      keep, ndim, q);
+			tu_batch_want(b, y, want, cnt, 1e-5, 1e-5,
+				      "%s axis %d keep %d ndim %d q %g", red_names[k], ax, keep,
+				      ndim, q);
 			tu_batch_ref(b, y, 1e-6, 1e-6, "%s axis %d vs ref", red_names[k], ax);
 		}
 	}
@@ -264,7 +381,7 @@ static void check_reductions(tu_batch *b, eng_ctx *ctx, tu_rng *r, int ndim, con
 
 START_TEST(reductions_direct)
 {
-	eng_ctx *ctx = tu_ctx();
+	eng_ctx *ctx = tu_ctx_new();
 	tu_rng r = {211};
 	tu_batch *b = tu_batch_new(ctx);
 	int64_t s47[2] = {4, 7}, s234[3] = {2, 3, 4};
@@ -272,14 +389,14 @@ START_TEST(reductions_direct)
 	check_reductions(b, ctx, &r, 3, s234, 0.125);
 	check_reductions(b, ctx, &r, 2, s47, 1); /* coarse values: many ties for argmax/argmin */
 	tu_batch_check(b);
-	eng_ctx_destroy(ctx);
+	tu_ctx_free(ctx);
 }
 END_TEST
 
 /* Multi-axis and all-axes forms, other dtypes (ref only), and numerically large inputs. */
 START_TEST(reductions_more)
 {
-	eng_ctx *ctx = tu_ctx();
+	eng_ctx *ctx = tu_ctx_new();
 	tu_rng r = {212};
 	tu_batch *b = tu_batch_new(ctx);
 	int64_t s[3] = {3, 4, 5};
@@ -311,7 +428,8 @@ START_TEST(reductions_more)
 	/* large logits: softmax and logsumexp must not overflow */
 	double big[4] = {1000, 1001, 1002, -1000}, lse = 1002 + log(exp(-2) + exp(-1) + 1 + 0);
 	eng_tensor *bt = tu_from_doubles(ctx, ENG_F32, 1, (int64_t[]){4}, big);
-	double sm[4] = {exp(-2) / exp(lse - 1002), exp(-1) / exp(lse - 1002), 1 / exp(lse - 1002), 0};
+	double sm[4] = {exp(-2) / exp(lse - 1002), exp(-1) / exp(lse - 1002), 1 / exp(lse - 1002),
+			0};
 	tu_batch_want(b, eng_logsumexp(bt, 0, false), &lse, 1, 1e-6, 1e-4, "logsumexp large");
 	tu_batch_want(b, eng_softmax(bt, 0), sm, 4, 1e-5, 1e-7, "softmax large");
 	/* other dtypes through the reference */
@@ -321,11 +439,11 @@ START_TEST(reductions_more)
 		double lo = dt == ENG_U8 ? 0 : -3, q = eng_dtype_is_float(dt) ? 0.125 : 1;
 		eng_tensor *y = tu_quant(ctx, &r, dt, 3, s, lo, 3, q, NULL);
 		for (int k = R_MIN; k <= R_LOGSOFTMAX; k++)
-			tu_batch_ref(b, build_reduce((enum red_kind)k, y, 1, true), 1e-2, 1e-2, "%s %s",
-				     red_names[k], eng_dtype_name(dt));
+			tu_batch_ref(b, build_reduce((enum red_kind)k, y, 1, true), 1e-2, 1e-2,
+				     "%s %s", red_names[k], eng_dtype_name(dt));
 	}
 	tu_batch_check(b);
-	eng_ctx_destroy(ctx);
+	tu_ctx_free(ctx);
 }
 END_TEST
 
@@ -354,7 +472,7 @@ static int64_t py_slice(int64_t n, int64_t start, int64_t stop, int64_t step, in
 
 START_TEST(movement_direct)
 {
-	eng_ctx *ctx = tu_ctx();
+	eng_ctx *ctx = tu_ctx_new();
 	tu_batch *b = tu_batch_new(ctx);
 	double v[64], want[256];
 	iota(v, 64);
@@ -385,8 +503,11 @@ START_TEST(movement_direct)
 	int64_t s310[2] = {3, 10};
 	eng_tensor *z = tu_from_doubles(ctx, ENG_I64, 2, s310, v);
 	static const int64_t sl[][3] = {
-		{2, 7, 1}, {0, 10, 3}, {8, 1, -3}, {-3, INT64_MAX, 1}, {-1, -11, -1}, {-100, 100, 2},
-		{5, 5, 1}, {9, -100, -4}, {3, -2, 2}, {INT64_MIN, INT64_MAX, 1},
+		{2, 7, 1},     {0, 10, 3},
+		{8, 1, -3},    {-3, INT64_MAX, 1},
+		{-1, -11, -1}, {-100, 100, 2},
+		{5, 5, 1},     {9, -100, -4},
+		{3, -2, 2},    {INT64_MIN, INT64_MAX, 1},
 	};
 	for (int c = 0; c < N_OF(sl); c++) {
 		int64_t idx[16], cnt = py_slice(10, sl[c][0], sl[c][1], sl[c][2], idx);
@@ -397,30 +518,33 @@ START_TEST(movement_direct)
 		if (s)
 			ck_assert_msg(eng_shape(s)[1] == cnt, "slice %d: size %lld, want %lld", c,
 				      (long long)eng_shape(s)[1], (long long)cnt);
-		tu_batch_want(b, s, want, 3 * cnt, 0, 0, "slice [%lld:%lld:%lld]", (long long)sl[c][0],
-			      (long long)sl[c][1], (long long)sl[c][2]);
+		tu_batch_want(b, s, want, 3 * cnt, 0, 0, "slice [%lld:%lld:%lld]",
+			      (long long)sl[c][0], (long long)sl[c][1], (long long)sl[c][2]);
 	}
 	{ /* slice on axis 0 with a negative axis number */
 		int64_t idx[16], cnt = py_slice(3, -1, -4, -2, idx);
 		for (int64_t i = 0; i < cnt; i++)
 			for (int c = 0; c < 10; c++)
 				want[i * 10 + c] = v[idx[i] * 10 + c];
-		tu_batch_want(b, eng_slice(z, -2, -1, -4, -2), want, cnt * 10, 0, 0, "slice axis -2");
+		tu_batch_want(b, eng_slice(z, -2, -1, -4, -2), want, cnt * 10, 0, 0,
+			      "slice axis -2");
 	}
 	tu_batch_check(b);
-	eng_ctx_destroy(ctx);
+	tu_ctx_free(ctx);
 }
 END_TEST
 
 START_TEST(cat_stack_repeat)
 {
-	eng_ctx *ctx = tu_ctx();
+	eng_ctx *ctx = tu_ctx_new();
 	tu_batch *b = tu_batch_new(ctx);
 	double v[64], want[256];
 	iota(v, 64);
 	int64_t s23[2] = {2, 3}, s13[2] = {1, 3}, s43[2] = {4, 3}, s21[2] = {2, 1}, s03[2] = {0, 3};
-	eng_tensor *a = tu_from_doubles(ctx, ENG_F32, 2, s23, v), *c1 = tu_from_doubles(ctx, ENG_F32, 2, s13, v + 10);
-	eng_tensor *c4 = tu_from_doubles(ctx, ENG_F32, 2, s43, v + 20), *e = eng_zeros(ctx, ENG_F32, 2, s03);
+	eng_tensor *a = tu_from_doubles(ctx, ENG_F32, 2, s23, v),
+		   *c1 = tu_from_doubles(ctx, ENG_F32, 2, s13, v + 10);
+	eng_tensor *c4 = tu_from_doubles(ctx, ENG_F32, 2, s43, v + 20),
+		   *e = eng_zeros(ctx, ENG_F32, 2, s03);
 	eng_tensor *c21 = tu_from_doubles(ctx, ENG_F32, 2, s21, v + 40);
 	/* cat axis 0: rows of a, c1, e (empty), c4 */
 	eng_tensor *l0[4] = {a, c1, e, c4};
@@ -447,7 +571,8 @@ START_TEST(cat_stack_repeat)
 	tu_batch_want(b, eng_cat(l1, 3, -1), want, n, 0, 0, "cat axis -1");
 	tu_batch_want(b, eng_cat(&a, 1, 0), v, 6, 0, 0, "cat of one");
 	/* stack three (2,3) tensors on axes 0, 1, 2 */
-	eng_tensor *p = tu_from_doubles(ctx, ENG_F32, 2, s23, v + 6), *q = tu_from_doubles(ctx, ENG_F32, 2, s23, v + 12);
+	eng_tensor *p = tu_from_doubles(ctx, ENG_F32, 2, s23, v + 6),
+		   *q = tu_from_doubles(ctx, ENG_F32, 2, s23, v + 12);
 	eng_tensor *st[3] = {a, p, q};
 	for (int ax = 0; ax < 3; ax++) {
 		n = 0;
@@ -493,7 +618,7 @@ START_TEST(cat_stack_repeat)
 		tu_batch_ref(b, eng_repeat(y, rp), 0, 0, "repeat %s", eng_dtype_name(dts[d]));
 	}
 	tu_batch_check(b);
-	eng_ctx_destroy(ctx);
+	tu_ctx_free(ctx);
 }
 END_TEST
 
@@ -501,27 +626,36 @@ END_TEST
  * reference cannot hide here. */
 START_TEST(known_values)
 {
-	eng_ctx *ctx = tu_ctx();
+	eng_ctx *ctx = tu_ctx_new();
 	tu_batch *b = tu_batch_new(ctx);
 	int64_t n3 = 3, n4 = 4, n7 = 7;
 	eng_tensor *v123 = tu_from_doubles(ctx, ENG_F32, 1, &n3, (double[]){1, 2, 3});
-	tu_batch_want(b, eng_softmax(v123, 0), (double[]){0.0900305732, 0.2447284711, 0.6652409558}, 3, 1e-6, 0,
-		      "softmax [1,2,3]");
-	tu_batch_want(b, eng_log_softmax(v123, -1), (double[]){-2.4076059644, -1.4076059644, -0.4076059644}, 3,
-		      1e-6, 0, "log_softmax [1,2,3]");
-	tu_batch_want(b, eng_logsumexp(v123, 0, false), (double[]){3.4076059644}, 1, 1e-6, 0, "logsumexp [1,2,3]");
+	tu_batch_want(b, eng_softmax(v123, 0), (double[]){0.0900305732, 0.2447284711, 0.6652409558},
+		      3, 1e-6, 0, "softmax [1,2,3]");
+	tu_batch_want(b, eng_log_softmax(v123, -1),
+		      (double[]){-2.4076059644, -1.4076059644, -0.4076059644}, 3, 1e-6, 0,
+		      "log_softmax [1,2,3]");
+	tu_batch_want(b, eng_logsumexp(v123, 0, false), (double[]){3.4076059644}, 1, 1e-6, 0,
+		      "logsumexp [1,2,3]");
 	eng_tensor *tie = tu_from_doubles(ctx, ENG_F32, 1, &n4, (double[]){1, 3, 3, 2});
-	tu_batch_want(b, eng_argmax(tie, 0, false), (double[]){1}, 1, 0, 0, "argmax ties pick the first");
+	tu_batch_want(b, eng_argmax(tie, 0, false), (double[]){1}, 1, 0, 0,
+		      "argmax ties pick the first");
 	eng_tensor *tie2 = tu_from_doubles(ctx, ENG_I32, 1, &n4, (double[]){2, 0, 5, 0});
-	tu_batch_want(b, eng_argmin(tie2, 0, false), (double[]){1}, 1, 0, 0, "argmin ties pick the first");
+	tu_batch_want(b, eng_argmin(tie2, 0, false), (double[]){1}, 1, 0, 0,
+		      "argmin ties pick the first");
 	eng_tensor *v1234 = tu_from_doubles(ctx, ENG_F32, 1, &n4, (double[]){1, 2, 3, 4});
 	tu_batch_want(b, eng_mean(v1234, NULL, 0, false), (double[]){2.5}, 1, 0, 0, "mean");
-	tu_batch_want(b, eng_var(v1234, NULL, 0, false, 1), (double[]){1.6666666667}, 1, 1e-6, 0, "var corr 1");
-	tu_batch_want(b, eng_var(v1234, NULL, 0, false, 0), (double[]){1.25}, 1, 1e-6, 0, "var corr 0");
-	tu_batch_want(b, eng_std(v1234, NULL, 0, false, 1), (double[]){1.2909944487}, 1, 1e-6, 0, "std");
+	tu_batch_want(b, eng_var(v1234, NULL, 0, false, 1), (double[]){1.6666666667}, 1, 1e-6, 0,
+		      "var corr 1");
+	tu_batch_want(b, eng_var(v1234, NULL, 0, false, 0), (double[]){1.25}, 1, 1e-6, 0,
+		      "var corr 0");
+	tu_batch_want(b, eng_std(v1234, NULL, 0, false, 1), (double[]){1.2909944487}, 1, 1e-6, 0,
+		      "std");
 	tu_batch_want(b, eng_min(v1234, NULL, 0, false), (double[]){1}, 1, 0, 0, "min");
-	eng_tensor *rv = tu_from_doubles(ctx, ENG_F32, 1, &n7, (double[]){0.5, 1.5, 2.5, -0.5, -1.5, 2.4, -2.6});
-	tu_batch_want(b, eng_round(rv), (double[]){0, 2, 2, -0.0, -2, 2, -3}, 7, 0, 0, "round half even");
+	eng_tensor *rv = tu_from_doubles(ctx, ENG_F32, 1, &n7,
+					 (double[]){0.5, 1.5, 2.5, -0.5, -1.5, 2.4, -2.6});
+	tu_batch_want(b, eng_round(rv), (double[]){0, 2, 2, -0.0, -2, 2, -3}, 7, 0, 0,
+		      "round half even");
 	tu_batch_want(b, eng_floor(rv), (double[]){0, 1, 2, -1, -2, 2, -3}, 7, 0, 0, "floor");
 	tu_batch_want(b, eng_ceil(rv), (double[]){1, 2, 3, -0.0, -1, 3, -2}, 7, 0, 0, "ceil");
 	eng_tensor *sg = tu_from_doubles(ctx, ENG_F32, 1, &n3, (double[]){-3, 0, 2});
@@ -537,30 +671,35 @@ START_TEST(known_values)
 	tu_batch_want(b, eng_silu(one), (double[]){0.7310585786}, 1, 1e-6, 0, "silu(1)");
 	tu_batch_want(b, eng_tanh(one), (double[]){0.7615941560}, 1, 1e-6, 0, "tanh(1)");
 	tu_batch_want(b, eng_exp(one), (double[]){2.7182818285}, 1, 1e-6, 0, "exp(1)");
-	tu_batch_want(b, eng_log(eng_scalar(ctx, ENG_F32, 10)), (double[]){2.302585093}, 1, 1e-6, 0, "log(10)");
-	tu_batch_want(b, eng_pow_s(eng_scalar(ctx, ENG_F32, -2), 3), (double[]){-8}, 1, 1e-6, 0, "(-2)^3");
+	tu_batch_want(b, eng_log(eng_scalar(ctx, ENG_F32, 10)), (double[]){2.302585093}, 1, 1e-6, 0,
+		      "log(10)");
+	tu_batch_want(b, eng_pow_s(eng_scalar(ctx, ENG_F32, -2), 3), (double[]){-8}, 1, 1e-6, 0,
+		      "(-2)^3");
 	tu_batch_want(b, eng_clamp(sg, -1, 1), (double[]){-1, 0, 1}, 3, 0, 0, "clamp");
 	int64_t n10 = 10;
 	double t10[10];
 	iota(t10, 10);
 	eng_tensor *ten = tu_from_doubles(ctx, ENG_I32, 1, &n10, t10);
-	tu_batch_want(b, eng_slice(ten, 0, 8, 1, -3), (double[]){8, 5, 2}, 3, 0, 0, "slice [8:1:-3]");
-	tu_batch_want(b, eng_slice(ten, 0, -3, 100, 1), (double[]){7, 8, 9}, 3, 0, 0, "slice [-3:100]");
+	tu_batch_want(b, eng_slice(ten, 0, 8, 1, -3), (double[]){8, 5, 2}, 3, 0, 0,
+		      "slice [8:1:-3]");
+	tu_batch_want(b, eng_slice(ten, 0, -3, 100, 1), (double[]){7, 8, 9}, 3, 0, 0,
+		      "slice [-3:100]");
 	eng_tensor *p12 = tu_from_doubles(ctx, ENG_I32, 1, (int64_t[]){2}, (double[]){1, 2});
-	tu_batch_want(b, eng_repeat(p12, (int64_t[]){3}), (double[]){1, 2, 1, 2, 1, 2}, 6, 0, 0, "repeat [1,2]x3");
+	tu_batch_want(b, eng_repeat(p12, (int64_t[]){3}), (double[]){1, 2, 1, 2, 1, 2}, 6, 0, 0,
+		      "repeat [1,2]x3");
 	eng_tensor *pair[2] = {p12, p12};
 	tu_batch_want(b, eng_stack(pair, 2, 1), (double[]){1, 1, 2, 2}, 4, 0, 0, "stack axis 1");
 	tu_batch_want(b, eng_cat(pair, 2, 0), (double[]){1, 2, 1, 2}, 4, 0, 0, "cat");
 	tu_batch_check(b);
-	eng_ctx_destroy(ctx);
+	tu_ctx_free(ctx);
 }
 END_TEST
 
 Suite *api_suite(void)
 {
 	const TTest *const tests[] = {
-		math_float32,       math_other_dtypes, pow_tensor,       reductions_direct,
-		reductions_more,    movement_direct,   cat_stack_repeat, known_values,
+		math_float32,	 math_other_dtypes, pow_tensor,	      reductions_direct,
+		reductions_more, movement_direct,   cat_stack_repeat, known_values,
 	};
 	return tu_suite("api", tests, N_OF(tests), TU_TIMEOUT);
 }

@@ -9,13 +9,17 @@
 
 /* ---- a graph over a fake device ---- */
 
-static eng_status fake_copy_out(void *dev, void *handle, size_t off, void *dst, size_t n, bk_err *err)
+static eng_status fake_copy_out(void *dev, void *handle, size_t off, void *dst, size_t n,
+				bk_err *err)
 {
 	memcpy(dst, (char *)handle + off, n);
 	return ENG_OK;
 }
 
-static void fake_free(void *dev, void *handle) { free(handle); }
+static void fake_free(void *dev, void *handle)
+{
+	free(handle);
+}
 
 static const bk_device_ops fake_ops = {
 	.abi_version = BK_ABI_VERSION,
@@ -85,14 +89,18 @@ static int64_t numel_of(int ndim, const int64_t *shape)
 static eng_node *buf(fx *f, eng_dtype dt, int ndim, const int64_t *shape, const double *v)
 {
 	eng_buffer *b = fake_buffer(f, dt, numel_of(ndim, shape), v);
-	eng_node_desc d = {.op = ENG_OP_BUFFER, .dtype = dt, .ndim = ndim, .shape = shape, .buf = b};
+	eng_node_desc d = {
+		.op = ENG_OP_BUFFER, .dtype = dt, .ndim = ndim, .shape = shape, .buf = b};
 	eng_node *n = hold(f, eng_node_get(f->g, &d));
 	eng_buffer_unref(b);
 	return n;
 }
 
 /* A 1-d buffer of n values. */
-static eng_node *vec(fx *f, eng_dtype dt, int64_t n, const double *v) { return buf(f, dt, 1, &n, v); }
+static eng_node *vec(fx *f, eng_dtype dt, int64_t n, const double *v)
+{
+	return buf(f, dt, 1, &n, v);
+}
 
 static eng_node *cnst(fx *f, eng_dtype dt, int ndim, const int64_t *shape, eng_cval c)
 {
@@ -110,7 +118,10 @@ static eng_node *un(fx *f, eng_op op, eng_dtype dt, eng_node *a)
 static eng_node *bin(fx *f, eng_op op, eng_node *a, eng_node *b)
 {
 	bool cmp = op == ENG_OP_CMPLT || op == ENG_OP_CMPEQ || op == ENG_OP_CMPNE;
-	eng_node_desc d = {.op = op, .dtype = cmp ? ENG_BOOL : a->dtype, .ndim = a->ndim, .shape = a->shape,
+	eng_node_desc d = {.op = op,
+			   .dtype = cmp ? ENG_BOOL : a->dtype,
+			   .ndim = a->ndim,
+			   .shape = a->shape,
 			   .src = {a, b}};
 	return hold(f, eng_node_get(f->g, &d));
 }
@@ -134,9 +145,9 @@ static eng_node *reduce(fx *f, eng_op op, eng_node *a, uint32_t axes)
 }
 
 /* Evaluate n and compare with want[0..n) (exact when tol == 0; NaN matches NaN). */
-#define expect(n, tol, ...)                                                                  \
-	do {                                                                                 \
-		const double want_[] = {__VA_ARGS__};                                        \
+#define expect(n, tol, ...)                                                                        \
+	do {                                                                                       \
+		const double want_[] = {__VA_ARGS__};                                              \
 		expect_at(__LINE__, (n), (tol), want_, (int64_t)(sizeof(want_) / sizeof(double))); \
 	} while (0)
 
@@ -144,15 +155,18 @@ static void expect_at(int line, const eng_node *n, double tol, const double *wan
 {
 	ref_array a;
 	ck_assert_msg(ref_eval(n, &a), "line %d: ref_eval failed", line);
-	ck_assert_msg(a.numel == nwant, "line %d: %lld elements, want %lld", line, (long long)a.numel,
-		      (long long)nwant);
+	ck_assert_msg(a.numel == nwant, "line %d: %lld elements, want %lld", line,
+		      (long long)a.numel, (long long)nwant);
 	ck_assert_msg(a.dtype == n->dtype && a.ndim == n->ndim, "line %d: dtype or rank", line);
 	for (int64_t k = 0; k < nwant; k++) {
 		double g = ref_get(&a, k), w = want[k];
-		bool ok = isnan(w) ? isnan(g) : isinf(w) ? g == w : fabs(g - w) <= tol * fabs(w) || g == w;
+		bool ok = isnan(w)   ? isnan(g)
+			  : isinf(w) ? g == w
+				     : fabs(g - w) <= tol * fabs(w) || g == w;
 		if (!ok) {
 			ref_free(&a);
-			ck_assert_msg(0, "line %d: element %lld: got %.17g, want %.17g", line, (long long)k, g, w);
+			ck_assert_msg(0, "line %d: element %lld: got %.17g, want %.17g", line,
+				      (long long)k, g, w);
 		}
 	}
 	/* integer results must also be exact as int64 (no double round trip hiding bits) */
@@ -195,7 +209,8 @@ START_TEST(leaf_const_index)
 	expect(cnst(&f, ENG_F32, 2, s22, (eng_cval){.f = 2.5}), 0, 2.5, 2.5, 2.5, 2.5);
 	expect(cnst(&f, ENG_I32, 1, s22, (eng_cval){.i = -3}), 0, -3, -3);
 	expect(cnst(&f, ENG_BOOL, 0, NULL, (eng_cval){.i = 1}), 0, 1);
-	eng_node_desc d = {.op = ENG_OP_INDEX, .dtype = ENG_I32, .ndim = 2, .shape = s23, .axis = 1};
+	eng_node_desc d = {
+		.op = ENG_OP_INDEX, .dtype = ENG_I32, .ndim = 2, .shape = s23, .axis = 1};
 	expect(hold(&f, eng_node_get(f.g, &d)), 0, 0, 1, 2, 0, 1, 2);
 	d.axis = 0;
 	expect(hold(&f, eng_node_get(f.g, &d)), 0, 0, 0, 0, 1, 1, 1);
@@ -217,13 +232,16 @@ START_TEST(unary_float)
 	expect(un(&f, ENG_OP_LOG2, F, vec(&f, F, 2, (double[]){0, -1})), 0, -INFINITY, NAN);
 	expect(un(&f, ENG_OP_SIN, F, vec(&f, F, 2, (double[]){0, M_PI / 2})), 1e-7, 0, 1);
 	expect(un(&f, ENG_OP_SQRT, F, vec(&f, F, 3, (double[]){4, 2.25, 0})), 0, 2, 1.5, 0);
-	expect(un(&f, ENG_OP_RECIP, F, vec(&f, F, 3, (double[]){2, -4, 0})), 0, 0.5, -0.25, INFINITY);
+	expect(un(&f, ENG_OP_RECIP, F, vec(&f, F, 3, (double[]){2, -4, 0})), 0, 0.5, -0.25,
+	       INFINITY);
 	expect(un(&f, ENG_OP_NEG, F, vec(&f, F, 2, (double[]){1, -3.5})), 0, -1, 3.5);
-	expect(un(&f, ENG_OP_TRUNC, F, vec(&f, F, 4, (double[]){1.7, -1.7, -0.5, 3})), 0, 1, -1, 0, 3);
+	expect(un(&f, ENG_OP_TRUNC, F, vec(&f, F, 4, (double[]){1.7, -1.7, -0.5, 3})), 0, 1, -1, 0,
+	       3);
 	/* results are rounded to the dtype: sqrt(2) in float32 and float16 */
 	expect(un(&f, ENG_OP_SQRT, F, vec(&f, F, 1, (double[]){2})), 0, 1.41421353816986083984375);
 	expect(un(&f, ENG_OP_SQRT, ENG_F16, vec(&f, ENG_F16, 1, (double[]){2})), 0, 1.4140625);
-	expect(un(&f, ENG_OP_RECIP, ENG_F16, vec(&f, ENG_F16, 1, (double[]){3})), 0, 0.333251953125);
+	expect(un(&f, ENG_OP_RECIP, ENG_F16, vec(&f, ENG_F16, 1, (double[]){3})), 0,
+	       0.333251953125);
 	fx_done(&f);
 }
 END_TEST
@@ -232,7 +250,8 @@ START_TEST(unary_int)
 {
 	fx f;
 	fx_init(&f);
-	expect(un(&f, ENG_OP_NEG, ENG_I32, vec(&f, ENG_I32, 3, (double[]){5, -7, I32MIN})), 0, -5, 7, I32MIN);
+	expect(un(&f, ENG_OP_NEG, ENG_I32, vec(&f, ENG_I32, 3, (double[]){5, -7, I32MIN})), 0, -5,
+	       7, I32MIN);
 	expect(un(&f, ENG_OP_NEG, ENG_U8, vec(&f, ENG_U8, 3, (double[]){1, 0, 255})), 0, 255, 0, 1);
 	expect(un(&f, ENG_OP_NEG, ENG_I64, vec(&f, ENG_I64, 1, (double[]){-9})), 0, 9);
 	expect(un(&f, ENG_OP_TRUNC, ENG_I32, vec(&f, ENG_I32, 2, (double[]){5, -7})), 0, 5, -7);
@@ -249,20 +268,26 @@ START_TEST(unary_cast)
 	expect(un(&f, ENG_OP_CAST, ENG_U8, x), 0, 1, 0, 0, 255, 0, 255);
 	expect(un(&f, ENG_OP_CAST, ENG_BOOL, x), 0, 1, 1, 1, 1, 1, 1);
 	eng_node *big = vec(&f, ENG_F32, 3, (double[]){1e19, -1e19, -3.5});
-	expect(un(&f, ENG_OP_CAST, ENG_I64, big), 0, 9223372036854775807.0, -9223372036854775808.0, -3);
-	expect(un(&f, ENG_OP_CAST, ENG_BOOL, vec(&f, ENG_F32, 3, (double[]){0, -0.0, 0.25})), 0, 0, 0, 1);
-	expect(un(&f, ENG_OP_CAST, ENG_U8, vec(&f, ENG_I32, 3, (double[]){300, -1, 255})), 0, 44, 255, 255);
+	expect(un(&f, ENG_OP_CAST, ENG_I64, big), 0, 9223372036854775807.0, -9223372036854775808.0,
+	       -3);
+	expect(un(&f, ENG_OP_CAST, ENG_BOOL, vec(&f, ENG_F32, 3, (double[]){0, -0.0, 0.25})), 0, 0,
+	       0, 1);
+	expect(un(&f, ENG_OP_CAST, ENG_U8, vec(&f, ENG_I32, 3, (double[]){300, -1, 255})), 0, 44,
+	       255, 255);
 	expect(un(&f, ENG_OP_CAST, ENG_U8, vec(&f, ENG_I64, 1, (double[]){-1})), 0, 255);
 	expect(un(&f, ENG_OP_CAST, ENG_I32, vec(&f, ENG_I64, 1, (double[]){4294967301.0})), 0, 5);
 	expect(un(&f, ENG_OP_CAST, ENG_I64, vec(&f, ENG_I32, 1, (double[]){-7})), 0, -7);
 	expect(un(&f, ENG_OP_CAST, ENG_I32, vec(&f, ENG_U8, 1, (double[]){200})), 0, 200);
-	expect(un(&f, ENG_OP_CAST, ENG_BOOL, vec(&f, ENG_I32, 3, (double[]){0, -5, 256})), 0, 0, 1, 1);
+	expect(un(&f, ENG_OP_CAST, ENG_BOOL, vec(&f, ENG_I32, 3, (double[]){0, -5, 256})), 0, 0, 1,
+	       1);
 	expect(un(&f, ENG_OP_CAST, ENG_F32, vec(&f, ENG_BOOL, 2, (double[]){0, 1})), 0, 0, 1);
-	expect(un(&f, ENG_OP_CAST, ENG_F32, vec(&f, ENG_I32, 2, (double[]){-3, 16777217})), 0, -3, 16777216);
+	expect(un(&f, ENG_OP_CAST, ENG_F32, vec(&f, ENG_I32, 2, (double[]){-3, 16777217})), 0, -3,
+	       16777216);
 	/* float32 -> float16: overflow to inf, ties to even */
 	eng_node *h = vec(&f, ENG_F32, 4, (double[]){65520, 1.00048828125, 1.00146484375, -70000});
 	expect(un(&f, ENG_OP_CAST, ENG_F16, h), 0, INFINITY, 1.0, 1.001953125, -INFINITY);
-	expect(un(&f, ENG_OP_CAST, ENG_I32, vec(&f, ENG_F16, 2, (double[]){-2.5, 1000})), 0, -2, 1000);
+	expect(un(&f, ENG_OP_CAST, ENG_I32, vec(&f, ENG_F16, 2, (double[]){-2.5, 1000})), 0, -2,
+	       1000);
 	fx_done(&f);
 }
 END_TEST
@@ -271,8 +296,8 @@ START_TEST(unary_bitcast)
 {
 	fx f;
 	fx_init(&f);
-	expect(un(&f, ENG_OP_BITCAST, ENG_I32, vec(&f, ENG_F32, 2, (double[]){1.0, -2.0})), 0, 1065353216,
-	       -1073741824);
+	expect(un(&f, ENG_OP_BITCAST, ENG_I32, vec(&f, ENG_F32, 2, (double[]){1.0, -2.0})), 0,
+	       1065353216, -1073741824);
 	expect(un(&f, ENG_OP_BITCAST, ENG_F32, vec(&f, ENG_I32, 2, (double[]){1078530011, -1})), 0,
 	       3.1415927410125732421875, NAN);
 	fx_done(&f);
@@ -286,7 +311,8 @@ START_TEST(binary_int_arith)
 	fx f;
 	fx_init(&f);
 	eng_dtype I = ENG_I32;
-#define B2(op, dt, n, av, bv) bin(&f, op, vec(&f, dt, n, (double[])av), vec(&f, dt, n, (double[])bv))
+#define B2(op, dt, n, av, bv) \
+	bin(&f, op, vec(&f, dt, n, (double[])av), vec(&f, dt, n, (double[])bv))
 #define L(...) {__VA_ARGS__}
 	expect(B2(ENG_OP_ADD, I, 2, L(I32MAX, -5), L(1, 3)), 0, I32MIN, -2);
 	expect(B2(ENG_OP_ADD, ENG_U8, 1, L(200), L(100)), 0, 44);
@@ -294,10 +320,12 @@ START_TEST(binary_int_arith)
 	expect(B2(ENG_OP_SUB, I, 1, L(I32MIN), L(1)), 0, I32MAX);
 	expect(B2(ENG_OP_MUL, I, 2, L(65536, -7), L(65536, 3)), 0, 0, -21);
 	expect(B2(ENG_OP_MUL, ENG_I64, 1, L(4294967296.0), L(4294967296.0)), 0, 0);
-	expect(B2(ENG_OP_IDIV, I, 6, L(7, -7, 7, -7, 5, I32MIN), L(2, 2, -2, -2, 0, -1)), 0, 3, -3, -3, 3, 0,
-	       I32MIN);
-	expect(B2(ENG_OP_MOD, I, 6, L(7, -7, 7, -7, 5, I32MIN), L(2, 2, -2, -2, 0, -1)), 0, 1, -1, 1, -1, 0, 0);
-	expect(B2(ENG_OP_IDIV, ENG_I64, 2, L(-9223372036854775808.0, 9), L(-1, 0)), 0, -9223372036854775808.0, 0);
+	expect(B2(ENG_OP_IDIV, I, 6, L(7, -7, 7, -7, 5, I32MIN), L(2, 2, -2, -2, 0, -1)), 0, 3, -3,
+	       -3, 3, 0, I32MIN);
+	expect(B2(ENG_OP_MOD, I, 6, L(7, -7, 7, -7, 5, I32MIN), L(2, 2, -2, -2, 0, -1)), 0, 1, -1,
+	       1, -1, 0, 0);
+	expect(B2(ENG_OP_IDIV, ENG_I64, 2, L(-9223372036854775808.0, 9), L(-1, 0)), 0,
+	       -9223372036854775808.0, 0);
 	expect(B2(ENG_OP_MOD, ENG_I64, 2, L(-9223372036854775808.0, 9), L(-1, 0)), 0, 0, 0);
 	expect(B2(ENG_OP_IDIV, ENG_U8, 2, L(250, 9), L(7, 0)), 0, 35, 0);
 	expect(B2(ENG_OP_MOD, ENG_U8, 2, L(250, 9), L(7, 0)), 0, 5, 0);
@@ -360,11 +388,21 @@ START_TEST(ternary_where)
 	fx f;
 	fx_init(&f);
 	eng_node *c = vec(&f, ENG_BOOL, 3, (double[]){1, 0, 1});
-	eng_node *a = vec(&f, ENG_F32, 3, (double[]){1, 2, 3}), *b = vec(&f, ENG_F32, 3, (double[]){10, 20, 30});
-	eng_node_desc d = {.op = ENG_OP_WHERE, .dtype = ENG_F32, .ndim = 1, .shape = a->shape, .src = {c, a, b}};
+	eng_node *a = vec(&f, ENG_F32, 3, (double[]){1, 2, 3}),
+		 *b = vec(&f, ENG_F32, 3, (double[]){10, 20, 30});
+	eng_node_desc d = {.op = ENG_OP_WHERE,
+			   .dtype = ENG_F32,
+			   .ndim = 1,
+			   .shape = a->shape,
+			   .src = {c, a, b}};
 	expect(hold(&f, eng_node_get(f.g, &d)), 0, 1, 20, 3);
-	eng_node *ia = vec(&f, ENG_I64, 3, (double[]){-1, -2, -3}), *ib = vec(&f, ENG_I64, 3, (double[]){4, 5, 6});
-	eng_node_desc d2 = {.op = ENG_OP_WHERE, .dtype = ENG_I64, .ndim = 1, .shape = a->shape, .src = {c, ia, ib}};
+	eng_node *ia = vec(&f, ENG_I64, 3, (double[]){-1, -2, -3}),
+		 *ib = vec(&f, ENG_I64, 3, (double[]){4, 5, 6});
+	eng_node_desc d2 = {.op = ENG_OP_WHERE,
+			    .dtype = ENG_I64,
+			    .ndim = 1,
+			    .shape = a->shape,
+			    .src = {c, ia, ib}};
 	expect(hold(&f, eng_node_get(f.g, &d2)), 0, -1, 5, -3);
 	fx_done(&f);
 }
@@ -394,10 +432,12 @@ START_TEST(reduce_ops)
 	expect(reduce(&f, ENG_OP_RMAX, vec(&f, ENG_BOOL, 3, (double[]){0, 1, 0}), 1), 0, 1);
 	expect(reduce(&f, ENG_OP_RPROD, vec(&f, ENG_BOOL, 3, (double[]){1, 1, 0}), 1), 0, 0);
 	/* empty reductions give the identity */
-	expect(reduce(&f, ENG_OP_RMAX, buf(&f, ENG_F32, 2, s03, NULL), 1), 0, -INFINITY, -INFINITY, -INFINITY);
-	expect(reduce(&f, ENG_OP_RMAX, buf(&f, ENG_I32, 2, s03, NULL), 1), 0, I32MIN, I32MIN, I32MIN);
-	expect(reduce(&f, ENG_OP_RMAX, buf(&f, ENG_I64, 2, s03, NULL), 1), 0, -9223372036854775808.0,
-	       -9223372036854775808.0, -9223372036854775808.0);
+	expect(reduce(&f, ENG_OP_RMAX, buf(&f, ENG_F32, 2, s03, NULL), 1), 0, -INFINITY, -INFINITY,
+	       -INFINITY);
+	expect(reduce(&f, ENG_OP_RMAX, buf(&f, ENG_I32, 2, s03, NULL), 1), 0, I32MIN, I32MIN,
+	       I32MIN);
+	expect(reduce(&f, ENG_OP_RMAX, buf(&f, ENG_I64, 2, s03, NULL), 1), 0,
+	       -9223372036854775808.0, -9223372036854775808.0, -9223372036854775808.0);
 	expect(reduce(&f, ENG_OP_RMAX, buf(&f, ENG_U8, 2, s03, NULL), 1), 0, 0, 0, 0);
 	expect(reduce(&f, ENG_OP_RSUM, buf(&f, ENG_F16, 2, s03, NULL), 1), 0, 0, 0, 0);
 	expect(reduce(&f, ENG_OP_RPROD, buf(&f, ENG_I32, 2, s03, NULL), 1), 0, 1, 1, 1);
@@ -420,17 +460,21 @@ START_TEST(movement_ops)
 	eng_node_desc p = {.op = ENG_OP_PERMUTE, .perm = (int8_t[]){1, 0}};
 	expect(mv(&f, p, x, 2, s32), 0, 0, 3, 1, 4, 2, 5);
 	eng_node_desc e = {.op = ENG_OP_EXPAND};
-	expect(mv(&f, e, buf(&f, ENG_I32, 2, s13, (double[]){1, 2, 3}), 2, s23), 0, 1, 2, 3, 1, 2, 3);
+	expect(mv(&f, e, buf(&f, ENG_I32, 2, s13, (double[]){1, 2, 3}), 2, s23), 0, 1, 2, 3, 1, 2,
+	       3);
 	expect(mv(&f, e, buf(&f, ENG_I32, 2, s21, (double[]){1, 2}), 2, s23), 0, 1, 1, 1, 2, 2, 2);
 	eng_node_desc pad = {.op = ENG_OP_PAD, .pairs = (const int64_t[][2]){{1, 0}, {0, 1}}};
-	expect(mv(&f, pad, buf(&f, ENG_F32, 2, s22, (double[]){1, 2, 3, 4}), 2, s33), 0, 0, 0, 0, 1, 2, 0, 3,
-	       4, 0);
+	expect(mv(&f, pad, buf(&f, ENG_F32, 2, s22, (double[]){1, 2, 3, 4}), 2, s33), 0, 0, 0, 0, 1,
+	       2, 0, 3, 4, 0);
 	eng_node_desc sh = {.op = ENG_OP_SHRINK, .pairs = (const int64_t[][2]){{1, 3}, {0, 2}}};
 	eng_node *x33 = buf(&f, ENG_F32, 2, s33, (double[]){0, 1, 2, 3, 4, 5, 6, 7, 8});
 	expect(mv(&f, sh, x33, 2, s22), 0, 3, 4, 6, 7);
-	expect(mv(&f, (eng_node_desc){.op = ENG_OP_FLIP, .axes = 2}, x, 2, s23), 0, 2, 1, 0, 5, 4, 3);
-	expect(mv(&f, (eng_node_desc){.op = ENG_OP_FLIP, .axes = 3}, x, 2, s23), 0, 5, 4, 3, 2, 1, 0);
-	expect(mv(&f, (eng_node_desc){.op = ENG_OP_FLIP, .axes = 1}, x, 2, s23), 0, 3, 4, 5, 0, 1, 2);
+	expect(mv(&f, (eng_node_desc){.op = ENG_OP_FLIP, .axes = 2}, x, 2, s23), 0, 2, 1, 0, 5, 4,
+	       3);
+	expect(mv(&f, (eng_node_desc){.op = ENG_OP_FLIP, .axes = 3}, x, 2, s23), 0, 5, 4, 3, 2, 1,
+	       0);
+	expect(mv(&f, (eng_node_desc){.op = ENG_OP_FLIP, .axes = 1}, x, 2, s23), 0, 3, 4, 5, 0, 1,
+	       2);
 	/* a 3-d permute checked against its definition: out[i][j][k] = src[j][k][i] */
 	int64_t s234[3] = {2, 3, 4}, s423[3] = {4, 2, 3};
 	double v[24];
@@ -457,7 +501,8 @@ START_TEST(bufferops_and_graph)
 	fx_init(&f);
 	eng_node *x = vec(&f, ENG_F32, 2, (double[]){1, 2});
 	expect(un(&f, ENG_OP_CONTIGUOUS, ENG_F32, x), 0, 1, 2);
-	eng_node_desc cp = {.op = ENG_OP_COPY, .dtype = ENG_F32, .ndim = 1, .shape = x->shape, .src = {x}};
+	eng_node_desc cp = {
+		.op = ENG_OP_COPY, .dtype = ENG_F32, .ndim = 1, .shape = x->shape, .src = {x}};
 	expect(hold(&f, eng_node_get(f.g, &cp)), 0, 1, 2);
 	eng_node *v = vec(&f, ENG_F32, 2, (double[]){5, 6});
 	expect(bin(&f, ENG_OP_ASSIGN, x, v), 0, 5, 6);
@@ -505,7 +550,8 @@ START_TEST(match_rules)
 	int32_t a[3] = {1, 2, 3}, b[3] = {1, 2, 4};
 	ck_assert(ref_decode(ENG_I32, 1, s3, a, &w));
 	ck_assert(ref_decode(ENG_I32, 1, s3, b, &g));
-	ck_assert(!ref_match(&g, &w, 1, 1, msg, sizeof(msg))); /* ints are exact whatever the tolerance */
+	ck_assert(!ref_match(&g, &w, 1, 1, msg,
+			     sizeof(msg))); /* ints are exact whatever the tolerance */
 	ck_assert_msg(strstr(msg, "got 4") && strstr(msg, "want 3"), "message: %s", msg);
 	ref_free(&g);
 	int64_t s13[2] = {1, 3};
@@ -519,10 +565,10 @@ END_TEST
 Suite *ref_suite(void)
 {
 	const TTest *const tests[] = {
-		leaf_buffer,       leaf_const_index, unary_float,          unary_int,
-		unary_cast,        unary_bitcast,    binary_int_arith,     binary_int_bits,
-		binary_compare_float, ternary_where, reduce_ops,           movement_ops,
-		bufferops_and_graph, match_rules,
+		leaf_buffer,	      leaf_const_index, unary_float,	  unary_int,
+		unary_cast,	      unary_bitcast,	binary_int_arith, binary_int_bits,
+		binary_compare_float, ternary_where,	reduce_ops,	  movement_ops,
+		bufferops_and_graph,  match_rules,
 	};
 	return tu_suite("ref", tests, (int)(sizeof(tests) / sizeof(tests[0])), 30);
 }

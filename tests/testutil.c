@@ -19,6 +19,42 @@ eng_ctx *tu_ctx(void)
 	return ctx;
 }
 
+/* Contexts of the running test, for the teardown after a failed assertion. check's fixtures take
+ * no argument, so this file-level table is the only way to reach them. */
+#define TU_MAX_CTX 16
+static eng_ctx *tracked[TU_MAX_CTX];
+
+eng_ctx *tu_ctx_track(eng_ctx *ctx)
+{
+	for (int i = 0; ctx && i < TU_MAX_CTX; i++)
+		if (!tracked[i]) {
+			tracked[i] = ctx;
+			return ctx;
+		}
+	return ctx; /* table full: untracked, only leaks if the test fails */
+}
+
+eng_ctx *tu_ctx_new(void)
+{
+	return tu_ctx_track(tu_ctx());
+}
+
+void tu_ctx_free(eng_ctx *ctx)
+{
+	for (int i = 0; i < TU_MAX_CTX; i++)
+		if (tracked[i] == ctx)
+			tracked[i] = NULL;
+	eng_ctx_destroy(ctx);
+}
+
+static void free_tracked(void)
+{
+	for (int i = 0; i < TU_MAX_CTX; i++) {
+		eng_ctx_destroy(tracked[i]);
+		tracked[i] = NULL;
+	}
+}
+
 uint64_t tu_next(tu_rng *r)
 {
 	r->s = r->s * 6364136223846793005ull + 1442695040888963407ull;
@@ -32,7 +68,10 @@ int64_t tu_int(tu_rng *r, int64_t lo, int64_t hi)
 	return span ? (int64_t)((uint64_t)lo + x % span) : (int64_t)x;
 }
 
-double tu_real(tu_rng *r, double lo, double hi) { return lo + (hi - lo) * (double)tu_next(r) / 4294967296.0; }
+double tu_real(tu_rng *r, double lo, double hi)
+{
+	return lo + (hi - lo) * (double)tu_next(r) / 4294967296.0;
+}
 
 void tu_store(eng_dtype dt, double v, void *dst)
 {
@@ -46,8 +85,11 @@ void tu_store(eng_dtype dt, double v, void *dst)
 	case ENG_I32:
 		*(int32_t *)dst = (int32_t)(int64_t)v;
 		break;
-	case ENG_I64:
-		*(int64_t *)dst = (int64_t)v;
+	case ENG_I64: /* saturate: (int64_t)2^63 is undefined */
+		*(int64_t *)dst = v >= 9223372036854775808.0	? INT64_MAX
+				  : v <= -9223372036854775808.0 ? INT64_MIN
+				  : isnan(v)			? 0
+								: (int64_t)v;
 		break;
 	case ENG_F16:
 		*(_Float16 *)dst = (_Float16)v;
@@ -66,7 +108,8 @@ static int64_t numel_of(int ndim, const int64_t *shape)
 	return n;
 }
 
-eng_tensor *tu_from_doubles(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *shape, const double *v)
+eng_tensor *tu_from_doubles(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *shape,
+			    const double *v)
 {
 	int64_t n = numel_of(ndim, shape);
 	size_t isz = eng_dtype_size(dt);
@@ -79,8 +122,8 @@ eng_tensor *tu_from_doubles(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t 
 	return t;
 }
 
-eng_tensor *tu_rand(eng_ctx *ctx, tu_rng *r, eng_dtype dt, int ndim, const int64_t *shape, double lo,
-		    double hi)
+eng_tensor *tu_rand(eng_ctx *ctx, tu_rng *r, eng_dtype dt, int ndim, const int64_t *shape,
+		    double lo, double hi)
 {
 	int64_t n = numel_of(ndim, shape);
 	double *v = malloc((n ? (size_t)n : 1) * sizeof(double));
@@ -98,8 +141,8 @@ eng_tensor *tu_rand(eng_ctx *ctx, tu_rng *r, eng_dtype dt, int ndim, const int64
 	return t;
 }
 
-eng_tensor *tu_quant(eng_ctx *ctx, tu_rng *r, eng_dtype dt, int ndim, const int64_t *shape, double lo,
-		     double hi, double q, double *vals)
+eng_tensor *tu_quant(eng_ctx *ctx, tu_rng *r, eng_dtype dt, int ndim, const int64_t *shape,
+		     double lo, double hi, double q, double *vals)
 {
 	int64_t n = numel_of(ndim, shape);
 	double *v = vals ? vals : malloc((n ? (size_t)n : 1) * sizeof(double));
@@ -150,7 +193,10 @@ tu_batch *tu_batch_new(eng_ctx *ctx)
 	return b;
 }
 
-int tu_batch_size(const tu_batch *b) { return b->n; }
+int tu_batch_size(const tu_batch *b)
+{
+	return b->n;
+}
 
 static tu_entry *batch_push(tu_batch *b, eng_tensor *t, double rtol, double atol, const char *fmt,
 			    va_list ap)
@@ -179,8 +225,8 @@ void tu_batch_ref(tu_batch *b, eng_tensor *t, double rtol, double atol, const ch
 	va_end(ap);
 }
 
-void tu_batch_want(tu_batch *b, eng_tensor *t, const double *want, int64_t n, double rtol, double atol,
-		   const char *fmt, ...)
+void tu_batch_want(tu_batch *b, eng_tensor *t, const double *want, int64_t n, double rtol,
+		   double atol, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -251,8 +297,8 @@ void tu_batch_check_at(tu_batch *b, const char *file, int line)
 	for (int i = 0; i < b->n; i++) {
 		tu_entry *e = &b->e[i];
 		if (!e->t) {
-			msg_append(report, cap, &used, &nfail, "\n  [%s] build failed: %s", e->label,
-				   e->build_err);
+			msg_append(report, cap, &used, &nfail, "\n  [%s] build failed: %s",
+				   e->label, e->build_err);
 			continue;
 		}
 		if (!entry_expected(e, &want[i], sub, sizeof(sub))) {
@@ -263,15 +309,15 @@ void tu_batch_check_at(tu_batch *b, const char *file, int line)
 		ts[nts++] = e->t;
 	}
 	if (nts && eng_realize(ts, nts) != ENG_OK) {
-		msg_append(report, cap, &used, &nfail, "\n  batch realize of %d tensors failed: %s", nts,
-			   eng_errmsg(b->ctx));
+		msg_append(report, cap, &used, &nfail, "\n  batch realize of %d tensors failed: %s",
+			   nts, eng_errmsg(b->ctx));
 		eng_clear_error(b->ctx);
 		/* find the culprits one by one */
 		for (int i = 0; i < b->n; i++) {
 			if (!have[i] || eng_realize(&b->e[i].t, 1) == ENG_OK)
 				continue;
-			msg_append(report, cap, &used, &nfail, "\n  [%s] realize failed: %s", b->e[i].label,
-				   eng_errmsg(b->ctx));
+			msg_append(report, cap, &used, &nfail, "\n  [%s] realize failed: %s",
+				   b->e[i].label, eng_errmsg(b->ctx));
 			eng_clear_error(b->ctx);
 			have[i] = false;
 		}
@@ -324,6 +370,7 @@ Suite *tu_suite(const char *name, const TTest *const *tests, int n, int timeout)
 	Suite *s = suite_create(name);
 	TCase *tc = tcase_create(name);
 	tcase_set_timeout(tc, timeout);
+	tcase_add_checked_fixture(tc, NULL, free_tracked);
 	for (int i = 0; i < n; i++)
 		tcase_add_test(tc, tests[i]);
 	suite_add_tcase(s, tc);

@@ -16,13 +16,21 @@
  * with eng_ctx_destroy. */
 eng_ctx *tu_ctx(void);
 
+/* The same, tracked: if the test fails before tu_ctx_free, the suite's teardown frees it (with
+ * CK_FORK=no a failed assertion jumps out of the test, so nothing after it runs). */
+eng_ctx *tu_ctx_new(void);
+/* Track a context made otherwise; returns ctx. */
+eng_ctx *tu_ctx_track(eng_ctx *ctx);
+/* Free a tracked context. */
+void tu_ctx_free(eng_ctx *ctx);
+
 /* A tiny LCG (Knuth's MMIX constants): deterministic data independent of libc. */
 typedef struct tu_rng {
 	uint64_t s;
 } tu_rng;
-uint64_t tu_next(tu_rng *r);                         /* 32 random bits */
-int64_t tu_int(tu_rng *r, int64_t lo, int64_t hi);  /* uniform in [lo, hi] */
-double tu_real(tu_rng *r, double lo, double hi);     /* uniform in [lo, hi) */
+uint64_t tu_next(tu_rng *r);			   /* 32 random bits */
+int64_t tu_int(tu_rng *r, int64_t lo, int64_t hi); /* uniform in [lo, hi] */
+double tu_real(tu_rng *r, double lo, double hi);   /* uniform in [lo, hi) */
 
 /* Store v into *dst as dtype dt (a C conversion: float rounding, integer truncation). */
 void tu_store(eng_dtype dt, double v, void *dst);
@@ -55,7 +63,8 @@ void tu_batch_want(tu_batch *b, eng_tensor *t, const double *want, int64_t n, do
 void tu_batch_check_at(tu_batch *b, const char *file, int line);
 int tu_batch_size(const tu_batch *b);
 
-/* A suite named name with one test case holding tests[0..n), each limited to timeout seconds. */
+/* A suite named name with one test case holding tests[0..n), each limited to timeout seconds;
+ * its teardown frees the tracked contexts a failed test left behind. */
 Suite *tu_suite(const char *name, const TTest *const *tests, int n, int timeout);
 
 /* Read a realized tensor as doubles (caller frees); fails the test on error. */
