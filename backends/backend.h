@@ -36,8 +36,10 @@ typedef struct bk_device_ops {
 	eng_status (*copy_in)(void *dev, void *handle, size_t off, const void *src, size_t n,
 			      bk_err *err);
 	eng_status (*copy_out)(void *dev, void *handle, size_t off, void *dst, size_t n, bk_err *err);
-	/* Compile one source holding nkern kernels named names[i]; on success fills progs[i]. */
-	eng_status (*compile)(void *dev, const char *src, int nkern, const char *const *names,
+	/* Compile nkern kernels (srcs[i] defines a kernel named names[i]; the backend adds its
+	 * prelude) as one batch, in as few compiler runs as it likes; on success fills progs[i].
+	 * On failure no program is returned and err holds the compiler's message. */
+	eng_status (*compile)(void *dev, const char *const *srcs, int nkern, const char *const *names,
 			      bk_program **progs, bk_err *err);
 	void (*program_free)(void *dev, bk_program *p);
 	eng_status (*launch)(void *dev, bk_program *p, void *const *bufs, int nbufs,
@@ -46,8 +48,6 @@ typedef struct bk_device_ops {
 	/* Render a lowered kernel to this backend's source language (appends to out). */
 	eng_status (*render)(void *dev, const struct eng_kernel_ir *ir, const char *name,
 			     struct eng_strbuf *out, bk_err *err);
-	/* Text placed once before all kernels of a compiled source (helpers, includes). */
-	const char *(*prelude)(void *dev);
 	void (*destroy)(void *dev);
 } bk_device_ops;
 

@@ -56,7 +56,9 @@ eng_tensor *eng_detach(const eng_tensor *t)
 	if (!t)
 		return NULL;
 	eng_node *n = t->node;
-	if (n->op == ENG_OP_BUFFER || n->op == ENG_OP_DETACH || n->op == ENG_OP_CONST)
+	/* a BUFFER gets a DETACH node too: requires_grad is matched by node, so sharing the
+	 * buffer's node would let the gradient through to a leaf that requires grad */
+	if (n->op == ENG_OP_DETACH || n->op == ENG_OP_CONST)
 		return eng_tensor_wrap(t->ctx, eng_node_ref(n));
 	eng_node_desc d = {.op = ENG_OP_DETACH, .dtype = n->dtype, .ndim = n->ndim, .shape = n->shape, .src = {n}};
 	return eng_tensor_wrap(t->ctx, eng_node_get(t->ctx->graph, &d));

@@ -243,11 +243,13 @@ eng_status eng_linearize(eng_kernel_ir *ir, int nthreads, char *err, size_t errl
 		}
 		idx = u_add(u, idx, u_mulc(u, x, st[d]));
 	}
-	for (int s = 0; s < ir->nstores && !l->st; s++) {
-		need(l, idx);
+	/* every value first, then the stores: an in-place store must not run before another
+	 * value of the same element has read the old contents */
+	need(l, idx);
+	for (int s = 0; s < ir->nstores && !l->st; s++)
 		need(l, ir->stores[s].value);
+	for (int s = 0; s < ir->nstores && !l->st; s++)
 		emit(l, (eng_stmt){.kind = S_STORE, .buf = ir->stores[s].buf, .u = ir->stores[s].value, .idx = idx});
-	}
 	while (l->nblocks > 1 && !l->st)
 		end(l);
 	close_block(l);

@@ -387,16 +387,20 @@ static eng_status lower_all(lctx *c)
 			return c->st;
 		if (ir->nstores == ENG_MAX_STORES)
 			return fail(c, ENG_ERANGE, "too many outputs in one kernel");
-		if (r->op == ENG_OP_ASSIGN) {
-			/* in place: the value may read its own target only at the element it writes */
-			eng_uop *at = flat_index(u, r->ndim, r->shape, c->outidx);
-			if (reads_elsewhere(c, v, r->src[0], at, ++c->stamp)) {
+		int slot = buf_slot(c, r, true);
+		ir->stores[ir->nstores++] = (eng_kstore){.buf = slot, .value = v};
+	}
+	/* in place: values may read an assign's target only at the element being written */
+	eng_uop *at = flat_index(u, c->roots[0]->ndim, c->roots[0]->shape, c->outidx);
+	for (int i = 0; i < c->nroots; i++) {
+		const eng_node *r = c->roots[i];
+		if (r->op != ENG_OP_ASSIGN)
+			continue;
+		for (int k = 0; k < ir->nstores; k++)
+			if (reads_elsewhere(c, ir->stores[k].value, r->src[0], at, ++c->stamp)) {
 				c->must_store = r->src[1];
 				return c->st = ENG_ESTATE;
 			}
-		}
-		int slot = buf_slot(c, r, true);
-		ir->stores[ir->nstores++] = (eng_kstore){.buf = slot, .value = v};
 	}
 	if (eng_uops_failed(u))
 		return fail(c, ENG_ENOMEM, "out of memory lowering a kernel");

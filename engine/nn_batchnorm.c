@@ -17,15 +17,17 @@ static eng_tensor *param_full(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_
 	return eng_param_adopt(t, trainable);
 }
 
-eng_status eng_nn_batchnorm2d_init(eng_ctx *ctx, eng_nn_batchnorm2d *b, int64_t channels, double eps,
-				   double momentum, bool affine, eng_params *params, const char *prefix)
+eng_status eng_nn_batchnorm2d_init(eng_ctx *ctx, eng_nn_batchnorm2d *b, int64_t channels,
+				   double eps, double momentum, bool affine, eng_params *params,
+				   const char *prefix)
 {
 	memset(b, 0, sizeof(*b));
 	if (channels < 1 || !(eps >= 0) || !isfinite(eps) || !(momentum >= 0 && momentum <= 1))
-		return eng_set_error(ctx, ENG_EINVAL,
-				     "nn_batchnorm2d_init: need channels >= 1, a finite eps >= 0 and"
-				     " momentum in [0, 1] (got %lld, %g, %g)",
-				     (long long)channels, eps, momentum);
+		return eng_set_error(
+			ctx, ENG_EINVAL,
+			"nn_batchnorm2d_init: need channels >= 1, a finite eps >= 0 and"
+			" momentum in [0, 1] (got %lld, %g, %g)",
+			(long long)channels, eps, momentum);
 	b->eps = eps;
 	b->momentum = momentum;
 	b->training = true;
@@ -42,7 +44,8 @@ eng_status eng_nn_batchnorm2d_init(eng_ctx *ctx, eng_nn_batchnorm2d *b, int64_t 
 	eng_tensor *ts[] = {b->weight, b->bias, b->running_mean, b->running_var,
 			    b->num_batches_tracked};
 	if ((affine && (!b->weight || !b->bias)) || !b->running_mean || !b->running_var ||
-	    !b->num_batches_tracked || (params && !eng_params_add_n(params, prefix, names, ts, train, 5))) {
+	    !b->num_batches_tracked ||
+	    (params && !eng_params_add_n(params, prefix, names, ts, train, 5))) {
 		eng_nn_batchnorm2d_free(b);
 		eng_status s = eng_error(ctx);
 		return s ? s : eng_set_error(ctx, ENG_ENOMEM, "nn_batchnorm2d_init: failed");
@@ -72,15 +75,17 @@ eng_tensor *eng_nn_batchnorm2d_forward(eng_nn_batchnorm2d *b, const eng_tensor *
 		eng_set_error(ctx, ENG_ESHAPE,
 			      "nn_batchnorm2d: input must be (N, %lld, H, W), got %d dims with %lld"
 			      " channels",
-			      (long long)C, eng_ndim(x), eng_ndim(x) >= 2 ? (long long)eng_shape(x)[1] : 0LL);
+			      (long long)C, eng_ndim(x),
+			      eng_ndim(x) >= 2 ? (long long)eng_shape(x)[1] : 0LL);
 		return NULL;
 	}
 	const int64_t *xs = eng_shape(x);
 	int64_t n = xs[0] * xs[2] * xs[3], cs[4] = {1, C, 1, 1};
 	if (b->training && n <= 1) {
-		eng_set_error(ctx, ENG_ESHAPE,
-			      "nn_batchnorm2d: training needs more than 1 value per channel, got %lld",
-			      (long long)n);
+		eng_set_error(
+			ctx, ENG_ESHAPE,
+			"nn_batchnorm2d: training needs more than 1 value per channel, got %lld",
+			(long long)n);
 		return NULL;
 	}
 	int axes[3] = {0, 2, 3};

@@ -33,13 +33,15 @@ eng_status eng_nn_linear_init(eng_ctx *ctx, eng_nn_linear *l, int64_t in, int64_
 {
 	memset(l, 0, sizeof(*l));
 	if (in < 1 || out < 1)
-		return eng_set_error(ctx, ENG_EINVAL,
-				     "nn_linear_init: in and out features must be >= 1 (got %lld, %lld)",
-				     (long long)in, (long long)out);
+		return eng_set_error(
+			ctx, ENG_EINVAL,
+			"nn_linear_init: in and out features must be >= 1 (got %lld, %lld)",
+			(long long)in, (long long)out);
 	int64_t ws[2] = {out, in};
 	l->weight = eng_param_adopt(eng_init_kaiming_uniform(ctx, 2, ws, in, INV_SQRT3), true);
 	if (bias)
-		l->bias = eng_param_adopt(eng_init_kaiming_uniform(ctx, 1, &out, in, INV_SQRT3), true);
+		l->bias = eng_param_adopt(eng_init_kaiming_uniform(ctx, 1, &out, in, INV_SQRT3),
+					  true);
 	static const char *const names[] = {"weight", "bias"};
 	const bool train[] = {true, true};
 	eng_tensor *ts[] = {l->weight, l->bias};
@@ -62,7 +64,8 @@ eng_tensor *eng_nn_linear_forward(const eng_nn_linear *l, const eng_tensor *x)
 	int64_t in = eng_shape(l->weight)[1];
 	int nd = eng_ndim(x);
 	if (nd < 1 || eng_shape(x)[nd - 1] != in) {
-		eng_set_error(x->ctx, ENG_ESHAPE, "nn_linear: input has %lld features, layer expects %lld",
+		eng_set_error(x->ctx, ENG_ESHAPE,
+			      "nn_linear: input has %lld features, layer expects %lld",
 			      nd < 1 ? 0LL : (long long)eng_shape(x)[nd - 1], (long long)in);
 		return NULL;
 	}
@@ -80,8 +83,8 @@ void eng_nn_linear_free(eng_nn_linear *l)
 
 /* ---- Conv2d ---- */
 
-eng_status eng_nn_conv2d_init(eng_ctx *ctx, eng_nn_conv2d *c, int64_t in, int64_t out, int kh, int kw,
-			      int stride, int padding, int dilation, int groups, bool bias,
+eng_status eng_nn_conv2d_init(eng_ctx *ctx, eng_nn_conv2d *c, int64_t in, int64_t out, int kh,
+			      int kw, int stride, int padding, int dilation, int groups, bool bias,
 			      eng_params *params, const char *prefix)
 {
 	memset(c, 0, sizeof(*c));
@@ -125,10 +128,11 @@ eng_tensor *eng_nn_conv2d_forward(const eng_nn_conv2d *c, const eng_tensor *x)
 	}
 	int64_t in = eng_shape(c->weight)[1] * c->groups;
 	if (eng_ndim(x) != 4 || eng_shape(x)[1] != in) {
-		eng_set_error(x->ctx, ENG_ESHAPE,
-			      "nn_conv2d: input must be (N, %lld, H, W), got %d dims with %lld channels",
-			      (long long)in, eng_ndim(x),
-			      eng_ndim(x) >= 2 ? (long long)eng_shape(x)[1] : 0LL);
+		eng_set_error(
+			x->ctx, ENG_ESHAPE,
+			"nn_conv2d: input must be (N, %lld, H, W), got %d dims with %lld channels",
+			(long long)in, eng_ndim(x),
+			eng_ndim(x) >= 2 ? (long long)eng_shape(x)[1] : 0LL);
 		return NULL;
 	}
 	return eng_conv2d(x, c->weight, c->bias, c->stride, c->padding, c->dilation, c->groups);
@@ -150,9 +154,10 @@ eng_status eng_nn_layernorm_init(eng_ctx *ctx, eng_nn_layernorm *l, int64_t dim,
 {
 	memset(l, 0, sizeof(*l));
 	if (dim < 1 || !(eps >= 0) || !isfinite(eps))
-		return eng_set_error(ctx, ENG_EINVAL,
-				     "nn_layernorm_init: need dim >= 1 and a finite eps >= 0 (got %lld, %g)",
-				     (long long)dim, eps);
+		return eng_set_error(
+			ctx, ENG_EINVAL,
+			"nn_layernorm_init: need dim >= 1 and a finite eps >= 0 (got %lld, %g)",
+			(long long)dim, eps);
 	l->dim = dim;
 	l->eps = eps;
 	if (!affine)
@@ -181,7 +186,8 @@ eng_tensor *eng_nn_layernorm_forward(const eng_nn_layernorm *l, const eng_tensor
 	}
 	int nd = eng_ndim(x);
 	if (nd < 1 || eng_shape(x)[nd - 1] != l->dim) {
-		eng_set_error(ctx, ENG_ESHAPE, "nn_layernorm: input's last dim is %lld, layer expects %lld",
+		eng_set_error(ctx, ENG_ESHAPE,
+			      "nn_layernorm: input's last dim is %lld, layer expects %lld",
 			      nd < 1 ? 0LL : (long long)eng_shape(x)[nd - 1], (long long)l->dim);
 		return NULL;
 	}
@@ -210,9 +216,10 @@ eng_status eng_nn_embedding_init(eng_ctx *ctx, eng_nn_embedding *e, int64_t voca
 {
 	memset(e, 0, sizeof(*e));
 	if (vocab < 1 || dim < 1)
-		return eng_set_error(ctx, ENG_EINVAL,
-				     "nn_embedding_init: vocab and dim must be >= 1 (got %lld, %lld)",
-				     (long long)vocab, (long long)dim);
+		return eng_set_error(
+			ctx, ENG_EINVAL,
+			"nn_embedding_init: vocab and dim must be >= 1 (got %lld, %lld)",
+			(long long)vocab, (long long)dim);
 	int64_t ws[2] = {vocab, dim};
 	eng_scope_begin(ctx);
 	e->weight = eng_keep(eng_param_copy(eng_randn(ctx, ENG_F32, 2, ws)));
@@ -237,7 +244,8 @@ eng_tensor *eng_nn_embedding_forward(const eng_nn_embedding *e, const eng_tensor
 		return NULL;
 	}
 	if (!eng_dtype_is_int(eng_tensor_dtype(idx))) {
-		eng_set_error(idx->ctx, ENG_EDTYPE, "nn_embedding: indices must be integers, got %s",
+		eng_set_error(idx->ctx, ENG_EDTYPE,
+			      "nn_embedding: indices must be integers, got %s",
 			      eng_dtype_name(eng_tensor_dtype(idx)));
 		return NULL;
 	}

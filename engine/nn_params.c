@@ -10,17 +10,23 @@
 
 /* ---- the list ---- */
 
-void eng_params_init(eng_params *p) { memset(p, 0, sizeof(*p)); }
+void eng_params_init(eng_params *p)
+{
+	memset(p, 0, sizeof(*p));
+}
 
-bool eng_params_add(eng_params *p, const char *prefix, const char *leaf, eng_tensor *t, bool trainable)
+bool eng_params_add(eng_params *p, const char *prefix, const char *leaf, eng_tensor *t,
+		    bool trainable)
 {
 	if (!p || !leaf || !t)
 		return false;
 	eng_param item = {.t = t, .trainable = trainable};
 	bool pre = prefix && *prefix;
-	int len = snprintf(item.name, sizeof(item.name), "%s%s%s", pre ? prefix : "", pre ? "." : "", leaf);
+	int len = snprintf(item.name, sizeof(item.name), "%s%s%s", pre ? prefix : "",
+			   pre ? "." : "", leaf);
 	if (len < 0 || (size_t)len >= sizeof(item.name)) {
-		eng_set_error(t->ctx, ENG_EINVAL, "params_add: name '%s%s%s' longer than %zu characters",
+		eng_set_error(t->ctx, ENG_EINVAL,
+			      "params_add: name '%s%s%s' longer than %zu characters",
 			      pre ? prefix : "", pre ? "." : "", leaf, sizeof(item.name) - 1);
 		return false;
 	}
@@ -139,22 +145,27 @@ static eng_tensor *uniform(eng_ctx *ctx, int ndim, const int64_t *shape, double 
 	return r;
 }
 
-eng_tensor *eng_init_kaiming_uniform(eng_ctx *ctx, int ndim, const int64_t *shape, int64_t fan_in, double gain)
+eng_tensor *eng_init_kaiming_uniform(eng_ctx *ctx, int ndim, const int64_t *shape, int64_t fan_in,
+				     double gain)
 {
 	if (fan_in < 1 || !(gain >= 0) || !isfinite(gain)) {
 		eng_set_error(ctx, ENG_EINVAL,
-			      "init_kaiming_uniform: need fan_in >= 1 and a finite gain >= 0 (got %lld, %g)",
+			      "init_kaiming_uniform: need fan_in >= 1 and a finite gain >= 0 (got "
+			      "%lld, %g)",
 			      (long long)fan_in, gain);
 		return NULL;
 	}
 	return uniform(ctx, ndim, shape, gain * sqrt(3.0 / (double)fan_in));
 }
 
-eng_tensor *eng_init_glorot_uniform(eng_ctx *ctx, int ndim, const int64_t *shape, int64_t fan_in, int64_t fan_out)
+eng_tensor *eng_init_glorot_uniform(eng_ctx *ctx, int ndim, const int64_t *shape, int64_t fan_in,
+				    int64_t fan_out)
 {
 	if (fan_in < 0 || fan_out < 0 || fan_in + fan_out < 1) {
-		eng_set_error(ctx, ENG_EINVAL, "init_glorot_uniform: need fan_in, fan_out >= 0 with a positive sum"
-			      " (got %lld, %lld)", (long long)fan_in, (long long)fan_out);
+		eng_set_error(ctx, ENG_EINVAL,
+			      "init_glorot_uniform: need fan_in, fan_out >= 0 with a positive sum"
+			      " (got %lld, %lld)",
+			      (long long)fan_in, (long long)fan_out);
 		return NULL;
 	}
 	return uniform(ctx, ndim, shape, sqrt(6.0 / (double)(fan_in + fan_out)));

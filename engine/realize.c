@@ -74,51 +74,33 @@ static eng_status render_item(eng_ctx *ctx, eng_device *dev, eng_sched_item *it,
 
 static eng_status compile_missing(eng_ctx *ctx, eng_device *dev, kprep *ks, int n)
 {
-	int miss = 0;
-	for (int i = 0; i < n; i++) {
-		ks[i].prog = eng_progcache_get(dev->progs, ks[i].src);
-		if (ks[i].prog)
-			continue;
-		bool dup = false; /* the same kernel twice in one schedule compiles once */
-		for (int j = 0; j < i && !dup; j++)
-			dup = !ks[j].prog && !strcmp(ks[j].src, ks[i].src);
-		if (!dup)
-			miss++;
-	}
-	if (!miss)
-		return ENG_OK;
-	eng_strbuf b;
-	eng_sb_init(&b);
-	eng_sb_puts(&b, dev->bk.ops->prelude ? dev->bk.ops->prelude(dev->bk.ctx) : "");
-	const char **names = calloc(miss, sizeof(*names));
-	int *which = calloc(miss, sizeof(int));
-	bk_program **progs = calloc(miss, sizeof(*progs));
+	const char **srcs = calloc(n, sizeof(*srcs)), **names = calloc(n, sizeof(*names));
+	int *which = calloc(n, sizeof(int));
+	bk_program **progs = calloc(n, sizeof(*progs));
 	eng_status s = ENG_OK;
-	if (!names || !which || !progs) {
+	if (!srcs || !names || !which || !progs) {
 		s = eng_set_error(ctx, ENG_ENOMEM, "out of memory compiling");
 		goto out;
 	}
 	int m = 0;
 	for (int i = 0; i < n; i++) {
+		ks[i].prog = eng_progcache_get(dev->progs, ks[i].src);
 		if (ks[i].prog)
 			continue;
-		bool dup = false;
+		bool dup = false; /* the same kernel twice in one schedule compiles once */
 		for (int j = 0; j < m && !dup; j++)
 			dup = !strcmp(ks[which[j]].src, ks[i].src);
 		if (dup)
 			continue;
 		which[m] = i;
+		srcs[m] = ks[i].src;
 		names[m++] = ks[i].name;
-		eng_sb_puts(&b, "\n");
-		eng_sb_puts(&b, ks[i].src);
 	}
-	if (b.failed) {
-		s = eng_set_error(ctx, ENG_ENOMEM, "out of memory compiling");
+	if (!m)
 		goto out;
-	}
 	bk_err berr;
 	double t0 = now_ms();
-	s = dev->bk.ops->compile(dev->bk.ctx, b.s, m, names, progs, &berr);
+	s = dev->bk.ops->compile(dev->bk.ctx, srcs, m, names, progs, &berr);
 	ctx->stats.compiles++;
 	if (s) {
 		eng_set_error(ctx, s, "%s: compiling %d kernel%s: %s", dev->name, m, m == 1 ? "" : "s", berr.msg);
@@ -127,7 +109,7 @@ static eng_status compile_missing(eng_ctx *ctx, eng_device *dev, kprep *ks, int 
 	if (ctx->debug >= 2)
 		fprintf(stderr, "compiled %d kernel%s in %.2f ms\n", m, m == 1 ? "" : "s", now_ms() - t0);
 	for (int j = 0; j < m; j++) {
-		if (!eng_progcache_put(dev->progs, ks[which[j]].src, progs[j])) {
+		if (!eng_progcache_put(dev->progs, srcs[j], progs[j])) {
 			for (int r = j; r < m; r++)
 				dev->bk.ops->program_free(dev->bk.ctx, progs[r]);
 			s = eng_set_error(ctx, ENG_ENOMEM, "out of memory caching programs");
@@ -138,10 +120,10 @@ static eng_status compile_missing(eng_ctx *ctx, eng_device *dev, kprep *ks, int 
 		if (!ks[i].prog)
 			ks[i].prog = eng_progcache_get(dev->progs, ks[i].src);
 out:
+	free(srcs);
 	free(names);
 	free(which);
 	free(progs);
-	eng_sb_free(&b);
 	return s;
 }
 

@@ -7,9 +7,13 @@
 #include <string.h>
 
 static const char prelude[] =
-	"#include <stdint.h>\n"
-	"#include <string.h>\n"
-	"#include <math.h>\n"
+	/* no system headers: parsing them costs more than compiling a small kernel */
+	"typedef __INT32_TYPE__ int32_t;\ntypedef __UINT32_TYPE__ uint32_t;\n"
+	"typedef __INT64_TYPE__ int64_t;\ntypedef __UINT64_TYPE__ uint64_t;\ntypedef __UINT8_TYPE__ uint8_t;\n"
+	"#define INT64_C(c) c ## L\n#define INT32_MAX 2147483647\n#define INT32_MIN (-INT32_MAX - 1)\n"
+	"#define INT64_MAX 9223372036854775807L\n#define INT64_MIN (-INT64_MAX - 1)\n"
+	"#define exp2f __builtin_exp2f\n#define log2f __builtin_log2f\n#define sinf __builtin_sinf\n"
+	"#define sqrtf __builtin_sqrtf\n#define truncf __builtin_truncf\n#define memcpy __builtin_memcpy\n"
 	"#define TSD_DIV(T, UT) \\\n"
 	"  static inline T tsd_idiv_##T(T a, T b) { return b == 0 ? 0 : b == -1 ? (T)((UT)0 - (UT)a) : a / b; } \\\n"
 	"  static inline T tsd_mod_##T(T a, T b) { return (b == 0 || b == -1) ? 0 : a % b; }\n"

@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 
 #include "lower.h"
 
@@ -95,12 +96,13 @@ static bool collect_forced(const eng_node *n, nset *seen, nset *store)
 	return true;
 }
 
+#define MAX_DEPS 512
+
 typedef struct member {
 	const eng_node *node;
-	const eng_node *deps[ENG_MAX_KBUFS];
+	const eng_node *deps[MAX_DEPS]; /* members (or realized nodes) that must run first */
 	int ndeps;
 	int group;
-	int mark;
 } member;
 
 static int member_of(member *m, int n, const eng_node *x)
@@ -111,20 +113,51 @@ static int member_of(member *m, int n, const eng_node *x)
 	return -1;
 }
 
-/* Does member a depend (transitively) on member b? */
-static bool depends(member *m, int n, int a, int b, int stamp)
+/* Is the graph of kernels acyclic when members are merged as their .group says? Grouped
+ * members are nodes g in [0, ngroups); ungrouped member i is node ngroups + i. */
+static bool groups_acyclic(const member *m, int nm, int ngroups)
 {
-	if (a == b)
-		return true;
-	if (m[a].mark == stamp)
-		return false;
-	m[a].mark = stamp;
-	for (int i = 0; i < m[a].ndeps; i++) {
-		int d = member_of(m, n, m[a].deps[i]);
-		if (d >= 0 && depends(m, n, d, b, stamp))
-			return true;
+	int nn = ngroups + nm;
+	int *indeg = calloc(nn, sizeof(int)), *queue = calloc(nn, sizeof(int));
+	char *adj = calloc((size_t)nn * nn, 1);
+	bool ok = false;
+	if (!indeg || !queue || !adj)
+		goto out;
+#define NODE(i) (m[i].group >= 0 ? m[i].group : ngroups + (i))
+	for (int i = 0; i < nm; i++)
+		for (int k = 0; k < m[i].ndeps; k++) {
+			int d = member_of((member *)m, nm, m[i].deps[k]);
+			if (d < 0)
+				continue;
+			int a = NODE(d), b = NODE(i);
+			if (a == b) {
+				if (d != i)
+					goto out; /* a member depends on another member of its own kernel */
+				continue;
+			}
+			if (!adj[(size_t)a * nn + b]) {
+				adj[(size_t)a * nn + b] = 1;
+				indeg[b]++;
+			}
+		}
+#undef NODE
+	int head = 0, tail = 0, seen = 0;
+	for (int x = 0; x < nn; x++)
+		if (!indeg[x])
+			queue[tail++] = x;
+	while (head < tail) {
+		int x = queue[head++];
+		seen++;
+		for (int y = 0; y < nn; y++)
+			if (adj[(size_t)x * nn + y] && --indeg[y] == 0)
+				queue[tail++] = y;
 	}
-	return false;
+	ok = seen == nn;
+out:
+	free(indeg);
+	free(queue);
+	free(adj);
+	return ok;
 }
 
 static bool same_shape(const eng_node *a, const eng_node *b)
@@ -212,9 +245,29 @@ eng_status eng_schedule_build(eng_ctx *ctx, eng_node *const *nodes, int n, eng_s
 		}
 		m[i].ndeps = eng_lower_inputs(&ir, m[i].deps, ENG_MAX_KBUFS);
 		eng_kernel_ir_free(&ir);
-		if (m[i].node->op == ENG_OP_ASSIGN && m[i].ndeps < ENG_MAX_KBUFS && !m[i].node->src[0]->buf)
+		if (m[i].node->op == ENG_OP_ASSIGN && !m[i].node->src[0]->buf)
 			m[i].deps[m[i].ndeps++] = m[i].node->src[0];
 		nk++;
+	}
+	/* an assign runs after every kernel that reads the old contents of its target */
+	for (int i = 0; i < nm; i++) {
+		if (m[i].node->op != ENG_OP_ASSIGN)
+			continue;
+		const eng_node *target = m[i].node->src[0];
+		for (int j = 0; j < nm; j++) {
+			if (j == i)
+				continue;
+			bool reads = false;
+			for (int k = 0; k < m[j].ndeps && !reads; k++)
+				reads = m[j].deps[k] == target;
+			if (!reads)
+				continue;
+			if (m[i].ndeps == MAX_DEPS) {
+				st = eng_set_error(ctx, ENG_ERANGE, "scheduler: too many readers of one assigned buffer");
+				goto fail;
+			}
+			m[i].deps[m[i].ndeps++] = m[j].node;
+		}
 	}
 
 	/* group: merge independent same-shaped outputs into one kernel */
@@ -222,7 +275,6 @@ eng_status eng_schedule_build(eng_ctx *ctx, eng_node *const *nodes, int n, eng_s
 	out->empty = calloc(nm, sizeof(*out->empty));
 	if (!out->items || !out->empty)
 		goto oom;
-	int stamp = 0;
 	for (int i = 0; i < nm; i++) {
 		const eng_node *r = m[i].node;
 		if (eng_node_numel(r) == 0) {
@@ -232,30 +284,13 @@ eng_status eng_schedule_build(eng_ctx *ctx, eng_node *const *nodes, int n, eng_s
 		bool placed = false;
 		for (int g = 0; g < out->n && !placed; g++) {
 			eng_sched_item *it = &out->items[g];
-			if (it->nroots == ENG_MAX_STORES || !same_shape(it->roots[0], r) ||
-			    eng_op_kind_of(r->op) == ENG_KIND_BUFFEROP ||
-			    eng_op_kind_of(it->roots[0]->op) == ENG_KIND_BUFFEROP)
+			if (it->nroots == ENG_MAX_STORES || !same_shape(it->roots[0], r) || r->op == ENG_OP_COPY ||
+			    it->roots[0]->op == ENG_OP_COPY)
 				continue;
-			bool indep = true;
-			for (int k = 0; k < it->nroots && indep; k++) {
-				int mk = member_of(m, nm, it->roots[k]);
-				indep = !depends(m, nm, i, mk, ++stamp) && !depends(m, nm, mk, i, ++stamp);
-			}
-			/* members of other groups between them could also create a cycle */
-			for (int j = 0; j < nm && indep; j++) {
-				if (m[j].group < 0 || m[j].group == g)
-					continue;
-				bool after_g = false;
-				for (int k = 0; k < it->nroots; k++)
-					after_g |= depends(m, nm, j, member_of(m, nm, it->roots[k]), ++stamp);
-				if (after_g && depends(m, nm, i, j, ++stamp))
-					indep = false;
-				bool before_g = false;
-				for (int k = 0; k < it->nroots; k++)
-					before_g |= depends(m, nm, member_of(m, nm, it->roots[k]), j, ++stamp);
-				if (before_g && depends(m, nm, j, i, ++stamp))
-					indep = false;
-			}
+			/* merged groups must still be orderable: no cycle between groups */
+			m[i].group = g;
+			bool indep = groups_acyclic(m, nm, out->n);
+			m[i].group = -1;
 			if (!indep)
 				continue;
 			const eng_node *roots[ENG_MAX_STORES];
@@ -301,12 +336,6 @@ eng_status eng_schedule_build(eng_ctx *ctx, eng_node *const *nodes, int n, eng_s
 			if (d >= 0 && m[d].group >= 0 && m[d].group != m[i].group)
 				adj[(size_t)m[d].group * ni + m[i].group] = 1;
 		}
-		/* readers of an assign's target run before the assign overwrites it */
-		if (m[i].node->op == ENG_OP_ASSIGN)
-			for (int j = 0; j < nm; j++)
-				for (int k = 0; k < m[j].ndeps; k++)
-					if (m[j].deps[k] == m[i].node->src[0] && m[j].group >= 0 && m[j].group != m[i].group)
-						adj[(size_t)m[j].group * ni + m[i].group] = 1;
 	}
 	for (int a = 0; a < ni; a++)
 		for (int b = 0; b < ni; b++)
@@ -325,7 +354,6 @@ eng_status eng_schedule_build(eng_ctx *ctx, eng_node *const *nodes, int n, eng_s
 	free(adj);
 	if (tail != ni) {
 		free(order);
-		st = eng_set_error(ctx, ENG_ESTATE, "scheduler: kernel dependencies form a cycle");
 		goto fail;
 	}
 	eng_sched_item *sorted = calloc(ni ? ni : 1, sizeof(*sorted));

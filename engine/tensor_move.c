@@ -371,6 +371,23 @@ eng_tensor *eng_assign(eng_tensor *target, const eng_tensor *value)
 		return NULL;
 	}
 	eng_scope_begin(ctx);
+	if (t->op != ENG_OP_BUFFER && t->op != ENG_OP_ASSIGN) {
+		/* Graph nodes are shared (equal expressions are one node): writing into one in
+		 * place would change every tensor built the same way. Give the target storage of
+		 * its own, holding its current value, and write into that. */
+		eng_tensor *fresh = eng_empty(ctx, t->dtype, t->ndim, t->shape);
+		eng_node *old = fresh ? fresh->node : NULL;
+		if (fresh) {
+			eng_node_desc d = {.op = ENG_OP_ASSIGN, .dtype = t->dtype, .ndim = t->ndim, .shape = t->shape,
+					   .src = {old, t}};
+			eng_node *a = eng_node_get(ctx->graph, &d);
+			if (a) {
+				eng_node_unref(target->node);
+				target->node = a;
+				t = a;
+			}
+		}
+	}
 	eng_tensor *v = eng_expand(value, t->ndim, t->shape);
 	eng_node *n = NULL;
 	if (v) {

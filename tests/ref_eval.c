@@ -47,9 +47,11 @@ double ref_get(const ref_array *a, int64_t k)
 	return a->f ? a->f[k] : (double)a->i[k];
 }
 
-/* Round a double to the precision of a float dtype. */
-static double round_to(eng_dtype dt, double v)
+/* Round a double to the precision of a float dtype; exact (float64 mode) keeps it as is. */
+static double round_to(bool exact, eng_dtype dt, double v)
 {
+	if (exact)
+		return v;
 	return dt == ENG_F16 ? (double)(_Float16)v : (double)(float)v;
 }
 
@@ -109,14 +111,16 @@ static int64_t float_to_int(eng_dtype dt, double v)
 }
 
 /* Value conversion (CAST) of element k of s into element j of o. */
-static void cast_elem(const ref_array *s, int64_t k, ref_array *o, int64_t j)
+static void cast_elem(bool exact, const ref_array *s, int64_t k, ref_array *o, int64_t j)
 {
 	eng_dtype to = o->dtype;
 	if (to == ENG_BOOL) {
 		o->i[j] = s->f ? s->f[k] != 0 : s->i[k] != 0;
 	} else if (is_float(to)) {
 		if (s->f)
-			o->f[j] = round_to(to, s->f[k]);
+			o->f[j] = round_to(exact, to, s->f[k]);
+		else if (exact)
+			o->f[j] = (double)s->i[k];
 		else if (to == ENG_F16)
 			o->f[j] = (double)(_Float16)s->i[k];
 		else
@@ -227,11 +231,11 @@ static void copy_elem(const ref_array *s, int64_t k, ref_array *o, int64_t j)
 
 /* ---- per-op evaluation ---- */
 
-static bool eval_unary(const eng_node *n, const ref_array *s, ref_array *o)
+static bool eval_unary(bool exact, const eng_node *n, const ref_array *s, ref_array *o)
 {
 	for (int64_t k = 0; k < o->numel; k++) {
 		if (n->op == ENG_OP_CAST) {
-			cast_elem(s, k, o, k);
+			cast_elem(exact, s, k, o, k);
 			continue;
 		}
 		if (n->op == ENG_OP_BITCAST) {
@@ -276,7 +280,7 @@ static bool eval_unary(const eng_node *n, const ref_array *s, ref_array *o)
 		default:
 			return false;
 		}
-		o->f[k] = round_to(o->dtype, r);
+		o->f[k] = round_to(exact, o->dtype, r);
 	}
 	return true;
 }
@@ -345,17 +349,18 @@ static bool int_binary(eng_op op, eng_dtype dt, int64_t a, int64_t b, int64_t *r
 	return true;
 }
 
-static bool float_binary(eng_op op, eng_dtype dt, double a, double b, double *rf, int64_t *ri)
+static bool float_binary(bool exact, eng_op op, eng_dtype dt, double a, double b, double *rf,
+			 int64_t *ri)
 {
 	switch (op) {
 	case ENG_OP_ADD:
-		*rf = round_to(dt, a + b);
+		*rf = round_to(exact, dt, a + b);
 		break;
 	case ENG_OP_SUB:
-		*rf = round_to(dt, a - b);
+		*rf = round_to(exact, dt, a - b);
 		break;
 	case ENG_OP_MUL:
-		*rf = round_to(dt, a * b);
+		*rf = round_to(exact, dt, a * b);
 		break;
 	case ENG_OP_MAX:
 		*rf = a > b ? a : b;
@@ -375,7 +380,8 @@ static bool float_binary(eng_op op, eng_dtype dt, double a, double b, double *rf
 	return true;
 }
 
-static bool eval_binary(const eng_node *n, const ref_array *a, const ref_array *b, ref_array *o)
+static bool eval_binary(bool exact, const eng_node *n, const ref_array *a, const ref_array *b,
+			ref_array *o)
 {
 	eng_dtype dt = n->src[0]->dtype; /* operands share a dtype; comparisons output bool */
 	for (int64_t k = 0; k < o->numel; k++) {
@@ -383,7 +389,7 @@ static bool eval_binary(const eng_node *n, const ref_array *a, const ref_array *
 		if (is_float(dt)) {
 			double rf = 0;
 			int64_t ri = 0;
-			ok = float_binary(n->op, dt, a->f[k], b->f[k], &rf, &ri);
+			ok = float_binary(exact, n->op, dt, a->f[k], b->f[k], &rf, &ri);
 			if (o->f)
 				o->f[k] = rf;
 			else
@@ -397,7 +403,7 @@ static bool eval_binary(const eng_node *n, const ref_array *a, const ref_array *
 	return true;
 }
 
-static bool eval_reduce(const eng_node *n, const ref_array *s, ref_array *o)
+static bool eval_reduce(bool exact, const eng_node *n, const ref_array *s, ref_array *o)
 {
 	eng_dtype dt = n->dtype;
 	double fid = n->op == ENG_OP_RSUM ? 0 : n->op == ENG_OP_RPROD ? 1 : -INFINITY;
@@ -434,7 +440,7 @@ static bool eval_reduce(const eng_node *n, const ref_array *s, ref_array *o)
 	}
 	if (o->f)
 		for (int64_t j = 0; j < o->numel; j++)
-			o->f[j] = round_to(dt, o->f[j]);
+			o->f[j] = round_to(exact, dt, o->f[j]);
 	return true;
 }
 
@@ -484,7 +490,7 @@ static bool eval_movement(const eng_node *n, const ref_array *s, ref_array *o)
 	return true;
 }
 
-static bool eval_leaf(const eng_node *n, ref_array *o)
+static bool eval_leaf(bool exact, const eng_node *n, ref_array *o)
 {
 	if (n->op == ENG_OP_BUFFER) {
 		size_t nbytes = (size_t)o->numel * eng_dtype_size(n->dtype);
@@ -511,7 +517,7 @@ static bool eval_leaf(const eng_node *n, ref_array *o)
 		} else if (n->op == ENG_OP_INDEX) {
 			unravel(k, o->ndim, o->shape, idx);
 			if (o->f)
-				o->f[k] = round_to(o->dtype, (double)idx[n->arg.axis]);
+				o->f[k] = round_to(exact, o->dtype, (double)idx[n->arg.axis]);
 			else
 				o->i[k] = wrap_to(o->dtype, (uint64_t)idx[n->arg.axis]);
 		} else {
@@ -531,13 +537,34 @@ typedef struct memo_entry {
 typedef struct memo {
 	memo_entry *e;
 	size_t n, cap;
+	const ref_opts *opts; /* never NULL */
 } memo;
 
 static const ref_array *eval(memo *m, const eng_node *n);
 
+/* The override of n from m's options, or NULL. */
+static const double *override_of(const memo *m, const eng_node *n)
+{
+	for (int i = 0; i < m->opts->nover; i++)
+		if (m->opts->over[i].node == n)
+			return m->opts->over[i].vals;
+	return NULL;
+}
+
 static bool eval_node(memo *m, const eng_node *n, ref_array *o)
 {
 	const ref_array *s[3] = {NULL, NULL, NULL};
+	bool exact = m->opts->f64;
+	const double *ov = override_of(m, n);
+	if (ov) {
+		for (int64_t k = 0; k < o->numel; k++) {
+			if (o->f)
+				o->f[k] = round_to(exact, o->dtype, ov[k]);
+			else
+				o->i[k] = o->dtype == ENG_BOOL ? ov[k] != 0 : float_to_int(o->dtype, ov[k]);
+		}
+		return true;
+	}
 	for (int i = 0; i < n->nsrc; i++)
 		if (!(s[i] = eval(m, n->src[i])))
 			return false;
@@ -545,7 +572,7 @@ static bool eval_node(memo *m, const eng_node *n, ref_array *o)
 	case ENG_OP_BUFFER:
 	case ENG_OP_CONST:
 	case ENG_OP_INDEX:
-		return eval_leaf(n, o);
+		return eval_leaf(exact, n, o);
 	case ENG_OP_WHERE:
 		for (int64_t k = 0; k < o->numel; k++)
 			copy_elem(s[0]->i[k] ? s[1] : s[2], k, o, k);
@@ -566,11 +593,11 @@ static bool eval_node(memo *m, const eng_node *n, ref_array *o)
 	}
 	switch (eng_op_kind_of(n->op)) {
 	case ENG_KIND_UNARY:
-		return eval_unary(n, s[0], o);
+		return eval_unary(exact, n, s[0], o);
 	case ENG_KIND_BINARY:
-		return eval_binary(n, s[0], s[1], o);
+		return eval_binary(exact, n, s[0], s[1], o);
 	case ENG_KIND_REDUCE:
-		return eval_reduce(n, s[0], o);
+		return eval_reduce(exact, n, s[0], o);
 	case ENG_KIND_MOVEMENT:
 		return eval_movement(n, s[0], o);
 	default:
@@ -611,9 +638,10 @@ static const ref_array *eval(memo *m, const eng_node *n)
 	return o;
 }
 
-bool ref_eval(const eng_node *n, ref_array *out)
+bool ref_eval_opts(const eng_node *n, const ref_opts *opts, ref_array *out)
 {
-	memo m = {NULL, 0, 0};
+	static const ref_opts plain = {.f64 = false, .over = NULL, .nover = 0};
+	memo m = {NULL, 0, 0, opts ? opts : &plain};
 	const ref_array *r = eval(&m, n);
 	memset(out, 0, sizeof(*out));
 	for (size_t i = 0; i < m.n; i++) {
@@ -625,6 +653,11 @@ bool ref_eval(const eng_node *n, ref_array *out)
 	}
 	free(m.e);
 	return r != NULL;
+}
+
+bool ref_eval(const eng_node *n, ref_array *out)
+{
+	return ref_eval_opts(n, NULL, out);
 }
 
 bool ref_tensor(const eng_tensor *t, ref_array *out)

@@ -25,6 +25,23 @@ typedef struct ref_array {
  * ignored). Fills *out, which the caller frees with ref_free. Returns false (out zeroed, a
  * note on stderr) for an op or dtype the reference does not know or on out of memory. */
 bool ref_eval(const eng_node *n, ref_array *out);
+/* Options of ref_eval_opts. */
+typedef struct ref_override {
+	const eng_node *node; /* takes these values instead of being evaluated from its sources */
+	const double *vals;   /* numel(node) values, row-major (converted to node's dtype) */
+} ref_override;
+
+typedef struct ref_opts {
+	/* float64 mode: float results are kept in double, never rounded to float32 / float16
+	 * (after ops, reductions, casts between float dtypes and int -> float casts) */
+	bool f64;
+	const ref_override *over; /* nover entries (NULL if none); nodes must differ */
+	int nover;
+} ref_opts;
+
+/* ref_eval with options; opts NULL is ref_eval. Overrides let a caller perturb one input
+ * element (finite differences) without touching device buffers. The options are only read. */
+bool ref_eval_opts(const eng_node *n, const ref_opts *opts, ref_array *out);
 /* ref_eval of t's node. */
 bool ref_tensor(const eng_tensor *t, ref_array *out);
 /* Free the arrays of a (NULL and zeroed arrays are fine). */

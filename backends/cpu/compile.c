@@ -1,5 +1,6 @@
 /* compile.c: the CPU backend's compiler driver: writes generated C to a private temporary
- * directory, runs the system C compiler to build a shared object, and dlopens it. */
+ * directory, runs the system C compiler (several processes in parallel for big batches) to
+ * build shared objects, and dlopens them. */
 #include "cpu.h"
 
 #include <dlfcn.h>
@@ -18,6 +19,8 @@ extern char **environ;
 static const char *const cc_flags[] = {"-O3", "-march=native", "-fPIC", "-shared", "-fopenmp-simd",
 				       "-ffp-contract=fast", "-fno-math-errno", "-fno-trapping-math",
 				       "-w", NULL};
+
+#define MAX_PARTS 16
 
 /* Read at most cap-1 bytes of a file into buf (NUL-terminated). */
 static void slurp(const char *path, char *buf, size_t cap)
@@ -47,102 +50,151 @@ void cpu_program_release(cpu_program *p)
 	free(p);
 }
 
-eng_status cpu_compile(cpu_dev *d, const char *src, int nkern, const char *const *names, bk_program **progs,
-		       bk_err *err)
+typedef struct part {
+	int first, count; /* kernels [first, first + count) */
+	char c[600], so[600], log[600];
+	pid_t pid;
+	bool started;
+	int status;
+} part;
+
+static eng_status write_source(const part *p, const char *prelude, const char *const *srcs, bk_err *err)
 {
-	const char *tmp = getenv("TMPDIR");
-	char dir[512], cpath[600], sopath[600], logpath[600];
-	snprintf(dir, sizeof(dir), "%s/tensord-cc-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	if (!mkdtemp(dir)) {
-		snprintf(err->msg, sizeof(err->msg), "cannot create a temporary directory: %s", strerror(errno));
+	FILE *f = fopen(p->c, "w");
+	bool ok = f && fputs(prelude, f) >= 0;
+	for (int i = p->first; ok && i < p->first + p->count; i++)
+		ok = fputs("\n", f) >= 0 && fputs(srcs[i], f) >= 0;
+	if (f && fclose(f))
+		ok = false;
+	if (!ok) {
+		snprintf(err->msg, sizeof(err->msg), "cannot write %s: %s", p->c, strerror(errno));
 		return ENG_EIO;
 	}
-	snprintf(cpath, sizeof(cpath), "%s/k.c", dir);
-	snprintf(sopath, sizeof(sopath), "%s/k.so", dir);
-	snprintf(logpath, sizeof(logpath), "%s/log", dir);
-	eng_status st = ENG_OK;
-	FILE *f = fopen(cpath, "w");
-	if (!f || fputs(src, f) < 0 || fclose(f)) {
-		if (f)
-			fclose(f);
-		snprintf(err->msg, sizeof(err->msg), "cannot write %s: %s", cpath, strerror(errno));
-		st = ENG_EIO;
-		goto out;
-	}
+	return ENG_OK;
+}
+
+static eng_status spawn_cc(cpu_dev *d, part *p, bk_err *err)
+{
 	const char *argv[32];
 	int argc = 0;
 	argv[argc++] = d->cc;
 	for (int i = 0; cc_flags[i]; i++)
 		argv[argc++] = cc_flags[i];
 	argv[argc++] = "-o";
-	argv[argc++] = sopath;
-	argv[argc++] = cpath;
+	argv[argc++] = p->so;
+	argv[argc++] = p->c;
 	argv[argc++] = "-lm";
 	argv[argc] = NULL;
 	posix_spawn_file_actions_t fa;
 	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 1, logpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	posix_spawn_file_actions_addopen(&fa, 1, p->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 	posix_spawn_file_actions_adddup2(&fa, 1, 2);
-	pid_t pid;
-	int rc = posix_spawnp(&pid, d->cc, &fa, NULL, (char *const *)argv, environ);
+	int rc = posix_spawnp(&p->pid, d->cc, &fa, NULL, (char *const *)argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
 	if (rc) {
 		snprintf(err->msg, sizeof(err->msg), "cannot run compiler '%s': %s", d->cc, strerror(rc));
-		st = ENG_ECOMPILE;
-		goto out;
+		return ENG_ECOMPILE;
 	}
-	int status;
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	if (!WIFEXITED(status) || WEXITSTATUS(status)) {
-		char log[3000];
-		slurp(logpath, log, sizeof(log));
-		snprintf(err->msg, sizeof(err->msg), "%s failed (status %d): %s", d->cc,
-			 WIFEXITED(status) ? WEXITSTATUS(status) : -1, log);
-		st = ENG_ECOMPILE;
-		goto out;
-	}
-	void *h = dlopen(sopath, RTLD_NOW | RTLD_LOCAL);
+	p->started = true;
+	return ENG_OK;
+}
+
+/* dlopen one part's shared object and look up its kernels into progs. */
+static eng_status load_part(const part *p, const char *const *names, bk_program **progs, bk_err *err)
+{
+	void *h = dlopen(p->so, RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
 		snprintf(err->msg, sizeof(err->msg), "dlopen: %s", dlerror());
-		st = ENG_ECOMPILE;
-		goto out;
+		return ENG_ECOMPILE;
 	}
 	cpu_so *so = calloc(1, sizeof(*so));
 	if (!so) {
 		dlclose(h);
 		snprintf(err->msg, sizeof(err->msg), "out of memory");
-		st = ENG_ENOMEM;
-		goto out;
+		return ENG_ENOMEM;
 	}
 	so->handle = h;
-	so->refs = 1; /* held by this function until the programs take theirs */
-	int made = 0;
-	for (int i = 0; i < nkern; i++) {
-		cpu_program *p = calloc(1, sizeof(*p));
+	so->refs = 1; /* held here until the programs take theirs */
+	eng_status st = ENG_OK;
+	for (int i = p->first; i < p->first + p->count; i++) {
+		cpu_program *prog = calloc(1, sizeof(*prog));
 		void *fn = dlsym(h, names[i]);
-		if (!p || !fn) {
-			free(p);
+		if (!prog || !fn) {
+			free(prog);
 			snprintf(err->msg, sizeof(err->msg), "kernel %s: %s", names[i], fn ? "out of memory" : "symbol not found");
 			st = fn ? ENG_ENOMEM : ENG_ECOMPILE;
 			break;
 		}
-		p->fn = (cpu_kernel_fn)fn;
-		p->so = so;
+		prog->fn = (cpu_kernel_fn)fn;
+		prog->so = so;
 		so->refs++;
-		progs[i] = (bk_program *)p;
-		made++;
+		progs[i] = (bk_program *)prog;
 	}
+	so_release(so);
+	return st;
+}
+
+eng_status cpu_compile(cpu_dev *d, const char *prelude, const char *const *srcs, int nkern, const char *const *names,
+		       bk_program **progs, bk_err *err)
+{
+	const char *tmp = getenv("TMPDIR");
+	char dir[512];
+	part parts[MAX_PARTS];
+	/* one compiler per core, each with at least three kernels: a process costs ~40 ms */
+	int nparts = nkern / 3;
+	if (nparts > d->nthreads)
+		nparts = d->nthreads;
+	if (nparts > MAX_PARTS)
+		nparts = MAX_PARTS;
+	if (nparts < 1)
+		nparts = 1;
+	memset(parts, 0, sizeof(parts));
+	for (int i = 0; i < nkern; i++)
+		progs[i] = NULL;
+	snprintf(dir, sizeof(dir), "%s/tensord-cc-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(dir)) {
+		snprintf(err->msg, sizeof(err->msg), "cannot create a temporary directory: %s", strerror(errno));
+		return ENG_EIO;
+	}
+	eng_status st = ENG_OK;
+	for (int k = 0; k < nparts; k++) {
+		part *p = &parts[k];
+		p->first = (int)((long)nkern * k / nparts);
+		p->count = (int)((long)nkern * (k + 1) / nparts) - p->first;
+		snprintf(p->c, sizeof(p->c), "%s/k%d.c", dir, k);
+		snprintf(p->so, sizeof(p->so), "%s/k%d.so", dir, k);
+		snprintf(p->log, sizeof(p->log), "%s/k%d.log", dir, k);
+		if (!st)
+			st = write_source(p, prelude, srcs, err);
+		if (!st)
+			st = spawn_cc(d, p, err);
+	}
+	for (int k = 0; k < nparts; k++) {
+		part *p = &parts[k];
+		if (!p->started)
+			continue;
+		while (waitpid(p->pid, &p->status, 0) < 0 && errno == EINTR)
+			;
+		if (!st && (!WIFEXITED(p->status) || WEXITSTATUS(p->status))) {
+			char log[3000];
+			slurp(p->log, log, sizeof(log));
+			snprintf(err->msg, sizeof(err->msg), "%s failed (status %d): %s", d->cc,
+				 WIFEXITED(p->status) ? WEXITSTATUS(p->status) : -1, log);
+			st = ENG_ECOMPILE;
+		}
+	}
+	for (int k = 0; k < nparts && !st; k++)
+		st = load_part(&parts[k], names, progs, err);
 	if (st)
-		for (int i = 0; i < made; i++) {
+		for (int i = 0; i < nkern; i++) {
 			cpu_program_release((cpu_program *)progs[i]);
 			progs[i] = NULL;
 		}
-	so_release(so);
-out:
-	unlink(cpath);
-	unlink(sopath);
-	unlink(logpath);
+	for (int k = 0; k < nparts; k++) {
+		unlink(parts[k].c);
+		unlink(parts[k].so);
+		unlink(parts[k].log);
+	}
 	rmdir(dir);
 	return st;
 }

@@ -38,10 +38,10 @@ static eng_status cpu_copy_out(void *dev, void *handle, size_t off, void *dst, s
 	return ENG_OK;
 }
 
-static eng_status cpu_compile_op(void *dev, const char *src, int nkern, const char *const *names,
+static eng_status cpu_compile_op(void *dev, const char *const *srcs, int nkern, const char *const *names,
 				 bk_program **progs, bk_err *err)
 {
-	return cpu_compile(dev, src, nkern, names, progs, err);
+	return cpu_compile(dev, eng_cstyle_prelude(&cpu_dialect), srcs, nkern, names, progs, err);
 }
 
 static void cpu_program_free(void *dev, bk_program *p) { cpu_program_release((cpu_program *)p); }
@@ -78,8 +78,6 @@ static eng_status cpu_render(void *dev, const struct eng_kernel_ir *ir, const ch
 	return s;
 }
 
-static const char *cpu_prelude(void *dev) { return eng_cstyle_prelude(&cpu_dialect); }
-
 static void cpu_destroy(void *dev)
 {
 	cpu_dev *d = dev;
@@ -100,7 +98,6 @@ static const bk_device_ops cpu_ops = {
 	.launch = cpu_launch,
 	.synchronize = NULL,
 	.render = cpu_render,
-	.prelude = cpu_prelude,
 	.destroy = cpu_destroy,
 };
 
@@ -121,6 +118,7 @@ eng_status bk_cpu_create(const char *cc, int nthreads, int debug, bk_device *out
 	if (nthreads > 256)
 		nthreads = 256;
 	d->debug = debug;
+	d->nthreads = nthreads;
 	d->pool = bk_pool_create(nthreads);
 	if (!d->pool) {
 		free(d);

@@ -21,11 +21,14 @@ typedef struct cpu_program {
 typedef struct cpu_dev {
 	char cc[256];
 	bk_pool *pool;
+	int nthreads;
 	int debug;
 } cpu_dev;
 
-eng_status cpu_compile(cpu_dev *d, const char *src, int nkern, const char *const *names, bk_program **progs,
-		       bk_err *err);
+/* Compile kernels srcs[0..nkern) (each preceded by prelude) into shared objects, split over
+ * up to one compiler process per worker thread, and load them. */
+eng_status cpu_compile(cpu_dev *d, const char *prelude, const char *const *srcs, int nkern, const char *const *names,
+		       bk_program **progs, bk_err *err);
 void cpu_program_release(cpu_program *p);
 
 #endif
