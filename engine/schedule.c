@@ -354,6 +354,7 @@ eng_status eng_schedule_build(eng_ctx *ctx, eng_node *const *nodes, int n, eng_s
 	free(adj);
 	if (tail != ni) {
 		free(order);
+		st = eng_set_error(ctx, ENG_ESTATE, "scheduler: kernel dependencies form a cycle");
 		goto fail;
 	}
 	eng_sched_item *sorted = calloc(ni ? ni : 1, sizeof(*sorted));
