@@ -80,7 +80,8 @@ eng_tensor *eng_idx_load(eng_ctx *ctx, const char *path)
 	errno = 0;
 	gzFile f = gzopen(path, "rb");
 	if (!f) {
-		eng_set_error(ctx, ENG_EIO, "idx: %s: cannot open: %s", path, errno ? strerror(errno) : "out of memory");
+		eng_set_error(ctx, ENG_EIO, "idx: %s: cannot open: %s", path,
+			      errno ? strerror(errno) : "out of memory");
 		return NULL;
 	}
 	unsigned char hdr[4 + 4 * ENG_MAX_DIMS];
@@ -93,24 +94,29 @@ eng_tensor *eng_idx_load(eng_ctx *ctx, const char *path)
 		goto out;
 	}
 	if (r < 4) {
-		eng_set_error(ctx, ENG_EIO, "idx: %s: %lld bytes, too short for the 4-byte IDX magic number", path,
-			      (long long)r);
+		eng_set_error(ctx, ENG_EIO,
+			      "idx: %s: %lld bytes, too short for the 4-byte IDX magic number",
+			      path, (long long)r);
 		goto out;
 	}
 	if (hdr[0] || hdr[1]) {
 		eng_set_error(ctx, ENG_EINVAL,
-			      "idx: %s: bad magic number %02x %02x %02x %02x (an IDX file starts with two zero bytes)",
+			      "idx: %s: bad magic number %02x %02x %02x %02x (an IDX file starts "
+			      "with two zero bytes)",
 			      path, hdr[0], hdr[1], hdr[2], hdr[3]);
 		goto out;
 	}
 	if (hdr[2] != 0x08) {
-		eng_set_error(ctx, ENG_EDTYPE, "idx: %s: element type 0x%02x (%s) is not supported, only 0x08 (unsigned byte)",
+		eng_set_error(ctx, ENG_EDTYPE,
+			      "idx: %s: element type 0x%02x (%s) is not supported, only 0x08 "
+			      "(unsigned byte)",
 			      path, hdr[2], idx_type_name(hdr[2]));
 		goto out;
 	}
 	int ndim = hdr[3];
 	if (ndim < 1 || ndim > ENG_MAX_DIMS) {
-		eng_set_error(ctx, ENG_EINVAL, "idx: %s: %d dimensions (must be 1 to %d)", path, ndim, ENG_MAX_DIMS);
+		eng_set_error(ctx, ENG_EINVAL, "idx: %s: %d dimensions (must be 1 to %d)", path,
+			      ndim, ENG_MAX_DIMS);
 		goto out;
 	}
 	r = gz_read_all(f, path, hdr + 4, 4 * (uint64_t)ndim, &err);
@@ -123,17 +129,20 @@ eng_tensor *eng_idx_load(eng_ctx *ctx, const char *path)
 	uint64_t numel = 1;
 	for (int d = 0; d < ndim; d++) {
 		const unsigned char *p = hdr + 4 + 4 * d;
-		uint64_t v = (uint64_t)p[0] << 24 | (uint64_t)p[1] << 16 | (uint64_t)p[2] << 8 | p[3];
+		uint64_t v =
+			(uint64_t)p[0] << 24 | (uint64_t)p[1] << 16 | (uint64_t)p[2] << 8 | p[3];
 		shape[d] = (int64_t)v;
 		numel = v && numel > IDX_MAX_NUMEL / v ? IDX_MAX_NUMEL + 1 : numel * v;
 	}
 	if (numel > IDX_MAX_NUMEL) {
-		eng_set_error(ctx, ENG_ERANGE, "idx: %s: dimensions describe more than 2^34 elements", path);
+		eng_set_error(ctx, ENG_ERANGE,
+			      "idx: %s: dimensions describe more than 2^34 elements", path);
 		goto out;
 	}
 	data = malloc(numel ? numel : 1);
 	if (!data) {
-		eng_set_error(ctx, ENG_ENOMEM, "idx: %s: out of memory for %llu bytes", path, (unsigned long long)numel);
+		eng_set_error(ctx, ENG_ENOMEM, "idx: %s: out of memory for %llu bytes", path,
+			      (unsigned long long)numel);
 		goto out;
 	}
 	r = gz_read_all(f, path, data, numel, &err);
@@ -143,23 +152,28 @@ eng_tensor *eng_idx_load(eng_ctx *ctx, const char *path)
 	}
 	if ((uint64_t)r < numel) {
 		const char *why = gz_short_reason(f, path);
-		eng_set_error(ctx, ENG_EIO, "idx: %s: truncated: %llu data bytes missing (%lld of %llu present)%s%s",
-			      path, (unsigned long long)(numel - (uint64_t)r), (long long)r, (unsigned long long)numel,
-			      *why ? "; " : "", why);
+		eng_set_error(
+			ctx, ENG_EIO,
+			"idx: %s: truncated: %llu data bytes missing (%lld of %llu present)%s%s",
+			path, (unsigned long long)(numel - (uint64_t)r), (long long)r,
+			(unsigned long long)numel, *why ? "; " : "", why);
 		goto out;
 	}
 	unsigned char extra;
-	r = gz_read_all(f, path, &extra, 1, &err); /* also makes zlib check the gzip trailer's CRC */
+	r = gz_read_all(f, path, &extra, 1,
+			&err); /* also makes zlib check the gzip trailer's CRC */
 	if (r != 0) {
 		if (r < 0)
 			eng_set_error(ctx, ENG_EIO, "idx: %s: cannot read the data: %s", path, err);
 		else
-			eng_set_error(ctx, ENG_EIO, "idx: %s: more data than the %llu bytes its dimensions hold",
+			eng_set_error(ctx, ENG_EIO,
+				      "idx: %s: more data than the %llu bytes its dimensions hold",
 				      path, (unsigned long long)numel);
 		goto out;
 	}
 	if (*gz_short_reason(f, path)) { /* all data there, but the gzip trailer is cut off */
-		eng_set_error(ctx, ENG_EIO, "idx: %s: truncated gzip stream: %s", path, gz_short_reason(f, path));
+		eng_set_error(ctx, ENG_EIO, "idx: %s: truncated gzip stream: %s", path,
+			      gz_short_reason(f, path));
 		goto out;
 	}
 	t = eng_from_data(ctx, ENG_U8, ndim, shape, data);

@@ -117,13 +117,11 @@ static bool counts_as_flop(const eng_uop *x)
 
 static void need(lin *l, eng_uop *x)
 {
-	if (l->st || !x)
+	if (l->st || !x || trivial(x) || is_open(l, x->defined_at))
 		return;
 	for (int i = 0; i < x->nsrc; i++)
 		if (x->src[i])
 			need(l, x->src[i]);
-	if (trivial(x) || is_open(l, x->defined_at))
-		return;
 	/* home: innermost open block whose var the value depends on */
 	int home = 0;
 	for (int b = l->nblocks - 1; b > 0; b--)

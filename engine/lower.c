@@ -146,6 +146,7 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 		}
 		int v = ir->nloops++;
 		ir->loops[v] = (eng_loop){.n = s->shape[d], .kind = L_REDUCE, .dim = -1};
+		eng_uops_set_var_rank(u, v, 1);
 		ph.red[ph.nred++] = v;
 		ridx[d] = s->shape[d] == 0 ? u_ic(u, 0) : u_var(u, v, s->shape[d]);
 	}
@@ -370,6 +371,7 @@ static eng_status lower_all(lctx *c)
 		if (t > 1) {
 			int tv = ir->nloops++;
 			ir->loops[tv] = (eng_loop){.n = t, .kind = L_TILE, .dim = (int8_t)d};
+			eng_uops_set_var_rank(u, tv, ir->tiledim[0] == d ? 3 : 2);
 			for (int k = 0; k < 2; k++)
 				if (ir->tiledim[k] == d)
 					ir->tilevar[k] = tv;
@@ -444,6 +446,19 @@ static const eng_node *cost_guard(const eng_kernel_ir *ir, const eng_node *const
 	return NULL;
 }
 
+/* A tile size for a dim of size n, at most max: max itself or a power of two dividing n, else
+ * the largest divisor of n that is at most max (1 if none). */
+static int64_t pick_tile(int64_t n, int64_t max)
+{
+	for (int64_t t = max; t >= 4; t /= 2)
+		if (n % t == 0)
+			return t;
+	for (int64_t t = max; t >= 2; t--)
+		if (n % t == 0)
+			return t;
+	return 1;
+}
+
 /* Choose tiles for kernels with reductions: the output dim most often read contiguously gets
  * the wide tile (vector lanes), another dim the narrow one (register reuse). */
 static void plan_tiles(eng_kernel_ir *ir, char *opts, size_t len)
@@ -503,29 +518,21 @@ static void plan_tiles(eng_kernel_ir *ir, char *opts, size_t len)
 	}
 	if (best < 0 || score[best] == 0)
 		return;
-	/* 16 x 8 accumulators: 8 AVX-512 registers of FMA chains, measured best on 1024^3 */
-	static const int64_t wide[] = {16, 8, 4, 2}, narrow[] = {8, 4, 2};
-	for (size_t i = 0; i < 4; i++)
-		if (ir->shape[best] % wide[i] == 0 && ir->shape[best] >= wide[i]) {
-			ir->tiledim[0] = best;
-			ir->tile[0] = wide[i];
-			break;
-		}
-	if (ir->tiledim[0] < 0)
+	/* 16 x 8 accumulators: 8 AVX-512 registers of FMA chains, measured best on 1024^3;
+	 * other sizes fall back to the largest divisor (a 5x5 conv's 20-wide rows take 10) */
+	ir->tile[0] = pick_tile(ir->shape[best], 16);
+	if (ir->tile[0] < 2)
 		return;
+	ir->tiledim[0] = best;
 	for (int d = 0; d < ir->ndim; d++) {
 		if (d == best || !((D >> d) & 1) || ir->shape[d] < 2)
 			continue;
 		if (second < 0 || reuse[d] > reuse[second])
 			second = d;
 	}
-	if (second >= 0 && reuse[second] > 0) {
-		for (size_t i = 0; i < 3; i++)
-			if (ir->shape[second] % narrow[i] == 0) {
-				ir->tiledim[1] = second;
-				ir->tile[1] = narrow[i];
-				break;
-			}
+	if (second >= 0 && reuse[second] > 0 && pick_tile(ir->shape[second], 8) >= 2) {
+		ir->tiledim[1] = second;
+		ir->tile[1] = pick_tile(ir->shape[second], 8);
 	}
 	snprintf(opts, len, "UPCAST dim %d by %lld%s", best, (long long)ir->tile[0], "");
 	if (ir->tiledim[1] >= 0) {

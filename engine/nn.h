@@ -57,7 +57,8 @@ eng_tensor *eng_init_glorot_uniform(eng_ctx *ctx, int ndim, const int64_t *shape
  * requiring grad when trainable); *_init registers them in params (if non-NULL) under prefix
  * (NULL or "" for none); *_free frees them and must come before eng_ctx_destroy (which would
  * otherwise free them itself). A failed *_init sets the context error, returns its code and
- * leaves the layer zeroed and params unchanged. Forward functions return a new tensor in the
+ * leaves the layer zeroed and params unchanged; since it realizes the initial values, it fails
+ * like eng_realize while an earlier error is pending. Forward functions return a new tensor in the
  * current scope (NULL with the error set on bad input; a NULL input propagates). */
 typedef struct eng_nn_linear {
 	eng_tensor *weight; /* (out, in), PyTorch layout */

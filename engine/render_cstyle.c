@@ -339,7 +339,11 @@ eng_status eng_render_cstyle(const eng_cstyle *d, const eng_kernel_ir *ir, const
 		const eng_uop *x = s->u;
 		switch (s->kind) {
 		case S_LOOP:
-			if (s->unroll) {
+			if (s->unroll && s->var == ir->tilevar[0]) {
+				/* the wide tile: one vector of lanes, left to the loop vectorizer */
+				indent(b, depth);
+				eng_sb_puts(b, "#pragma omp simd\n");
+			} else if (s->unroll) {
 				indent(b, depth);
 				eng_sb_printf(b, "#pragma GCC unroll %lld\n", (long long)ir->loops[s->var].n);
 			}

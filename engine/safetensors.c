@@ -1,5 +1,6 @@
 /* safetensors.c: saving and loading named tensors (state dicts) as safetensors files: the entry
  * points of io.h and the tensor data; the JSON header is safetensors_header.c's. */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -28,41 +29,50 @@ static int cmp_key(const void *a, const void *b)
 
 /* The caller's list: names non-empty, valid UTF-8 and unique, tensors non-NULL and of ctx.
  * On success *keys (caller frees) holds the names sorted. */
-static eng_status check_named(eng_ctx *ctx, const char *fn, const char *path, const eng_named *ts, int n,
-			      name_key **keys)
+static eng_status check_named(eng_ctx *ctx, const char *fn, const char *path, const eng_named *ts,
+			      int n, name_key **keys)
 {
 	*keys = NULL;
 	if (!path || !*path)
 		return eng_set_error(ctx, ENG_EINVAL, "safetensors %s: path is empty", fn);
 	if (n < 0 || (n > 0 && !ts))
-		return eng_set_error(ctx, ENG_EINVAL, "safetensors %s: %s: %d tensors at %p", fn, path, n,
-				     (const void *)ts);
+		return eng_set_error(ctx, ENG_EINVAL, "safetensors %s: %s: %d tensors at %p", fn,
+				     path, n, (const void *)ts);
 	name_key *k = malloc(sizeof(*k) * (size_t)(n ? n : 1));
 	if (!k)
-		return eng_set_error(ctx, ENG_ENOMEM, "safetensors %s: %s: out of memory", fn, path);
+		return eng_set_error(ctx, ENG_ENOMEM, "safetensors %s: %s: out of memory", fn,
+				     path);
 	eng_status st = ENG_OK;
 	for (int i = 0; i < n && !st; i++) {
 		const char *name = ts[i].name;
 		if (!name || !*name)
-			st = eng_set_error(ctx, ENG_EINVAL, "safetensors %s: %s: tensor %d has an empty name", fn,
+			st = eng_set_error(ctx, ENG_EINVAL,
+					   "safetensors %s: %s: tensor %d has an empty name", fn,
 					   path, i);
 		else if (!eng_st_utf8_valid(name, strlen(name)) || !strcmp(name, "__metadata__"))
-			st = eng_set_error(ctx, ENG_EINVAL, "safetensors %s: %s: tensor name '%.200s' is not allowed",
-					   fn, path, name);
+			st = eng_set_error(
+				ctx, ENG_EINVAL,
+				"safetensors %s: %s: tensor name '%.200s' is not allowed", fn, path,
+				name);
 		else if (!ts[i].t)
-			st = eng_set_error(ctx, ENG_EINVAL, "safetensors %s: %s: tensor '%.200s' is NULL", fn, path,
+			st = eng_set_error(ctx, ENG_EINVAL,
+					   "safetensors %s: %s: tensor '%.200s' is NULL", fn, path,
 					   name);
 		else if (ts[i].t->ctx != ctx)
-			st = eng_set_error(ctx, ENG_EINVAL,
-					   "safetensors %s: %s: tensor '%.200s' belongs to another context", fn, path, name);
+			st = eng_set_error(
+				ctx, ENG_EINVAL,
+				"safetensors %s: %s: tensor '%.200s' belongs to another context",
+				fn, path, name);
 		k[i] = (name_key){name, i};
 	}
 	if (!st) {
 		qsort(k, (size_t)n, sizeof(*k), cmp_key);
 		for (int i = 1; i < n && !st; i++)
 			if (!strcmp(k[i].name, k[i - 1].name))
-				st = eng_set_error(ctx, ENG_EINVAL, "safetensors %s: %s: tensor name '%.200s' is used twice",
-						   fn, path, k[i].name);
+				st = eng_set_error(
+					ctx, ENG_EINVAL,
+					"safetensors %s: %s: tensor name '%.200s' is used twice",
+					fn, path, k[i].name);
 	}
 	if (st)
 		free(k);
@@ -91,7 +101,8 @@ static size_t nbytes_of(const eng_tensor *t)
 }
 
 /* Header then data of ts in the order ord, to the open file fd. */
-static eng_status write_file(eng_ctx *ctx, const char *tmp, int fd, const eng_named *ts, const int *ord, int n)
+static eng_status write_file(eng_ctx *ctx, const char *tmp, int fd, const eng_named *ts,
+			     const int *ord, int n)
 {
 	eng_strbuf hdr;
 	eng_sb_init(&hdr);
@@ -122,7 +133,8 @@ static eng_status write_file(eng_ctx *ctx, const char *tmp, int fd, const eng_na
 		goto io_fail;
 	goto out;
 io_fail:
-	st = eng_set_error(ctx, ENG_EIO, "safetensors save: cannot write %s: %s", tmp, strerror(errno));
+	st = eng_set_error(ctx, ENG_EIO, "safetensors save: cannot write %s: %s", tmp,
+			   strerror(errno));
 out:
 	free(buf);
 	eng_sb_free(&hdr);
@@ -170,19 +182,21 @@ eng_status eng_safetensors_save(eng_ctx *ctx, const char *path, const eng_named 
 		for (int i = 0; i < n; i++)
 			if (eng_dtype_size(eng_tensor_dtype(ts[i].t)) == sz)
 				ord[m++] = i;
+	assert(m == n);
 	snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0) {
-		st = eng_set_error(ctx, ENG_EIO, "safetensors save: %s: cannot create %s: %s", path, tmp,
-				   strerror(errno));
+		st = eng_set_error(ctx, ENG_EIO, "safetensors save: %s: cannot create %s: %s", path,
+				   tmp, strerror(errno));
 		goto out;
 	}
 	st = write_file(ctx, tmp, fd, ts, ord, n);
 	if (close(fd) < 0 && !st)
-		st = eng_set_error(ctx, ENG_EIO, "safetensors save: cannot write %s: %s", tmp, strerror(errno));
-	if (!st && rename(tmp, path) < 0)
-		st = eng_set_error(ctx, ENG_EIO, "safetensors save: cannot rename %s to %s: %s", tmp, path,
+		st = eng_set_error(ctx, ENG_EIO, "safetensors save: cannot write %s: %s", tmp,
 				   strerror(errno));
+	if (!st && rename(tmp, path) < 0)
+		st = eng_set_error(ctx, ENG_EIO, "safetensors save: cannot rename %s to %s: %s",
+				   tmp, path, strerror(errno));
 	if (st)
 		unlink(tmp);
 	else
@@ -201,7 +215,8 @@ static eng_tensor *read_tensor(eng_ctx *ctx, const char *path, int fd, const eng
 	size_t nb = (size_t)(e->end - e->begin);
 	errno = 0;
 	if (eng_st_pread_all(fd, buf, nb, h->data_start + e->begin) != (ssize_t)nb) {
-		eng_set_error(ctx, ENG_EIO, "safetensors: %s: tensor '%.200s': cannot read its data: %s", path,
+		eng_set_error(ctx, ENG_EIO,
+			      "safetensors: %s: tensor '%.200s': cannot read its data: %s", path,
 			      e->name, errno ? strerror(errno) : "file shrank while reading");
 		return NULL;
 	}
@@ -209,7 +224,8 @@ static eng_tensor *read_tensor(eng_ctx *ctx, const char *path, int fd, const eng
 		for (size_t i = 0; i < nb; i++)
 			if (buf[i] > 1) {
 				eng_set_error(ctx, ENG_EINVAL,
-					      "safetensors: %s: tensor '%.200s': BOOL element %zu is %u (not 0 or 1)",
+					      "safetensors: %s: tensor '%.200s': BOOL element %zu "
+					      "is %u (not 0 or 1)",
 					      path, e->name, i, buf[i]);
 				return NULL;
 			}
@@ -217,15 +233,17 @@ static eng_tensor *read_tensor(eng_ctx *ctx, const char *path, int fd, const eng
 }
 
 /* Every tensor of the file, in the header's order, into out[0..h->n); all or nothing. */
-static eng_status read_all(eng_ctx *ctx, const char *path, int fd, const eng_st_header *h, eng_tensor **out)
+static eng_status read_all(eng_ctx *ctx, const char *path, int fd, const eng_st_header *h,
+			   eng_tensor **out)
 {
 	uint64_t maxbytes = 1;
 	for (int i = 0; i < h->n; i++)
-		maxbytes = h->e[i].end - h->e[i].begin > maxbytes ? h->e[i].end - h->e[i].begin : maxbytes;
+		maxbytes = h->e[i].end - h->e[i].begin > maxbytes ? h->e[i].end - h->e[i].begin
+								  : maxbytes;
 	unsigned char *buf = malloc((size_t)maxbytes);
 	if (!buf)
-		return eng_set_error(ctx, ENG_ENOMEM, "safetensors: %s: out of memory (%llu bytes)", path,
-				     (unsigned long long)maxbytes);
+		return eng_set_error(ctx, ENG_ENOMEM, "safetensors: %s: out of memory (%llu bytes)",
+				     path, (unsigned long long)maxbytes);
 	int i = 0;
 	for (; i < h->n; i++)
 		if (!(out[i] = read_tensor(ctx, path, fd, h, &h->e[i], buf)))
@@ -242,9 +260,10 @@ static eng_status read_all(eng_ctx *ctx, const char *path, int fd, const eng_st_
 static int open_file(eng_ctx *ctx, const char *path, eng_st_header *h)
 {
 	memset(h, 0, sizeof(*h));
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
 	if (fd < 0) {
-		eng_set_error(ctx, ENG_EIO, "safetensors: %s: cannot open: %s", path, strerror(errno));
+		eng_set_error(ctx, ENG_EIO, "safetensors: %s: cannot open: %s", path,
+			      strerror(errno));
 		return -1;
 	}
 	if (eng_st_header_read(ctx, path, fd, h)) {
@@ -302,7 +321,8 @@ void eng_named_free(eng_named *ts, int n)
 }
 
 /* Append one mismatch to msg ("; "-separated, elided past ~3000 characters) and count it. */
-static void note(eng_strbuf *msg, int *bad, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void note(eng_strbuf *msg, int *bad, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 static void note(eng_strbuf *msg, int *bad, const char *fmt, ...)
 {
 	char line[512];
@@ -321,7 +341,8 @@ static void note(eng_strbuf *msg, int *bad, const char *fmt, ...)
 
 /* Compare the model (keys: its names sorted) with the file; every mismatch goes into msg.
  * src[i] receives the entry index for ts[i]. Returns the number of mismatches. */
-static int match(const eng_named *ts, const name_key *keys, int n, const eng_st_header *h, int *src, eng_strbuf *msg)
+static int match(const eng_named *ts, const name_key *keys, int n, const eng_st_header *h, int *src,
+		 eng_strbuf *msg)
 {
 	int bad = 0, i = 0, j = 0;
 	char fs[160], ms[160];
@@ -341,12 +362,14 @@ static int match(const eng_named *ts, const name_key *keys, int n, const eng_st_
 		const eng_tensor *t = ts[keys[i].i].t;
 		src[keys[i].i] = h->by_name[j];
 		if (eng_tensor_dtype(t) != e->dtype)
-			note(msg, &bad, "'%.200s': dtype %s in the file, %s in the model", e->name, eng_st_dtype_name(e->dtype),
-			     eng_st_dtype_name(eng_tensor_dtype(t)));
-		if (eng_ndim(t) != e->ndim || memcmp(eng_shape(t), e->shape, sizeof(int64_t) * (size_t)e->ndim)) {
+			note(msg, &bad, "'%.200s': dtype %s in the file, %s in the model", e->name,
+			     eng_st_dtype_name(e->dtype), eng_st_dtype_name(eng_tensor_dtype(t)));
+		if (eng_ndim(t) != e->ndim ||
+		    memcmp(eng_shape(t), e->shape, sizeof(int64_t) * (size_t)e->ndim)) {
 			eng_st_fmt_shape(fs, sizeof(fs), e->ndim, e->shape);
 			eng_st_fmt_shape(ms, sizeof(ms), eng_ndim(t), eng_shape(t));
-			note(msg, &bad, "'%.200s': shape %s in the file, %s in the model", e->name, fs, ms);
+			note(msg, &bad, "'%.200s': shape %s in the file, %s in the model", e->name,
+			     fs, ms);
 		}
 		i++;
 		j++;
@@ -378,8 +401,10 @@ eng_status eng_safetensors_load_into(eng_ctx *ctx, const char *path, const eng_n
 	}
 	int nbad = match(ts, keys, n, &h, src, &msg);
 	if (nbad) {
-		st = eng_set_error(ctx, ENG_EINVAL, "safetensors: %s: %d mismatch%s between the file and the model: %s",
-				   path, nbad, nbad == 1 ? "" : "es", msg.s ? msg.s : "");
+		st = eng_set_error(
+			ctx, ENG_EINVAL,
+			"safetensors: %s: %d mismatch%s between the file and the model: %s", path,
+			nbad, nbad == 1 ? "" : "es", msg.s ? msg.s : "");
 		goto out;
 	}
 	if ((st = read_all(ctx, path, fd, &h, loaded)))

@@ -19,11 +19,10 @@ static const struct {
 	const char *name;
 	int engine;
 } st_dtypes[] = {
-	{"BOOL", ENG_BOOL}, {"U8", ENG_U8},   {"I32", ENG_I32},		{"I64", ENG_I64},
-	{"F16", ENG_F16},   {"F32", ENG_F32}, {"I8", -1},		{"I16", -1},
-	{"U16", -1},	    {"U32", -1},      {"U64", -1},		{"BF16", -1},
-	{"F64", -1},	    {"F8_E4M3", -1},  {"F8_E5M2", -1},		{"F8_E8M0", -1},
-	{"F6_E2M3", -1},    {"F6_E3M2", -1},  {"F4", -1},		{"C64", -1},
+	{"BOOL", ENG_BOOL}, {"U8", ENG_U8},  {"I32", ENG_I32}, {"I64", ENG_I64}, {"F16", ENG_F16},
+	{"F32", ENG_F32},   {"I8", -1},	     {"I16", -1},      {"U16", -1},	 {"U32", -1},
+	{"U64", -1},	    {"BF16", -1},    {"F64", -1},      {"F8_E4M3", -1},	 {"F8_E5M2", -1},
+	{"F8_E8M0", -1},    {"F6_E2M3", -1}, {"F6_E3M2", -1},  {"F4", -1},	 {"C64", -1},
 };
 #define N_ST_DTYPES ((int)(sizeof(st_dtypes) / sizeof(st_dtypes[0])))
 
@@ -53,7 +52,11 @@ bool eng_st_utf8_valid(const char *str, size_t n)
 	const unsigned char *s = (const unsigned char *)str;
 	for (size_t i = 0; i < n;) {
 		unsigned c = s[i];
-		int len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+		int len = c < 0x80	       ? 1
+			  : (c & 0xe0) == 0xc0 ? 2
+			  : (c & 0xf0) == 0xe0 ? 3
+			  : (c & 0xf8) == 0xf0 ? 4
+					       : 0;
 		if (!len || i + (size_t)len > n)
 			return false;
 		uint32_t cp = len == 1 ? c : c & (0x7fu >> len);
@@ -102,50 +105,60 @@ void eng_st_fmt_shape(char *buf, size_t len, int ndim, const int64_t *shape)
 {
 	size_t used = (size_t)snprintf(buf, len, "[");
 	for (int i = 0; i < ndim && used < len; i++)
-		used += (size_t)snprintf(buf + used, len - used, "%s%lld", i ? ", " : "", (long long)shape[i]);
+		used += (size_t)snprintf(buf + used, len - used, "%s%lld", i ? ", " : "",
+					 (long long)shape[i]);
 	if (used < len)
 		snprintf(buf + used, len - used, "]");
 }
 
-static eng_status parse_dtype(eng_ctx *ctx, const char *path, const char *name, const cJSON *j, eng_dtype *out)
+static eng_status parse_dtype(eng_ctx *ctx, const char *path, const char *name, const cJSON *j,
+			      eng_dtype *out)
 {
 	if (!cJSON_IsString(j))
-		return bad(ctx, ENG_EINVAL, path, "tensor '%.200s': \"dtype\" missing or not a string", name);
+		return bad(ctx, ENG_EINVAL, path,
+			   "tensor '%.200s': \"dtype\" missing or not a string", name);
 	for (int i = 0; i < N_ST_DTYPES; i++) {
 		if (strcmp(j->valuestring, st_dtypes[i].name))
 			continue;
 		if (st_dtypes[i].engine < 0)
 			return bad(ctx, ENG_EDTYPE, path,
-				   "tensor '%.200s': dtype %s is not supported (only F32, F16, I64, I32, U8, BOOL)",
+				   "tensor '%.200s': dtype %s is not supported (only F32, F16, "
+				   "I64, I32, U8, BOOL)",
 				   name, st_dtypes[i].name);
 		*out = (eng_dtype)st_dtypes[i].engine;
 		return ENG_OK;
 	}
-	return bad(ctx, ENG_EDTYPE, path, "tensor '%.200s': unknown dtype '%.64s'", name, j->valuestring);
+	return bad(ctx, ENG_EDTYPE, path, "tensor '%.200s': unknown dtype '%.64s'", name,
+		   j->valuestring);
 }
 
 /* One "name": {"dtype", "shape", "data_offsets"} entry. */
-static eng_status parse_entry(eng_ctx *ctx, const char *path, const cJSON *item, uint64_t data_size, eng_st_entry *e)
+static eng_status parse_entry(eng_ctx *ctx, const char *path, const cJSON *item, uint64_t data_size,
+			      eng_st_entry *e)
 {
 	const char *name = item->string;
 	if (!cJSON_IsObject(item))
 		return bad(ctx, ENG_EINVAL, path, "tensor '%.200s': entry is not an object", name);
-	eng_status st = parse_dtype(ctx, path, name, cJSON_GetObjectItemCaseSensitive(item, "dtype"), &e->dtype);
+	eng_status st = parse_dtype(ctx, path, name,
+				    cJSON_GetObjectItemCaseSensitive(item, "dtype"), &e->dtype);
 	if (st)
 		return st;
 
 	const cJSON *shape = cJSON_GetObjectItemCaseSensitive(item, "shape");
 	if (!cJSON_IsArray(shape))
-		return bad(ctx, ENG_EINVAL, path, "tensor '%.200s': \"shape\" missing or not an array", name);
+		return bad(ctx, ENG_EINVAL, path,
+			   "tensor '%.200s': \"shape\" missing or not an array", name);
 	int ndim = cJSON_GetArraySize(shape);
 	if (ndim > ENG_MAX_DIMS)
-		return bad(ctx, ENG_EINVAL, path, "tensor '%.200s': shape has %d dimensions (at most %d)", name,
-			   ndim, ENG_MAX_DIMS);
+		return bad(ctx, ENG_EINVAL, path,
+			   "tensor '%.200s': shape has %d dimensions (at most %d)", name, ndim,
+			   ENG_MAX_DIMS);
 	e->ndim = ndim;
 	for (int d = 0; d < ndim; d++) {
 		uint64_t v;
 		if (!json_uint(cJSON_GetArrayItem(shape, d), &v))
-			return bad(ctx, ENG_EINVAL, path, "tensor '%.200s': shape entry %d is not a non-negative integer",
+			return bad(ctx, ENG_EINVAL, path,
+				   "tensor '%.200s': shape entry %d is not a non-negative integer",
 				   name, d);
 		e->shape[d] = (int64_t)v;
 	}
@@ -153,27 +166,35 @@ static eng_status parse_entry(eng_ctx *ctx, const char *path, const cJSON *item,
 	eng_st_fmt_shape(sh, sizeof(sh), ndim, e->shape);
 	int64_t numel;
 	if (!eng_shape_numel(ndim, e->shape, &numel))
-		return bad(ctx, ENG_ERANGE, path, "tensor '%.200s': shape %s has too many elements (limit 2^40)",
-			   name, sh);
+		return bad(ctx, ENG_ERANGE, path,
+			   "tensor '%.200s': shape %s has too many elements (limit 2^40)", name,
+			   sh);
 
 	const cJSON *offs = cJSON_GetObjectItemCaseSensitive(item, "data_offsets");
 	if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 ||
-	    !json_uint(cJSON_GetArrayItem(offs, 0), &e->begin) || !json_uint(cJSON_GetArrayItem(offs, 1), &e->end))
+	    !json_uint(cJSON_GetArrayItem(offs, 0), &e->begin) ||
+	    !json_uint(cJSON_GetArrayItem(offs, 1), &e->end))
 		return bad(ctx, ENG_EINVAL, path,
-			   "tensor '%.200s': \"data_offsets\" missing or not two non-negative integers", name);
+			   "tensor '%.200s': \"data_offsets\" missing or not two non-negative "
+			   "integers",
+			   name);
 	unsigned long long b = e->begin, en = e->end;
 	if (e->begin > e->end)
-		return bad(ctx, ENG_EINVAL, path, "tensor '%.200s': data_offsets [%llu, %llu] end before begin",
-			   name, b, en);
-	if (e->end > data_size)
 		return bad(ctx, ENG_EINVAL, path,
-			   "tensor '%.200s': data_offsets [%llu, %llu] outside the data (%llu bytes)", name, b, en,
-			   (unsigned long long)data_size);
+			   "tensor '%.200s': data_offsets [%llu, %llu] end before begin", name, b,
+			   en);
+	if (e->end > data_size)
+		return bad(
+			ctx, ENG_EINVAL, path,
+			"tensor '%.200s': data_offsets [%llu, %llu] outside the data (%llu bytes)",
+			name, b, en, (unsigned long long)data_size);
 	uint64_t want = (uint64_t)numel * eng_dtype_size(e->dtype);
 	if (e->end - e->begin != want)
 		return bad(ctx, ENG_EINVAL, path,
-			   "tensor '%.200s': data_offsets [%llu, %llu] hold %llu bytes but shape %s of %s needs %llu",
-			   name, b, en, en - b, sh, eng_st_dtype_name(e->dtype), (unsigned long long)want);
+			   "tensor '%.200s': data_offsets [%llu, %llu] hold %llu bytes but shape "
+			   "%s of %s needs %llu",
+			   name, b, en, en - b, sh, eng_st_dtype_name(e->dtype),
+			   (unsigned long long)want);
 	return ENG_OK;
 }
 
@@ -191,7 +212,9 @@ static int cmp_name(const void *a, const void *b)
 static int cmp_begin(const void *a, const void *b)
 {
 	const sort_key *x = a, *y = b;
-	return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : (x->end > y->end) - (x->end < y->end);
+	return x->begin < y->begin   ? -1
+	       : x->begin > y->begin ? 1
+				     : (x->end > y->end) - (x->end < y->end);
 }
 
 /* No name twice, no two non-empty byte ranges sharing a byte; fills h->by_name. */
@@ -207,7 +230,8 @@ static eng_status check_names_and_ranges(eng_ctx *ctx, const char *path, eng_st_
 	for (int i = 0; i < h->n; i++) {
 		h->by_name[i] = k[i].i;
 		if (i && !strcmp(k[i].name, k[i - 1].name)) {
-			st = bad(ctx, ENG_EINVAL, path, "tensor '%.200s' appears twice in the header", k[i].name);
+			st = bad(ctx, ENG_EINVAL, path,
+				 "tensor '%.200s' appears twice in the header", k[i].name);
 			goto out;
 		}
 	}
@@ -217,9 +241,11 @@ static eng_status check_names_and_ranges(eng_ctx *ctx, const char *path, eng_st_
 		if (k[i].begin == k[i].end)
 			continue; /* empty: shares no byte */
 		if (prev >= 0 && k[i].begin < k[prev].end) {
-			st = bad(ctx, ENG_EINVAL, path, "tensors '%.200s' [%llu, %llu] and '%.200s' [%llu, %llu] overlap",
-				 k[prev].name, (unsigned long long)k[prev].begin, (unsigned long long)k[prev].end,
-				 k[i].name, (unsigned long long)k[i].begin, (unsigned long long)k[i].end);
+			st = bad(ctx, ENG_EINVAL, path,
+				 "tensors '%.200s' [%llu, %llu] and '%.200s' [%llu, %llu] overlap",
+				 k[prev].name, (unsigned long long)k[prev].begin,
+				 (unsigned long long)k[prev].end, k[i].name,
+				 (unsigned long long)k[i].begin, (unsigned long long)k[i].end);
 			goto out;
 		}
 		prev = i;
@@ -237,25 +263,29 @@ static eng_status check_metadata(eng_ctx *ctx, const char *path, const cJSON *me
 	cJSON_ArrayForEach(m, meta)
 	{
 		if (!cJSON_IsString(m))
-			return bad(ctx, ENG_EINVAL, path, "\"__metadata__\" entry '%.200s' is not a string", m->string);
+			return bad(ctx, ENG_EINVAL, path,
+				   "\"__metadata__\" entry '%.200s' is not a string", m->string);
 	}
 	return ENG_OK;
 }
 
 /* Parse the JSON text and fill h's entries. */
-static eng_status parse_json(eng_ctx *ctx, const char *path, const char *text, size_t len, eng_st_header *h)
+static eng_status parse_json(eng_ctx *ctx, const char *path, const char *text, size_t len,
+			     eng_st_header *h)
 {
 	if (!eng_st_utf8_valid(text, len))
 		return bad(ctx, ENG_EINVAL, path, "header is not valid UTF-8");
 	const char *end = NULL;
 	cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, false);
 	if (!root)
-		return bad(ctx, ENG_EINVAL, path, "header is not valid JSON (error near byte %zu of %zu)",
+		return bad(ctx, ENG_EINVAL, path,
+			   "header is not valid JSON (error near byte %zu of %zu)",
 			   end ? (size_t)(end - text) : (size_t)0, len);
 	eng_status st = ENG_OK;
 	for (const char *p = end; p < text + len; p++)
 		if (!strchr(" \t\r\n", *p)) {
-			st = bad(ctx, ENG_EINVAL, path, "header has trailing bytes after the JSON (byte %zu of %zu)",
+			st = bad(ctx, ENG_EINVAL, path,
+				 "header has trailing bytes after the JSON (byte %zu of %zu)",
 				 (size_t)(p - text), len);
 			goto out;
 		}
@@ -304,29 +334,35 @@ eng_status eng_st_header_read(eng_ctx *ctx, const char *path, int fd, eng_st_hea
 	uint64_t size = (uint64_t)sb.st_size;
 	unsigned char lenb[8];
 	if (size < 8)
-		return bad(ctx, ENG_EIO, path, "file is %llu bytes, too short for the 8-byte header length",
+		return bad(ctx, ENG_EIO, path,
+			   "file is %llu bytes, too short for the 8-byte header length",
 			   (unsigned long long)size);
 	errno = 0;
 	if (eng_st_pread_all(fd, lenb, 8, 0) != 8)
-		return bad(ctx, ENG_EIO, path, "cannot read the header length: %s", errno ? strerror(errno) : "short read");
+		return bad(ctx, ENG_EIO, path, "cannot read the header length: %s",
+			   errno ? strerror(errno) : "short read");
 	uint64_t hlen = 0;
 	for (int i = 7; i >= 0; i--)
 		hlen = hlen << 8 | lenb[i];
 	if (hlen > ENG_ST_MAX_HEADER)
-		return bad(ctx, ENG_EINVAL, path, "header length %llu exceeds the limit of %llu bytes",
+		return bad(ctx, ENG_EINVAL, path,
+			   "header length %llu exceeds the limit of %llu bytes",
 			   (unsigned long long)hlen, (unsigned long long)ENG_ST_MAX_HEADER);
 	if (hlen > size - 8)
-		return bad(ctx, ENG_EIO, path, "header length %llu exceeds the file (%llu bytes after the length)",
+		return bad(ctx, ENG_EIO, path,
+			   "header length %llu exceeds the file (%llu bytes after the length)",
 			   (unsigned long long)hlen, (unsigned long long)(size - 8));
 	h->data_start = 8 + hlen;
 	h->data_size = size - h->data_start;
 	char *text = malloc(hlen ? hlen : 1);
 	if (!text)
-		return eng_set_error(ctx, ENG_ENOMEM, "safetensors: %s: out of memory for the header", path);
+		return eng_set_error(ctx, ENG_ENOMEM,
+				     "safetensors: %s: out of memory for the header", path);
 	eng_status st;
 	errno = 0;
 	if (eng_st_pread_all(fd, text, hlen, 8) != (ssize_t)hlen)
-		st = bad(ctx, ENG_EIO, path, "cannot read the header: %s", errno ? strerror(errno) : "short read");
+		st = bad(ctx, ENG_EIO, path, "cannot read the header: %s",
+			 errno ? strerror(errno) : "short read");
 	else
 		st = parse_json(ctx, path, text, hlen, h);
 	free(text);
@@ -366,11 +402,13 @@ void eng_st_header_write(eng_strbuf *out, const eng_named *ts, const int *ord, i
 	eng_sb_puts(out, "{");
 	for (int k = 0; k < n; k++) {
 		const eng_named *t = &ts[ord[k]];
-		uint64_t nbytes = (uint64_t)eng_numel(t->t) * eng_dtype_size(eng_tensor_dtype(t->t));
+		uint64_t nbytes =
+			(uint64_t)eng_numel(t->t) * eng_dtype_size(eng_tensor_dtype(t->t));
 		if (k)
 			eng_sb_puts(out, ",");
 		put_json_string(out, t->name);
-		eng_sb_printf(out, ":{\"dtype\":\"%s\",\"shape\":[", eng_st_dtype_name(eng_tensor_dtype(t->t)));
+		eng_sb_printf(out, ":{\"dtype\":\"%s\",\"shape\":[",
+			      eng_st_dtype_name(eng_tensor_dtype(t->t)));
 		for (int d = 0; d < eng_ndim(t->t); d++)
 			eng_sb_printf(out, "%s%lld", d ? "," : "", (long long)eng_shape(t->t)[d]);
 		eng_sb_printf(out, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,

@@ -196,14 +196,15 @@ eng_status eng_schedule_build(eng_ctx *ctx, eng_node *const *nodes, int n, eng_s
 	if (!store.n)
 		goto done;
 
-	/* grow the stored set until every kernel lowers */
+	/* Grow the stored set until every kernel lowers, then store every reduction that more
+	 * than one kernel would compute as a phase (computing it once is cheaper), and repeat. */
 	for (int iter = 0;; iter++) {
-		if (iter > 100000) {
+		if (iter > 10000) {
 			st = eng_set_error(ctx, ENG_ESTATE, "scheduler did not converge");
 			goto fail;
 		}
 		bool changed = false;
-		for (size_t i = 0; i < store.n && !changed; i++) {
+		for (size_t i = 0; i < store.n; i++) {
 			const eng_node *r = store.list[i];
 			if (eng_node_numel(r) == 0)
 				continue;
@@ -220,6 +221,38 @@ eng_status eng_schedule_build(eng_ctx *ctx, eng_node *const *nodes, int n, eng_s
 				goto fail;
 			}
 		}
+		if (changed)
+			continue;
+		nset seen_phase = {0}, shared = {0};
+		for (size_t i = 0; i < store.n && !st; i++) {
+			const eng_node *r = store.list[i];
+			if (eng_node_numel(r) == 0)
+				continue;
+			eng_kernel_ir ir;
+			const eng_node *must = NULL;
+			st = trial(ctx, &store, &r, 1, false, &ir, &must);
+			for (int p = 0; p < ir.nphases && !st; p++) {
+				const eng_node *ph = ir.phases[p].node;
+				bool dup = false; /* one kernel may use a reduction in several phases */
+				for (int q = 0; q < p && !dup; q++)
+					dup = ir.phases[q].node == ph;
+				if (dup)
+					continue;
+				if ((nset_has(&seen_phase, ph) && !nset_add(&shared, ph)) || !nset_add(&seen_phase, ph))
+					st = ENG_ENOMEM;
+			}
+			eng_kernel_ir_free(&ir);
+		}
+		for (size_t i = 0; i < shared.n && !st; i++)
+			if (!nset_add(&store, shared.list[i]))
+				st = ENG_ENOMEM;
+		changed = shared.n > 0;
+		nset_free(&seen_phase);
+		nset_free(&shared);
+		if (st == ENG_ENOMEM)
+			goto oom;
+		if (st)
+			goto fail;
 		if (!changed)
 			break;
 	}

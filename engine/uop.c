@@ -14,6 +14,7 @@ typedef struct chunk {
 } chunk;
 
 struct eng_uops {
+	uint8_t var_rank[64]; /* loop nesting rank of each variable, for term order */
 	chunk *chunks;
 	eng_uop **tab;
 	size_t ntab, count;
@@ -346,10 +347,28 @@ static eng_uop *term(eng_uops *u, eng_uop *base, int64_t coef)
 	return raw_bin(u, ENG_OP_MUL, base, u_ic(u, coef), lo < hi ? lo : hi, lo < hi ? hi : lo);
 }
 
+/* Terms in sums: non-variables first, then variables by loop rank (innermost last), so an
+ * index reads "invariant part + inner variable" and vectorizers see consecutive addresses. */
+static const eng_uops *sort_ctx;
+
+static int term_rank(const eng_uop *x)
+{
+	return x->kind == U_VAR ? 1 + sort_ctx->var_rank[x->arg.var & 63] : 0;
+}
+
 static int cmp_terms(const void *pa, const void *pb)
 {
 	const eng_uop *a = *(eng_uop *const *)pa, *b = *(eng_uop *const *)pb;
+	int ra = term_rank(a), rb = term_rank(b);
+	if (ra != rb)
+		return ra < rb ? -1 : 1;
 	return a->id < b->id ? -1 : a->id > b->id;
+}
+
+void eng_uops_set_var_rank(eng_uops *u, int var, int rank)
+{
+	if (var >= 0 && var < 64)
+		u->var_rank[var] = (uint8_t)rank;
 }
 
 /* Rebuild a canonical sum: terms sorted by base id, constant last. */
@@ -360,6 +379,7 @@ static eng_uop *lin_build(eng_uops *u, lin *l)
 	for (int i = 0; i < l->n; i++)
 		if (l->coef[i])
 			order[n++] = l->base[i];
+	sort_ctx = u;
 	qsort(order, n, sizeof(order[0]), cmp_terms);
 	eng_uop *acc = NULL;
 	for (int i = 0; i < n; i++) {

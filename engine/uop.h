@@ -44,6 +44,8 @@ typedef struct eng_uops eng_uops;
 
 eng_uops *eng_uops_create(void);
 void eng_uops_destroy(eng_uops *u);
+/* Loop nesting rank of a variable (0 outer .. higher inner): sums list inner variables last. */
+void eng_uops_set_var_rank(eng_uops *u, int var, int rank);
 /* Non-zero after an allocation failure; every constructor then returns a dummy constant. */
 bool eng_uops_failed(const eng_uops *u);
 

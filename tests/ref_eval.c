@@ -561,7 +561,8 @@ static bool eval_node(memo *m, const eng_node *n, ref_array *o)
 			if (o->f)
 				o->f[k] = round_to(exact, o->dtype, ov[k]);
 			else
-				o->i[k] = o->dtype == ENG_BOOL ? ov[k] != 0 : float_to_int(o->dtype, ov[k]);
+				o->i[k] = o->dtype == ENG_BOOL ? ov[k] != 0
+							       : float_to_int(o->dtype, ov[k]);
 		}
 		return true;
 	}

@@ -10,7 +10,7 @@
 #include "testutil.h"
 
 #define N_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
-#define S(...) ((int64_t[]){__VA_ARGS__})
+#define S(...)	((int64_t[]){__VA_ARGS__})
 
 /* ---- the gradient checker ----
  * Each case builds loss = sum(out * W) with W a fixed random weight of out's shape (so every
@@ -21,13 +21,17 @@
  * compile) when it ends. */
 
 #define FD_STEP 1e-3 /* relative step of the central differences */
-#define GC_RTOL 1e-3 /* tolerance: GC_RTOL * (|want| + max |want|) + GC_ATOL */
+/* Tolerance of a float32 gradient: rtol * (|want| + max |want|) + GC_ATOL, rtol = GC_RTOL unless
+ * a test sets another (float16 inputs). The float32 engine agrees with float64 differences to
+ * about 5e-6, so GC_RTOL leaves a wide margin and still catches a gradient 0.1% off. */
+#define GC_RTOL 1e-4
 #define GC_ATOL 1e-5
 
 typedef struct gc {
 	eng_ctx *ctx;
 	tu_rng rng;
 	tu_batch *batch;
+	double rtol;
 	char report[4096]; /* failures found while building (reported after the batch) */
 	size_t used;
 	int nfail;
@@ -38,6 +42,7 @@ static void gc_init(gc *g, uint64_t seed)
 	memset(g, 0, sizeof(*g));
 	g->ctx = tu_ctx_new();
 	g->rng.s = seed;
+	g->rtol = GC_RTOL;
 	g->batch = tu_batch_new(g->ctx);
 }
 
@@ -51,8 +56,9 @@ static void gc_fail(gc *g, const char *fmt, ...)
 	va_start(ap, fmt);
 	int w = vsnprintf(g->report + g->used, sizeof(g->report) - g->used, fmt, ap);
 	va_end(ap);
+	size_t room = sizeof(g->report) - g->used;
 	if (w > 0)
-		g->used += (size_t)w < sizeof(g->report) - g->used ? (size_t)w : sizeof(g->report) - g->used - 1;
+		g->used += (size_t)w < room ? (size_t)w : room - 1;
 }
 
 /* Realize and compare every gradient of the test, then free the context. */
@@ -60,8 +66,8 @@ static void gc_fail(gc *g, const char *fmt, ...)
 static void gc_done_at(gc *g, const char *file, int line)
 {
 	tu_batch_check_at(g->batch, file, line);
-	ck_assert_msg(g->nfail == 0, "%s:%d: %d gradient checks failed before realizing:%s", file, line,
-		      g->nfail, g->report);
+	ck_assert_msg(g->nfail == 0, "%s:%d: %d gradient checks failed before realizing:%s", file,
+		      line, g->nfail, g->report);
 	tu_ctx_free(g->ctx);
 }
 
@@ -82,7 +88,8 @@ static void draw_values(gc *g, draw how, int64_t n, double lo, double hi, double
 {
 	for (int64_t k = 0; k < n; k++) {
 		if (how == DISTINCT) {
-			v[k] = lo + (hi - lo) * ((double)k + 0.35 + 0.3 * tu_real(&g->rng, 0, 1)) / (double)n;
+			double at = (double)k + 0.35 + 0.3 * tu_real(&g->rng, 0, 1);
+			v[k] = lo + (hi - lo) * at / (double)n;
 		} else {
 			v[k] = tu_real(&g->rng, lo, hi);
 			if (how == AWAY && tu_next(&g->rng) & 1)
@@ -98,17 +105,24 @@ static void draw_values(gc *g, draw how, int64_t n, double lo, double hi, double
 		}
 }
 
-/* A realized float32 input that does not require grad. */
-static eng_tensor *input(gc *g, draw how, int ndim, const int64_t *shape, double lo, double hi)
+/* A realized input of dtype dt that does not require grad. */
+static eng_tensor *input_as(gc *g, eng_dtype dt, draw how, int ndim, const int64_t *shape,
+			    double lo, double hi)
 {
 	int64_t n = numel_of(ndim, shape);
 	double *v = malloc((size_t)(n ? n : 1) * sizeof(double));
 	ck_assert(v != NULL);
 	draw_values(g, how, n, lo, hi, v);
-	eng_tensor *t = tu_from_doubles(g->ctx, ENG_F32, ndim, shape, v);
+	eng_tensor *t = tu_from_doubles(g->ctx, dt, ndim, shape, v);
 	free(v);
 	ck_assert_msg(t != NULL, "input: %s", eng_errmsg(g->ctx));
 	return t;
+}
+
+/* A realized float32 input that does not require grad. */
+static eng_tensor *input(gc *g, draw how, int ndim, const int64_t *shape, double lo, double hi)
+{
+	return input_as(g, ENG_F32, how, ndim, shape, lo, hi);
 }
 
 /* The same, requiring grad. */
@@ -196,7 +210,7 @@ static double *finite_diff(const eng_tensor *loss, const eng_tensor *x)
 	return fd;
 }
 
-/* Queue x's gradient g (a tensor in the current scope) for comparison with want * scale. */
+/* Queue a gradient (a tensor in the current scope) for comparison with want * scale. */
 static void expect_grad(gc *g, eng_tensor *grad, const double *want, int64_t n, double scale,
 			const char *label, int i)
 {
@@ -208,7 +222,7 @@ static void expect_grad(gc *g, eng_tensor *grad, const double *want, int64_t n, 
 	}
 	/* a handle of our own in the test's scope: x's gradient may be cleared afterwards */
 	eng_tensor *h = eng_keep(eng_cast(grad, eng_tensor_dtype(grad)));
-	tu_batch_want(g->batch, h, w, n, GC_RTOL, GC_RTOL * mx + GC_ATOL, "%s: d/dx%d", label, i);
+	tu_batch_want(g->batch, h, w, n, g->rtol, g->rtol * mx + GC_ATOL, "%s: d/dx%d", label, i);
 	free(w);
 }
 
@@ -242,7 +256,9 @@ static void check(gc *g, const char *label, eng_tensor *out, int n, eng_tensor *
 			if (!grad)
 				gc_fail(g, "\n  [%s] input %d got no gradient", label, i);
 			else if (!fd)
-				gc_fail(g, "\n  [%s] input %d: the reference cannot evaluate the loss", label, i);
+				gc_fail(g,
+					"\n  [%s] input %d: the reference cannot evaluate the loss",
+					label, i);
 			else
 				expect_grad(g, grad, fd, eng_numel(xs[i]), 1.0, label, i);
 			free(fd);
@@ -252,7 +268,7 @@ static void check(gc *g, const char *label, eng_tensor *out, int n, eng_tensor *
 	eng_scope_end(ctx);
 }
 
-#define CHECK(g, label, out, ...)                                                  \
+#define CHECK(g, label, out, ...)                                              \
 	check((g), (label), (out), N_OF(((eng_tensor *const[]){__VA_ARGS__})), \
 	      (eng_tensor *const[]){__VA_ARGS__})
 
@@ -269,7 +285,8 @@ START_TEST(grad_unary)
 		int nd = ndims[s];
 		const int64_t *sh = shapes[s];
 		eng_tensor *x = param(&g, UNIFORM, nd, sh, -2, 2);
-		eng_tensor *p = param(&g, UNIFORM, nd, sh, 0.5, 3); /* positive: log2, sqrt, recip */
+		/* p positive: log2, sqrt, recip */
+		eng_tensor *p = param(&g, UNIFORM, nd, sh, 0.5, 3);
 		snprintf(l, sizeof(l), "exp2 %dd", nd);
 		CHECK(&g, l, eng_exp2(x), x);
 		snprintf(l, sizeof(l), "log2 %dd", nd);
@@ -293,6 +310,16 @@ START_TEST(grad_unary)
 	CHECK(&g, "sqrt of strided slice", eng_sqrt(eng_slice(x, 1, 0, 4, 2)), x);
 	CHECK(&g, "sin of flip", eng_sin(eng_flip(x, (int[]){0}, 1)), x);
 	CHECK(&g, "chain exp2(sin(recip))", eng_exp2(eng_sin(eng_recip(x))), x);
+	/* float16 inputs: ops round to float16, the gradient is float16 too */
+	eng_tensor *h = input_as(&g, ENG_F16, UNIFORM, 2, S(3, 4), 0.5, 2);
+	eng_tensor *hb = input_as(&g, ENG_F16, UNIFORM, 2, S(1, 4), 0.5, 2);
+	ck_assert(eng_set_requires_grad(h, true) == ENG_OK &&
+		  eng_set_requires_grad(hb, true) == ENG_OK);
+	g.rtol = 5e-3;
+	CHECK(&g, "float16 log2", eng_log2(h), h);
+	CHECK(&g, "float16 mul broadcast", eng_mul(h, hb), h, hb);
+	CHECK(&g, "float16 cast to float32", eng_exp2(eng_cast(h, ENG_F32)), h);
+	g.rtol = GC_RTOL;
 	gc_done(&g);
 }
 END_TEST
@@ -354,8 +381,8 @@ START_TEST(grad_binary)
 	eng_tensor *wb = param(&g, UNIFORM, 2, S(1, 4), -2, 2);
 	eng_tensor *wk = param(&g, AWAY, 2, S(3, 4), 0.1, 2);
 	CHECK(&g, "where", eng_where(c, wa, wb), wa, wb);
-	CHECK(&g, "where(x > 0, x*x, -x)", eng_where(eng_gt(wk, eng_scalar(g.ctx, ENG_F32, 0)),
-						 eng_mul(wk, wk), eng_neg(wk)),
+	CHECK(&g, "where(x > 0, x*x, -x)",
+	      eng_where(eng_gt(wk, eng_scalar(g.ctx, ENG_F32, 0)), eng_mul(wk, wk), eng_neg(wk)),
 	      wk);
 	/* a float used by a compare only gets no gradient through it */
 	eng_tensor *ref = param(&g, UNIFORM, 2, S(3, 4), -2, 2);
@@ -376,10 +403,10 @@ START_TEST(grad_reduce)
 	gc g;
 	gc_init(&g, 13);
 	const struct {
-		int axes[3], naxes;
+		int axes[3], naxes; /* naxes 0: all axes */
 		bool keep;
 	} rd[] = {
-		{{0}, 1, false}, {{1}, 1, true}, {{-1}, 1, false}, {{0, 2}, 2, true},
+		{{0}, 1, false},       {{1}, 1, true},	{{-1}, 1, false}, {{0, 2}, 2, true},
 		{{0, 1, 2}, 3, false}, {{0}, 0, false}, {{0}, 0, true},
 	};
 	char l[64];
@@ -414,7 +441,8 @@ START_TEST(grad_movement)
 	CHECK(&g, "reshape", eng_reshape(x, 2, S(4, 6)), x);
 	CHECK(&g, "reshape -1", eng_reshape(x, 3, S(3, -1, 2)), x);
 	CHECK(&g, "permute", eng_permute(x, (int[]){2, 0, 1}), x);
-	CHECK(&g, "permute of permute", eng_permute(eng_permute(x, (int[]){2, 0, 1}), (int[]){0, 2, 1}), x);
+	CHECK(&g, "permute of permute",
+	      eng_permute(eng_permute(x, (int[]){2, 0, 1}), (int[]){0, 2, 1}), x);
 	CHECK(&g, "pad", eng_pad(x, (const int64_t[][2]){{1, 0}, {0, 2}, {1, 1}}), x);
 	CHECK(&g, "shrink", eng_shrink(x, (const int64_t[][2]){{1, 2}, {0, 2}, {1, 4}}), x);
 	CHECK(&g, "flip", eng_flip(x, (int[]){0, 2}, 2), x);
@@ -425,7 +453,8 @@ START_TEST(grad_movement)
 	CHECK(&g, "flatten", eng_flatten(x, 1, 2), x);
 	CHECK(&g, "unsqueeze+squeeze", eng_squeeze(eng_unsqueeze(x, 1), 1), x);
 	CHECK(&g, "pad of shrink of permute",
-	      eng_pad(eng_shrink(eng_permute(x, (int[]){1, 0, 2}), (const int64_t[][2]){{0, 2}, {1, 2}, {1, 3}}),
+	      eng_pad(eng_shrink(eng_permute(x, (int[]){1, 0, 2}),
+				 (const int64_t[][2]){{0, 2}, {1, 2}, {1, 3}}),
 		      (const int64_t[][2]){{0, 1}, {2, 0}, {0, 0}}),
 	      x);
 	/* expand: a (3,1) + b (1,4), and an explicit expand of a size-1 axis */
@@ -449,8 +478,8 @@ START_TEST(grad_movement)
 	CHECK(&g, "cat axis 0", eng_cat((eng_tensor *[]){c1, c2, c3}, 3, 0), c1, c2, c3);
 	eng_tensor *d1 = param(&g, UNIFORM, 2, S(2, 3), -2, 2);
 	eng_tensor *c4 = param(&g, UNIFORM, 2, S(2, 2), -2, 2);
-	CHECK(&g, "cat axis 1", eng_cat((eng_tensor *[]){c1, eng_transpose(c4, 0, 1), d1}, 3, 1), c1,
-	      c4, d1);
+	CHECK(&g, "cat axis 1", eng_cat((eng_tensor *[]){c1, eng_transpose(c4, 0, 1), d1}, 3, 1),
+	      c1, c4, d1);
 	CHECK(&g, "cat with itself", eng_cat((eng_tensor *[]){c1, c1}, 2, -1), c1);
 	CHECK(&g, "stack axis 0", eng_stack((eng_tensor *[]){c1, d1}, 2, 0), c1, d1);
 	CHECK(&g, "stack axis -1", eng_stack((eng_tensor *[]){c1, d1, c1}, 3, -1), c1, d1);
@@ -496,6 +525,15 @@ START_TEST(grad_math)
 	CHECK(&g, "clamp lo only", eng_clamp(d, -1.0 / 3, INFINITY), d);
 	CHECK(&g, "clamp hi only", eng_clamp(d, -INFINITY, 2.0 / 3), d);
 	CHECK(&g, "tanh of permuted", eng_tanh(xt), xb);
+	/* piecewise-constant functions pass no gradient: only the direct path counts (values
+	 * at least 0.1 from integers, half-integers and 0) */
+	eng_tensor *pc = param_vals(
+		&g, 2, sh,
+		(double[]){-2.3, -1.6, -0.7, -0.2, 0.3, 0.8, 1.4, 1.7, 2.2, 2.6, -2.8, 0.6});
+	eng_tensor *steps = eng_add(eng_add(eng_floor(pc), eng_ceil(pc)),
+				    eng_add(eng_round(pc), eng_trunc(pc)));
+	CHECK(&g, "sign(x)*x + floor + ceil + round + trunc",
+	      eng_add(eng_mul(eng_sign(pc), pc), steps), pc);
 	/* powers */
 	eng_tensor *e = param(&g, UNIFORM, 2, sh, -1.5, 1.5);
 	CHECK(&g, "pow tensor", eng_pow(p, e), p, e);
@@ -561,8 +599,8 @@ START_TEST(grad_matmul)
 	/* non-contiguous operands: a transposed view on each side */
 	eng_tensor *at = param(&g, UNIFORM, 2, S(4, 3), -1, 1);
 	eng_tensor *bt = param(&g, UNIFORM, 2, S(2, 4), -1, 1);
-	CHECK(&g, "matmul transposed operands", eng_matmul(eng_transpose(at, 0, 1), eng_transpose(bt, 0, 1)),
-	      at, bt);
+	CHECK(&g, "matmul transposed operands",
+	      eng_matmul(eng_transpose(at, 0, 1), eng_transpose(bt, 0, 1)), at, bt);
 	CHECK(&g, "matmul a @ a.T", eng_matmul(a, eng_transpose(a, 0, 1)), a);
 	/* linear */
 	eng_tensor *x = param(&g, UNIFORM, 2, S(3, 4), -1, 1);
@@ -598,20 +636,22 @@ START_TEST(grad_conv_pool)
 	      eng_conv2d(x2, wd, NULL, (int[]){2, 1}, NULL, (int[]){1, 2}, 1), x2, wd);
 	eng_tensor *xp = param(&g, UNIFORM, 4, S(1, 5, 2, 5), -1, 1); /* permuted to (1,2,5,5) */
 	eng_tensor *w1 = param(&g, UNIFORM, 4, S(2, 2, 3, 3), -1, 1);
-	CHECK(&g, "conv2d of permuted input", eng_conv2d(eng_transpose(xp, 1, 2), w1, NULL, NULL, NULL, NULL, 1),
-	      xp, w1);
+	CHECK(&g, "conv2d of permuted input",
+	      eng_conv2d(eng_transpose(xp, 1, 2), w1, NULL, NULL, NULL, NULL, 1), xp, w1);
 	/* pooling: distinct values, so no ties inside a window */
 	eng_tensor *d = param(&g, DISTINCT, 4, S(1, 2, 4, 4), -3, 3);
 	CHECK(&g, "max_pool2d 2x2", eng_max_pool2d(d, (int[]){2, 2}, NULL, NULL), d);
 	CHECK(&g, "max_pool2d 2x2 stride 1 padding 1",
 	      eng_max_pool2d(d, (int[]){2, 2}, (int[]){1, 1}, (int[]){1, 1}), d);
-	CHECK(&g, "max_pool2d 3x2 stride (1,2)", eng_max_pool2d(d, (int[]){3, 2}, (int[]){1, 2}, NULL), d);
+	CHECK(&g, "max_pool2d 3x2 stride (1,2)",
+	      eng_max_pool2d(d, (int[]){3, 2}, (int[]){1, 2}, NULL), d);
 	eng_tensor *d3 = param(&g, DISTINCT, 3, S(2, 5, 5), -3, 3);
 	CHECK(&g, "max_pool2d 3d input", eng_max_pool2d(d3, (int[]){2, 2}, NULL, NULL), d3);
 	CHECK(&g, "avg_pool2d 2x2", eng_avg_pool2d(x, (int[]){2, 2}, NULL, NULL), x);
 	CHECK(&g, "avg_pool2d 3x3 stride 2 padding 1",
 	      eng_avg_pool2d(x2, (int[]){3, 3}, (int[]){2, 2}, (int[]){1, 1}), x2);
-	CHECK(&g, "avg_pool2d 2x3 stride 1", eng_avg_pool2d(d3, (int[]){2, 3}, (int[]){1, 1}, NULL), d3);
+	CHECK(&g, "avg_pool2d 2x3 stride 1", eng_avg_pool2d(d3, (int[]){2, 3}, (int[]){1, 1}, NULL),
+	      d3);
 	gc_done(&g);
 }
 END_TEST
@@ -642,8 +682,8 @@ START_TEST(grad_index_nn)
 	eng_tensor *labels = ints(&g, 1, S(4), 0, 4);
 	CHECK(&g, "sparse_cross_entropy", eng_sparse_cross_entropy(logits, labels), logits);
 	eng_tensor *lt = param(&g, UNIFORM, 2, S(5, 4), -2, 2);
-	CHECK(&g, "sparse_cross_entropy of permuted", eng_sparse_cross_entropy(eng_transpose(lt, 0, 1), labels),
-	      lt);
+	CHECK(&g, "sparse_cross_entropy of permuted",
+	      eng_sparse_cross_entropy(eng_transpose(lt, 0, 1), labels), lt);
 	/* one_hot is a constant of the labels: a product with it routes gradients */
 	CHECK(&g, "one_hot product", eng_mul(eng_one_hot(labels, 5), logits), logits);
 	gc_done(&g);
@@ -765,8 +805,10 @@ START_TEST(grad_errors)
 	eng_tensor *iv = ints(&g, 1, S(3), 0, 3);
 	expect_backward_error(ctx, eng_sum(iv, NULL, 0, false), ENG_EDTYPE, "int loss");
 	eng_tensor *other = input(&g, UNIFORM, 1, S(3), -1, 1);
-	expect_backward_error(ctx, eng_sum(other, NULL, 0, false), ENG_ESTATE, "loss independent of x");
-	expect_backward_error(ctx, eng_sum(eng_detach(x), NULL, 0, false), ENG_ESTATE, "loss through detach");
+	expect_backward_error(ctx, eng_sum(other, NULL, 0, false), ENG_ESTATE,
+			      "loss independent of x");
+	expect_backward_error(ctx, eng_sum(eng_detach(x), NULL, 0, false), ENG_ESTATE,
+			      "loss through detach");
 	expect_backward_error(ctx, NULL, ENG_EINVAL, "NULL loss");
 	ck_assert(eng_grad(x) == NULL);
 	/* a one-element non-scalar loss is fine */
@@ -793,7 +835,8 @@ START_TEST(grad_seed_example)
 	eng_tensor *z = eng_sum(eng_matmul(y, x), NULL, 0, false);
 	ck_assert(eng_backward(z) == ENG_OK);
 	tu_batch *b = tu_batch_new(ctx);
-	tu_batch_want(b, eng_grad(x), (double[]){2, 2, 2, 0, 0, 0, -2, -2, -2}, 9, 0, 1e-6, "x.grad");
+	tu_batch_want(b, eng_grad(x), (double[]){2, 2, 2, 0, 0, 0, -2, -2, -2}, 9, 0, 1e-6,
+		      "x.grad");
 	tu_batch_want(b, eng_grad(y), (double[]){1, 1, 1}, 3, 0, 1e-6, "y.grad");
 	tu_batch_want(b, z, (double[]){0}, 1, 0, 1e-6, "z");
 	tu_batch_check(b);
@@ -804,9 +847,9 @@ END_TEST
 Suite *grad_suite(void)
 {
 	const TTest *const tests[] = {
-		grad_unary,	   grad_binary,		 grad_reduce,	  grad_movement,
-		grad_math,	   grad_reduce_composite, grad_matmul,	  grad_conv_pool,
-		grad_index_nn,	   grad_accumulate,	 grad_no_grad_detach, grad_errors,
+		grad_unary,	   grad_binary,		  grad_reduce,	       grad_movement,
+		grad_math,	   grad_reduce_composite, grad_matmul,	       grad_conv_pool,
+		grad_index_nn,	   grad_accumulate,	  grad_no_grad_detach, grad_errors,
 		grad_seed_example,
 	};
 	return tu_suite("grad", tests, N_OF(tests), TU_TIMEOUT);

@@ -19,7 +19,7 @@
 extern char **environ;
 
 #define PEER_SCRIPT "tests/safetensors_peer.py"
-#define FMNIST_DIR "/usr/share/datasets/fashion-mnist"
+#define FMNIST_DIR  "/usr/share/datasets/fashion-mnist"
 
 /* ---- files ---- */
 
@@ -103,7 +103,8 @@ static unsigned char *read_bytes(const char *path, size_t *n)
 }
 
 /* A safetensors file: header length hlen, then the JSON text json, then data. */
-static void write_st_len(const char *path, uint64_t hlen, const char *json, const void *data, size_t ndata)
+static void write_st_len(const char *path, uint64_t hlen, const char *json, const void *data,
+			 size_t ndata)
 {
 	size_t jl = strlen(json);
 	unsigned char *buf = malloc(8 + jl + ndata + 1);
@@ -133,7 +134,8 @@ static unsigned char *bytes_of(eng_tensor *t)
 	size_t n = nbytes(t);
 	unsigned char *b = malloc(n ? n : 1);
 	ck_assert_ptr_nonnull(b);
-	ck_assert_msg(eng_tensor_read(t, b, n) == ENG_OK, "read: %s", eng_errmsg(eng_tensor_ctx(t)));
+	ck_assert_msg(eng_tensor_read(t, b, n) == ENG_OK, "read: %s",
+		      eng_errmsg(eng_tensor_ctx(t)));
 	return b;
 }
 
@@ -153,8 +155,9 @@ static void assert_same(const eng_named *got, int ngot, const eng_named *want, i
 		int j = find(got, ngot, want[i].name);
 		ck_assert_msg(j >= 0, "tensor '%s' missing after loading", want[i].name);
 		eng_tensor *a = got[j].t, *b = want[i].t;
-		ck_assert_msg(eng_tensor_dtype(a) == eng_tensor_dtype(b), "'%s': dtype %s, want %s", want[i].name,
-			      eng_dtype_name(eng_tensor_dtype(a)), eng_dtype_name(eng_tensor_dtype(b)));
+		ck_assert_msg(eng_tensor_dtype(a) == eng_tensor_dtype(b), "'%s': dtype %s, want %s",
+			      want[i].name, eng_dtype_name(eng_tensor_dtype(a)),
+			      eng_dtype_name(eng_tensor_dtype(b)));
 		ck_assert_int_eq(eng_ndim(a), eng_ndim(b));
 		for (int d = 0; d < eng_ndim(a); d++)
 			ck_assert_int_eq(eng_shape(a)[d], eng_shape(b)[d]);
@@ -173,8 +176,9 @@ static const struct {
 	int ndim;
 	int64_t shape[2];
 } peer[] = {
-	{"weight_f32", ENG_F32, 2, {3, 4}}, {"half", ENG_F16, 2, {2, 3}}, {"ids", ENG_I64, 1, {5}},
-	{"counts", ENG_I32, 2, {2, 2}},	    {"pixels", ENG_U8, 1, {7}},	  {"mask", ENG_BOOL, 1, {4}},
+	{"weight_f32", ENG_F32, 2, {3, 4}}, {"half", ENG_F16, 2, {2, 3}},
+	{"ids", ENG_I64, 1, {5}},	    {"counts", ENG_I32, 2, {2, 2}},
+	{"pixels", ENG_U8, 1, {7}},	    {"mask", ENG_BOOL, 1, {4}},
 	{"scalar", ENG_F32, 0, {0}},	    {"empty", ENG_F32, 2, {0, 3}},
 };
 #define NPEER ((int)(sizeof(peer) / sizeof(peer[0])))
@@ -230,8 +234,8 @@ static void peer_tensors(eng_ctx *ctx, eng_named *out)
 /* Run python3 PEER_SCRIPT mode path; returns its exit status. */
 static int run_peer(const char *mode, const char *path, bool quiet)
 {
-	ck_assert_msg(access(PEER_SCRIPT, R_OK) == 0, "%s not found: run the tests from the repository root",
-		      PEER_SCRIPT);
+	ck_assert_msg(access(PEER_SCRIPT, R_OK) == 0,
+		      "%s not found: run the tests from the repository root", PEER_SCRIPT);
 	char *argv[] = {"python3", PEER_SCRIPT, (char *)mode, (char *)path, NULL};
 	pid_t pid;
 	posix_spawn_file_actions_t fa;
@@ -240,8 +244,10 @@ static int run_peer(const char *mode, const char *path, bool quiet)
 		posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
 	int err = posix_spawnp(&pid, "python3", &fa, NULL, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
-	ck_assert_msg(err == 0, "cannot run python3 (%s): the safetensors interop test needs python3 installed",
-		      strerror(err));
+	ck_assert_msg(
+		err == 0,
+		"cannot run python3 (%s): the safetensors interop test needs python3 installed",
+		strerror(err));
 	int status;
 	while (waitpid(pid, &status, 0) < 0)
 		ck_assert_int_eq(errno, EINTR);
@@ -266,7 +272,8 @@ START_TEST(test_roundtrip_every_dtype)
 		int64_t numel = 15 * (1 + dt);
 		size_t isz = eng_dtype_size((eng_dtype)dt);
 		unsigned char *buf = malloc((size_t)numel * isz);
-		for (size_t i = 0; i < (size_t)numel * isz; i++) /* arbitrary bit patterns, NaNs included */
+		for (size_t i = 0; i < (size_t)numel * isz;
+		     i++) /* arbitrary bit patterns, NaNs included */
 			buf[i] = dt == ENG_BOOL ? (uint8_t)(tu_next(&r) & 1) : (uint8_t)tu_next(&r);
 		snprintf(names[dt], sizeof(names[dt]), "layer.%s", eng_dtype_name((eng_dtype)dt));
 		ts[n].name = names[dt];
@@ -274,9 +281,11 @@ START_TEST(test_roundtrip_every_dtype)
 		free(buf);
 	}
 	int64_t e[2] = {4, 0};
-	ts[n++] = (eng_named){"scalar \"quoted\\\" \x01", eng_scalar(ctx, ENG_I64, -123456789012345)};
+	ts[n++] =
+		(eng_named){"scalar \"quoted\\\" \x01", eng_scalar(ctx, ENG_I64, -123456789012345)};
 	ts[n++] = (eng_named){"empty", eng_zeros(ctx, ENG_F16, 2, e)};
-	ts[n++] = (eng_named){"lazy", eng_mul_s(eng_arange(ctx, ENG_F32, 0, 10, 1), 0.25)}; /* unrealized */
+	ts[n++] = (eng_named){"lazy",
+			      eng_mul_s(eng_arange(ctx, ENG_F32, 0, 10, 1), 0.25)}; /* unrealized */
 	ts[n++] = (eng_named){"ünïcödé", eng_ones(ctx, ENG_U8, 1, e)};
 	const char *path = td_file(&d, "model.safetensors");
 	ck_assert_msg(eng_safetensors_save(ctx, path, ts, n) == ENG_OK, "%s", eng_errmsg(ctx));
@@ -297,7 +306,8 @@ START_TEST(test_roundtrip_every_dtype)
 
 	eng_named *got;
 	int ngot;
-	ck_assert_msg(eng_safetensors_load(ctx, path, &got, &ngot) == ENG_OK, "%s", eng_errmsg(ctx));
+	ck_assert_msg(eng_safetensors_load(ctx, path, &got, &ngot) == ENG_OK, "%s",
+		      eng_errmsg(ctx));
 	assert_same(got, ngot, ts, n);
 	/* loaded tensors compute like any other */
 	eng_tensor *s = eng_sum(got[find(got, ngot, "lazy")].t, NULL, 0, false);
@@ -336,12 +346,15 @@ START_TEST(test_save_errors)
 		ts[0].t = i == 3 ? NULL : a;
 		ts[1].t = a;
 		eng_clear_error(ctx);
-		ck_assert_int_eq(eng_safetensors_save(ctx, td_file(&d, "x.safetensors"), ts, 2), ENG_EINVAL);
-		ck_assert_msg(strstr(eng_errmsg(ctx), bad[i].part), "case %d: %s", i, eng_errmsg(ctx));
+		ck_assert_int_eq(eng_safetensors_save(ctx, td_file(&d, "x.safetensors"), ts, 2),
+				 ENG_EINVAL);
+		ck_assert_msg(strstr(eng_errmsg(ctx), bad[i].part), "case %d: %s", i,
+			      eng_errmsg(ctx));
 	}
 	/* a directory that does not exist */
 	eng_clear_error(ctx);
-	ck_assert_int_eq(eng_safetensors_save(ctx, td_file(&d, "nope/x.safetensors"), one, 1), ENG_EIO);
+	ck_assert_int_eq(eng_safetensors_save(ctx, td_file(&d, "nope/x.safetensors"), one, 1),
+			 ENG_EIO);
 	ck_assert_msg(strstr(eng_errmsg(ctx), "nope/x.safetensors"), "%s", eng_errmsg(ctx));
 	/* the target is a directory: the rename fails and the temporary file goes away */
 	const char *sub = td_file(&d, "sub");
@@ -379,7 +392,8 @@ START_TEST(test_load_into)
 		{"w", eng_zeros(ctx, ENG_F32, 2, s34)},
 	};
 	eng_tensor *keep_old = eng_add_s(model[1].t, 1); /* built on w's old value */
-	ck_assert_msg(eng_safetensors_load_into(ctx, path, model, 2) == ENG_OK, "%s", eng_errmsg(ctx));
+	ck_assert_msg(eng_safetensors_load_into(ctx, path, model, 2) == ENG_OK, "%s",
+		      eng_errmsg(ctx));
 	assert_same(model, 2, src, 2);
 	double *v = tu_read(keep_old);
 	ck_assert(v[5] == 1.0); /* the old graph still sees the old value */
@@ -442,29 +456,35 @@ static const corrupt_case corrupt[] = {
 	{"{\"\xff\": 1}", "", 0, ENG_EINVAL, "UTF-8"},
 	{"", "", 0, ENG_EINVAL, "not valid JSON"},
 	{"{\"w\": 3}", "", 0, ENG_EINVAL, "'w': entry is not an object"},
-	{"{\"w\": {\"shape\": [1], \"data_offsets\": [0, 4]}}", "abcd", 4, ENG_EINVAL, "'w': \"dtype\""},
-	{"{\"w\": {\"dtype\": \"BF16\", \"shape\": [2], \"data_offsets\": [0, 4]}}", "abcd", 4, ENG_EDTYPE, "BF16"},
-	{"{\"w\": {\"dtype\": \"F64\", \"shape\": [1], \"data_offsets\": [0, 8]}}", "abcdefgh", 8, ENG_EDTYPE, "F64"},
-	{"{\"w\": {\"dtype\": \"Q7\", \"shape\": [1], \"data_offsets\": [0, 1]}}", "a", 1, ENG_EDTYPE,
-	 "unknown dtype 'Q7'"},
-	{"{\"w\": {\"dtype\": \"U8\", \"shape\": [-1], \"data_offsets\": [0, 0]}}", "", 0, ENG_EINVAL, "shape entry 0"},
-	{"{\"w\": {\"dtype\": \"U8\", \"shape\": [1, 1.5], \"data_offsets\": [0, 1]}}", "a", 1, ENG_EINVAL,
-	 "shape entry 1"},
-	{"{\"w\": {\"dtype\": \"U8\", \"shape\": \"4\", \"data_offsets\": [0, 4]}}", "abcd", 4, ENG_EINVAL, "\"shape\""},
-	{"{\"w\": {\"dtype\": \"U8\", \"shape\": [1,1,1,1,1,1,1,1,1], \"data_offsets\": [0, 1]}}", "a", 1, ENG_EINVAL,
-	 "9 dimensions"},
-	{"{\"w\": {\"dtype\": \"U8\", \"shape\": [1099511627776, 2], \"data_offsets\": [0, 1]}}", "a", 1, ENG_ERANGE,
-	 "too many elements"},
-	{"{\"w\": {\"dtype\": \"F32\", \"shape\": [100], \"data_offsets\": [0, 400]}}", "0123456789abcdef", 16,
-	 ENG_EINVAL, "'w': data_offsets [0, 400] outside the data (16 bytes)"},
-	{"{\"w\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [8, 4]}}", "01234567", 8, ENG_EINVAL,
-	 "end before begin"},
-	{"{\"w\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, \"4\"]}}", "0123", 4, ENG_EINVAL,
-	 "\"data_offsets\""},
-	{"{\"w\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4, 8]}}", "01234567", 8, ENG_EINVAL,
-	 "\"data_offsets\""},
-	{"{\"w\": {\"dtype\": \"F32\", \"shape\": [3], \"data_offsets\": [0, 8]}}", "01234567", 8, ENG_EINVAL,
-	 "'w': data_offsets [0, 8] hold 8 bytes but shape [3] of F32 needs 12"},
+	{"{\"w\": {\"shape\": [1], \"data_offsets\": [0, 4]}}", "abcd", 4, ENG_EINVAL,
+	 "'w': \"dtype\""},
+	{"{\"w\": {\"dtype\": \"BF16\", \"shape\": [2], \"data_offsets\": [0, 4]}}", "abcd", 4,
+	 ENG_EDTYPE, "BF16"},
+	{"{\"w\": {\"dtype\": \"F64\", \"shape\": [1], \"data_offsets\": [0, 8]}}", "abcdefgh", 8,
+	 ENG_EDTYPE, "F64"},
+	{"{\"w\": {\"dtype\": \"Q7\", \"shape\": [1], \"data_offsets\": [0, 1]}}", "a", 1,
+	 ENG_EDTYPE, "unknown dtype 'Q7'"},
+	{"{\"w\": {\"dtype\": \"U8\", \"shape\": [-1], \"data_offsets\": [0, 0]}}", "", 0,
+	 ENG_EINVAL, "shape entry 0"},
+	{"{\"w\": {\"dtype\": \"U8\", \"shape\": [1, 1.5], \"data_offsets\": [0, 1]}}", "a", 1,
+	 ENG_EINVAL, "shape entry 1"},
+	{"{\"w\": {\"dtype\": \"U8\", \"shape\": \"4\", \"data_offsets\": [0, 4]}}", "abcd", 4,
+	 ENG_EINVAL, "\"shape\""},
+	{"{\"w\": {\"dtype\": \"U8\", \"shape\": [1,1,1,1,1,1,1,1,1], \"data_offsets\": [0, 1]}}",
+	 "a", 1, ENG_EINVAL, "9 dimensions"},
+	{"{\"w\": {\"dtype\": \"U8\", \"shape\": [1099511627776, 2], \"data_offsets\": [0, 1]}}",
+	 "a", 1, ENG_ERANGE, "too many elements"},
+	{"{\"w\": {\"dtype\": \"F32\", \"shape\": [100], \"data_offsets\": [0, 400]}}",
+	 "0123456789abcdef", 16, ENG_EINVAL,
+	 "'w': data_offsets [0, 400] outside the data (16 bytes)"},
+	{"{\"w\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [8, 4]}}", "01234567", 8,
+	 ENG_EINVAL, "end before begin"},
+	{"{\"w\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, \"4\"]}}", "0123", 4,
+	 ENG_EINVAL, "\"data_offsets\""},
+	{"{\"w\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4, 8]}}", "01234567",
+	 8, ENG_EINVAL, "\"data_offsets\""},
+	{"{\"w\": {\"dtype\": \"F32\", \"shape\": [3], \"data_offsets\": [0, 8]}}", "01234567", 8,
+	 ENG_EINVAL, "'w': data_offsets [0, 8] hold 8 bytes but shape [3] of F32 needs 12"},
 	{"{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]},"
 	 " \"b\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [4, 12]}}",
 	 "0123456789ab", 12, ENG_EINVAL, "'a' [0, 8] and 'b' [4, 12] overlap"},
@@ -473,21 +493,22 @@ static const corrupt_case corrupt[] = {
 	 "0123", 4, ENG_EINVAL, "'a' appears twice"},
 	{"{\"__metadata__\": {\"k\": 1}}", "", 0, ENG_EINVAL, "__metadata__"},
 	{"{\"__metadata__\": []}", "", 0, ENG_EINVAL, "__metadata__"},
-	{"{\"m\": {\"dtype\": \"BOOL\", \"shape\": [2], \"data_offsets\": [0, 2]}}", "\x01\x02", 2, ENG_EINVAL,
-	 "'m': BOOL element 1 is 2"},
+	{"{\"m\": {\"dtype\": \"BOOL\", \"shape\": [2], \"data_offsets\": [0, 2]}}", "\x01\x02", 2,
+	 ENG_EINVAL, "'m': BOOL element 1 is 2"},
 };
 
-static void expect_load_error(eng_ctx *ctx, const char *path, eng_status code, const char *part, const char *what)
+static void expect_load_error(eng_ctx *ctx, const char *path, eng_status code, const char *part,
+			      const char *what)
 {
 	size_t live = eng_graph_live_nodes(ctx->graph);
 	eng_named *got = (eng_named *)&got;
 	int n = -1;
 	eng_clear_error(ctx);
 	eng_status st = eng_safetensors_load(ctx, path, &got, &n);
-	ck_assert_msg(st == code, "%s: status %s, want %s (%s)", what, eng_strerror(st), eng_strerror(code),
-		      eng_errmsg(ctx));
-	ck_assert_msg(strstr(eng_errmsg(ctx), part) && strstr(eng_errmsg(ctx), path), "%s: message '%s' lacks '%s'",
-		      what, eng_errmsg(ctx), part);
+	ck_assert_msg(st == code, "%s: status %s, want %s (%s)", what, eng_strerror(st),
+		      eng_strerror(code), eng_errmsg(ctx));
+	ck_assert_msg(strstr(eng_errmsg(ctx), part) && strstr(eng_errmsg(ctx), path),
+		      "%s: message '%s' lacks '%s'", what, eng_errmsg(ctx), part);
 	ck_assert_ptr_null(got);
 	ck_assert_int_eq(n, 0);
 	ck_assert_uint_eq(eng_graph_live_nodes(ctx->graph), live);
@@ -509,14 +530,18 @@ START_TEST(test_corrupt_files)
 	write_bytes(path, "\x10\x00\x00", 3);
 	expect_load_error(ctx, path, ENG_EIO, "too short", "3-byte file");
 	write_st_len(path, 1000, "{}", "", 0);
-	expect_load_error(ctx, path, ENG_EIO, "header length 1000 exceeds the file", "header past the end");
+	expect_load_error(ctx, path, ENG_EIO, "header length 1000 exceeds the file",
+			  "header past the end");
 	write_st_len(path, (uint64_t)1 << 62, "{}", "", 0);
 	expect_load_error(ctx, path, ENG_EINVAL, "exceeds the limit", "huge header length");
-	expect_load_error(ctx, td_file(&d, "missing.safetensors"), ENG_EIO, "cannot open", "missing file");
+	expect_load_error(ctx, td_file(&d, "missing.safetensors"), ENG_EIO, "cannot open",
+			  "missing file");
 	expect_load_error(ctx, d.path, ENG_EIO, "not a regular file", "directory");
 
 	/* load_into validates the same way and changes nothing */
-	write_st(path, "{\"w\": {\"dtype\": \"F32\", \"shape\": [100], \"data_offsets\": [0, 400]}}", "0123", 4);
+	write_st(path,
+		 "{\"w\": {\"dtype\": \"F32\", \"shape\": [100], \"data_offsets\": [0, 400]}}",
+		 "0123", 4);
 	int64_t s[1] = {100};
 	eng_named m[1] = {{"w", eng_zeros(ctx, ENG_F32, 1, s)}};
 	eng_clear_error(ctx);
@@ -539,7 +564,8 @@ START_TEST(test_python_interop)
 
 	/* a file written by the Python implementation (with __metadata__, unaligned data) */
 	const char *theirs = td_file(&d, "peer.safetensors");
-	ck_assert_msg(run_peer("write", theirs, false) == 0, "safetensors_peer.py write failed (see stderr)");
+	ck_assert_msg(run_peer("write", theirs, false) == 0,
+		      "safetensors_peer.py write failed (see stderr)");
 	eng_named *got;
 	int n;
 	ck_assert_msg(eng_safetensors_load(ctx, theirs, &got, &n) == ENG_OK, "%s", eng_errmsg(ctx));
@@ -547,10 +573,13 @@ START_TEST(test_python_interop)
 
 	/* files written here, read by the Python implementation: built tensors, then loaded ones */
 	const char *ours = td_file(&d, "ours.safetensors");
-	ck_assert_msg(eng_safetensors_save(ctx, ours, want, NPEER) == ENG_OK, "%s", eng_errmsg(ctx));
-	ck_assert_msg(run_peer("check", ours, false) == 0, "safetensors_peer.py check rejected our file (see stderr)");
+	ck_assert_msg(eng_safetensors_save(ctx, ours, want, NPEER) == ENG_OK, "%s",
+		      eng_errmsg(ctx));
+	ck_assert_msg(run_peer("check", ours, false) == 0,
+		      "safetensors_peer.py check rejected our file (see stderr)");
 	ck_assert_msg(eng_safetensors_save(ctx, ours, got, n) == ENG_OK, "%s", eng_errmsg(ctx));
-	ck_assert_msg(run_peer("check", ours, false) == 0, "safetensors_peer.py check rejected our re-saved file");
+	ck_assert_msg(run_peer("check", ours, false) == 0,
+		      "safetensors_peer.py check rejected our re-saved file");
 	eng_named_free(got, n);
 
 	/* and the checker does reject a wrong value */
@@ -581,8 +610,8 @@ static void write_maybe_gz(const char *path, bool gz, const void *data, size_t n
 }
 
 /* An IDX file: magic (type, ndim), big-endian dims, then ndata bytes of data. */
-static void write_idx(const char *path, bool gz, int type, int ndim, const uint32_t *dims, const uint8_t *data,
-		      size_t ndata)
+static void write_idx(const char *path, bool gz, int type, int ndim, const uint32_t *dims,
+		      const uint8_t *data, size_t ndata)
 {
 	unsigned char *buf = malloc(4 + 4 * (size_t)ndim + ndata + 1);
 	ck_assert_ptr_nonnull(buf);
@@ -604,10 +633,10 @@ static void expect_idx_error(eng_ctx *ctx, const char *path, eng_status code, co
 	size_t live = eng_graph_live_nodes(ctx->graph);
 	eng_clear_error(ctx);
 	ck_assert_ptr_null(eng_idx_load(ctx, path));
-	ck_assert_msg(eng_error(ctx) == code, "%s: status %s, want %s (%s)", part, eng_strerror(eng_error(ctx)),
-		      eng_strerror(code), eng_errmsg(ctx));
-	ck_assert_msg(strstr(eng_errmsg(ctx), part) && strstr(eng_errmsg(ctx), path), "message '%s' lacks '%s'",
-		      eng_errmsg(ctx), part);
+	ck_assert_msg(eng_error(ctx) == code, "%s: status %s, want %s (%s)", part,
+		      eng_strerror(eng_error(ctx)), eng_strerror(code), eng_errmsg(ctx));
+	ck_assert_msg(strstr(eng_errmsg(ctx), part) && strstr(eng_errmsg(ctx), path),
+		      "message '%s' lacks '%s'", eng_errmsg(ctx), part);
 	ck_assert_uint_eq(eng_graph_live_nodes(ctx->graph), live);
 }
 
@@ -650,7 +679,8 @@ START_TEST(test_idx_files)
 		expect_idx_error(ctx, path, ENG_ERANGE, "2^34");
 		write_idx(path, gz, 0x08, 3, dims, data, 0);
 		expect_idx_error(ctx, path, ENG_EIO, "24 data bytes missing");
-		write_maybe_gz(path, gz, "\x00\x00\x08\x03\x00\x00\x00\x02", 8); /* cut in the dims */
+		write_maybe_gz(path, gz, "\x00\x00\x08\x03\x00\x00\x00\x02",
+			       8); /* cut in the dims */
 		expect_idx_error(ctx, path, ENG_EIO, "header truncated");
 		write_maybe_gz(path, gz, "\x01\x00\x08\x01\x00\x00\x00\x01x", 9);
 		expect_idx_error(ctx, path, ENG_EINVAL, "bad magic");
@@ -687,7 +717,8 @@ static eng_tensor *fmnist(eng_ctx *ctx, const char *name)
 {
 	char path[256];
 	snprintf(path, sizeof(path), "%s/%s", FMNIST_DIR, name);
-	ck_assert_msg(access(path, R_OK) == 0, "%s missing: install the dataset-fashion-mnist package", path);
+	ck_assert_msg(access(path, R_OK) == 0,
+		      "%s missing: install the dataset-fashion-mnist package", path);
 	eng_tensor *t = eng_idx_load(ctx, path);
 	ck_assert_msg(t != NULL, "%s", eng_errmsg(ctx));
 	return t;
@@ -734,8 +765,9 @@ END_TEST
 Suite *io_suite(void)
 {
 	const TTest *const tests[] = {
-		test_roundtrip_every_dtype, test_save_errors, test_load_into,	  test_corrupt_files,
-		test_python_interop,	    test_idx_files,   test_fashion_mnist,
+		test_roundtrip_every_dtype, test_save_errors,	 test_load_into,
+		test_corrupt_files,	    test_python_interop, test_idx_files,
+		test_fashion_mnist,
 	};
 	return tu_suite("io", tests, (int)(sizeof(tests) / sizeof(tests[0])), TU_TIMEOUT);
 }

@@ -1,0 +1,306 @@
+/* fashion_mnist: tinygrad's beautiful_mnist conv net trained on Fashion-MNIST (Debian's
+ * dataset-fashion-mnist files): batch 512, Adam, progress bar, then test accuracy. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../../engine/engine.h"
+#include "../../engine/io.h"
+#include "../../engine/nn.h"
+#include "../../engine/optim.h"
+
+#define DATA_DIR "/usr/share/datasets/fashion-mnist"
+
+typedef struct model {
+	eng_nn_conv2d c1, c2, c3, c4;
+	eng_nn_batchnorm2d bn1, bn2;
+	eng_nn_linear fc;
+	eng_params params;
+} model;
+
+typedef struct opts {
+	int steps, batch, eval_batch;
+	uint64_t seed;
+	double lr, min_acc;
+	const char *data, *save;
+} opts;
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static eng_status model_init(eng_ctx *ctx, model *m)
+{
+	memset(m, 0, sizeof(*m));
+	eng_params_init(&m->params);
+	eng_params *p = &m->params;
+	if (eng_nn_conv2d_init(ctx, &m->c1, 1, 32, 5, 5, 1, 0, 1, 1, true, p, "conv1") ||
+	    eng_nn_conv2d_init(ctx, &m->c2, 32, 32, 5, 5, 1, 0, 1, 1, true, p, "conv2") ||
+	    eng_nn_batchnorm2d_init(ctx, &m->bn1, 32, 1e-5, 0.1, true, p, "bn1") ||
+	    eng_nn_conv2d_init(ctx, &m->c3, 32, 64, 3, 3, 1, 0, 1, 1, true, p, "conv3") ||
+	    eng_nn_conv2d_init(ctx, &m->c4, 64, 64, 3, 3, 1, 0, 1, 1, true, p, "conv4") ||
+	    eng_nn_batchnorm2d_init(ctx, &m->bn2, 64, 1e-5, 0.1, true, p, "bn2") ||
+	    eng_nn_linear_init(ctx, &m->fc, 576, 10, true, p, "fc"))
+		return eng_error(ctx) ? eng_error(ctx) : ENG_EINVAL;
+	return ENG_OK;
+}
+
+static void model_free(model *m)
+{
+	eng_nn_conv2d_free(&m->c1);
+	eng_nn_conv2d_free(&m->c2);
+	eng_nn_conv2d_free(&m->c3);
+	eng_nn_conv2d_free(&m->c4);
+	eng_nn_batchnorm2d_free(&m->bn1);
+	eng_nn_batchnorm2d_free(&m->bn2);
+	eng_nn_linear_free(&m->fc);
+	eng_params_free(&m->params);
+}
+
+static eng_tensor *forward(model *m, const eng_tensor *x)
+{
+	int k2[2] = {2, 2};
+	eng_tensor *h = eng_relu(eng_nn_conv2d_forward(&m->c1, x));
+	h = eng_relu(eng_nn_conv2d_forward(&m->c2, h));
+	h = eng_max_pool2d(eng_nn_batchnorm2d_forward(&m->bn1, h), k2, NULL, NULL);
+	h = eng_relu(eng_nn_conv2d_forward(&m->c3, h));
+	h = eng_relu(eng_nn_conv2d_forward(&m->c4, h));
+	h = eng_max_pool2d(eng_nn_batchnorm2d_forward(&m->bn2, h), k2, NULL, NULL);
+	return eng_nn_linear_forward(&m->fc, eng_flatten(h, 1, -1));
+}
+
+static void set_training(model *m, bool on)
+{
+	m->bn1.training = on;
+	m->bn2.training = on;
+}
+
+/* Images as float32 (N, 1, 28, 28) with raw 0..255 values, as the tinygrad example uses. */
+typedef struct dataset {
+	float *x;
+	int32_t *y;
+	int64_t n;
+} dataset;
+
+static int load_split(eng_ctx *ctx, const char *dir, const char *images, const char *labels, dataset *d)
+{
+	char pi[512], pl[512];
+	snprintf(pi, sizeof(pi), "%s/%s", dir, images);
+	snprintf(pl, sizeof(pl), "%s/%s", dir, labels);
+	eng_scope_begin(ctx);
+	eng_tensor *xi = eng_idx_load(ctx, pi), *yi = eng_idx_load(ctx, pl);
+	int rc = 1;
+	if (!xi || !yi)
+		goto out;
+	if (eng_ndim(xi) != 3 || eng_shape(xi)[1] != 28 || eng_shape(xi)[2] != 28 || eng_ndim(yi) != 1 ||
+	    eng_shape(yi)[0] != eng_shape(xi)[0]) {
+		fprintf(stderr, "fashion_mnist: %s / %s: unexpected shapes\n", pi, pl);
+		goto out;
+	}
+	d->n = eng_shape(xi)[0];
+	d->x = malloc((size_t)d->n * 784 * sizeof(float));
+	d->y = malloc((size_t)d->n * sizeof(int32_t));
+	uint8_t *raw = malloc((size_t)d->n * 784);
+	if (!d->x || !d->y || !raw || eng_tensor_read(xi, raw, (size_t)d->n * 784)) {
+		free(raw);
+		goto out;
+	}
+	for (int64_t i = 0; i < d->n * 784; i++)
+		d->x[i] = raw[i];
+	if (eng_tensor_read(yi, raw, (size_t)d->n)) {
+		free(raw);
+		goto out;
+	}
+	for (int64_t i = 0; i < d->n; i++)
+		d->y[i] = raw[i];
+	free(raw);
+	rc = 0;
+out:
+	eng_scope_end(ctx);
+	return rc;
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+	*s += 0x9e3779b97f4a7c15ull;
+	uint64_t z = *s;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static double evaluate(eng_ctx *ctx, model *m, const dataset *test, int bs)
+{
+	int64_t correct = 0;
+	set_training(m, false);
+	int32_t *pred = malloc((size_t)bs * sizeof(int32_t));
+	for (int64_t at = 0; at < test->n && pred; at += bs) {
+		int64_t n = test->n - at < bs ? test->n - at : bs;
+		int64_t shape[4] = {n, 1, 28, 28};
+		eng_scope_begin(ctx);
+		eng_tensor *x = eng_from_data(ctx, ENG_F32, 4, shape, test->x + at * 784);
+		eng_tensor *p = eng_argmax(forward(m, x), 1, false);
+		if (!eng_tensor_read(p, pred, (size_t)n * sizeof(int32_t)))
+			for (int64_t i = 0; i < n; i++)
+				correct += pred[i] == test->y[at + i];
+		eng_scope_end(ctx);
+	}
+	free(pred);
+	set_training(m, true);
+	return (double)correct / (double)test->n;
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: fashion_mnist [--steps N] [--batch N] [--seed N] [--lr X] [--data DIR]\n"
+			"                     [--min-accuracy X] [--save FILE.safetensors]\n");
+}
+
+static int parse(int argc, char **argv, opts *o)
+{
+	*o = (opts){.steps = 70, .batch = 512, .eval_batch = 1000, .seed = 42, .lr = 0.001, .data = DATA_DIR};
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!v) {
+			usage();
+			return 1;
+		}
+		if (!strcmp(a, "--steps"))
+			o->steps = atoi(v);
+		else if (!strcmp(a, "--batch"))
+			o->batch = atoi(v);
+		else if (!strcmp(a, "--seed"))
+			o->seed = strtoull(v, NULL, 10);
+		else if (!strcmp(a, "--lr"))
+			o->lr = atof(v);
+		else if (!strcmp(a, "--data"))
+			o->data = v;
+		else if (!strcmp(a, "--min-accuracy"))
+			o->min_acc = atof(v);
+		else if (!strcmp(a, "--save"))
+			o->save = v;
+		else {
+			usage();
+			return 1;
+		}
+		i++;
+	}
+	if (o->steps < 0 || o->steps > 1000000 || o->batch < 1 || o->batch > 60000 || !(o->lr > 0)) {
+		usage();
+		return 1;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	opts o;
+	if (parse(argc, argv, &o))
+		return 2;
+	char err[256];
+	eng_ctx *ctx = eng_ctx_create(NULL, err, sizeof(err));
+	if (!ctx) {
+		fprintf(stderr, "fashion_mnist: %s\n", err);
+		return 1;
+	}
+	dataset train = {0}, test = {0};
+	model m;
+	eng_optim *opt = NULL;
+	int rc = 1;
+	eng_manual_seed(ctx, o.seed);
+	if (load_split(ctx, o.data, "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", &train) ||
+	    load_split(ctx, o.data, "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz", &test)) {
+		fprintf(stderr, "fashion_mnist: cannot load the dataset from %s (install dataset-fashion-mnist): %s\n",
+			o.data, eng_errmsg(ctx));
+		goto out;
+	}
+	if (model_init(ctx, &m))
+		goto fail;
+	int np;
+	eng_tensor **ps = eng_params_trainable(&m.params, &np);
+	eng_optim_opts oo;
+	eng_optim_opts_default(&oo, ENG_OPTIM_ADAM);
+	oo.lr = o.lr;
+	opt = eng_optim_create(ctx, ps, np, &oo);
+	free(ps);
+	if (!opt)
+		goto fail;
+	/* BatchNorm running statistics are realized with each step */
+	eng_tensor *stats[4] = {m.bn1.running_mean, m.bn1.running_var, m.bn2.running_mean, m.bn2.running_var};
+	float *bx = malloc((size_t)o.batch * 784 * sizeof(float));
+	int32_t *by = malloc((size_t)o.batch * sizeof(int32_t));
+	if (!bx || !by) {
+		free(bx);
+		free(by);
+		goto fail;
+	}
+	uint64_t rs = o.seed;
+	double t0 = now_s(), first = 0, loss_v = 0;
+	for (int step = 0; step < o.steps; step++) {
+		double ts = now_s();
+		for (int i = 0; i < o.batch; i++) {
+			int64_t k = (int64_t)(rng_next(&rs) % (uint64_t)train.n);
+			memcpy(bx + (size_t)i * 784, train.x + k * 784, 784 * sizeof(float));
+			by[i] = train.y[k];
+		}
+		int64_t xs[4] = {o.batch, 1, 28, 28}, ys[1] = {o.batch};
+		eng_scope_begin(ctx);
+		eng_tensor *x = eng_from_data(ctx, ENG_F32, 4, xs, bx), *y = eng_from_data(ctx, ENG_I32, 1, ys, by);
+		eng_tensor *loss = eng_loss_sparse_cross_entropy(forward(&m, x), y, 0.0, -100);
+		eng_tensor *extra[5] = {loss, stats[0], stats[1], stats[2], stats[3]};
+		eng_status s = eng_backward(loss);
+		if (!s)
+			s = eng_optim_step(opt, extra, 5);
+		if (!s)
+			loss_v = eng_item(loss);
+		eng_scope_end(ctx);
+		if (s || eng_error(ctx)) {
+			free(bx);
+			free(by);
+			goto fail;
+		}
+		if (step == 0)
+			first = now_s() - ts;
+		double el = now_s() - t0;
+		int done = (step + 1) * 30 / (o.steps ? o.steps : 1);
+		fprintf(stderr, "\r[%-30.*s] step %d/%d loss %.3f %.2f steps/s", done, "##############################",
+			step + 1, o.steps, loss_v, (step + 1) / el);
+	}
+	fprintf(stderr, "\n");
+	free(bx);
+	free(by);
+	double train_s = now_s() - t0;
+	double acc = evaluate(ctx, &m, &test, o.eval_batch);
+	printf("steps %d batch %d: loss %.3f test_accuracy %.2f%% | first step %.2f s, then %.3f s/step, %.1f s in all\n",
+	       o.steps, o.batch, loss_v, acc * 100, first, o.steps > 1 ? (train_s - first) / (o.steps - 1) : 0, train_s);
+	if (o.save) {
+		eng_named *named = eng_params_named(&m.params);
+		eng_status s = named ? eng_safetensors_save(ctx, o.save, named, m.params.n) : ENG_ENOMEM;
+		free(named);
+		if (s)
+			goto fail;
+		printf("saved %d tensors to %s\n", m.params.n, o.save);
+	}
+	rc = acc >= o.min_acc ? 0 : 3;
+	if (rc)
+		fprintf(stderr, "fashion_mnist: accuracy %.2f%% is below the required %.2f%%\n", acc * 100, o.min_acc * 100);
+	goto done;
+fail:
+	fprintf(stderr, "fashion_mnist: %s\n", eng_errmsg(ctx));
+done:
+	eng_optim_destroy(opt);
+	model_free(&m);
+out:
+	free(train.x);
+	free(train.y);
+	free(test.x);
+	free(test.y);
+	eng_ctx_destroy(ctx);
+	return rc;
+}
