@@ -25,7 +25,7 @@ typedef struct eng_phase {
 	eng_dtype dtype;
 	eng_uop *value;
 	int nred;
-	int red[2 * ENG_MAX_DIMS]; /* loop vars of the reduced axes (and of sums folded in) */
+	int red[ENG_MAX_DIMS]; /* loop vars of the reduced axes */
 	const eng_node *node;  /* the reduce node */
 	eng_uop *key[ENG_MAX_DIMS + 1]; /* outer index + validity, to share equal phases */
 	const eng_node *candidate; /* what to realize instead, if this phase must not fuse */

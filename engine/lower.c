@@ -27,7 +27,6 @@ typedef struct lctx {
 	const eng_node *path[MAXPATH];
 	int npath;
 	int phase_path[ENG_MAX_PHASES]; /* path depth of each phase being lowered */
-	eng_phase *phase_obj[ENG_MAX_PHASES]; /* and the phase itself */
 	int nphase_stack;
 	const eng_node *must_store;
 	eng_status st;
@@ -99,71 +98,6 @@ static eng_uop *acc_ref(lctx *c, int p, eng_dtype dt)
 	return u_acc(ir->uops, p, dt, t[1], t[0]);
 }
 
-/* New reduce loops for the reduced axes of n (size > 1), appended to ph; ridx gets n's source
- * index. False if a limit is hit (error set). */
-static bool add_reduce_loops(lctx *c, const eng_node *n, eng_uop *const *idx, eng_phase *ph, eng_uop **ridx)
-{
-	eng_kernel_ir *ir = c->ir;
-	eng_uops *u = ir->uops;
-	const eng_node *s = n->src[0];
-	for (int d = 0; d < n->ndim; d++) {
-		if (!((n->arg.axes >> d) & 1) || s->shape[d] == 1) {
-			ridx[d] = (n->arg.axes >> d) & 1 ? u_ic(u, 0) : idx[d];
-			continue;
-		}
-		if (ir->nloops == ENG_MAX_LOOPS || ph->nred == 2 * ENG_MAX_DIMS) {
-			fail(c, ENG_ERANGE, "kernel needs more than 64 loops");
-			return false;
-		}
-		int v = ir->nloops++;
-		ir->loops[v] = (eng_loop){.n = s->shape[d], .kind = L_REDUCE, .dim = -1};
-		eng_uops_set_var_rank(u, v, 1);
-		ph->red[ph->nred++] = v;
-		ridx[d] = s->shape[d] == 0 ? u_ic(u, 0) : u_var(u, v, s->shape[d]);
-	}
-	return true;
-}
-
-/* A sum whose index moves with the enclosing sum's loops, reached from it through movement ops
- * only, is linear in it: sum_i sum_j f = sum_(i,j) f. Its loops join the enclosing phase's
- * (a transposed convolution's input gradient becomes one reduction, not a stored 6-d tensor). */
-static bool fold_sum(lctx *c, const eng_node *n, int stop)
-{
-	const eng_phase *outer = c->phase_obj[c->nphase_stack - 1];
-	if (n->op != ENG_OP_RSUM || outer->op != ENG_OP_RSUM || outer->dtype != n->dtype)
-		return false;
-	for (int i = stop + 1; i < c->npath - 1; i++)
-		if (eng_op_kind_of(c->path[i]->op) != ENG_KIND_MOVEMENT)
-			return false;
-	/* folding exposes the sum's own inner reductions to the outer loops: only fold plain sums */
-	const eng_node *stack[256];
-	int sp = 0, seen = 0;
-	stack[sp++] = n->src[0];
-	while (sp) {
-		const eng_node *x = stack[--sp];
-		if (++seen > 4096)
-			return false;
-		if (x->buf || (c->o->is_stored && c->o->is_stored(c->o->arg, x)))
-			continue;
-		if (eng_op_kind_of(x->op) == ENG_KIND_REDUCE)
-			return false;
-		for (int i = 0; i < x->nsrc; i++) {
-			if (sp == 256)
-				return false;
-			stack[sp++] = x->src[i];
-		}
-	}
-	return true;
-}
-
-static eng_uop *lower_folded(lctx *c, const eng_node *n, eng_uop *const *idx, eng_uop *valid, eng_phase *ph)
-{
-	eng_uop *ridx[ENG_MAX_DIMS];
-	if (!add_reduce_loops(c, n, idx, ph, ridx))
-		return u_ic(c->ir->uops, 0);
-	return lower(c, n->src[0], ridx, valid);
-}
-
 static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, eng_uop *valid)
 {
 	eng_kernel_ir *ir = c->ir;
@@ -175,8 +109,6 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 	for (int d = 0; d < n->ndim; d++)
 		deps |= idx[d]->deps;
 	int stop = c->nphase_stack ? c->phase_path[c->nphase_stack - 1] : 0;
-	if ((deps & reduce_vars) && c->nphase_stack && fold_sum(c, n, stop))
-		return lower_folded(c, n, idx, valid, c->phase_obj[c->nphase_stack - 1]);
 	if (deps & reduce_vars) {
 		/* Its value changes inside another phase's loop: it cannot be an accumulator of
 		 * this kernel. Store the largest unexpanded piece around it instead. */
@@ -203,10 +135,22 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 	ph.candidate = store_candidate(c, c->npath - 1, stop);
 	eng_uop *ridx[ENG_MAX_DIMS];
 	const eng_node *s = n->src[0];
-	if (!add_reduce_loops(c, n, idx, &ph, ridx))
-		return u_ic(u, 0);
-	c->phase_path[c->nphase_stack] = c->npath - 1;
-	c->phase_obj[c->nphase_stack++] = &ph;
+	for (int d = 0; d < n->ndim; d++) {
+		if (!((n->arg.axes >> d) & 1) || s->shape[d] == 1) {
+			ridx[d] = (n->arg.axes >> d) & 1 ? u_ic(u, 0) : idx[d];
+			continue;
+		}
+		if (ir->nloops == ENG_MAX_LOOPS) {
+			fail(c, ENG_ERANGE, "kernel needs more than 64 loops");
+			return u_ic(u, 0);
+		}
+		int v = ir->nloops++;
+		ir->loops[v] = (eng_loop){.n = s->shape[d], .kind = L_REDUCE, .dim = -1};
+		eng_uops_set_var_rank(u, v, 1);
+		ph.red[ph.nred++] = v;
+		ridx[d] = s->shape[d] == 0 ? u_ic(u, 0) : u_var(u, v, s->shape[d]);
+	}
+	c->phase_path[c->nphase_stack++] = c->npath - 1;
 	ph.value = lower(c, s, ridx, valid);
 	c->nphase_stack--;
 	if (c->st)
