@@ -4,8 +4,8 @@
 #include "schedule.h"
 
 #include <stdlib.h>
-#include <string.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "lower.h"
 
@@ -100,9 +100,13 @@ static bool collect_forced(const eng_node *n, nset *seen, nset *store)
 
 typedef struct member {
 	const eng_node *node;
-	const eng_node *deps[MAX_DEPS]; /* members (or realized nodes) that must run first */
+	const eng_node *deps[MAX_DEPS]; /* what its kernel reads: members (or realized nodes) */
+	int nafter;
+	const eng_node *after[MAX_DEPS]; /* readers of an assign's old contents: run first, or in
+					  * the same kernel at the same element (lowering checks) */
 	int ndeps;
 	int group;
+	int set; /* members that must share a kernel (assigns reading each other in place) */
 } member;
 
 static int member_of(member *m, int n, const eng_node *x)
@@ -123,17 +127,18 @@ static bool groups_acyclic(const member *m, int nm, int ngroups)
 	bool ok = false;
 	if (!indeg || !queue || !adj)
 		goto out;
-#define NODE(i) (m[i].group >= 0 ? m[i].group : ngroups + (i))
+#define NODE(i) (m[m[i].set].group >= 0 ? m[m[i].set].group : ngroups + m[i].set)
 	for (int i = 0; i < nm; i++)
-		for (int k = 0; k < m[i].ndeps; k++) {
-			int d = member_of((member *)m, nm, m[i].deps[k]);
+		for (int k = 0; k < m[i].ndeps + m[i].nafter; k++) {
+			bool hard = k < m[i].ndeps;
+			int d = member_of((member *)m, nm, hard ? m[i].deps[k] : m[i].after[k - m[i].ndeps]);
 			if (d < 0)
 				continue;
 			int a = NODE(d), b = NODE(i);
 			if (a == b) {
-				if (d != i)
-					goto out; /* a member depends on another member of its own kernel */
-				continue;
+				if (d != i && hard)
+					goto out; /* a member reads another member of its own kernel */
+				continue;     /* in place in one kernel: lowering checks the indices */
 			}
 			if (!adj[(size_t)a * nn + b]) {
 				adj[(size_t)a * nn + b] = 1;
@@ -295,13 +300,34 @@ eng_status eng_schedule_build(eng_ctx *ctx, eng_node *const *nodes, int n, eng_s
 				reads = m[j].deps[k] == target;
 			if (!reads)
 				continue;
-			if (m[i].ndeps == MAX_DEPS) {
+			if (m[i].nafter == MAX_DEPS) {
 				st = eng_set_error(ctx, ENG_ERANGE, "scheduler: too many readers of one assigned buffer");
 				goto fail;
 			}
-			m[i].deps[m[i].ndeps++] = m[j].node;
+			m[i].after[m[i].nafter++] = m[j].node;
 		}
 	}
+
+	/* Assigns that read each other's old contents (Adam's m, v and parameter) must be one
+	 * kernel, reading before writing each element: join them into sets first. The set's
+	 * representative (its first member) carries the group. */
+	for (int i = 0; i < nm; i++)
+		m[i].set = i;
+	for (int i = 0; i < nm; i++)
+		for (int k = 0; k < m[i].nafter; k++) {
+			int j = member_of(m, nm, m[i].after[k]);
+			if (j < 0 || !same_shape(m[i].node, m[j].node))
+				continue;
+			bool mutual = false;
+			for (int q = 0; q < m[j].nafter && !mutual; q++)
+				mutual = m[j].after[q] == m[i].node;
+			if (!mutual)
+				continue;
+			int a = m[i].set, b = m[j].set, lo = a < b ? a : b, hi = a < b ? b : a;
+			for (int x = 0; x < nm; x++)
+				if (m[x].set == hi)
+					m[x].set = lo;
+		}
 
 	/* group: merge independent same-shaped outputs into one kernel */
 	out->items = calloc(nk ? nk : 1, sizeof(*out->items));
@@ -315,6 +341,17 @@ eng_status eng_schedule_build(eng_ctx *ctx, eng_node *const *nodes, int n, eng_s
 			continue;
 		}
 		bool placed = false;
+		int rep = m[i].set;
+		if (rep != i && m[rep].group >= 0) { /* its set already has a kernel: join it */
+			eng_sched_item *it = &out->items[m[rep].group];
+			if (it->nroots == ENG_MAX_STORES) {
+				st = eng_set_error(ctx, ENG_ERANGE, "scheduler: too many in-place updates in one kernel");
+				goto fail;
+			}
+			it->roots[it->nroots++] = r;
+			m[i].group = m[rep].group;
+			continue;
+		}
 		for (int g = 0; g < out->n && !placed; g++) {
 			eng_sched_item *it = &out->items[g];
 			if (it->nroots == ENG_MAX_STORES || !same_shape(it->roots[0], r) || r->op == ENG_OP_COPY ||
@@ -364,8 +401,8 @@ eng_status eng_schedule_build(eng_ctx *ctx, eng_node *const *nodes, int n, eng_s
 	for (int i = 0; i < nm; i++) {
 		if (m[i].group < 0)
 			continue;
-		for (int k = 0; k < m[i].ndeps; k++) {
-			int d = member_of(m, nm, m[i].deps[k]);
+		for (int k = 0; k < m[i].ndeps + m[i].nafter; k++) {
+			int d = member_of(m, nm, k < m[i].ndeps ? m[i].deps[k] : m[i].after[k - m[i].ndeps]);
 			if (d >= 0 && m[d].group >= 0 && m[d].group != m[i].group)
 				adj[(size_t)m[d].group * ni + m[i].group] = 1;
 		}
@@ -387,6 +424,17 @@ eng_status eng_schedule_build(eng_ctx *ctx, eng_node *const *nodes, int n, eng_s
 	free(adj);
 	if (tail != ni) {
 		free(order);
+		if (ctx->debug >= 6)
+			for (int i = 0; i < nm; i++) {
+				fprintf(stderr, "member %d %%%u %s (group %d) reads", i, m[i].node->id,
+					eng_op_name(m[i].node->op), m[i].group);
+				for (int k = 0; k < m[i].ndeps; k++)
+					fprintf(stderr, " %%%u", m[i].deps[k]->id);
+				fprintf(stderr, "; after");
+				for (int k = 0; k < m[i].nafter; k++)
+					fprintf(stderr, " %%%u", m[i].after[k]->id);
+				fprintf(stderr, "\n");
+			}
 		st = eng_set_error(ctx, ENG_ESTATE, "scheduler: kernel dependencies form a cycle");
 		goto fail;
 	}
