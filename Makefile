@@ -23,7 +23,7 @@ TEST_BIN   := $(BUILD)/tests/run_tests
 EXAMPLE_BIN := $(EXAMPLES:%=$(BUILD)/bin/%)
 BENCH_BIN  := $(BENCH_SRC:bench/%.c=$(BUILD)/bin/bench_%)
 
-.PHONY: all test asan check clean examples bench demo deps
+.PHONY: all test asan check clean examples bench demo deps train-check
 all: $(LIB) $(TEST_BIN) $(EXAMPLE_BIN) $(BENCH_BIN)
 
 $(BUILD)/%.o: %.c
@@ -59,8 +59,14 @@ asan:
 		LDFLAGS="-fsanitize=address,undefined" build-asan/tests/run_tests
 	CK_FORK=no ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 build-asan/tests/run_tests
 
-# Every test: the plain suite, then the sanitized one. The README's test command.
-check: test asan
+# Every test: the plain suite, the sanitized one, then short training runs. The README's test command.
+check: test asan train-check
+
+# Training regressions: XOR must learn, a short Fashion-MNIST run must beat 70% test accuracy.
+train-check: $(BUILD)/bin/xor $(BUILD)/bin/fashion_mnist $(BUILD)/bin/quick
+	$(BUILD)/bin/quick
+	$(BUILD)/bin/xor
+	$(BUILD)/bin/fashion_mnist --steps 40 --batch 128 --min-accuracy 0.70
 
 # Install what is missing (apt), build everything, run the fusion example. The README's first command.
 deps:

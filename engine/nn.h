@@ -33,9 +33,11 @@ eng_tensor **eng_params_trainable(const eng_params *p, int *n);
 eng_named *eng_params_named(const eng_params *p);
 void eng_params_free(eng_params *p); /* frees the list, not the tensors */
 
-/* A parameter's storage: a new realized tensor with its own buffer holding value's contents
+/* A parameter's storage: a new tensor with a buffer of its own that will hold value's contents
  * (never shared with another tensor, so later assigns to it touch nothing else), in the
- * current scope. value stays with its owner. NULL (error set) on failure. */
+ * current scope. The copy is lazy: the first realize that uses the parameter fills it, so a
+ * model's initialisation costs one schedule. value stays with its owner. NULL (error set) on
+ * failure. */
 eng_tensor *eng_param_copy(const eng_tensor *value);
 /* Make t a parameter: move it to the root scope (it lives until eng_tensor_free or
  * eng_ctx_destroy) and make it require grad if trainable. Returns t; on failure frees t and
@@ -43,8 +45,9 @@ eng_tensor *eng_param_copy(const eng_tensor *value);
 eng_tensor *eng_param_adopt(eng_tensor *t, bool trainable);
 
 /* ---- initialisation (from the context's seeded RNG) ----------------------------------
- * Each returns a new realized float32 tensor with its own buffer, in the current scope; the
- * same seed (eng_manual_seed) and call sequence give the same values. */
+ * Each returns a new float32 tensor with its own buffer (filled by the first realize that
+ * uses it), in the current scope; the same seed (eng_manual_seed) and call sequence give the
+ * same values. */
 /* Uniform in [-b, b] with b = gain * sqrt(3 / fan_in) (Kaiming/He uniform; gain = 1/sqrt(3),
  * PyTorch's default for Linear/Conv (a = sqrt(5)), gives b = 1/sqrt(fan_in)). fan_in >= 1,
  * gain finite and >= 0. */
@@ -53,12 +56,11 @@ eng_tensor *eng_init_kaiming_uniform(eng_ctx *ctx, int ndim, const int64_t *shap
 eng_tensor *eng_init_glorot_uniform(eng_ctx *ctx, int ndim, const int64_t *shape, int64_t fan_in, int64_t fan_out);
 
 /* ---- layers ---------------------------------------------------------------------------
- * Each layer owns its parameter tensors (float32, realized, in the context's root scope,
+ * Each layer owns its parameter tensors (float32, lazily filled, in the context's root scope,
  * requiring grad when trainable); *_init registers them in params (if non-NULL) under prefix
  * (NULL or "" for none); *_free frees them and must come before eng_ctx_destroy (which would
  * otherwise free them itself). A failed *_init sets the context error, returns its code and
- * leaves the layer zeroed and params unchanged; since it realizes the initial values, it fails
- * like eng_realize while an earlier error is pending. Forward functions return a new tensor in the
+ * leaves the layer zeroed and params unchanged. Forward functions return a new tensor in the
  * current scope (NULL with the error set on bad input; a NULL input propagates). */
 typedef struct eng_nn_linear {
 	eng_tensor *weight; /* (out, in), PyTorch layout */

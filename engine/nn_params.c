@@ -103,21 +103,13 @@ eng_tensor *eng_param_copy(const eng_tensor *value)
 {
 	if (!value)
 		return NULL;
+	/* Storage of its own, filled lazily: the first realize that uses the parameter writes
+	 * it, so a model's initialisation costs one schedule (and one compile), not one each. */
 	eng_ctx *ctx = value->ctx;
 	const eng_node *n = value->node;
-	size_t nbytes = (size_t)eng_node_numel(n) * eng_dtype_size(n->dtype);
-	void *host = malloc(nbytes ? nbytes : 1);
-	if (!host) {
-		eng_set_error(ctx, ENG_ENOMEM, "param_copy: out of memory for %zu bytes", nbytes);
-		return NULL;
-	}
-	eng_tensor *r = NULL;
 	eng_scope_begin(ctx);
-	eng_tensor *v = eng_dup(value); /* a handle we may realize through */
-	if (v && eng_tensor_read(v, host, nbytes) == ENG_OK)
-		r = eng_keep(eng_from_data(ctx, n->dtype, n->ndim, n->shape, host));
+	eng_tensor *r = eng_keep(eng_assign(eng_empty(ctx, n->dtype, n->ndim, n->shape), value));
 	eng_scope_end(ctx);
-	free(host);
 	return r;
 }
 

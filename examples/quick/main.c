@@ -4,7 +4,8 @@
 
 #include "../../engine/engine.h"
 
-static int print_matrix(const char *name, eng_tensor *t)
+/* Print t and compare it with want (the values the seed's PyTorch/tinygrad run printed). */
+static int print_matrix(const char *name, eng_tensor *t, const float *want)
 {
 	float v[9];
 	int64_t rows = eng_shape(t)[0], cols = eng_shape(t)[1];
@@ -18,6 +19,11 @@ static int print_matrix(const char *name, eng_tensor *t)
 		printf("]");
 	}
 	printf("]\n");
+	for (int64_t i = 0; i < rows * cols; i++)
+		if (v[i] != want[i]) {
+			fprintf(stderr, "quick: %s[%lld] is %g, expected %g\n", name, (long long)i, v[i], want[i]);
+			return 1;
+		}
 	return 0;
 }
 
@@ -37,7 +43,8 @@ int main(void)
 	eng_set_requires_grad(x, true);
 	eng_set_requires_grad(y, true);
 	eng_tensor *z = eng_sum(eng_matmul(y, x), NULL, 0, false);
-	int rc = eng_backward(z) || print_matrix("x.grad", eng_grad(x)) || print_matrix("y.grad", eng_grad(y));
+	static const float xg[9] = {2, 2, 2, 0, 0, 0, -2, -2, -2}, yg[3] = {1, 1, 1};
+	int rc = eng_backward(z) || print_matrix("x.grad", eng_grad(x), xg) || print_matrix("y.grad", eng_grad(y), yg);
 	if (rc)
 		fprintf(stderr, "quick: %s\n", eng_errmsg(ctx));
 	eng_ctx_destroy(ctx);
