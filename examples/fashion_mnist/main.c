@@ -240,12 +240,29 @@ int main(int argc, char **argv)
 		free(by);
 		goto fail;
 	}
+	/* batches walk a shuffled order of the training set, reshuffled every epoch */
+	int64_t *order = malloc((size_t)train.n * sizeof(int64_t)), pos = train.n;
+	if (!order) {
+		free(bx);
+		free(by);
+		goto fail;
+	}
+	for (int64_t i = 0; i < train.n; i++)
+		order[i] = i;
 	uint64_t rs = o.seed;
 	double t0 = now_s(), first = 0, loss_v = 0;
 	for (int step = 0; step < o.steps; step++) {
 		double ts = now_s();
 		for (int i = 0; i < o.batch; i++) {
-			int64_t k = (int64_t)(rng_next(&rs) % (uint64_t)train.n);
+			if (pos == train.n) {
+				for (int64_t j = train.n - 1; j > 0; j--) {
+					int64_t r = (int64_t)(rng_next(&rs) % (uint64_t)(j + 1)), t = order[j];
+					order[j] = order[r];
+					order[r] = t;
+				}
+				pos = 0;
+			}
+			int64_t k = order[pos++];
 			memcpy(bx + (size_t)i * 784, train.x + k * 784, 784 * sizeof(float));
 			by[i] = train.y[k];
 		}
@@ -263,6 +280,7 @@ int main(int argc, char **argv)
 		if (s || eng_error(ctx)) {
 			free(bx);
 			free(by);
+			free(order);
 			goto fail;
 		}
 		if (step == 0)
@@ -275,6 +293,7 @@ int main(int argc, char **argv)
 	fprintf(stderr, "\n");
 	free(bx);
 	free(by);
+	free(order);
 	double train_s = now_s() - t0;
 	double acc = evaluate(ctx, &m, &test, o.eval_batch);
 	printf("steps %d batch %d: loss %.3f test_accuracy %.2f%% | first step %.2f s, then %.3f s/step, %.1f s in all\n",
