@@ -23,6 +23,9 @@ TEST_BIN   := $(BUILD)/tests/run_tests
 EXAMPLE_BIN := $(EXAMPLES:%=$(BUILD)/bin/%)
 BENCH_BIN  := $(BENCH_SRC:bench/%.c=$(BUILD)/bin/bench_%)
 
+# keep example and bench objects (make would delete them as intermediates)
+.SECONDARY:
+
 .PHONY: all test asan check clean examples bench demo deps train-check
 all: $(LIB) $(TEST_BIN) $(EXAMPLE_BIN) $(BENCH_BIN)
 

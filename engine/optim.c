@@ -30,8 +30,8 @@ void eng_optim_opts_default(eng_optim_opts *o, eng_optim_kind kind)
 	o->weight_decay = kind == ENG_OPTIM_ADAMW ? 0.01 : 0.0;
 }
 
-/* A tensor owned by the optimizer (outside every scope); realized together at the end of
- * eng_optim_create so that all state costs one compile. */
+/* A tensor owned by the optimizer (outside every scope). State is filled lazily, by the first
+ * step's schedule, so creating an optimizer compiles nothing. */
 static eng_tensor *owned(eng_tensor *t)
 {
 	eng_tensor_unscope(t);
@@ -106,23 +106,6 @@ eng_optim *eng_optim_create(eng_ctx *ctx, eng_tensor *const *params, int n, cons
 	opt->b1t = scalar_buf(ctx, 1.0);
 	opt->b2t = scalar_buf(ctx, 1.0);
 	if (!opt->lr || !opt->b1t || !opt->b2t)
-		goto oom;
-	eng_tensor **state = calloc(2 * n + 3, sizeof(*state));
-	if (!state)
-		goto oom;
-	int k = 0;
-	for (int i = 0; i < n; i++) {
-		if (opt->m[i])
-			state[k++] = opt->m[i];
-		if (opt->v[i])
-			state[k++] = opt->v[i];
-	}
-	state[k++] = opt->lr;
-	state[k++] = opt->b1t;
-	state[k++] = opt->b2t;
-	eng_status s = eng_realize(state, k);
-	free(state);
-	if (s)
 		goto oom;
 	return opt;
 oom:
