@@ -88,7 +88,9 @@ int64_t eng_numel(const eng_tensor *t);
 void eng_tensor_dump_graph(const eng_tensor *t);
 
 /* ---- computation -------------------------------------------------------------------- */
-/* Compute the given tensors together: one schedule, kernels fused across all of them. */
+/* Compute the given tensors together: one schedule, kernels fused across all of them. While an
+ * earlier error is pending (eng_error) nothing is computed and that error is returned: the
+ * graph may be incomplete. eng_clear_error resumes. */
 eng_status eng_realize(eng_tensor *const *ts, int n);
 /* Realize t and copy its elements, row-major, into dst (nbytes must equal numel*itemsize). */
 eng_status eng_tensor_read(eng_tensor *t, void *dst, size_t nbytes);
