@@ -60,7 +60,7 @@ typedef struct eng_stmt {
 
 typedef struct eng_kernel_ir {
 	eng_uops *uops;
-	int nbufs, nout;
+	int nbufs;
 	eng_kbuf bufs[ENG_MAX_KBUFS];
 	int ndim;
 	int64_t shape[ENG_MAX_DIMS]; /* output shape shared by all stores */

@@ -325,12 +325,12 @@ static eng_uop *lower(lctx *c, const eng_node *n, eng_uop *const *idx, eng_uop *
 	return r;
 }
 
-/* Does x load node `target` at an index other than `at`? (uses is a visit stamp here) */
+/* Does x load node `target` at an index other than `at`? */
 static bool reads_elsewhere(lctx *c, eng_uop *x, const eng_node *target, eng_uop *at, int stamp)
 {
-	if (!x || x->uses == stamp)
+	if (!x || x->stamp == stamp)
 		return false;
-	x->uses = stamp;
+	x->stamp = stamp;
 	if (x->kind == U_LOAD && c->ir->bufs[x->arg.buf].node == target && x->src[0] != at)
 		return true;
 	for (int i = 0; i < x->nsrc; i++)
@@ -419,7 +419,7 @@ static void reset_ir(eng_kernel_ir *ir)
 {
 	eng_uops_destroy(ir->uops);
 	ir->uops = eng_uops_create();
-	ir->nbufs = ir->nout = ir->nphases = ir->nstores = ir->nloops = 0;
+	ir->nbufs = ir->nphases = ir->nstores = ir->nloops = 0;
 }
 
 /* Cost guard: a phase that depends on fewer output dims than the kernel's phases together
@@ -591,7 +591,6 @@ eng_status eng_lower(const eng_node *const *roots, int nroots, const eng_lower_o
 			snprintf(ir->opts, sizeof(ir->opts), "%s", opts);
 		}
 	}
-	ir->nout = nroots;
 	for (int i = 0; i < nroots; i++)
 		ir->aliased |= roots[i]->op == ENG_OP_ASSIGN;
 	s = eng_linearize(ir, o->nthreads, err, errlen);

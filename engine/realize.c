@@ -1,5 +1,5 @@
 /* realize.c: runs a schedule: renders each kernel, compiles the ones not in the program
- * cache in one compiler invocation, allocates output buffers, launches in order, and keeps
+ * cache as one batch handed to the backend, allocates output buffers, launches in order, and keeps
  * the counters and DEBUG output. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -9,8 +9,6 @@
 typedef struct eng_cstyle {
 	const char *kernel_prefix; /* e.g. "void" */
 	const char *restrict_kw;   /* "restrict" or "__restrict__" */
-	/* CPU form: the parallel loop runs over [start, end) passed as arguments. */
-	bool cpu_range_args;
 } eng_cstyle;
 
 /* Helpers every kernel source needs (safe integer division, saturating casts, ...). */

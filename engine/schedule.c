@@ -202,32 +202,15 @@ eng_status eng_schedule_build(eng_ctx *ctx, eng_node *const *nodes, int n, eng_s
 		goto done;
 
 	/* Grow the stored set until every kernel lowers, then store every reduction that more
-	 * than one kernel would compute as a phase (computing it once is cheaper), and repeat. */
+	 * than one kernel would compute as a phase (computing it once is cheaper), and repeat.
+	 * One lowering per member and pass: the phases are only used from a pass that changed
+	 * nothing, when every member's lowering saw the final stored set. */
 	for (int iter = 0;; iter++) {
 		if (iter > 10000) {
 			st = eng_set_error(ctx, ENG_ESTATE, "scheduler did not converge");
 			goto fail;
 		}
 		bool changed = false;
-		for (size_t i = 0; i < store.n; i++) {
-			const eng_node *r = store.list[i];
-			if (eng_node_numel(r) == 0)
-				continue;
-			eng_kernel_ir ir;
-			const eng_node *must = NULL;
-			st = trial(ctx, &store, &r, 1, false, &ir, &must);
-			eng_kernel_ir_free(&ir);
-			if (st == ENG_ESTATE && must) {
-				if (!nset_add(&store, must))
-					goto oom;
-				changed = true;
-				st = ENG_OK;
-			} else if (st) {
-				goto fail;
-			}
-		}
-		if (changed)
-			continue;
 		nset seen_phase = {0}, shared = {0};
 		for (size_t i = 0; i < store.n && !st; i++) {
 			const eng_node *r = store.list[i];
@@ -236,7 +219,11 @@ eng_status eng_schedule_build(eng_ctx *ctx, eng_node *const *nodes, int n, eng_s
 			eng_kernel_ir ir;
 			const eng_node *must = NULL;
 			st = trial(ctx, &store, &r, 1, false, &ir, &must);
-			for (int p = 0; p < ir.nphases && !st; p++) {
+			if (st == ENG_ESTATE && must) {
+				st = nset_add(&store, must) ? ENG_OK : ENG_ENOMEM;
+				changed = true;
+			}
+			for (int p = 0; p < ir.nphases && !st && !changed; p++) {
 				const eng_node *ph = ir.phases[p].node;
 				bool dup = false; /* one kernel may use a reduction in several phases */
 				for (int q = 0; q < p && !dup; q++)
@@ -248,10 +235,10 @@ eng_status eng_schedule_build(eng_ctx *ctx, eng_node *const *nodes, int n, eng_s
 			}
 			eng_kernel_ir_free(&ir);
 		}
-		for (size_t i = 0; i < shared.n && !st; i++)
+		for (size_t i = 0; i < shared.n && !st && !changed; i++)
 			if (!nset_add(&store, shared.list[i]))
 				st = ENG_ENOMEM;
-		changed = shared.n > 0;
+		changed |= shared.n > 0;
 		nset_free(&seen_phase);
 		nset_free(&shared);
 		if (st == ENG_ENOMEM)

@@ -120,8 +120,7 @@ static eng_uop *intern(eng_uops *u, const eng_uop *k)
 	*x = *k;
 	x->hash = h;
 	x->id = ++u->next_id;
-	x->slot = -1;
-	x->uses = 0;
+	x->stamp = 0;
 	x->defined_at = 0;
 	x->deps = 0;
 	x->accdeps = 0;
@@ -533,81 +532,6 @@ eng_uop *u_and(eng_uops *u, eng_uop *a, eng_uop *b)
 eng_uop *u_where(eng_uops *u, eng_dtype dt, eng_uop *c, eng_uop *a, eng_uop *b)
 {
 	return u_alu(u, ENG_OP_WHERE, dt, c, a, b);
-}
-
-/* ---- substitution ---- */
-
-typedef struct subst {
-	eng_uops *u;
-	eng_uop *const *map;
-	int nmap;
-	uint64_t mask;
-	eng_uop **memo_k, **memo_v;
-	int nmemo, cap;
-} subst;
-
-static eng_uop *sub_rec(subst *s, eng_uop *x)
-{
-	if (!(x->deps & s->mask))
-		return x;
-	for (int i = 0; i < s->nmemo; i++)
-		if (s->memo_k[i] == x)
-			return s->memo_v[i];
-	eng_uop *r;
-	eng_uops *u = s->u;
-	if (x->kind == U_VAR) {
-		r = x->arg.var < s->nmap && s->map[x->arg.var] ? s->map[x->arg.var] : x;
-	} else {
-		eng_uop *a[3] = {0};
-		for (int i = 0; i < x->nsrc; i++)
-			a[i] = x->src[i] ? sub_rec(s, x->src[i]) : NULL;
-		if (x->kind == U_LOAD) {
-			r = u_load(u, x->arg.buf, x->dtype, a[0], a[1]);
-		} else if (x->kind == U_ACC) {
-			r = u_acc(u, x->arg.acc, x->dtype, a[0], a[1]);
-		} else if (x->dtype == ENG_I64 && x->op == ENG_OP_ADD) {
-			r = u_add(u, a[0], a[1]);
-		} else if (x->dtype == ENG_I64 && x->op == ENG_OP_MUL && u_is_const(a[1])) {
-			r = u_mulc(u, a[0], a[1]->arg.c.i);
-		} else if (x->dtype == ENG_I64 && x->op == ENG_OP_IDIV && u_is_const(a[1]) && a[1]->arg.c.i > 0) {
-			r = u_divc(u, a[0], a[1]->arg.c.i);
-		} else if (x->dtype == ENG_I64 && x->op == ENG_OP_MOD && u_is_const(a[1]) && a[1]->arg.c.i > 0) {
-			r = u_modc(u, a[0], a[1]->arg.c.i);
-		} else if (x->op == ENG_OP_CMPLT && a[0]->dtype == ENG_I64) {
-			r = u_lt(u, a[0], a[1]);
-		} else if (x->op == ENG_OP_AND && x->dtype == ENG_BOOL) {
-			r = u_and(u, a[0], a[1]);
-		} else {
-			r = u_alu(u, (eng_op)x->op, (eng_dtype)x->dtype, a[0], a[1], a[2]);
-		}
-	}
-	if (s->nmemo == s->cap) {
-		int nc = s->cap ? s->cap * 2 : 64;
-		eng_uop **k = realloc(s->memo_k, nc * sizeof(*k));
-		if (!k)
-			return r;
-		s->memo_k = k;
-		eng_uop **v = realloc(s->memo_v, nc * sizeof(*v));
-		if (!v)
-			return r;
-		s->memo_v = v;
-		s->cap = nc;
-	}
-	s->memo_k[s->nmemo] = x;
-	s->memo_v[s->nmemo++] = r;
-	return r;
-}
-
-eng_uop *u_substitute(eng_uops *u, eng_uop *x, eng_uop *const *map, int nmap)
-{
-	subst s = {.u = u, .map = map, .nmap = nmap};
-	for (int i = 0; i < nmap && i < 64; i++)
-		if (map[i])
-			s.mask |= 1ull << i;
-	eng_uop *r = sub_rec(&s, x);
-	free(s.memo_k);
-	free(s.memo_v);
-	return r;
 }
 
 int64_t u_coef_of_var(const eng_uop *x, int var)

@@ -35,8 +35,7 @@ struct eng_uop {
 	uint64_t hash;
 	uint32_t id;
 	eng_uop *next;
-	int uses;  /* renderer scratch: how many statements/uops use it */
-	int slot;  /* renderer scratch: temporary number, -1 if none */
+	int stamp; /* lowering scratch: visit mark of graph walks */
 	int defined_at; /* linearizer scratch: open-block instance where defined, 0 = none */
 };
 
@@ -70,9 +69,6 @@ eng_uop *u_where(eng_uops *u, eng_dtype dt, eng_uop *c, eng_uop *a, eng_uop *b);
 
 static inline bool u_is_const(const eng_uop *x) { return x->kind == U_CONST; }
 static inline bool u_is_true(const eng_uop *x) { return !x || (x->kind == U_CONST && x->arg.c.i); }
-
-/* Replace loop variable uses per map (old var id -> replacement uop or NULL to keep). */
-eng_uop *u_substitute(eng_uops *u, eng_uop *x, eng_uop *const *map, int nmap);
 
 /* Coefficient of loop variable var in x if x is linear in it (0 if absent or non-linear). */
 int64_t u_coef_of_var(const eng_uop *x, int var);

@@ -9,7 +9,7 @@
 
 #include "../../engine/render_cstyle.h"
 
-static const eng_cstyle cpu_dialect = {.kernel_prefix = "void", .restrict_kw = "restrict", .cpu_range_args = true};
+static const eng_cstyle cpu_dialect = {.kernel_prefix = "void", .restrict_kw = "restrict"};
 
 static eng_status cpu_alloc(void *dev, size_t nbytes, void **handle, bk_err *err)
 {
