@@ -100,6 +100,11 @@ static bool stops(const eng_node *n)
 	return n->nsrc == 0 || n->op == ENG_OP_ASSIGN || n->op == ENG_OP_DETACH || !eng_dtype_is_float(n->dtype);
 }
 
+/* The nodes a gradient flows into from n: a composite's inputs where it has its own rule
+ * (the primitive ops computing it are then never walked), else the op's sources. */
+static int grad_nsrc(const eng_node *n) { return n->vjp ? n->vjp->nin : n->nsrc; }
+static const eng_node *grad_src(const eng_node *n, int i) { return n->vjp ? n->vjp->in[i] : n->src[i]; }
+
 typedef struct walk {
 	const eng_node **order; /* post-order: sources before users */
 	bool *reach;            /* reaches a tensor that requires grad */
@@ -134,8 +139,8 @@ static bool walk_graph(walk *w, const eng_node *root, const pmap *targets)
 	while (sp && ok) {
 		frame *f = &st[sp - 1];
 		const eng_node *n = f->n;
-		if (!stops(n) && f->next < n->nsrc) {
-			const eng_node *s = n->src[f->next++];
+		if (!stops(n) && f->next < grad_nsrc(n)) {
+			const eng_node *s = grad_src(n, f->next++);
 			if (pmap_get(&w->idx, s) != -1)
 				continue;
 			if (sp == cap) {
@@ -154,8 +159,8 @@ static bool walk_graph(walk *w, const eng_node *root, const pmap *targets)
 		sp--;
 		bool r = pmap_get(targets, n) >= 0;
 		if (!stops(n))
-			for (int i = 0; i < n->nsrc; i++) {
-				int j = pmap_get(&w->idx, n->src[i]);
+			for (int i = 0; i < grad_nsrc(n); i++) {
+				int j = pmap_get(&w->idx, grad_src(n, i));
 				r |= j >= 0 && w->reach[j];
 			}
 		int at = w->n;
@@ -361,10 +366,13 @@ eng_status eng_backward(eng_tensor *loss)
 		eng_node *n = (eng_node *)w.order[i];
 		if (!grads[i] || stops(n))
 			continue;
-		eng_tensor *out[3] = {0};
-		rule(ctx, n, grads[i], out);
-		for (int k = 0; k < n->nsrc; k++) {
-			int j = pmap_get(&w.idx, n->src[k]);
+		eng_tensor *out[ENG_VJP_MAX_IN > 3 ? ENG_VJP_MAX_IN : 3] = {0};
+		if (n->vjp)
+			n->vjp->rule(ctx, n, n->vjp, grads[i], out);
+		else
+			rule(ctx, n, grads[i], out);
+		for (int k = 0; k < grad_nsrc(n); k++) {
+			int j = pmap_get(&w.idx, grad_src(n, k));
 			if (!out[k] || j < 0 || !w.reach[j])
 				continue;
 			grads[j] = grads[j] ? eng_add(grads[j], out[k]) : out[k];

@@ -219,8 +219,17 @@ void eng_node_unref(eng_node *n)
 	while (sp) {
 		eng_node *x = stack[--sp];
 		node_free_one(x);
-		for (int i = 0; i < x->nsrc; i++) {
-			eng_node *s = x->src[i];
+		eng_node *srcs[3 + ENG_VJP_MAX_IN];
+		int ns = 0;
+		for (int i = 0; i < x->nsrc; i++)
+			srcs[ns++] = x->src[i];
+		if (x->vjp) {
+			for (int i = 0; i < x->vjp->nin; i++)
+				srcs[ns++] = x->vjp->in[i];
+			free(x->vjp);
+		}
+		for (int i = 0; i < ns; i++) {
+			eng_node *s = srcs[i];
 			if (--s->refs)
 				continue;
 			if (sp == cap) {
@@ -242,6 +251,20 @@ void eng_node_unref(eng_node *n)
 	}
 	if (stack != local)
 		free(stack);
+}
+
+bool eng_node_set_vjp(eng_node *n, const eng_vjp *v)
+{
+	if (n->vjp)
+		return true;
+	eng_vjp *c = malloc(sizeof(*c));
+	if (!c)
+		return false;
+	*c = *v;
+	for (int i = 0; i < c->nin; i++)
+		eng_node_ref(c->in[i]);
+	n->vjp = c;
+	return true;
 }
 
 int64_t eng_node_numel(const eng_node *n)

@@ -51,6 +51,7 @@ struct eng_buffer {
 };
 
 typedef struct eng_node eng_node;
+typedef struct eng_vjp eng_vjp;
 struct eng_node {
 	eng_op op;
 	eng_dtype dtype;
@@ -67,6 +68,7 @@ struct eng_node {
 		int dev;                         /* COPY: target device index */
 	} arg;
 	eng_buffer *buf; /* BUFFER: its storage (owned ref); others: realized value or NULL */
+	eng_vjp *vjp;    /* a composite's own gradient rule (owned), or NULL: see below */
 	/* interning */
 	uint64_t hash;
 	uint32_t refs;
@@ -90,6 +92,24 @@ typedef struct eng_node_desc {
 	int dev;
 	eng_buffer *buf; /* BUFFER only: the node takes a new reference */
 } eng_node_desc;
+
+/* A composite function (e.g. conv2d) may give the node holding its result a gradient rule of
+ * its own: autograd then differentiates the node with respect to in[] by calling rule, instead
+ * of walking the primitive ops that compute it. The node owns the record and holds a reference
+ * on each in[] (they are ancestors of the node, so no cycle forms). */
+#define ENG_VJP_MAX_IN 3
+#define ENG_VJP_MAX_ARGS 8
+struct eng_vjp {
+	/* Fill out[i] with the gradient for in[i] (NULL: none) given g, the gradient of n. */
+	void (*rule)(eng_ctx *ctx, const eng_node *n, const eng_vjp *v, eng_tensor *g, eng_tensor **out);
+	int nin;
+	eng_node *in[ENG_VJP_MAX_IN];
+	int64_t args[ENG_VJP_MAX_ARGS];
+};
+
+/* Attach a copy of v to n (taking references on v->in). A node that already has a rule keeps
+ * it: equal nodes compute equal values, so either rule is right. Returns false on ENOMEM. */
+bool eng_node_set_vjp(eng_node *n, const eng_vjp *v);
 
 /* The intern table. */
 eng_graph *eng_graph_create(void);

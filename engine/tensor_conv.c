@@ -95,6 +95,70 @@ static bool pair_arg(eng_ctx *ctx, const char *fn, const char *what, const int *
 	return true;
 }
 
+/* Pad axis ax by before/after; a negative amount cuts instead. */
+static eng_tensor *pad_signed(const eng_tensor *x, int ax, int64_t before, int64_t after)
+{
+	if (!x)
+		return NULL;
+	int64_t n = x->node->shape[ax];
+	eng_tensor *t = eng_dup(x);
+	if (before < 0 || after < 0)
+		t = shrink_at(t, ax, before < 0 ? -before : 0, after < 0 ? n + after : n);
+	if (before > 0 || after > 0)
+		t = pad_at(t, ax, before > 0 ? before : 0, after > 0 ? after : 0);
+	return t;
+}
+
+/* conv2d's own gradient rule (see eng_vjp): in = {x, w}, args = stride, padding, dilation
+ * (two each), groups. Walking the primitive ops instead would differentiate the window
+ * extraction, which scatters a stored (N, Cin, OH, OW, KH, KW) product back through sums over
+ * the tiled copies; here the input gradient is itself a convolution (of the stride-dilated,
+ * padded output gradient with the flipped, transposed weight) and fuses like the forward. */
+static void conv2d_vjp(eng_ctx *ctx, const eng_node *n, const eng_vjp *v, eng_tensor *g,
+		       eng_tensor **out)
+{
+	(void)n;
+	const eng_node *nx = v->in[0], *nw = v->in[1];
+	int64_t s[2] = {v->args[0], v->args[1]}, p[2] = {v->args[2], v->args[3]};
+	int64_t d[2] = {v->args[4], v->args[5]}, groups = v->args[6];
+	int64_t bs = nx->shape[0], cin = nx->shape[1], cout = nw->shape[0];
+	int64_t cig = cin / groups, cog = cout / groups, k[2] = {nw->shape[2], nw->shape[3]};
+	int64_t o[2] = {eng_shape(g)[2], eng_shape(g)[3]};
+	eng_tensor *x = eng_tensor_wrap(ctx, eng_node_ref((eng_node *)nx));
+	eng_tensor *w = eng_tensor_wrap(ctx, eng_node_ref((eng_node *)nw));
+
+	/* dw[co, ci, ky, kx] = sum over (n, oy, ox) of g[n, co, oy, ox] * windows[n, ci, oy, ox, ky, kx] */
+	int64_t pads[4][2] = {{0, 0}, {0, 0}, {p[0], p[0]}, {p[1], p[1]}};
+	int64_t xs[8] = {bs, groups, 1, cig, o[0], o[1], k[0], k[1]};
+	int64_t gs[8] = {bs, groups, cog, 1, o[0], o[1], 1, 1};
+	int red[3] = {0, 4, 5};
+	eng_tensor *win = eng_reshape(windows_2d(eng_pad(x, (const int64_t(*)[2])pads), k, s, d), 8, xs);
+	eng_tensor *dw = eng_sum(eng_mul(win, eng_reshape(g, 8, gs)), red, 3, false);
+	out[1] = eng_cast(eng_reshape(dw, 4, nw->shape), nw->dtype);
+
+	/* dx: spread g to stride 1 (zeros between rows), pad so that a stride-1 convolution with
+	 * the flipped weight gives the padded input's size, then cut the padding off */
+	eng_tensor *t = g;
+	for (int i = 0; i < 2; i++) {
+		int ax = 2 + i;
+		if (s[i] > 1) {
+			int64_t two[2] = {o[i], 1}, one = o[i] * s[i];
+			t = reshape_at(t, ax, 1, two, 2);
+			t = pad_at(t, ax + 1, 0, s[i] - 1);
+			t = shrink_at(reshape_at(t, ax, 2, &one, 1), ax, 0, (o[i] - 1) * s[i] + 1);
+		}
+		int64_t span = d[i] * (k[i] - 1), hp = nx->shape[ax] + 2 * p[i];
+		int64_t extra = hp - span - 1 - (o[i] - 1) * s[i];
+		t = pad_signed(t, ax, span - p[i], span - p[i] + extra);
+	}
+	int64_t w5[5] = {groups, cog, cig, k[0], k[1]}, wt[4] = {cin, cog, k[0], k[1]};
+	int perm[5] = {0, 2, 1, 3, 4}, flip[2] = {2, 3};
+	eng_tensor *wT = eng_flip(eng_reshape(eng_permute(eng_reshape(w, 5, w5), perm), 4, wt), flip, 2);
+	int one[2] = {1, 1}, zero[2] = {0, 0}, dil[2] = {(int)d[0], (int)d[1]};
+	eng_tensor *dx = eng_conv2d(t, wT, NULL, one, zero, dil, (int)groups);
+	out[0] = eng_cast(dx, nx->dtype);
+}
+
 /* x (N, Cin, H, W), w (Cout, Cin/g, KH, KW): windows (N, Cin, OH, OW, KH, KW) viewed as
  * (N, g, 1, OH, OW, Cin/g, KH, KW) times w viewed as (1, g, Cout/g, 1, 1, Cin/g, KH, KW), one
  * sum over the last three axes. stride, padding, dilation NULL mean 1, 0, 1. */
@@ -157,6 +221,10 @@ eng_tensor *eng_conv2d(const eng_tensor *x, const eng_tensor *w, const eng_tenso
 	win = eng_permute(eng_reshape(win, 8, xs), xperm);
 	eng_tensor *r = sum_as(eng_mul(win, eng_reshape(w, 8, ws)), red, 3, dt);
 	r = eng_reshape(r, 4, os);
+	eng_vjp v = {.rule = conv2d_vjp, .nin = 2, .in = {x->node, w->node},
+		     .args = {s[0], s[1], p[0], p[1], d[0], d[1], g}};
+	if (r && !eng_node_set_vjp(r->node, &v))
+		eng_set_error(ctx, ENG_ENOMEM, "conv2d: out of memory");
 	if (bias)
 		r = eng_add(r, eng_reshape(bias, 4, bsh));
 	r = eng_keep(r);

@@ -638,6 +638,19 @@ START_TEST(grad_conv_pool)
 	eng_tensor *w1 = param(&g, UNIFORM, 4, S(2, 2, 3, 3), -1, 1);
 	CHECK(&g, "conv2d of permuted input",
 	      eng_conv2d(eng_transpose(xp, 1, 2), w1, NULL, NULL, NULL, NULL, 1), xp, w1);
+	/* conv2d has its own rule (the input gradient is a convolution): rows the stride skips
+	 * at the end, padding wider than the kernel, and a conv feeding a conv */
+	eng_tensor *x3 = param(&g, UNIFORM, 4, S(2, 2, 7, 6), -1, 1);
+	eng_tensor *w3 = param(&g, UNIFORM, 4, S(3, 2, 2, 3), -1, 1);
+	CHECK(&g, "conv2d stride 3 (rows left over)",
+	      eng_conv2d(x3, w3, NULL, (int[]){3, 3}, NULL, NULL, 1), x3, w3);
+	eng_tensor *w4 = param(&g, UNIFORM, 4, S(2, 2, 1, 1), -1, 1);
+	CHECK(&g, "conv2d 1x1 padding 2 stride 2",
+	      eng_conv2d(x3, w4, NULL, (int[]){2, 2}, (int[]){2, 2}, NULL, 1), x3, w4);
+	CHECK(&g, "conv2d of conv2d",
+	      eng_conv2d(eng_tanh(eng_conv2d(x3, w4, NULL, NULL, (int[]){1, 1}, NULL, 1)), w3, NULL,
+			 (int[]){1, 2}, NULL, (int[]){2, 1}, 1),
+	      x3, w4, w3);
 	/* pooling: distinct values, so no ties inside a window */
 	eng_tensor *d = param(&g, DISTINCT, 4, S(1, 2, 4, 4), -3, 3);
 	CHECK(&g, "max_pool2d 2x2", eng_max_pool2d(d, (int[]){2, 2}, NULL, NULL), d);
