@@ -72,6 +72,57 @@ static eng_uop *flat_index(eng_uops *u, int ndim, const int64_t *shape, eng_uop 
 	return acc;
 }
 
+/* The source index of a reshape from sshape (sn dims) to dshape (dn dims) at idx. Size-1 axes
+ * are dropped, then the rest is cut into the smallest groups of adjacent axes whose sizes
+ * multiply to the same number on both sides (a split, a merge or a one-to-one axis): each
+ * group's flat index is taken apart on its own, so div/mod only appear where axes really
+ * split or merge, and never across a group (e.g. a flipped or permuted axis next to them). */
+static void reshape_index(eng_uops *u, int sn, const int64_t *sshape, int dn, const int64_t *dshape,
+			  eng_uop *const *idx, eng_uop **si)
+{
+	int a[ENG_MAX_DIMS], b[ENG_MAX_DIMS], na = 0, nb = 0;
+	for (int d = 0; d < sn; d++) {
+		si[d] = u_ic(u, 0);
+		if (sshape[d] == 0)
+			na = nb = -1; /* empty: nothing is ever read */
+		else if (sshape[d] > 1 && na >= 0)
+			a[na++] = d;
+	}
+	for (int d = 0; d < dn && na >= 0; d++)
+		if (dshape[d] > 1)
+			b[nb++] = d;
+	for (int ia = 0, ib = 0; na > 0 && ia < na;) {
+		int ga = ia, gb = ib;
+		if (ib >= nb)
+			return; /* sizes disagree: cannot happen for a valid reshape */
+		int64_t pa = sshape[a[ia++]], pb = dshape[b[ib++]];
+		while (pa != pb) {
+			if (pa < pb && ia < na)
+				pa *= sshape[a[ia++]];
+			else if (pb < pa && ib < nb)
+				pb *= dshape[b[ib++]];
+			else
+				return;
+		}
+		if (ia - ga == 1 && ib - gb == 1) {
+			si[a[ga]] = idx[b[gb]];
+			continue;
+		}
+		eng_uop *flat = u_ic(u, 0);
+		int64_t st = 1;
+		for (int k = ib - 1; k >= gb; k--) {
+			flat = u_add(u, flat, u_mulc(u, idx[b[k]], st));
+			st *= dshape[b[k]];
+		}
+		st = 1;
+		for (int k = ia - 1; k >= ga; k--) {
+			eng_uop *q = u_divc(u, flat, st);
+			si[a[k]] = k == ga ? q : u_modc(u, q, sshape[a[k]]);
+			st *= sshape[a[k]];
+		}
+	}
+}
+
 static eng_uop *lower(lctx *c, const eng_node *n, eng_uop *const *idx, eng_uop *valid);
 
 /* Pick what to store instead of an unfusable reduce at path depth `at`: climb from it
@@ -167,14 +218,9 @@ static eng_uop *lower_movement(lctx *c, const eng_node *n, eng_uop *const *idx, 
 	eng_uop *si[ENG_MAX_DIMS];
 	eng_uop *cond = NULL;
 	switch (n->op) {
-	case ENG_OP_RESHAPE: {
-		eng_uop *flat = flat_index(u, n->ndim, n->shape, idx);
-		int64_t st[ENG_MAX_DIMS];
-		eng_contiguous_strides(s->ndim, s->shape, st);
-		for (int d = 0; d < s->ndim; d++)
-			si[d] = s->shape[d] <= 1 ? u_ic(u, 0) : u_modc(u, u_divc(u, flat, st[d]), s->shape[d]);
+	case ENG_OP_RESHAPE:
+		reshape_index(u, s->ndim, s->shape, n->ndim, n->shape, idx, si);
 		break;
-	}
 	case ENG_OP_PERMUTE:
 		for (int d = 0; d < n->ndim; d++)
 			si[(int)n->arg.perm[d]] = idx[d];
