@@ -8,6 +8,7 @@
 
 #include "internal.h"
 #include "progcache.h"
+#include "schedcache.h"
 
 static const char *const err_names[ENG_STATUS_COUNT] = {
 #define ENG_ERR(name, msg) [ENG_##name] = msg,
@@ -75,7 +76,10 @@ static eng_device *device_create(eng_ctx *ctx, const eng_ctx_opts *o, char *err,
 	snprintf(d->name, sizeof(d->name), "%s", d->bk.ops->name);
 	d->ctx = ctx;
 	d->progs = eng_progcache_create();
-	if (!d->progs) {
+	d->scache = o->no_schedule_cache ? NULL : eng_sc_create(0);
+	if (!d->progs || (!o->no_schedule_cache && !d->scache)) {
+		eng_progcache_destroy(d->progs, &d->bk);
+		eng_sc_destroy(d->scache);
 		d->bk.ops->destroy(d->bk.ctx);
 		free(d);
 		snprintf(err, errlen, "out of memory");
@@ -88,6 +92,7 @@ static void device_destroy(eng_device *d)
 {
 	if (!d)
 		return;
+	eng_sc_destroy(d->scache);
 	eng_progcache_destroy(d->progs, &d->bk);
 	d->bk.ops->destroy(d->bk.ctx);
 	free(d);

@@ -31,9 +31,10 @@ typedef struct eng_ctx_opts {
 	int nthreads;       /* CPU worker threads; 0: one per online core */
 	const char *device; /* "CPU" (default); NULL: the DEV environment variable or CPU */
 	const char *cc;     /* C compiler for the CPU backend; NULL: $CC or "cc" */
+	bool no_schedule_cache; /* true: schedule every realize (no reuse of kernel lists by graph structure) */
 } eng_ctx_opts;
 
-/* Fill opts with defaults (debug -1, nthreads 0, device NULL, cc NULL). */
+/* Fill opts with defaults (debug -1, nthreads 0, device NULL, cc NULL, caches on). */
 void eng_ctx_opts_default(eng_ctx_opts *opts);
 /* Create a context: owns devices, the node graph and every tensor made through it.
  * opts may be NULL. On failure returns NULL and, if err is non-NULL, writes a message there.
@@ -57,6 +58,7 @@ typedef struct eng_stats {
 	uint64_t kernel_ns; /* wall time inside kernel launches */
 	uint64_t compiles;  /* compiler invocations */
 	uint64_t schedules; /* realize calls that scheduled at least one kernel */
+	uint64_t schedule_hits; /* realize calls answered by the schedule cache */
 } eng_stats;
 void eng_get_stats(const eng_ctx *ctx, eng_stats *out);
 void eng_reset_stats(eng_ctx *ctx);

@@ -10,6 +10,8 @@
 #include "node.h"
 
 typedef struct eng_progcache eng_progcache;
+typedef struct eng_schedcache eng_schedcache;
+struct eng_capture;
 
 /* Engine-side view of one backend device. */
 typedef struct eng_device {
@@ -18,6 +20,7 @@ typedef struct eng_device {
 	int index;
 	eng_ctx *ctx;
 	eng_progcache *progs; /* compiled kernels keyed by source */
+	eng_schedcache *scache; /* kernel lists keyed by graph structure (NULL: off) */
 } eng_device;
 
 struct eng_tensor {
@@ -44,6 +47,7 @@ struct eng_ctx {
 	eng_stats stats;
 	uint64_t seed, rng_counter;
 	uint32_t next_buf_id;
+	struct eng_capture *capture; /* the JIT's launch recorder while it captures, else NULL */
 	eng_tensor **gradt; /* tensors that require grad */
 	int ngradt, capgradt;
 	int nscopes; /* 1 = only the root scope */

@@ -8,7 +8,9 @@
 
 #include "internal.h"
 #include "progcache.h"
+#include "schedcache.h"
 #include "schedule.h"
+#include "capture.h"
 #include "strbuf.h"
 
 static double now_ms(void)
@@ -127,18 +129,18 @@ out:
 	return s;
 }
 
-static eng_status launch_item(eng_ctx *ctx, eng_device *dev, eng_sched_item *it, kprep *k, double *total_ms)
+/* Launch one kernel whose buffer i belongs to node nodes[i]: outputs get a fresh buffer (an
+ * assign writes into its target's), and the nodes hold their values afterwards. */
+static eng_status launch_kernel(eng_ctx *ctx, eng_device *dev, const eng_sc_kernel *k, eng_node *const *nodes,
+				double *total_ms)
 {
-	eng_kernel_ir *ir = &it->ir;
 	void *handles[ENG_MAX_KBUFS];
-	eng_buffer *outs[ENG_MAX_STORES] = {0};
-	int nouts = 0;
+	eng_buffer *outs[ENG_MAX_KBUFS] = {0};
 	eng_status s = ENG_OK;
-	for (int i = 0; i < ir->nbufs; i++) {
-		const eng_kbuf *kb = &ir->bufs[i];
+	for (int i = 0; i < k->nbufs; i++) {
+		eng_node *r = nodes[i];
 		eng_buffer *b;
-		if (kb->output) {
-			const eng_node *r = kb->node;
+		if ((k->outputs >> i) & 1) {
 			if (r->op == ENG_OP_ASSIGN) {
 				b = eng_buffer_ref(r->src[0]->buf);
 				if (!b) {
@@ -152,20 +154,20 @@ static eng_status launch_item(eng_ctx *ctx, eng_device *dev, eng_sched_item *it,
 					goto fail;
 				}
 			}
-			outs[nouts++] = b;
+			outs[i] = b;
 		} else {
-			b = kb->node->buf;
+			b = r->buf;
 			if (!b) {
-				s = eng_set_error(ctx, ENG_ESTATE, "kernel input %%%u was not computed", kb->node->id);
+				s = eng_set_error(ctx, ENG_ESTATE, "kernel input %%%u was not computed", r->id);
 				goto fail;
 			}
 		}
 		handles[i] = b->handle;
 	}
-	bk_launch l = {.nparallel = ir->nparallel, .cost = ir->flops + ir->bytes};
+	bk_launch l = {.nparallel = k->nparallel, .cost = k->cost};
 	bk_err berr;
 	double t0 = now_ms();
-	s = dev->bk.ops->launch(dev->bk.ctx, k->prog, handles, ir->nbufs, &l, &berr);
+	s = dev->bk.ops->launch(dev->bk.ctx, k->prog, handles, k->nbufs, &l, &berr);
 	if (!s && dev->bk.ops->synchronize)
 		s = dev->bk.ops->synchronize(dev->bk.ctx, &berr);
 	double ms = now_ms() - t0;
@@ -175,29 +177,105 @@ static eng_status launch_item(eng_ctx *ctx, eng_device *dev, eng_sched_item *it,
 	}
 	*total_ms += ms;
 	ctx->stats.kernels++;
-	ctx->stats.flops += (uint64_t)ir->flops;
-	ctx->stats.bytes += (uint64_t)ir->bytes;
+	ctx->stats.flops += (uint64_t)k->flops;
+	ctx->stats.bytes += (uint64_t)k->bytes;
 	ctx->stats.kernel_ns += (uint64_t)(ms * 1e6);
 	if (ctx->debug >= 2) {
-		double gflops = ms > 0 ? ir->flops / (ms * 1e6) : 0, gbs = ms > 0 ? ir->bytes / (ms * 1e6) : 0;
+		double gflops = ms > 0 ? k->flops / (ms * 1e6) : 0, gbs = ms > 0 ? k->bytes / (ms * 1e6) : 0;
 		fprintf(stderr, "*** %-4s %5llu %-36s arg %2d mem %6.3f GB tm %9.2fus/%9.2fms (%8.2f GFLOPS %7.2f GB/s)\n",
-			dev->name, (unsigned long long)ctx->stats.kernels, k->name, ir->nbufs, ir->bytes / 1e9, ms * 1e3,
+			dev->name, (unsigned long long)ctx->stats.kernels, k->name, k->nbufs, k->bytes / 1e9, ms * 1e3,
 			*total_ms, gflops, gbs);
 	}
+	if (ctx->capture && !eng_capture_add(ctx->capture, k, nodes, outs)) {
+		s = eng_set_error(ctx, ENG_ENOMEM, "jit: out of memory capturing a launch");
+		goto fail;
+	}
 	/* the roots now hold their values; an assign has a new version of its target */
-	int o = 0;
-	for (int i = 0; i < ir->nbufs; i++)
-		if (ir->bufs[i].output) {
-			eng_node *r = (eng_node *)ir->bufs[i].node;
-			r->buf = outs[o++];
-			if (r->op == ENG_OP_ASSIGN)
-				r->buf->version++;
+	for (int i = 0; i < k->nbufs; i++)
+		if (outs[i]) {
+			nodes[i]->buf = outs[i];
+			if (nodes[i]->op == ENG_OP_ASSIGN)
+				outs[i]->version++;
 		}
 	return ENG_OK;
 fail:
-	for (int i = 0; i < nouts; i++)
+	for (int i = 0; i < k->nbufs; i++)
 		eng_buffer_unref(outs[i]);
 	return s;
+}
+
+/* Give zero-element nodes their (empty) buffers. */
+static eng_status give_empty(eng_ctx *ctx, eng_device *dev, eng_node *e)
+{
+	if (e->buf)
+		return ENG_OK;
+	e->buf = e->op == ENG_OP_ASSIGN ? eng_buffer_ref(e->src[0]->buf) : eng_buffer_alloc(dev, e->dtype, 0);
+	return e->buf ? ENG_OK : ctx->err ? ctx->err : eng_set_error(ctx, ENG_ENOMEM, "out of memory");
+}
+
+/* A schedule cache hit: bind the cached kernels to this graph's nodes and launch them. */
+static eng_status run_cached(eng_ctx *ctx, eng_device *dev, const eng_sc_entry *e, const eng_sc_walk *w)
+{
+	int nk, ne;
+	const eng_sc_kernel *ks = eng_sc_kernels(e, &nk);
+	const int *empty = eng_sc_empty(e, &ne);
+	eng_status s = ENG_OK;
+	ctx->stats.schedule_hits++;
+	if (ctx->debug >= 1)
+		fprintf(stderr, "schedule cache hit: %d kernels\n", nk);
+	for (int i = 0; i < ne && !s; i++)
+		s = give_empty(ctx, dev, (eng_node *)w->nodes.list[empty[i]]);
+	double total = 0;
+	for (int i = 0; i < nk && !s; i++) {
+		eng_node *nodes[ENG_MAX_KBUFS];
+		for (int j = 0; j < ks[i].nbufs; j++)
+			nodes[j] = (eng_node *)w->nodes.list[ks[i].node[j]];
+		s = launch_kernel(ctx, dev, &ks[i], nodes, &total);
+	}
+	return s;
+}
+
+/* The launch description of a freshly scheduled kernel; node numbers from w (if given). */
+static bool describe_kernel(const eng_sched_item *it, const kprep *k, const eng_sc_walk *w, eng_sc_kernel *out,
+			    eng_node **nodes)
+{
+	const eng_kernel_ir *ir = &it->ir;
+	bool numbered = w != NULL;
+	memset(out, 0, sizeof(*out));
+	out->prog = k->prog;
+	snprintf(out->name, sizeof(out->name), "%s", k->name);
+	out->nbufs = ir->nbufs;
+	for (int i = 0; i < ir->nbufs; i++) {
+		nodes[i] = (eng_node *)ir->bufs[i].node;
+		if (ir->bufs[i].output)
+			out->outputs |= (uint64_t)1 << i;
+		out->node[i] = w ? eng_nset_index(&w->nodes, nodes[i]) : -1;
+		numbered &= out->node[i] >= 0;
+	}
+	out->nparallel = ir->nparallel;
+	out->cost = ir->flops + ir->bytes;
+	out->flops = ir->flops;
+	out->bytes = ir->bytes;
+	return numbered;
+}
+
+/* Remember how w's graph was realized, if every buffer of every kernel is one of its nodes. */
+static void cache_schedule(eng_ctx *ctx, eng_device *dev, const eng_sc_walk *w, const eng_schedule *sch,
+			   const kprep *ks)
+{
+	eng_sc_kernel *sk = calloc(sch->n ? sch->n : 1, sizeof(*sk));
+	int *empty = calloc(sch->nempty ? sch->nempty : 1, sizeof(int));
+	bool ok = sk && empty;
+	for (int i = 0; i < sch->n && ok; i++) {
+		eng_node *nodes[ENG_MAX_KBUFS];
+		ok = describe_kernel(&sch->items[i], &ks[i], w, &sk[i], nodes);
+	}
+	for (int i = 0; i < sch->nempty && ok; i++)
+		ok = (empty[i] = eng_nset_index(&w->nodes, sch->empty[i])) >= 0;
+	if (ok && !eng_sc_insert(dev->scache, w, sk, sch->n, empty, sch->nempty) && ctx->debug >= 1)
+		fprintf(stderr, "schedule cache: out of memory, not cached\n");
+	free(sk);
+	free(empty);
 }
 
 eng_status eng_realize_nodes(eng_ctx *ctx, eng_node *const *nodes, int n)
@@ -206,36 +284,32 @@ eng_status eng_realize_nodes(eng_ctx *ctx, eng_node *const *nodes, int n)
 		return ctx->err; /* an earlier error is pending: don't compute on a broken graph */
 	eng_device *dev = ctx->devs[ctx->default_dev];
 	double t0 = now_ms();
-	eng_schedule sch;
-	eng_status s = eng_schedule_build(ctx, nodes, n, &sch);
-	if (s)
-		return s;
-	for (int i = 0; i < sch.nempty; i++) {
-		eng_node *e = (eng_node *)sch.empty[i];
-		if (!e->buf) {
-			if (e->op == ENG_OP_ASSIGN)
-				e->buf = eng_buffer_ref(e->src[0]->buf);
-			else
-				e->buf = eng_buffer_alloc(dev, e->dtype, 0);
-			if (!e->buf) {
-				eng_schedule_free(&sch);
-				return ctx->err ? ctx->err : eng_set_error(ctx, ENG_ENOMEM, "out of memory");
-			}
+	eng_sc_walk w;
+	bool walked = dev->scache && eng_sc_walk_build(&w, nodes, n);
+	if (walked) {
+		const eng_sc_entry *e = eng_sc_lookup(dev->scache, &w);
+		if (e) {
+			eng_status s = run_cached(ctx, dev, e, &w);
+			eng_sc_walk_free(&w);
+			return s;
 		}
 	}
-	if (!sch.n) {
-		eng_schedule_free(&sch);
-		return ENG_OK;
+	eng_schedule sch;
+	eng_status s = eng_schedule_build(ctx, nodes, n, &sch);
+	if (s) {
+		if (walked)
+			eng_sc_walk_free(&w);
+		return s;
 	}
-	kprep *ks = calloc(sch.n, sizeof(*ks));
-	if (!ks) {
-		eng_schedule_free(&sch);
-		return eng_set_error(ctx, ENG_ENOMEM, "out of memory");
-	}
+	for (int i = 0; i < sch.nempty && !s; i++)
+		s = give_empty(ctx, dev, (eng_node *)sch.empty[i]);
+	kprep *ks = calloc(sch.n ? sch.n : 1, sizeof(*ks));
+	if (!ks && !s)
+		s = eng_set_error(ctx, ENG_ENOMEM, "out of memory");
 	for (int i = 0; i < sch.n && !s; i++)
 		s = render_item(ctx, dev, &sch.items[i], &ks[i]);
 	double t_sched = now_ms() - t0;
-	if (!s) {
+	if (!s && sch.n) {
 		ctx->stats.schedules++;
 		if (ctx->debug >= 1)
 			fprintf(stderr, "scheduled %d kernels in %.2f ms\n", sch.n, t_sched);
@@ -251,12 +325,20 @@ eng_status eng_realize_nodes(eng_ctx *ctx, eng_node *const *nodes, int n)
 		}
 		s = compile_missing(ctx, dev, ks, sch.n);
 	}
+	if (!s && walked)
+		cache_schedule(ctx, dev, &w, &sch, ks);
 	double total = 0;
-	for (int i = 0; i < sch.n && !s; i++)
-		s = launch_item(ctx, dev, &sch.items[i], &ks[i], &total);
-	for (int i = 0; i < sch.n; i++)
+	for (int i = 0; i < sch.n && !s; i++) {
+		eng_sc_kernel k;
+		eng_node *kn[ENG_MAX_KBUFS];
+		describe_kernel(&sch.items[i], &ks[i], NULL, &k, kn);
+		s = launch_kernel(ctx, dev, &k, kn, &total);
+	}
+	for (int i = 0; i < sch.n && ks; i++)
 		free(ks[i].src);
 	free(ks);
 	eng_schedule_free(&sch);
+	if (walked)
+		eng_sc_walk_free(&w);
 	return s;
 }

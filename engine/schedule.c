@@ -2,6 +2,7 @@
  * that must be stored until every kernel lowers cleanly (see lower.c for the rules), merges
  * independent same-shaped outputs into one kernel, and orders the kernels. */
 #include "schedule.h"
+#include "nodeset.h"
 
 #include <stdlib.h>
 #include <stdio.h>
@@ -9,71 +10,7 @@
 
 #include "lower.h"
 
-/* ---- a set of nodes (open addressing on the pointer) ---- */
-
-typedef struct nset {
-	const eng_node **tab;
-	size_t cap, n;
-	const eng_node **list; /* members in insertion order */
-} nset;
-
-static size_t ptr_hash(const void *p) { return (size_t)(((uintptr_t)p >> 4) * 0x9e3779b97f4a7c15ull); }
-
-static bool nset_has(const nset *s, const eng_node *x)
-{
-	if (!s->cap)
-		return false;
-	for (size_t i = ptr_hash(x) & (s->cap - 1);; i = (i + 1) & (s->cap - 1)) {
-		if (!s->tab[i])
-			return false;
-		if (s->tab[i] == x)
-			return true;
-	}
-}
-
-static bool nset_add(nset *s, const eng_node *x)
-{
-	if (nset_has(s, x))
-		return true;
-	if ((s->n + 1) * 2 > s->cap) {
-		size_t nc = s->cap ? s->cap * 2 : 64;
-		const eng_node **nt = calloc(nc, sizeof(*nt));
-		const eng_node **nl = realloc(s->list, nc * sizeof(*nl));
-		if (!nt || !nl) {
-			free(nt);
-			if (nl)
-				s->list = nl;
-			return false;
-		}
-		s->list = nl;
-		for (size_t i = 0; i < s->cap; i++)
-			if (s->tab[i])
-				for (size_t j = ptr_hash(s->tab[i]) & (nc - 1);; j = (j + 1) & (nc - 1))
-					if (!nt[j]) {
-						nt[j] = s->tab[i];
-						break;
-					}
-		free(s->tab);
-		s->tab = nt;
-		s->cap = nc;
-	}
-	for (size_t i = ptr_hash(x) & (s->cap - 1);; i = (i + 1) & (s->cap - 1))
-		if (!s->tab[i]) {
-			s->tab[i] = x;
-			break;
-		}
-	s->list[s->n++] = x;
-	return true;
-}
-
-static void nset_free(nset *s)
-{
-	free(s->tab);
-	free(s->list);
-	memset(s, 0, sizeof(*s));
-}
-
-static bool in_set(void *arg, const eng_node *n) { return nset_has(arg, n); }
+static bool in_set(void *arg, const eng_node *n) { return eng_nset_has(arg, n); }
 
 static int cmp_id(const void *a, const void *b)
 {
@@ -81,14 +18,15 @@ static int cmp_id(const void *a, const void *b)
 	return x->id < y->id ? -1 : x->id > y->id;
 }
 
+
 /* Find nodes that must be stored regardless of fusion: buffer-level ops. */
-static bool collect_forced(const eng_node *n, nset *seen, nset *store)
+static bool collect_forced(const eng_node *n, eng_nset *seen, eng_nset *store)
 {
-	if (n->buf || nset_has(seen, n))
+	if (n->buf || eng_nset_has(seen, n))
 		return true;
-	if (!nset_add(seen, n))
+	if (!eng_nset_add(seen, n))
 		return false;
-	if (eng_op_kind_of(n->op) == ENG_KIND_BUFFEROP && n->op != ENG_OP_DETACH && !nset_add(store, n))
+	if (eng_op_kind_of(n->op) == ENG_KIND_BUFFEROP && n->op != ENG_OP_DETACH && !eng_nset_add(store, n))
 		return false;
 	for (int i = 0; i < n->nsrc; i++)
 		if (!collect_forced(n->src[i], seen, store))
@@ -170,7 +108,7 @@ static bool same_shape(const eng_node *a, const eng_node *b)
 	return a->ndim == b->ndim && !memcmp(a->shape, b->shape, sizeof(int64_t) * a->ndim);
 }
 
-static eng_status trial(eng_ctx *ctx, nset *store, const eng_node *const *roots, int nroots, bool optimize,
+static eng_status trial(eng_ctx *ctx, eng_nset *store, const eng_node *const *roots, int nroots, bool optimize,
 			eng_kernel_ir *ir, const eng_node **must)
 {
 	eng_lower_opts o = {.is_stored = in_set, .arg = store, .optimize = optimize, .nthreads = ctx->nthreads};
@@ -186,17 +124,17 @@ static eng_status trial(eng_ctx *ctx, nset *store, const eng_node *const *roots,
 
 eng_status eng_schedule_build(eng_ctx *ctx, eng_node *const *nodes, int n, eng_schedule *out)
 {
-	nset store = {0}, seen = {0};
+	eng_nset store = {0}, seen = {0};
 	member *m = NULL;
 	eng_status st = ENG_OK;
 	memset(out, 0, sizeof(*out));
 	for (int i = 0; i < n; i++)
-		if (!nodes[i]->buf && (!nset_add(&store, nodes[i]) || !collect_forced(nodes[i], &seen, &store)))
+		if (!nodes[i]->buf && (!eng_nset_add(&store, nodes[i]) || !collect_forced(nodes[i], &seen, &store)))
 			goto oom;
 	/* an assign writes into its target's buffer: the target must exist first */
 	for (size_t i = 0; i < store.n; i++)
 		if (store.list[i]->op == ENG_OP_ASSIGN && !store.list[i]->src[0]->buf &&
-		    (!nset_add(&store, store.list[i]->src[0]) || !collect_forced(store.list[i]->src[0], &seen, &store)))
+		    (!eng_nset_add(&store, store.list[i]->src[0]) || !collect_forced(store.list[i]->src[0], &seen, &store)))
 			goto oom;
 	if (!store.n)
 		goto done;
@@ -211,7 +149,7 @@ eng_status eng_schedule_build(eng_ctx *ctx, eng_node *const *nodes, int n, eng_s
 			goto fail;
 		}
 		bool changed = false;
-		nset seen_phase = {0}, shared = {0};
+		eng_nset seen_phase = {0}, shared = {0};
 		for (size_t i = 0; i < store.n && !st; i++) {
 			const eng_node *r = store.list[i];
 			if (eng_node_numel(r) == 0)
@@ -220,7 +158,7 @@ eng_status eng_schedule_build(eng_ctx *ctx, eng_node *const *nodes, int n, eng_s
 			const eng_node *must = NULL;
 			st = trial(ctx, &store, &r, 1, false, &ir, &must);
 			if (st == ENG_ESTATE && must) {
-				st = nset_add(&store, must) ? ENG_OK : ENG_ENOMEM;
+				st = eng_nset_add(&store, must) ? ENG_OK : ENG_ENOMEM;
 				changed = true;
 			}
 			for (int p = 0; p < ir.nphases && !st && !changed; p++) {
@@ -230,17 +168,17 @@ eng_status eng_schedule_build(eng_ctx *ctx, eng_node *const *nodes, int n, eng_s
 					dup = ir.phases[q].node == ph;
 				if (dup)
 					continue;
-				if ((nset_has(&seen_phase, ph) && !nset_add(&shared, ph)) || !nset_add(&seen_phase, ph))
+				if ((eng_nset_has(&seen_phase, ph) && !eng_nset_add(&shared, ph)) || !eng_nset_add(&seen_phase, ph))
 					st = ENG_ENOMEM;
 			}
 			eng_kernel_ir_free(&ir);
 		}
 		for (size_t i = 0; i < shared.n && !st && !changed; i++)
-			if (!nset_add(&store, shared.list[i]))
+			if (!eng_nset_add(&store, shared.list[i]))
 				st = ENG_ENOMEM;
 		changed |= shared.n > 0;
-		nset_free(&seen_phase);
-		nset_free(&shared);
+		eng_nset_free(&seen_phase);
+		eng_nset_free(&shared);
 		if (st == ENG_ENOMEM)
 			goto oom;
 		if (st)
@@ -251,13 +189,19 @@ eng_status eng_schedule_build(eng_ctx *ctx, eng_node *const *nodes, int n, eng_s
 
 	/* members in topological (creation) order, with their direct dependencies */
 	int nm = (int)store.n;
-	qsort(store.list, store.n, sizeof(*store.list), cmp_id);
 	m = calloc(nm, sizeof(*m));
-	if (!m)
+	const eng_node **ord = malloc(nm * sizeof(*ord)); /* the set's own order stays: it is indexed */
+	if (!m || !ord) {
+		free(ord);
 		goto oom;
+	}
+	memcpy(ord, store.list, nm * sizeof(*ord));
+	qsort(ord, nm, sizeof(*ord), cmp_id);
+	for (int i = 0; i < nm; i++)
+		m[i].node = ord[i];
+	free(ord);
 	int nk = 0;
 	for (int i = 0; i < nm; i++) {
-		m[i].node = store.list[i];
 		m[i].group = -1;
 		if (eng_node_numel(m[i].node) == 0)
 			continue;
@@ -449,15 +393,15 @@ eng_status eng_schedule_build(eng_ctx *ctx, eng_node *const *nodes, int n, eng_s
 	}
 done:
 	free(m);
-	nset_free(&store);
-	nset_free(&seen);
+	eng_nset_free(&store);
+	eng_nset_free(&seen);
 	return ENG_OK;
 oom:
 	st = eng_set_error(ctx, ENG_ENOMEM, "out of memory while scheduling");
 fail:
 	free(m);
-	nset_free(&store);
-	nset_free(&seen);
+	eng_nset_free(&store);
+	eng_nset_free(&seen);
 	eng_schedule_free(out);
 	return st ? st : ENG_ESTATE;
 }
