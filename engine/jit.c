@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "capture.h"
 #include "dtype.h"
@@ -466,9 +467,13 @@ static eng_status replay(eng_jit *j, jsig *s, eng_tensor *const *bin, eng_tensor
 			h[q] = res[l->b[q]]->handle;
 		bk_launch bl = {.nparallel = l->k.nparallel, .cost = l->k.cost};
 		bk_err berr;
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
 		st = dev->bk.ops->launch(dev->bk.ctx, l->k.prog, h, l->k.nbufs, &bl, &berr);
 		if (!st && dev->bk.ops->synchronize)
 			st = dev->bk.ops->synchronize(dev->bk.ctx, &berr);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		ctx->stats.kernel_ns += (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec));
 		if (st) {
 			eng_set_error(ctx, st, "%s: jit replay launching %s: %s", dev->name, l->k.name, berr.msg);
 			break;
