@@ -1,5 +1,5 @@
 /* backend.c: checks a backend's ops table before the engine uses it (version, size and the
- * methods every backend must provide). */
+ * methods every backend must provide; the disk-caching ones are optional, as a set). */
 #include "backend.h"
 
 #include <stdio.h>
@@ -22,6 +22,12 @@ eng_status bk_device_check(const bk_device *d, bk_err *err)
 	if (missing) {
 		snprintf(err->msg, sizeof(err->msg), "backend %s: required method %s is missing",
 			 o->name ? o->name : "?", missing);
+		return ENG_EINVAL;
+	}
+	int ncache = !!o->cache_id + !!o->program_blob + !!o->load;
+	if (ncache != 0 && ncache != 3) {
+		snprintf(err->msg, sizeof(err->msg), "backend %s: cache_id, program_blob and load go together (%d of 3 set)",
+			 o->name, ncache);
 		return ENG_EINVAL;
 	}
 	return ENG_OK;

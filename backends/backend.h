@@ -49,6 +49,20 @@ typedef struct bk_device_ops {
 	eng_status (*render)(void *dev, const struct eng_kernel_ir *ir, const char *name,
 			     struct eng_strbuf *out, bk_err *err);
 	void (*destroy)(void *dev);
+	/* Disk caching (all three NULL: programs of this backend are never cached on disk). */
+	/* Everything besides the kernel source that decides the compiled code: compiler identity and
+	 * version, flags, target. Stable for the device's lifetime; owned by the backend. An empty
+	 * string (the identity could not be made, e.g. out of memory) means: do not use the disk. */
+	const char *(*cache_id)(void *dev);
+	/* The serialised module (e.g. shared object bytes) that program p was compiled into, and p's
+	 * symbol in it. The bytes stay owned by the backend and valid while p lives. */
+	eng_status (*program_blob)(void *dev, bk_program *p, const void **bytes, size_t *n,
+				   const char **symbol, bk_err *err);
+	/* Load a module from bytes (as program_blob gave them) and look up nkern kernels by name.
+	 * On success fills progs[0..nkern) (freed with program_free; bytes stay the caller's); on
+	 * failure returns no program and err says why. */
+	eng_status (*load)(void *dev, const void *bytes, size_t n, const char *const *names, int nkern,
+			   bk_program **progs, bk_err *err);
 } bk_device_ops;
 
 typedef struct bk_device {
@@ -56,7 +70,8 @@ typedef struct bk_device {
 	void *ctx;
 } bk_device;
 
-/* Verify an ops table: version, size and the required methods. Returns ENG_OK or EINVAL. */
+/* Verify an ops table: version, size, the required methods, and that the disk-caching methods
+ * are all present or all NULL. Returns ENG_OK or EINVAL. */
 eng_status bk_device_check(const bk_device *d, bk_err *err);
 
 /* The CPU backend: generated C compiled by cc into a shared object, run on a thread pool.

@@ -16,9 +16,9 @@
 
 extern char **environ;
 
-static const char *const cc_flags[] = {"-O3", "-march=native", "-fPIC", "-shared", "-fopenmp-simd",
-				       "-ffp-contract=fast", "-fno-math-errno", "-fno-trapping-math",
-				       "-w", NULL};
+const char *const cpu_cc_flags[] = {"-O3", "-march=native", "-fPIC", "-shared", "-fopenmp-simd",
+				    "-ffp-contract=fast", "-fno-math-errno", "-fno-trapping-math",
+				    "-w", NULL};
 
 #define MAX_PARTS 16
 
@@ -34,10 +34,32 @@ static void slurp(const char *path, char *buf, size_t cap)
 	fclose(f);
 }
 
+/* The whole file at path into *bytes (malloc'd) and *n; false on failure, errno set. */
+static bool read_binary(const char *path, void **bytes, size_t *n)
+{
+	*bytes = NULL;
+	FILE *f = fopen(path, "rb");
+	long size = -1;
+	if (f && fseek(f, 0, SEEK_END) == 0 && (size = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+	    (*bytes = malloc(size ? (size_t)size : 1)) && fread(*bytes, 1, (size_t)size, f) == (size_t)size) {
+		*n = (size_t)size;
+		fclose(f);
+		return true;
+	}
+	int e = errno;
+	if (f)
+		fclose(f);
+	free(*bytes);
+	*bytes = NULL;
+	errno = e;
+	return false;
+}
+
 static void so_release(cpu_so *so)
 {
 	if (so && --so->refs == 0) {
 		dlclose(so->handle);
+		free(so->bytes);
 		free(so);
 	}
 }
@@ -47,6 +69,7 @@ void cpu_program_release(cpu_program *p)
 	if (!p)
 		return;
 	so_release(p->so);
+	free(p->name);
 	free(p);
 }
 
@@ -78,8 +101,8 @@ static eng_status spawn_cc(cpu_dev *d, part *p, bk_err *err)
 	const char *argv[32];
 	int argc = 0;
 	argv[argc++] = d->cc;
-	for (int i = 0; cc_flags[i]; i++)
-		argv[argc++] = cc_flags[i];
+	for (int i = 0; cpu_cc_flags[i]; i++)
+		argv[argc++] = cpu_cc_flags[i];
 	argv[argc++] = "-o";
 	argv[argc++] = p->so;
 	argv[argc++] = p->c;
@@ -99,27 +122,34 @@ static eng_status spawn_cc(cpu_dev *d, part *p, bk_err *err)
 	return ENG_OK;
 }
 
-/* dlopen one part's shared object and look up its kernels into progs. */
-static eng_status load_part(const part *p, const char *const *names, bk_program **progs, bk_err *err)
+eng_status cpu_load_so(const char *path, void *bytes, size_t n, const char *const *names, int nkern,
+		       bk_program **progs, bk_err *err)
 {
-	void *h = dlopen(p->so, RTLD_NOW | RTLD_LOCAL);
+	for (int i = 0; i < nkern; i++)
+		progs[i] = NULL;
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
+		free(bytes);
 		snprintf(err->msg, sizeof(err->msg), "dlopen: %s", dlerror());
 		return ENG_ECOMPILE;
 	}
 	cpu_so *so = calloc(1, sizeof(*so));
 	if (!so) {
 		dlclose(h);
+		free(bytes);
 		snprintf(err->msg, sizeof(err->msg), "out of memory");
 		return ENG_ENOMEM;
 	}
 	so->handle = h;
 	so->refs = 1; /* held here until the programs take theirs */
+	so->bytes = bytes;
+	so->nbytes = n;
 	eng_status st = ENG_OK;
-	for (int i = p->first; i < p->first + p->count; i++) {
+	for (int i = 0; i < nkern; i++) {
 		cpu_program *prog = calloc(1, sizeof(*prog));
 		void *fn = dlsym(h, names[i]);
-		if (!prog || !fn) {
+		char *name = prog && fn ? strdup(names[i]) : NULL;
+		if (!name) {
 			free(prog);
 			snprintf(err->msg, sizeof(err->msg), "kernel %s: %s", names[i], fn ? "out of memory" : "symbol not found");
 			st = fn ? ENG_ENOMEM : ENG_ECOMPILE;
@@ -127,11 +157,29 @@ static eng_status load_part(const part *p, const char *const *names, bk_program 
 		}
 		prog->fn = (cpu_kernel_fn)fn;
 		prog->so = so;
+		prog->name = name;
 		so->refs++;
 		progs[i] = (bk_program *)prog;
 	}
+	if (st)
+		for (int i = 0; i < nkern; i++) {
+			cpu_program_release((cpu_program *)progs[i]);
+			progs[i] = NULL;
+		}
 	so_release(so);
 	return st;
+}
+
+/* Load one part's shared object (keeping its bytes) and look up its kernels into progs. */
+static eng_status load_part(const part *p, const char *const *names, bk_program **progs, bk_err *err)
+{
+	void *bytes;
+	size_t n;
+	if (!read_binary(p->so, &bytes, &n)) {
+		snprintf(err->msg, sizeof(err->msg), "cannot read %s: %s", p->so, strerror(errno));
+		return ENG_EIO;
+	}
+	return cpu_load_so(p->so, bytes, n, names + p->first, p->count, progs + p->first, err);
 }
 
 eng_status cpu_compile(cpu_dev *d, const char *prelude, const char *const *srcs, int nkern, const char *const *names,

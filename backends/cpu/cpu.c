@@ -38,10 +38,12 @@ static eng_status cpu_copy_out(void *dev, void *handle, size_t off, void *dst, s
 	return ENG_OK;
 }
 
+const char *cpu_prelude(void) { return eng_cstyle_prelude(&cpu_dialect); }
+
 static eng_status cpu_compile_op(void *dev, const char *const *srcs, int nkern, const char *const *names,
 				 bk_program **progs, bk_err *err)
 {
-	return cpu_compile(dev, eng_cstyle_prelude(&cpu_dialect), srcs, nkern, names, progs, err);
+	return cpu_compile(dev, cpu_prelude(), srcs, nkern, names, progs, err);
 }
 
 static void cpu_program_free(void *dev, bk_program *p) { cpu_program_release((cpu_program *)p); }
@@ -82,6 +84,7 @@ static void cpu_destroy(void *dev)
 {
 	cpu_dev *d = dev;
 	bk_pool_destroy(d->pool);
+	free(d->cache_id);
 	free(d);
 }
 
@@ -99,6 +102,9 @@ static const bk_device_ops cpu_ops = {
 	.synchronize = NULL,
 	.render = cpu_render,
 	.destroy = cpu_destroy,
+	.cache_id = cpu_cache_id,
+	.program_blob = cpu_program_blob,
+	.load = cpu_load,
 };
 
 eng_status bk_cpu_create(const char *cc, int nthreads, int debug, bk_device *out, bk_err *err)

@@ -9,13 +9,16 @@
 typedef void (*cpu_kernel_fn)(void *const *bufs, int64_t start, int64_t end);
 
 typedef struct cpu_so {
-	void *handle; /* dlopen handle */
-	int refs;     /* programs using it */
+	void *handle;  /* dlopen handle */
+	int refs;      /* programs using it */
+	void *bytes;   /* the shared object file's contents (for the disk cache), owned */
+	size_t nbytes;
 } cpu_so;
 
 typedef struct cpu_program {
 	cpu_kernel_fn fn;
 	cpu_so *so;
+	char *name; /* fn's symbol in so, owned */
 } cpu_program;
 
 typedef struct cpu_dev {
@@ -23,12 +26,30 @@ typedef struct cpu_dev {
 	bk_pool *pool;
 	int nthreads;
 	int debug;
+	char *cache_id; /* made on first use (cache.c), owned */
 } cpu_dev;
+
+/* The source every kernel is preceded by. */
+const char *cpu_prelude(void);
+/* The compiler flags every kernel is built with (NULL-terminated). */
+extern const char *const cpu_cc_flags[];
 
 /* Compile kernels srcs[0..nkern) (each preceded by prelude) into shared objects, split over
  * up to one compiler process per worker thread, and load them. */
 eng_status cpu_compile(cpu_dev *d, const char *prelude, const char *const *srcs, int nkern, const char *const *names,
 		       bk_program **progs, bk_err *err);
 void cpu_program_release(cpu_program *p);
+/* dlopen the shared object at path, whose contents are bytes[0..n) (taken over: kept with the
+ * loaded object, or freed here on failure), and look up names[0..nkern) into progs[0..nkern).
+ * On failure no program is left and err says why. */
+eng_status cpu_load_so(const char *path, void *bytes, size_t n, const char *const *names, int nkern,
+		       bk_program **progs, bk_err *err);
+
+/* The disk-caching methods of bk_device_ops (cache.c). */
+const char *cpu_cache_id(void *dev);
+eng_status cpu_program_blob(void *dev, bk_program *p, const void **bytes, size_t *n, const char **symbol,
+			    bk_err *err);
+eng_status cpu_load(void *dev, const void *bytes, size_t n, const char *const *names, int nkern,
+		    bk_program **progs, bk_err *err);
 
 #endif
