@@ -9,6 +9,7 @@
 #include "internal.h"
 #include "progcache.h"
 #include "schedcache.h"
+#include "diskcache.h"
 
 static const char *const err_names[ENG_STATUS_COUNT] = {
 #define ENG_ERR(name, msg) [ENG_##name] = msg,
@@ -75,6 +76,10 @@ static eng_device *device_create(eng_ctx *ctx, const eng_ctx_opts *o, char *err,
 	}
 	snprintf(d->name, sizeof(d->name), "%s", d->bk.ops->name);
 	d->ctx = ctx;
+	const char *env = getenv("TENSORD_DISK_CACHE"), *dir = o->cache_dir ? o->cache_dir : getenv("TENSORD_CACHE_DIR");
+	d->disk_enabled = !o->no_disk_cache && !(env && !strcmp(env, "0"));
+	snprintf(d->disk_dir, sizeof(d->disk_dir), "%s", dir ? dir : "");
+	d->disk_max = o->disk_cache_max;
 	d->progs = eng_progcache_create();
 	d->scache = o->no_schedule_cache ? NULL : eng_sc_create(0);
 	if (!d->progs || (!o->no_schedule_cache && !d->scache)) {
@@ -93,6 +98,7 @@ static void device_destroy(eng_device *d)
 	if (!d)
 		return;
 	eng_sc_destroy(d->scache);
+	eng_dc_close(d->disk);
 	eng_progcache_destroy(d->progs, &d->bk);
 	d->bk.ops->destroy(d->bk.ctx);
 	free(d);

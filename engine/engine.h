@@ -32,6 +32,13 @@ typedef struct eng_ctx_opts {
 	const char *device; /* "CPU" (default); NULL: the DEV environment variable or CPU */
 	const char *cc;     /* C compiler for the CPU backend; NULL: $CC or "cc" */
 	bool no_schedule_cache; /* true: schedule every realize (no reuse of kernel lists by graph structure) */
+	/* Compiled kernels are kept on disk across processes unless no_disk_cache is set or the
+	 * environment has TENSORD_DISK_CACHE=0. The directory: cache_dir, else $TENSORD_CACHE_DIR,
+	 * else $XDG_CACHE_HOME/tensord, else ~/.cache/tensord. An unusable one means compiling
+	 * without it (one warning on stderr). */
+	bool no_disk_cache;
+	const char *cache_dir;
+	uint64_t disk_cache_max; /* bytes; 0: 1 GiB. Least recently used entries go first */
 } eng_ctx_opts;
 
 /* Fill opts with defaults (debug -1, nthreads 0, device NULL, cc NULL, caches on). */
@@ -57,6 +64,7 @@ typedef struct eng_stats {
 	uint64_t bytes;     /* bytes read and written by kernels */
 	uint64_t kernel_ns; /* wall time inside kernel launches */
 	uint64_t compiles;  /* compiler invocations */
+	uint64_t disk_loads; /* kernels loaded from the disk cache instead of compiled */
 	uint64_t schedules; /* realize calls that scheduled at least one kernel */
 	uint64_t schedule_hits; /* realize calls answered by the schedule cache */
 } eng_stats;

@@ -21,6 +21,12 @@ typedef struct eng_device {
 	eng_ctx *ctx;
 	eng_progcache *progs; /* compiled kernels keyed by source */
 	eng_schedcache *scache; /* kernel lists keyed by graph structure (NULL: off) */
+	/* the compiled-program disk cache (progdisk.c), opened on first use */
+	struct eng_dc *disk;
+	int disk_state; /* 0: not tried yet, 1: open, -1: off or unusable */
+	bool disk_enabled, disk_warned;
+	char disk_dir[512]; /* empty: the default directory */
+	uint64_t disk_max;
 } eng_device;
 
 struct eng_tensor {

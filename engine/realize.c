@@ -8,6 +8,7 @@
 
 #include "internal.h"
 #include "progcache.h"
+#include "progdisk.h"
 #include "schedcache.h"
 #include "schedule.h"
 #include "capture.h"
@@ -100,24 +101,51 @@ static eng_status compile_missing(eng_ctx *ctx, eng_device *dev, kprep *ks, int 
 	}
 	if (!m)
 		goto out;
-	bk_err berr;
+	/* the disk cache first: loaded kernels join the memory cache, the rest compile together */
 	double t0 = now_ms();
-	s = dev->bk.ops->compile(dev->bk.ctx, srcs, m, names, progs, &berr);
+	int loaded = eng_pd_lookup(dev, srcs, names, progs, m);
+	if (loaded) {
+		ctx->stats.disk_loads += (uint64_t)loaded;
+		if (ctx->debug >= 2)
+			fprintf(stderr, "loaded %d kernel%s from the disk cache in %.2f ms\n", loaded, loaded == 1 ? "" : "s",
+				now_ms() - t0);
+	}
+	int nc = 0; /* the misses, moved to the front */
+	for (int j = 0; j < m; j++) {
+		if (progs[j]) {
+			if (!eng_progcache_put(dev->progs, srcs[j], progs[j])) {
+				dev->bk.ops->program_free(dev->bk.ctx, progs[j]);
+				s = eng_set_error(ctx, ENG_ENOMEM, "out of memory caching programs");
+				goto out;
+			}
+			progs[j] = NULL;
+			continue;
+		}
+		srcs[nc] = srcs[j];
+		names[nc++] = names[j];
+	}
+	if (!nc)
+		goto found;
+	bk_err berr;
+	t0 = now_ms();
+	s = dev->bk.ops->compile(dev->bk.ctx, srcs, nc, names, progs, &berr);
 	ctx->stats.compiles++;
 	if (s) {
-		eng_set_error(ctx, s, "%s: compiling %d kernel%s: %s", dev->name, m, m == 1 ? "" : "s", berr.msg);
+		eng_set_error(ctx, s, "%s: compiling %d kernel%s: %s", dev->name, nc, nc == 1 ? "" : "s", berr.msg);
 		goto out;
 	}
 	if (ctx->debug >= 2)
-		fprintf(stderr, "compiled %d kernel%s in %.2f ms\n", m, m == 1 ? "" : "s", now_ms() - t0);
-	for (int j = 0; j < m; j++) {
+		fprintf(stderr, "compiled %d kernel%s in %.2f ms\n", nc, nc == 1 ? "" : "s", now_ms() - t0);
+	eng_pd_store(dev, srcs, progs, nc);
+	for (int j = 0; j < nc; j++) {
 		if (!eng_progcache_put(dev->progs, srcs[j], progs[j])) {
-			for (int r = j; r < m; r++)
+			for (int r = j; r < nc; r++)
 				dev->bk.ops->program_free(dev->bk.ctx, progs[r]);
 			s = eng_set_error(ctx, ENG_ENOMEM, "out of memory caching programs");
 			goto out;
 		}
 	}
+found:
 	for (int i = 0; i < n; i++)
 		if (!ks[i].prog)
 			ks[i].prog = eng_progcache_get(dev->progs, ks[i].src);

@@ -4,6 +4,7 @@
  * step matches the plain one, and the schedule and program caches hit when they should. */
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -449,6 +450,7 @@ START_TEST(test_program_cache_compiles_each_kernel_once)
 	eng_ctx_opts_default(&o);
 	o.debug = 0;
 	o.no_schedule_cache = true;
+	o.no_disk_cache = true;
 	char err[256];
 	eng_ctx *ctx = tu_ctx_track(eng_ctx_create(&o, err, sizeof(err)));
 	ck_assert_ptr_nonnull(ctx);
@@ -471,6 +473,162 @@ START_TEST(test_program_cache_compiles_each_kernel_once)
 }
 END_TEST
 
+/* ---- the disk cache under the program cache ---- */
+
+static eng_ctx *ctx_with_cache(const char *dir, const char *cc)
+{
+	eng_ctx_opts o;
+	eng_ctx_opts_default(&o);
+	o.debug = 0;
+	o.cache_dir = dir;
+	o.cc = cc;
+	char err[256];
+	eng_ctx *ctx = tu_ctx_track(eng_ctx_create(&o, err, sizeof(err)));
+	ck_assert_msg(ctx != NULL, "%s", err);
+	return ctx;
+}
+
+/* Realize a small two-kernel graph (fixed data) in ctx; returns the stats delta. */
+static eng_stats run_graph(eng_ctx *ctx, float *out)
+{
+	eng_stats a, b, d;
+	tu_rng r = {99};
+	int64_t s[2] = {12, 20};
+	eng_scope_begin(ctx);
+	eng_tensor *x = tu_rand(ctx, &r, ENG_F32, 2, s, -1, 1);
+	eng_tensor *sm = eng_softmax(eng_mul_s(x, 1.7), 1);
+	eng_tensor *z = eng_contiguous(eng_add_s(eng_transpose(sm, 0, 1), 0.5));
+	eng_get_stats(ctx, &a);
+	ck_assert_msg(eng_realize(&z, 1) == ENG_OK, "%s", eng_errmsg(ctx));
+	eng_get_stats(ctx, &b);
+	read_f32(z, out, 240);
+	tu_batch *bt = tu_batch_new(ctx);
+	tu_batch_ref(bt, z, 1e-5, 1e-6, "disk-cached graph");
+	tu_batch_check(bt);
+	eng_scope_end(ctx);
+	d.compiles = b.compiles - a.compiles;
+	d.disk_loads = b.disk_loads - a.disk_loads;
+	d.kernels = b.kernels - a.kernels;
+	return d;
+}
+
+static char *temp_dir(void)
+{
+	char *d = strdup("/tmp/tensord-test-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(d));
+	return d;
+}
+
+static void remove_tree(const char *dir)
+{
+	char cmd[600];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+/* Apply f to every regular file under dir (two levels: the fan-out folders). */
+static int for_each_entry(const char *dir, void (*f)(const char *path))
+{
+	char cmd[700];
+	snprintf(cmd, sizeof(cmd), "find '%s' -type f", dir);
+	FILE *p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	char line[1024];
+	int n = 0;
+	while (fgets(line, sizeof(line), p)) {
+		line[strcspn(line, "\n")] = 0;
+		f(line);
+		n++;
+	}
+	pclose(p);
+	return n;
+}
+
+static void flip_last_byte(const char *path)
+{
+	FILE *f = fopen(path, "r+b");
+	ck_assert_ptr_nonnull(f);
+	fseek(f, -1, SEEK_END);
+	int c = fgetc(f);
+	fseek(f, -1, SEEK_END);
+	fputc(c ^ 0x5a, f);
+	fclose(f);
+}
+
+START_TEST(test_disk_cache_across_contexts)
+{
+	char *dir = temp_dir();
+	float a[240], b[240], c[240];
+	eng_ctx *c1 = ctx_with_cache(dir, NULL);
+	eng_stats d1 = run_graph(c1, a);
+	ck_assert_uint_eq(d1.compiles, 1);
+	ck_assert_uint_eq(d1.disk_loads, 0);
+	tu_ctx_free(c1);
+	/* a new context (as a new process would) loads every kernel and compiles nothing */
+	eng_ctx *c2 = ctx_with_cache(dir, NULL);
+	eng_stats d2 = run_graph(c2, b);
+	ck_assert_uint_eq(d2.compiles, 0);
+	ck_assert_uint_eq(d2.disk_loads, d1.kernels);
+	expect_close(b, a, 240, "loaded vs compiled");
+	tu_ctx_free(c2);
+	/* corrupt every entry: detected, removed, compiled again and rewritten */
+	ck_assert_int_gt(for_each_entry(dir, flip_last_byte), 0);
+	eng_ctx *c3 = ctx_with_cache(dir, NULL);
+	eng_stats d3 = run_graph(c3, c);
+	ck_assert_uint_eq(d3.compiles, 1);
+	ck_assert_uint_eq(d3.disk_loads, 0);
+	expect_close(c, a, 240, "after corruption");
+	tu_ctx_free(c3);
+	eng_ctx *c4 = ctx_with_cache(dir, NULL);
+	eng_stats d4 = run_graph(c4, c);
+	ck_assert_uint_eq(d4.compiles, 0);
+	tu_ctx_free(c4);
+	remove_tree(dir);
+	free(dir);
+}
+END_TEST
+
+START_TEST(test_disk_cache_other_compiler_misses)
+{
+	if (system("clang --version > /dev/null 2>&1")) {
+		fprintf(stderr, "jit: test_disk_cache_other_compiler_misses SKIPPED (no clang)\n");
+		return;
+	}
+	char *dir = temp_dir();
+	float a[240], b[240];
+	eng_ctx *c1 = ctx_with_cache(dir, NULL);
+	run_graph(c1, a);
+	tu_ctx_free(c1);
+	eng_ctx *c2 = ctx_with_cache(dir, "clang"); /* another compiler: another cache_id */
+	eng_stats d = run_graph(c2, b);
+	ck_assert_uint_eq(d.compiles, 1);
+	ck_assert_uint_eq(d.disk_loads, 0);
+	expect_close(b, a, 240, "clang vs cc");
+	tu_ctx_free(c2);
+	remove_tree(dir);
+	free(dir);
+}
+END_TEST
+
+START_TEST(test_disk_cache_unusable_dir)
+{
+	/* a directory under a regular file cannot exist: compile without the cache, correctly */
+	char *dir = temp_dir(), path[600];
+	snprintf(path, sizeof(path), "%s/file", dir);
+	FILE *f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fclose(f);
+	snprintf(path, sizeof(path), "%s/file/cache", dir);
+	float a[240];
+	eng_ctx *c = ctx_with_cache(path, NULL);
+	eng_stats d = run_graph(c, a);
+	ck_assert_uint_eq(d.compiles, 1);
+	tu_ctx_free(c);
+	remove_tree(dir);
+	free(dir);
+}
+END_TEST
+
 Suite *jit_suite(void)
 {
 	Suite *s = suite_create("jit");
@@ -486,6 +644,9 @@ Suite *jit_suite(void)
 	tcase_add_test(tc, test_schedule_cache_hits_same_structure);
 	tcase_add_test(tc, test_schedule_cache_respects_aliasing);
 	tcase_add_test(tc, test_program_cache_compiles_each_kernel_once);
+	tcase_add_test(tc, test_disk_cache_across_contexts);
+	tcase_add_test(tc, test_disk_cache_other_compiler_misses);
+	tcase_add_test(tc, test_disk_cache_unusable_dir);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -14,6 +14,7 @@ eng_ctx *tu_ctx(void)
 	char err[512] = "";
 	eng_ctx_opts_default(&o);
 	o.debug = 0;
+	o.no_disk_cache = true; /* compile counts must not depend on earlier runs */
 	eng_ctx *ctx = eng_ctx_create(&o, err, sizeof(err));
 	ck_assert_msg(ctx != NULL, "eng_ctx_create failed: %s", err);
 	return ctx;
