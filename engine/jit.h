@@ -41,6 +41,8 @@ void eng_jit_opts_default(eng_jit_opts *o);
 /* A JIT for fn with nin inputs and nout outputs (each 1..64). opts NULL: defaults. NULL on
  * bad arguments or ENOMEM (the context error says which). */
 eng_jit *eng_jit_create(eng_ctx *ctx, eng_jit_fn fn, void *user, int nin, int nout, const eng_jit_opts *opts);
+/* Free the JIT and its captures (buffers it planned or kept). Call it before destroying the
+ * context. */
 void eng_jit_destroy(eng_jit *j);
 
 /* Call the step. out[] receives nout new tensors in the current scope (realized). */

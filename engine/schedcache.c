@@ -110,7 +110,8 @@ static bool describe_aliases(eng_sc_walk *w)
 			continue;
 		const eng_node *f = w->nodes.list[first[i]];
 		int64_t dv = n->op == ENG_OP_BUFFER && f->op == ENG_OP_BUFFER ? n->arg.c.i - f->arg.c.i : 0;
-		ok = put(w, first[i]) && put(w, dv) && put(w, n->op == ENG_OP_BUFFER ? 0 : (int64_t)n->buf->numel);
+		ok = put(w, first[i]) && put(w, dv) && put(w, n->op == ENG_OP_BUFFER ? 0 : (int64_t)n->buf->numel) &&
+		     put(w, n->buf->dev ? n->buf->dev->index : -1);
 	}
 	free(l);
 	free(first);
