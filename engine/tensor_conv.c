@@ -155,7 +155,8 @@ static void conv2d_vjp(eng_ctx *ctx, const eng_node *n, const eng_vjp *v, eng_te
 	int perm[5] = {0, 2, 1, 3, 4}, flip[2] = {2, 3};
 	eng_tensor *wT = eng_flip(eng_reshape(eng_permute(eng_reshape(w, 5, w5), perm), 4, wt), flip, 2);
 	int one[2] = {1, 1}, zero[2] = {0, 0}, dil[2] = {(int)d[0], (int)d[1]};
-	eng_tensor *dx = eng_conv2d(t, wT, NULL, one, zero, dil, (int)groups);
+	/* stored padded: the convolution then reads it without a bounds check per tap */
+	eng_tensor *dx = eng_conv2d(eng_contiguous(t), wT, NULL, one, zero, dil, (int)groups);
 	out[0] = eng_cast(dx, nx->dtype);
 }
 
