@@ -11,7 +11,7 @@ CFLAGS  += $(shell pkg-config --cflags libcjson 2>/dev/null)
 LDLIBS  += $(shell pkg-config --libs libcjson 2>/dev/null || echo -lcjson) -lz -ldl -lpthread -lm
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm -lpthread)
 
-ENGINE_SRC := $(wildcard engine/*.c) $(wildcard backends/*.c) $(wildcard backends/cpu/*.c)
+ENGINE_SRC := $(wildcard engine/*.c) $(wildcard backends/*.c) $(wildcard backends/cpu/*.c) $(wildcard backends/opencl/*.c)
 TEST_SRC   := $(wildcard tests/*.c)
 EXAMPLES   := $(patsubst examples/%/main.c,%,$(wildcard examples/*/main.c))
 BENCH_SRC  := $(wildcard bench/*.c)

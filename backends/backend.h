@@ -78,4 +78,19 @@ eng_status bk_device_check(const bk_device *d, bk_err *err);
  * cc NULL means "cc"; nthreads 0 means one per online core. */
 eng_status bk_cpu_create(const char *cc, int nthreads, int debug, bk_device *out, bk_err *err);
 
+/* The OpenCL backend: OpenCL C from the same renderer, built by the driver. libOpenCL.so.1 (the
+ * ICD loader) is opened with dlopen when a device is created or listed, so tensord runs where it
+ * is absent: then, or with no device, these return ENG_ENOTFOUND and a message. Buffer handles
+ * are cl_mem; a kernel takes its buffers as __global pointers in order, then (long start, long
+ * end), and runs one work-item per iteration start..end-1 of its parallel loop. Devices are
+ * numbered over all platforms in the loader's order: CL:1 is the second device found. */
+/* One line per device ("CL:<i> <name> | CPU/GPU | vendor | platform | version | driver |
+ * compute units | global memory | max work-group | fp16"), written to out (truncated to len,
+ * NUL-terminated); *ndevices (may be NULL) gets the count. */
+eng_status bk_cl_list(char *out, size_t len, int *ndevices, bk_err *err);
+/* Device CL:index with its own context and in-order queue, used from one thread at a time;
+ * debug >= 2 times each launch on the device (printed at synchronize). Freed with
+ * out->ops->destroy. */
+eng_status bk_cl_create(int index, int debug, bk_device *out, bk_err *err);
+
 #endif

@@ -298,8 +298,10 @@ static void rule(eng_ctx *ctx, eng_node *n, eng_tensor *g, eng_tensor **out)
 		break;
 	}
 	case ENG_OP_CONTIGUOUS:
-	case ENG_OP_COPY:
 		out[0] = g;
+		break;
+	case ENG_OP_COPY: /* the gradient goes back to the source's device */
+		out[0] = n->src[0]->dev >= 0 ? eng_to_device(g, n->src[0]->dev) : g;
 		break;
 	default:
 		/* TRUNC, comparisons, integer and bitwise ops, BITCAST: no gradient */

@@ -60,50 +60,6 @@ void eng_ctx_opts_default(eng_ctx_opts *o)
 	o->debug = -1;
 }
 
-static eng_device *device_create(eng_ctx *ctx, const eng_ctx_opts *o, char *err, size_t errlen)
-{
-	eng_device *d = calloc(1, sizeof(*d));
-	bk_err berr = {{0}};
-	if (!d) {
-		snprintf(err, errlen, "out of memory");
-		return NULL;
-	}
-	if (bk_cpu_create(o->cc, o->nthreads, ctx->debug, &d->bk, &berr) != ENG_OK ||
-	    bk_device_check(&d->bk, &berr) != ENG_OK) {
-		snprintf(err, errlen, "CPU backend: %s", berr.msg);
-		free(d);
-		return NULL;
-	}
-	snprintf(d->name, sizeof(d->name), "%s", d->bk.ops->name);
-	d->ctx = ctx;
-	const char *env = getenv("TENSORD_DISK_CACHE"), *dir = o->cache_dir ? o->cache_dir : getenv("TENSORD_CACHE_DIR");
-	d->disk_enabled = !o->no_disk_cache && !(env && !strcmp(env, "0"));
-	snprintf(d->disk_dir, sizeof(d->disk_dir), "%s", dir ? dir : "");
-	d->disk_max = o->disk_cache_max;
-	d->progs = eng_progcache_create();
-	d->scache = o->no_schedule_cache ? NULL : eng_sc_create(0);
-	if (!d->progs || (!o->no_schedule_cache && !d->scache)) {
-		eng_progcache_destroy(d->progs, &d->bk);
-		eng_sc_destroy(d->scache);
-		d->bk.ops->destroy(d->bk.ctx);
-		free(d);
-		snprintf(err, errlen, "out of memory");
-		return NULL;
-	}
-	return d;
-}
-
-static void device_destroy(eng_device *d)
-{
-	if (!d)
-		return;
-	eng_sc_destroy(d->scache);
-	eng_dc_close(d->disk);
-	eng_progcache_destroy(d->progs, &d->bk);
-	d->bk.ops->destroy(d->bk.ctx);
-	free(d);
-}
-
 eng_ctx *eng_ctx_create(const eng_ctx_opts *opts, char *err, size_t errlen)
 {
 	char dummy[8];
@@ -117,10 +73,8 @@ eng_ctx *eng_ctx_create(const eng_ctx_opts *opts, char *err, size_t errlen)
 	else
 		eng_ctx_opts_default(&o);
 	const char *dev = o.device ? o.device : getenv("DEV");
-	if (dev && *dev && strcmp(dev, "CPU") && strncmp(dev, "CPU:", 4)) {
-		snprintf(err, errlen, "unknown device '%s' (available: CPU)", dev);
-		return NULL;
-	}
+	if (!dev || !*dev)
+		dev = "CPU";
 	eng_ctx *ctx = calloc(1, sizeof(*ctx));
 	if (!ctx) {
 		snprintf(err, errlen, "out of memory");
@@ -143,14 +97,17 @@ eng_ctx *eng_ctx_create(const eng_ctx_opts *opts, char *err, size_t errlen)
 		free(ctx);
 		return NULL;
 	}
-	ctx->devs[0] = device_create(ctx, &o, err, errlen);
-	if (!ctx->devs[0]) {
+	ctx->dopts = o;
+	snprintf(ctx->cc, sizeof(ctx->cc), "%s", o.cc ? o.cc : "");
+	snprintf(ctx->cache_dir, sizeof(ctx->cache_dir), "%s", o.cache_dir ? o.cache_dir : "");
+	ctx->dopts.cc = o.cc ? ctx->cc : NULL;
+	ctx->dopts.cache_dir = o.cache_dir ? ctx->cache_dir : NULL;
+	ctx->dopts.device = NULL;
+	if (eng_device_add(ctx, dev, err, errlen) < 0) {
 		eng_graph_destroy(ctx->graph);
 		free(ctx);
 		return NULL;
 	}
-	ctx->devs[0]->index = 0;
-	ctx->ndevs = 1;
 	return ctx;
 }
 
@@ -167,7 +124,7 @@ void eng_ctx_destroy(eng_ctx *ctx)
 	if (leaked && ctx->debug >= 1)
 		fprintf(stderr, "tensord: %zu graph nodes still referenced at exit\n", leaked);
 	for (int i = 0; i < ctx->ndevs; i++)
-		device_destroy(ctx->devs[i]);
+		eng_device_destroy(ctx->devs[i]);
 	free(ctx);
 }
 
@@ -314,6 +271,7 @@ eng_buffer *eng_buffer_alloc(eng_device *dev, eng_dtype dt, int64_t numel)
 	b->nbytes = (size_t)numel * eng_dtype_size(dt);
 	b->refs = 1;
 	b->id = ++dev->ctx->next_buf_id;
+	b->dev_index = dev->index;
 	if (dev->bk.ops->alloc(dev->bk.ctx, b->nbytes ? b->nbytes : 1, &b->handle, &berr)) {
 		eng_set_error(dev->ctx, ENG_ENOMEM, "%s: cannot allocate %zu bytes: %s", dev->name,
 			      b->nbytes, berr.msg);

@@ -72,6 +72,21 @@ void eng_get_stats(const eng_ctx *ctx, eng_stats *out);
 void eng_reset_stats(eng_ctx *ctx);
 int eng_debug_level(const eng_ctx *ctx);
 
+/* ---- devices ------------------------------------------------------------------------
+ * A context starts with one device: opts.device, else $DEV, else "CPU" ("CPU", "CPU:n", "CL"
+ * or "CL:n" for the n-th OpenCL device, as tinygrad's DEV). More can be opened; new tensors
+ * are made on the default device, operations run where their operands live (operands on two
+ * devices are an error), and eng_to_device copies. Indices count from 0 in opening order. */
+int eng_device_open(eng_ctx *ctx, const char *spec); /* index, or -1 with the error set */
+int eng_device_count(const eng_ctx *ctx);
+const char *eng_device_name(const eng_ctx *ctx, int dev); /* "CPU", "CL:0", ...; NULL if none */
+eng_status eng_set_default_device(eng_ctx *ctx, int dev);
+int eng_default_device(const eng_ctx *ctx);
+int eng_tensor_device(const eng_tensor *t); /* where t lives (or will) */
+eng_tensor *eng_to_device(const eng_tensor *t, int dev); /* lazy copy; t itself if already there */
+/* Every device this machine offers, one line each with its properties (needs no context). */
+eng_status eng_devices_list(char *out, size_t len);
+
 /* Seed for rand/randn; each call consumes counters so results are reproducible per seed. */
 void eng_manual_seed(eng_ctx *ctx, uint64_t seed);
 

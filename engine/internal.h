@@ -25,6 +25,8 @@ typedef struct eng_device {
 	struct eng_dc *disk;
 	int disk_state; /* 0: not tried yet, 1: open, -1: off or unusable */
 	bool disk_enabled, disk_warned;
+	bool failed; /* a device-level error (lost, out of resources): every later use fails */
+	char failmsg[256];
 	char disk_dir[512]; /* empty: the default directory */
 	uint64_t disk_max;
 } eng_device;
@@ -43,6 +45,8 @@ struct eng_tensor {
 
 struct eng_ctx {
 	eng_graph *graph;
+	eng_ctx_opts dopts;      /* what new devices are made with (strings copied below) */
+	char cc[256], cache_dir[512];
 	eng_device *devs[ENG_MAX_DEVICES];
 	int ndevs;
 	int default_dev;
@@ -74,6 +78,13 @@ void eng_tensor_unscope(eng_tensor *t);
 /* After a realize: a tensor whose node is a realized assign becomes a plain buffer node of the
  * target's new version, so the graph that computed it can be freed. */
 void eng_tensor_settle(eng_tensor *t);
+
+/* Devices (device.c). Open the device named by spec ("CPU", "CPU:1", "CL", "CL:1") and add
+ * it to ctx; returns its index, or -1 with a message in err. */
+int eng_device_add(eng_ctx *ctx, const char *spec, char *err, size_t errlen);
+void eng_device_destroy(eng_device *d);
+/* Mark d unusable after a device-level error (status s) and set the context error. */
+eng_status eng_device_fail(eng_device *d, eng_status s, const char *msg);
 
 /* Buffers on a device. */
 eng_buffer *eng_buffer_alloc(eng_device *dev, eng_dtype dt, int64_t numel);

@@ -175,6 +175,14 @@ eng_node *eng_node_get(eng_graph *g, const eng_node_desc *d)
 	n->hash = h;
 	n->refs = 1;
 	n->id = ++g->next_id;
+	n->dev = -1; /* derived from the sources, so equal nodes agree */
+	if (n->op == ENG_OP_BUFFER)
+		n->dev = (int8_t)n->buf->dev_index;
+	else if (n->op == ENG_OP_COPY)
+		n->dev = (int8_t)n->arg.dev;
+	else
+		for (int i = 0; i < n->nsrc && n->dev < 0; i++)
+			n->dev = n->src[i]->dev;
 	n->graph = g;
 	for (int i = 0; i < n->nsrc; i++)
 		eng_node_ref(n->src[i]);

@@ -48,6 +48,7 @@ struct eng_buffer {
 	uint32_t refs;
 	uint32_t id;
 	uint32_t version; /* bumped each time an assign writes the buffer */
+	int dev_index;    /* the context's index of dev */
 };
 
 typedef struct eng_node eng_node;
@@ -57,6 +58,7 @@ struct eng_node {
 	eng_dtype dtype;
 	uint8_t ndim;
 	uint8_t nsrc;
+	int8_t dev; /* device index its value lives on; -1: none of its own (constants), follows use */
 	int64_t shape[ENG_MAX_DIMS];
 	eng_node *src[3];
 	union {

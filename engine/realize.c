@@ -11,6 +11,7 @@
 #include "progdisk.h"
 #include "schedcache.h"
 #include "schedule.h"
+#include "nodeset.h"
 #include "capture.h"
 #include "strbuf.h"
 
@@ -189,6 +190,12 @@ static eng_status launch_kernel(eng_ctx *ctx, eng_device *dev, const eng_sc_kern
 				s = eng_set_error(ctx, ENG_ESTATE, "kernel input %%%u was not computed", r->id);
 				goto fail;
 			}
+			if (b->dev != dev) {
+				s = eng_set_error(ctx, ENG_EDEVICE,
+						  "a value computed on %s is used on %s; move it with eng_to_device",
+						  b->dev->name, dev->name);
+				goto fail;
+			}
 		}
 		handles[i] = b->handle;
 	}
@@ -200,7 +207,10 @@ static eng_status launch_kernel(eng_ctx *ctx, eng_device *dev, const eng_sc_kern
 		s = dev->bk.ops->synchronize(dev->bk.ctx, &berr);
 	double ms = now_ms() - t0;
 	if (s) {
-		eng_set_error(ctx, s, "%s: launching %s: %s", dev->name, k->name, berr.msg);
+		if (s == ENG_EDEVICE)
+			eng_device_fail(dev, s, berr.msg);
+		else
+			eng_set_error(ctx, s, "%s: launching %s: %s", dev->name, k->name, berr.msg);
 		goto fail;
 	}
 	*total_ms += ms;
@@ -306,11 +316,12 @@ static void cache_schedule(eng_ctx *ctx, eng_device *dev, const eng_sc_walk *w, 
 	free(empty);
 }
 
-eng_status eng_realize_nodes(eng_ctx *ctx, eng_node *const *nodes, int n)
+/* Realize nodes that all run on dev. */
+static eng_status realize_on(eng_ctx *ctx, eng_device *dev, eng_node *const *nodes, int n)
 {
-	if (ctx->err)
-		return ctx->err; /* an earlier error is pending: don't compute on a broken graph */
-	eng_device *dev = ctx->devs[ctx->default_dev];
+	if (dev->failed)
+		return eng_set_error(ctx, ENG_EDEVICE, "%s: device is unusable after an earlier failure: %s", dev->name,
+				     dev->failmsg);
 	double t0 = now_ms();
 	eng_sc_walk w;
 	bool walked = dev->scache && eng_sc_walk_build(&w, nodes, n);
@@ -368,5 +379,122 @@ eng_status eng_realize_nodes(eng_ctx *ctx, eng_node *const *nodes, int n)
 	eng_schedule_free(&sch);
 	if (walked)
 		eng_sc_walk_free(&w);
+	return s;
+}
+
+/* Move a copy's source (realized on its own device) into a new buffer on the copy's device,
+ * through host memory. */
+static eng_status transfer(eng_ctx *ctx, eng_node *c)
+{
+	eng_buffer *from = c->src[0]->buf;
+	eng_device *to = ctx->devs[c->dev];
+	if (to->failed)
+		return eng_set_error(ctx, ENG_EDEVICE, "%s: device is unusable after an earlier failure: %s", to->name,
+				     to->failmsg);
+	eng_buffer *b = eng_buffer_alloc(to, c->dtype, eng_node_numel(c));
+	if (!b)
+		return ctx->err ? ctx->err : ENG_ENOMEM;
+	void *tmp = malloc(b->nbytes ? b->nbytes : 1);
+	eng_status s = tmp ? ENG_OK : eng_set_error(ctx, ENG_ENOMEM, "copy: out of host memory");
+	if (!s)
+		s = eng_buffer_read(from, tmp, b->nbytes);
+	if (!s)
+		s = eng_buffer_write(b, tmp, b->nbytes);
+	free(tmp);
+	if (s) {
+		eng_buffer_unref(b);
+		return s;
+	}
+	c->buf = b;
+	return ENG_OK;
+}
+
+/* Copies between devices are transfers, not kernels: realize each one's source on its own
+ * device (recursively: it may hold copies itself), then move the bytes. */
+static eng_status run_transfers(eng_ctx *ctx, eng_node *const *nodes, int n)
+{
+	eng_nset seen = {0}, copies = {0};
+	const eng_node **stack = NULL;
+	size_t sp = 0, cap = 0;
+	eng_status s = ENG_OK;
+	for (int r = 0; r < n && !s; r++) {
+		if (!eng_nset_add(&seen, nodes[r]))
+			s = ENG_ENOMEM;
+		if (sp == cap) {
+			cap = cap ? 2 * cap : 256;
+			const eng_node **ns = realloc(stack, cap * sizeof(*ns));
+			if (!ns) {
+				s = ENG_ENOMEM;
+				break;
+			}
+			stack = ns;
+		}
+		stack[sp++] = nodes[r];
+		while (sp && !s) {
+			const eng_node *x = stack[--sp];
+			if (x->buf)
+				continue;
+			if (x->op == ENG_OP_COPY && x->src[0]->dev >= 0 && x->src[0]->dev != x->dev &&
+			    !eng_nset_add(&copies, x)) {
+				s = ENG_ENOMEM;
+				break;
+			}
+			for (int i = 0; i < x->nsrc; i++) {
+				if (eng_nset_has(&seen, x->src[i]))
+					continue;
+				if (!eng_nset_add(&seen, x->src[i])) {
+					s = ENG_ENOMEM;
+					break;
+				}
+				if (sp == cap) {
+					cap *= 2;
+					const eng_node **ns = realloc(stack, cap * sizeof(*ns));
+					if (!ns) {
+						s = ENG_ENOMEM;
+						break;
+					}
+					stack = ns;
+				}
+				stack[sp++] = x->src[i];
+			}
+		}
+	}
+	for (size_t i = 0; i < copies.n && !s; i++) {
+		eng_node *c = (eng_node *)copies.list[i];
+		if (c->buf)
+			continue; /* a nested copy, done by an earlier one's recursion */
+		eng_node *src = c->src[0];
+		s = eng_realize_nodes(ctx, &src, 1);
+		if (!s)
+			s = transfer(ctx, c);
+	}
+	free(stack);
+	eng_nset_free(&seen);
+	eng_nset_free(&copies);
+	if (s == ENG_ENOMEM && !ctx->err)
+		eng_set_error(ctx, s, "out of memory planning copies between devices");
+	return s;
+}
+
+eng_status eng_realize_nodes(eng_ctx *ctx, eng_node *const *nodes, int n)
+{
+	if (ctx->err)
+		return ctx->err; /* an earlier error is pending: don't compute on a broken graph */
+	if (ctx->ndevs == 1)
+		return realize_on(ctx, ctx->devs[0], nodes, n);
+	eng_status s = run_transfers(ctx, nodes, n);
+	/* then each device's roots on their own */
+	eng_node **mine = s ? NULL : malloc((n ? n : 1) * sizeof(*mine));
+	if (!s && !mine)
+		s = eng_set_error(ctx, ENG_ENOMEM, "out of memory");
+	for (int d = 0; d < ctx->ndevs && !s; d++) {
+		int k = 0;
+		for (int i = 0; i < n; i++)
+			if ((nodes[i]->dev >= 0 ? nodes[i]->dev : ctx->default_dev) == d)
+				mine[k++] = nodes[i];
+		if (k)
+			s = realize_on(ctx, ctx->devs[d], mine, k);
+	}
+	free(mine);
 	return s;
 }

@@ -6,68 +6,58 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char prelude[] =
+static const char c_prelude[] =
 	/* no system headers: parsing them costs more than compiling a small kernel */
 	"typedef __INT32_TYPE__ int32_t;\ntypedef __UINT32_TYPE__ uint32_t;\n"
 	"typedef __INT64_TYPE__ int64_t;\ntypedef __UINT64_TYPE__ uint64_t;\ntypedef __UINT8_TYPE__ uint8_t;\n"
-	"#define INT64_C(c) c ## L\n#define INT32_MAX 2147483647\n#define INT32_MIN (-INT32_MAX - 1)\n"
-	"#define INT64_MAX 9223372036854775807L\n#define INT64_MIN (-INT64_MAX - 1)\n"
+	ENG_CSTYLE_INT_LIMITS
 	"#define exp2f __builtin_exp2f\n#define log2f __builtin_log2f\n#define sinf __builtin_sinf\n"
 	"#define sqrtf __builtin_sqrtf\n#define truncf __builtin_truncf\n#define memcpy __builtin_memcpy\n"
-	"#define TSD_DIV(T, UT) \\\n"
-	"  static inline T tsd_idiv_##T(T a, T b) { return b == 0 ? 0 : b == -1 ? (T)((UT)0 - (UT)a) : a / b; } \\\n"
-	"  static inline T tsd_mod_##T(T a, T b) { return (b == 0 || b == -1) ? 0 : a % b; }\n"
-	"TSD_DIV(int32_t, uint32_t)\n"
-	"TSD_DIV(int64_t, uint64_t)\n"
-	"static inline uint8_t tsd_idiv_uint8_t(uint8_t a, uint8_t b) { return b ? a / b : 0; }\n"
-	"static inline uint8_t tsd_mod_uint8_t(uint8_t a, uint8_t b) { return b ? a % b : 0; }\n"
-	"static inline int32_t tsd_f2i_int32_t(float x) { return x != x ? 0 : x >= 2147483647.0f ? INT32_MAX : x <= -2147483648.0f ? INT32_MIN : (int32_t)x; }\n"
-	"static inline int64_t tsd_f2i_int64_t(float x) { return x != x ? 0 : x >= 9223372036854775807.0f ? INT64_MAX : x <= -9223372036854775808.0f ? INT64_MIN : (int64_t)x; }\n"
-	"static inline uint8_t tsd_f2i_uint8_t(float x) { return x != x ? 0 : x >= 255.0f ? 255 : x <= 0.0f ? 0 : (uint8_t)x; }\n"
+	ENG_CSTYLE_HELPERS
 	"static inline int32_t tsd_as_int32_t(float x) { int32_t r; memcpy(&r, &x, 4); return r; }\n"
 	"static inline float tsd_as_float(int32_t x) { float r; memcpy(&r, &x, 4); return r; }\n";
 
-const char *eng_cstyle_prelude(const eng_cstyle *d) { return prelude; }
+static const eng_ctypes c_types = {
+	.compute = {[ENG_BOOL] = "_Bool", [ENG_U8] = "uint8_t", [ENG_I32] = "int32_t", [ENG_I64] = "int64_t",
+		    [ENG_F16] = "float", [ENG_F32] = "float"},
+	.storage = {[ENG_BOOL] = "uint8_t", [ENG_U8] = "uint8_t", [ENG_I32] = "int32_t", [ENG_I64] = "int64_t",
+		    [ENG_F16] = "_Float16", [ENG_F32] = "float"},
+	.u32 = "uint32_t",
+	.u64 = "uint64_t",
+};
+
+const char *eng_cstyle_prelude(const eng_cstyle *d) { return d->prelude ? d->prelude : c_prelude; }
+
+/* One rendering: the output, the kernel, the dialect and its types. */
+typedef struct rk {
+	eng_strbuf *b;
+	const eng_kernel_ir *ir;
+	const eng_cstyle *d;
+	const eng_ctypes *t;
+} rk;
+
+static const char *or_default(const char *s, const char *dflt) { return s ? s : dflt; }
 
 /* compute type */
-static const char *ctype(eng_dtype dt)
-{
-	switch (dt) {
-	case ENG_BOOL: return "_Bool";
-	case ENG_U8: return "uint8_t";
-	case ENG_I32: return "int32_t";
-	case ENG_I64: return "int64_t";
-	default: return "float";
-	}
-}
+static const char *ctype(const rk *r, eng_dtype dt) { return r->t->compute[dt]; }
 
 /* storage type */
-static const char *stype(eng_dtype dt)
-{
-	switch (dt) {
-	case ENG_BOOL: return "uint8_t";
-	case ENG_F16: return "_Float16";
-	default: return ctype(dt);
-	}
-}
+static const char *stype(const rk *r, eng_dtype dt) { return r->t->storage[dt]; }
 
-static const char *utype(eng_dtype dt)
-{
-	switch (dt) {
-	case ENG_I32: return "uint32_t";
-	case ENG_I64: return "uint64_t";
-	default: return "uint32_t";
-	}
-}
+static const char *utype(const rk *r, eng_dtype dt) { return dt == ENG_I64 ? r->t->u64 : r->t->u32; }
 
-static void render_const(eng_strbuf *b, eng_dtype dt, eng_cval c)
+/* the suffix of prelude helpers for dt: fixed-width names in every dialect */
+static const char *hname(eng_dtype dt) { return c_types.compute[dt]; }
+
+static void render_const(const rk *r, eng_dtype dt, eng_cval c)
 {
+	eng_strbuf *b = r->b;
 	if (eng_dtype_is_float(dt)) {
 		double v = c.f;
 		if (isnan(v))
-			eng_sb_puts(b, "__builtin_nanf(\"\")");
+			eng_sb_puts(b, or_default(r->d->nan, "__builtin_nanf(\"\")"));
 		else if (isinf(v))
-			eng_sb_puts(b, v > 0 ? "__builtin_inff()" : "(-__builtin_inff())");
+			eng_sb_printf(b, v > 0 ? "%s" : "(-%s)", or_default(r->d->inf, "__builtin_inff()"));
 		else {
 			char tmp[64];
 			snprintf(tmp, sizeof(tmp), "%.9g", v);
@@ -99,34 +89,34 @@ static void render_const(eng_strbuf *b, eng_dtype dt, eng_cval c)
 	}
 }
 
-static void ref(eng_strbuf *b, const eng_kernel_ir *ir, const eng_uop *x);
+static void ref(const rk *r, const eng_uop *x);
 
-static void render_acc(eng_strbuf *b, const eng_kernel_ir *ir, const eng_uop *x)
+static void render_acc(const rk *r, const eng_uop *x)
 {
-	eng_sb_printf(b, "acc%d", x->arg.acc);
-	if (ir->tiledim[0] >= 0) {
-		eng_sb_puts(b, "[");
-		ref(b, ir, x->src[0]);
-		eng_sb_puts(b, "][");
-		ref(b, ir, x->src[1]);
-		eng_sb_puts(b, "]");
+	eng_sb_printf(r->b, "acc%d", x->arg.acc);
+	if (r->ir->tiledim[0] >= 0) {
+		eng_sb_puts(r->b, "[");
+		ref(r, x->src[0]);
+		eng_sb_puts(r->b, "][");
+		ref(r, x->src[1]);
+		eng_sb_puts(r->b, "]");
 	}
 }
 
-static void ref(eng_strbuf *b, const eng_kernel_ir *ir, const eng_uop *x)
+static void ref(const rk *r, const eng_uop *x)
 {
 	switch (x->kind) {
 	case U_CONST:
-		render_const(b, (eng_dtype)x->dtype, x->arg.c);
+		render_const(r, (eng_dtype)x->dtype, x->arg.c);
 		return;
 	case U_VAR:
-		eng_sb_printf(b, "v%d", x->arg.var);
+		eng_sb_printf(r->b, "v%d", x->arg.var);
 		return;
 	case U_ACC:
-		render_acc(b, ir, x);
+		render_acc(r, x);
 		return;
 	default:
-		eng_sb_printf(b, "x%u", x->id);
+		eng_sb_printf(r->b, "x%u", x->id);
 		return;
 	}
 }
@@ -141,14 +131,30 @@ static bool no_overflow(const eng_uop *x)
 	return false;
 }
 
-static void render_alu(eng_strbuf *b, const eng_kernel_ir *ir, const eng_uop *x)
+/* The opening of "round the following parenthesised float to float16". */
+static void f16_round_open(const rk *r)
 {
+	if (r->d->f16_round)
+		eng_sb_printf(r->b, "%s(", r->d->f16_round);
+	else
+		eng_sb_puts(r->b, "(float)(_Float16)");
+}
+
+static void f16_round_close(const rk *r)
+{
+	if (r->d->f16_round)
+		eng_sb_puts(r->b, ")");
+}
+
+static void render_alu(const rk *r, const eng_uop *x)
+{
+	eng_strbuf *b = r->b;
 	eng_dtype dt = (eng_dtype)x->dtype;
 	eng_dtype sdt = (eng_dtype)x->src[0]->dtype;
 	const eng_uop *A = x->src[0], *B = x->src[1], *C = x->src[2];
 	bool fl = eng_dtype_is_float(dt);
 	const char *sym = NULL;
-#define R(u) ref(b, ir, u)
+#define R(u) ref(r, u)
 	switch ((eng_op)x->op) {
 	case ENG_OP_EXP2: eng_sb_puts(b, "exp2f("); R(A); eng_sb_puts(b, ")"); return;
 	case ENG_OP_LOG2: eng_sb_puts(b, "log2f("); R(A); eng_sb_puts(b, ")"); return;
@@ -160,20 +166,20 @@ static void render_alu(eng_strbuf *b, const eng_kernel_ir *ir, const eng_uop *x)
 		if (fl || no_overflow(x)) {
 			eng_sb_puts(b, "(-"); R(A); eng_sb_puts(b, ")");
 		} else if (dt == ENG_U8) {
-			eng_sb_puts(b, "(uint8_t)(0u-"); R(A); eng_sb_puts(b, ")");
+			eng_sb_printf(b, "(%s)(0u-", ctype(r, dt)); R(A); eng_sb_puts(b, ")");
 		} else {
-			eng_sb_printf(b, "(%s)((%s)0-(%s)", ctype(dt), utype(dt), utype(dt)); R(A); eng_sb_puts(b, ")");
+			eng_sb_printf(b, "(%s)((%s)0-(%s)", ctype(r, dt), utype(r, dt), utype(r, dt)); R(A); eng_sb_puts(b, ")");
 		}
 		return;
 	case ENG_OP_CAST:
 		if (dt == ENG_BOOL) {
 			eng_sb_puts(b, "("); R(A); eng_sb_puts(b, "!=0)");
 		} else if (eng_dtype_is_float(sdt) && !fl) {
-			eng_sb_printf(b, "tsd_f2i_%s(", ctype(dt)); R(A); eng_sb_puts(b, ")");
+			eng_sb_printf(b, "tsd_f2i_%s(", hname(dt)); R(A); eng_sb_puts(b, ")");
 		} else if (dt == ENG_F16) {
-			eng_sb_puts(b, "(float)(_Float16)("); R(A); eng_sb_puts(b, ")");
+			f16_round_open(r); eng_sb_puts(b, "("); R(A); eng_sb_puts(b, ")"); f16_round_close(r);
 		} else {
-			eng_sb_printf(b, "(%s)(", ctype(dt)); R(A); eng_sb_puts(b, ")");
+			eng_sb_printf(b, "(%s)(", ctype(r, dt)); R(A); eng_sb_puts(b, ")");
 		}
 		return;
 	case ENG_OP_BITCAST:
@@ -187,7 +193,7 @@ static void render_alu(eng_strbuf *b, const eng_kernel_ir *ir, const eng_uop *x)
 		if (dt == ENG_I64 && u_is_const(B) && B->arg.c.i > 0 && A->vmin >= 0) {
 			eng_sb_puts(b, "("); R(A); eng_sb_puts(b, x->op == ENG_OP_IDIV ? "/" : "%"); R(B); eng_sb_puts(b, ")");
 		} else {
-			eng_sb_printf(b, "tsd_%s_%s(", x->op == ENG_OP_IDIV ? "idiv" : "mod", ctype(dt)); R(A);
+			eng_sb_printf(b, "tsd_%s_%s(", x->op == ENG_OP_IDIV ? "idiv" : "mod", hname(dt)); R(A);
 			eng_sb_puts(b, ","); R(B); eng_sb_puts(b, ")");
 		}
 		return;
@@ -205,9 +211,9 @@ static void render_alu(eng_strbuf *b, const eng_kernel_ir *ir, const eng_uop *x)
 	case ENG_OP_SHR: {
 		int bits = eng_dtype_bits(dt);
 		if (x->op == ENG_OP_SHL && !eng_dtype_is_unsigned(dt))
-			eng_sb_printf(b, "(%s)((%s)", ctype(dt), utype(dt));
+			eng_sb_printf(b, "(%s)((%s)", ctype(r, dt), utype(r, dt));
 		else
-			eng_sb_printf(b, "(%s)(", ctype(dt));
+			eng_sb_printf(b, "(%s)(", ctype(r, dt));
 		R(A);
 		eng_sb_printf(b, "%s(", x->op == ENG_OP_SHL ? "<<" : ">>");
 		R(B);
@@ -225,30 +231,56 @@ static void render_alu(eng_strbuf *b, const eng_kernel_ir *ir, const eng_uop *x)
 	if (fl || no_overflow(x)) {
 		eng_sb_puts(b, "("); R(A); eng_sb_puts(b, sym); R(B); eng_sb_puts(b, ")");
 	} else if (dt == ENG_BOOL || dt == ENG_U8) {
-		eng_sb_printf(b, "(%s)((int)", ctype(dt)); R(A); eng_sb_printf(b, "%s(int)", sym); R(B); eng_sb_puts(b, ")");
+		eng_sb_printf(b, "(%s)((int)", ctype(r, dt)); R(A); eng_sb_printf(b, "%s(int)", sym); R(B); eng_sb_puts(b, ")");
 	} else {
-		eng_sb_printf(b, "(%s)((%s)", ctype(dt), utype(dt)); R(A); eng_sb_printf(b, "%s(%s)", sym, utype(dt));
+		eng_sb_printf(b, "(%s)((%s)", ctype(r, dt), utype(r, dt)); R(A); eng_sb_printf(b, "%s(%s)", sym, utype(r, dt));
 		R(B); eng_sb_puts(b, ")");
 	}
 #undef R
 }
 
-static void render_load(eng_strbuf *b, const eng_kernel_ir *ir, const eng_uop *x)
+static void render_load(const rk *r, const eng_uop *x)
 {
+	eng_strbuf *b = r->b;
 	eng_dtype dt = (eng_dtype)x->dtype;
 	if (x->nsrc > 1 && x->src[1]) {
-		ref(b, ir, x->src[1]);
+		ref(r, x->src[1]);
 		eng_sb_puts(b, " ? ");
 	}
-	if (dt == ENG_F16)
-		eng_sb_puts(b, "(float)");
-	eng_sb_printf(b, "b%d[", x->arg.buf);
-	ref(b, ir, x->src[0]);
-	eng_sb_puts(b, "]");
+	if (dt == ENG_F16 && r->d->f16_load) {
+		eng_sb_printf(b, "%s(", r->d->f16_load);
+		ref(r, x->src[0]);
+		eng_sb_printf(b, ", b%d)", x->arg.buf);
+	} else {
+		if (dt == ENG_F16)
+			eng_sb_puts(b, "(float)");
+		eng_sb_printf(b, "b%d[", x->arg.buf);
+		ref(r, x->src[0]);
+		eng_sb_puts(b, "]");
+	}
 	if (dt == ENG_BOOL)
 		eng_sb_puts(b, "!=0");
 	if (x->nsrc > 1 && x->src[1])
 		eng_sb_puts(b, dt == ENG_BOOL ? " : 0" : eng_dtype_is_float(dt) ? " : 0.0f" : " : 0");
+}
+
+static void render_store(const rk *r, const eng_stmt *s)
+{
+	eng_strbuf *b = r->b;
+	eng_dtype dt = r->ir->bufs[s->buf].dtype;
+	if (dt == ENG_F16 && r->d->f16_store) {
+		eng_sb_printf(b, "%s(", r->d->f16_store);
+		ref(r, s->u);
+		eng_sb_puts(b, ", ");
+		ref(r, s->idx);
+		eng_sb_printf(b, ", b%d);\n", s->buf);
+		return;
+	}
+	eng_sb_printf(b, "b%d[", s->buf);
+	ref(r, s->idx);
+	eng_sb_printf(b, "] = (%s)", stype(r, dt));
+	ref(r, s->u);
+	eng_sb_puts(b, ";\n");
 }
 
 static void indent(eng_strbuf *b, int depth)
@@ -257,8 +289,10 @@ static void indent(eng_strbuf *b, int depth)
 		eng_sb_puts(b, "  ");
 }
 
-static void render_acc_init(eng_strbuf *b, const eng_kernel_ir *ir, int p, int depth)
+static void render_acc_init(const rk *r, int p, int depth)
 {
+	eng_strbuf *b = r->b;
+	const eng_kernel_ir *ir = r->ir;
 	const eng_phase *ph = &ir->phases[p];
 	eng_dtype dt = ph->dtype;
 	eng_cval init = {.i = 0};
@@ -275,21 +309,23 @@ static void render_acc_init(eng_strbuf *b, const eng_kernel_ir *ir, int p, int d
 	}
 	indent(b, depth);
 	if (ir->tiledim[0] < 0) {
-		eng_sb_printf(b, "%s acc%d = ", ctype(dt), p);
-		render_const(b, dt, init);
+		eng_sb_printf(b, "%s acc%d = ", ctype(r, dt), p);
+		render_const(r, dt, init);
 		eng_sb_puts(b, ";\n");
 		return;
 	}
 	int64_t t0 = ir->tile[1], t1 = ir->tile[0]; /* [narrow][wide] */
-	eng_sb_printf(b, "%s acc%d[%lld][%lld];\n", ctype(dt), p, (long long)t0, (long long)t1);
+	eng_sb_printf(b, "%s acc%d[%lld][%lld];\n", ctype(r, dt), p, (long long)t0, (long long)t1);
 	indent(b, depth);
 	eng_sb_printf(b, "for (int i_ = 0; i_ < %lld; i_++) (&acc%d[0][0])[i_] = ", (long long)(t0 * t1), p);
-	render_const(b, dt, init);
+	render_const(r, dt, init);
 	eng_sb_puts(b, ";\n");
 }
 
-static void render_acc_upd(eng_strbuf *b, const eng_kernel_ir *ir, const eng_stmt *s)
+static void render_acc_upd(const rk *r, const eng_stmt *s)
 {
+	eng_strbuf *b = r->b;
+	const eng_kernel_ir *ir = r->ir;
 	const eng_phase *ph = &ir->phases[s->acc];
 	eng_strbuf a;
 	eng_sb_init(&a);
@@ -305,60 +341,120 @@ static void render_acc_upd(eng_strbuf *b, const eng_kernel_ir *ir, const eng_stm
 	eng_sb_printf(b, "%s = ", acc);
 	if (ph->op == ENG_OP_RMAX) {
 		eng_sb_puts(b, "(");
-		ref(b, ir, s->u);
+		ref(r, s->u);
 		eng_sb_printf(b, " > %s ? ", acc);
-		ref(b, ir, s->u);
+		ref(r, s->u);
 		eng_sb_printf(b, " : %s);\n", acc);
 	} else {
 		bool wrap = !eng_dtype_is_float(ph->dtype);
-		if (wrap && ph->dtype != ENG_BOOL)
-			eng_sb_printf(b, "(%s)((%s)%s %s (%s)", ctype(ph->dtype),
-				      ph->dtype == ENG_U8 ? "uint32_t" : utype(ph->dtype), acc,
-				      ph->op == ENG_OP_RSUM ? "+" : "*", ph->dtype == ENG_U8 ? "uint32_t" : utype(ph->dtype));
-		else
+		if (wrap && ph->dtype != ENG_BOOL) {
+			const char *ut = ph->dtype == ENG_U8 ? r->t->u32 : utype(r, ph->dtype);
+			eng_sb_printf(b, "(%s)((%s)%s %s (%s)", ctype(r, ph->dtype), ut, acc,
+				      ph->op == ENG_OP_RSUM ? "+" : "*", ut);
+		} else {
 			eng_sb_printf(b, "(%s %s ", acc, ph->op == ENG_OP_RSUM ? "+" : "*");
-		ref(b, ir, s->u);
+		}
+		ref(r, s->u);
 		eng_sb_puts(b, ");\n");
 	}
 	eng_sb_free(&a);
 }
 
-eng_status eng_render_cstyle(const eng_cstyle *d, const eng_kernel_ir *ir, const char *name, eng_strbuf *b)
+/* The signature and the buffer pointers. */
+static void render_head(const rk *r, const char *name)
 {
-	const char *rq = ir->aliased ? "" : d->restrict_kw;
-	eng_sb_printf(b, "%s %s(void *const *bufs, int64_t start, int64_t end)\n{\n", d->kernel_prefix, name);
-	for (int i = 0; i < ir->nbufs; i++) {
-		const eng_kbuf *kb = &ir->bufs[i];
-		eng_sb_printf(b, "  %s%s *%s b%d = (%s%s *)bufs[%d];\n", kb->output ? "" : "const ", stype(kb->dtype),
-			      rq, i, kb->output ? "" : "const ", stype(kb->dtype), i);
+	eng_strbuf *b = r->b;
+	const eng_kernel_ir *ir = r->ir;
+	const char *rq = ir->aliased ? "" : r->d->restrict_kw;
+	if (r->d->buf_qual) {
+		const char *q = r->d->buf_qual;
+		eng_sb_printf(b, "%s %s(", r->d->kernel_prefix, name);
+		for (int i = 0; i < ir->nbufs; i++) {
+			const eng_kbuf *kb = &ir->bufs[i];
+			eng_sb_printf(b, "%s%s%s%s *%s%sb%d, ", q, *q ? " " : "", kb->output ? "" : "const ",
+				      stype(r, kb->dtype), rq, *rq ? " " : "", i);
+		}
+		eng_sb_printf(b, "%s start, %s end)\n{\n", ctype(r, ENG_I64), ctype(r, ENG_I64));
+	} else {
+		eng_sb_printf(b, "%s %s(void *const *bufs, int64_t start, int64_t end)\n{\n", r->d->kernel_prefix, name);
+		for (int i = 0; i < ir->nbufs; i++) {
+			const eng_kbuf *kb = &ir->bufs[i];
+			eng_sb_printf(b, "  %s%s *%s b%d = (%s%s *)bufs[%d];\n", kb->output ? "" : "const ",
+				      stype(r, kb->dtype), rq, i, kb->output ? "" : "const ", stype(r, kb->dtype), i);
+		}
 	}
 	eng_sb_puts(b, "  (void)start; (void)end;\n");
+}
+
+/* The loop hints before loop statement s. */
+static void render_hints(const rk *r, const eng_stmt *s, int depth)
+{
+	eng_strbuf *b = r->b;
+	const char *simd = or_default(r->d->simd_pragma, "#pragma omp simd");
+	const char *unroll = or_default(r->d->unroll_pragma, "#pragma GCC unroll");
+	if (s->unroll && s->var == r->ir->tilevar[0] && *simd) {
+		/* the wide tile: one vector of lanes, left to the loop vectorizer */
+		indent(b, depth);
+		eng_sb_printf(b, "%s\n", simd);
+	} else if (s->unroll && *unroll) {
+		indent(b, depth);
+		eng_sb_printf(b, "%s %lld\n", unroll, (long long)r->ir->loops[s->var].n);
+	}
+	if (s->simd_acc >= 0 && *simd) {
+		const eng_phase *ph = &r->ir->phases[s->simd_acc];
+		indent(b, depth);
+		eng_sb_printf(b, "%s reduction(%s:acc%d)\n", simd,
+			      ph->op == ENG_OP_RSUM ? "+" : ph->op == ENG_OP_RMAX ? "max" : "*", s->simd_acc);
+	}
+}
+
+static void render_loop(const rk *r, const eng_stmt *s, int depth)
+{
+	eng_strbuf *b = r->b;
+	const char *it = ctype(r, ENG_I64);
+	int v = s->var;
+	if (s->parallel && r->d->thread_idx) {
+		/* one thread per iteration; the launch rounds the thread count up */
+		indent(b, depth);
+		eng_sb_printf(b, "const %s v%d = start + %s;\n", it, v, r->d->thread_idx);
+		indent(b, depth);
+		eng_sb_printf(b, "if (v%d < end) {\n", v);
+		return;
+	}
+	render_hints(r, s, depth);
+	indent(b, depth);
+	if (s->parallel)
+		eng_sb_printf(b, "for (%s v%d = start; v%d < end; v%d++) {\n", it, v, v, v);
+	else
+		eng_sb_printf(b, "for (%s v%d = 0; v%d < %lld; v%d++) {\n", it, v, v, (long long)r->ir->loops[v].n, v);
+}
+
+static void render_def(const rk *r, const eng_uop *x)
+{
+	eng_sb_printf(r->b, "const %s x%u = ", ctype(r, (eng_dtype)x->dtype), x->id);
+	if (x->kind == U_LOAD) {
+		render_load(r, x);
+	} else if (x->dtype == ENG_F16 && x->op != ENG_OP_CAST) {
+		/* float16 computes in float but rounds after every op, as a float16 unit would */
+		f16_round_open(r);
+		render_alu(r, x);
+		f16_round_close(r);
+	} else {
+		render_alu(r, x);
+	}
+	eng_sb_puts(r->b, ";\n");
+}
+
+eng_status eng_render_cstyle(const eng_cstyle *d, const eng_kernel_ir *ir, const char *name, eng_strbuf *b)
+{
+	rk r = {.b = b, .ir = ir, .d = d, .t = d->types ? d->types : &c_types};
+	render_head(&r, name);
 	int depth = 1;
 	for (int i = 0; i < ir->nstmts; i++) {
 		const eng_stmt *s = &ir->stmts[i];
-		const eng_uop *x = s->u;
 		switch (s->kind) {
 		case S_LOOP:
-			if (s->unroll && s->var == ir->tilevar[0]) {
-				/* the wide tile: one vector of lanes, left to the loop vectorizer */
-				indent(b, depth);
-				eng_sb_puts(b, "#pragma omp simd\n");
-			} else if (s->unroll) {
-				indent(b, depth);
-				eng_sb_printf(b, "#pragma GCC unroll %lld\n", (long long)ir->loops[s->var].n);
-			}
-			if (s->simd_acc >= 0) {
-				const eng_phase *ph = &ir->phases[s->simd_acc];
-				indent(b, depth);
-				eng_sb_printf(b, "#pragma omp simd reduction(%s:acc%d)\n",
-					      ph->op == ENG_OP_RSUM ? "+" : ph->op == ENG_OP_RMAX ? "max" : "*", s->simd_acc);
-			}
-			indent(b, depth);
-			if (s->parallel)
-				eng_sb_printf(b, "for (int64_t v%d = start; v%d < end; v%d++) {\n", s->var, s->var, s->var);
-			else
-				eng_sb_printf(b, "for (int64_t v%d = 0; v%d < %lld; v%d++) {\n", s->var, s->var,
-					      (long long)ir->loops[s->var].n, s->var);
+			render_loop(&r, s, depth);
 			depth++;
 			break;
 		case S_END:
@@ -368,35 +464,19 @@ eng_status eng_render_cstyle(const eng_cstyle *d, const eng_kernel_ir *ir, const
 			break;
 		case S_DEF:
 			indent(b, depth);
-			eng_sb_printf(b, "const %s x%u = ", ctype((eng_dtype)x->dtype), x->id);
-			if (x->kind == U_LOAD) {
-				render_load(b, ir, x);
-			} else if (x->dtype == ENG_F16 && x->op != ENG_OP_CAST) {
-				/* float16 computes in float but rounds after every op, as a float16 unit would */
-				eng_sb_puts(b, "(float)(_Float16)");
-				render_alu(b, ir, x);
-			} else {
-				render_alu(b, ir, x);
-			}
-			eng_sb_puts(b, ";\n");
+			render_def(&r, s->u);
 			break;
 		case S_ACC_INIT:
-			render_acc_init(b, ir, s->acc, depth);
+			render_acc_init(&r, s->acc, depth);
 			break;
 		case S_ACC_UPD:
 			indent(b, depth);
-			render_acc_upd(b, ir, s);
+			render_acc_upd(&r, s);
 			break;
-		case S_STORE: {
-			eng_dtype dt = ir->bufs[s->buf].dtype;
+		case S_STORE:
 			indent(b, depth);
-			eng_sb_printf(b, "b%d[", s->buf);
-			ref(b, ir, s->idx);
-			eng_sb_printf(b, "] = (%s)", stype(dt));
-			ref(b, ir, x);
-			eng_sb_puts(b, ";\n");
+			render_store(&r, s);
 			break;
-		}
 		}
 	}
 	eng_sb_puts(b, "}\n");

@@ -8,8 +8,20 @@
 
 #define CTX(t) ((t)->ctx)
 
+/* The node for d; sources living on different devices are an error (copy one first). */
 static eng_node *node_get(eng_ctx *ctx, const eng_node_desc *d)
 {
+	int dev = -1;
+	for (int i = 0; i < 3 && d->src[i]; i++) {
+		int sd = d->src[i]->dev;
+		if (sd >= 0 && dev >= 0 && sd != dev) {
+			eng_set_error(ctx, ENG_EDEVICE, "%s: operands on different devices (%s and %s); move one with eng_to_device",
+				      eng_op_name(d->op), ctx->devs[dev]->name, ctx->devs[sd]->name);
+			return NULL;
+		}
+		if (sd >= 0)
+			dev = sd;
+	}
 	return eng_node_get(ctx->graph, d);
 }
 

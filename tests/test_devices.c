@@ -1,0 +1,99 @@
+/* test_devices.c: several devices in one context (a second CPU device stands in for any other
+ * backend): opening by name, the default device, copies between devices (lazy, realized as
+ * transfers), operands on two devices rejected, gradients flowing back across a copy. */
+#include <check.h>
+#include <string.h>
+
+#include "testutil.h"
+
+START_TEST(test_open_and_names)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	ck_assert_int_eq(eng_device_count(ctx), 1);
+	ck_assert_str_eq(eng_device_name(ctx, 0), "CPU");
+	int d1 = eng_device_open(ctx, "CPU:1");
+	ck_assert_int_eq(d1, 1);
+	ck_assert_str_eq(eng_device_name(ctx, 1), "CPU:1");
+	ck_assert_int_eq(eng_device_open(ctx, "CPU:1"), 1); /* already open */
+	ck_assert_int_eq(eng_device_open(ctx, "CPU:0"), 0);
+	ck_assert_int_eq(eng_device_open(ctx, "GPU"), -1);
+	ck_assert_int_eq(eng_error(ctx), ENG_EDEVICE);
+	ck_assert_msg(strstr(eng_errmsg(ctx), "GPU"), "%s", eng_errmsg(ctx));
+	eng_clear_error(ctx);
+	ck_assert_int_eq(eng_device_open(ctx, "CPU:x"), -1);
+	eng_clear_error(ctx);
+	ck_assert_ptr_null(eng_device_name(ctx, 5));
+	ck_assert_int_eq(eng_set_default_device(ctx, 7), ENG_EINVAL);
+	eng_clear_error(ctx);
+	char list[4096];
+	ck_assert_int_eq(eng_devices_list(list, sizeof(list)), ENG_OK);
+	ck_assert_msg(strstr(list, "CPU"), "%s", list);
+	tu_ctx_free(ctx);
+}
+END_TEST
+
+START_TEST(test_copies_between_devices)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	int d1 = eng_device_open(ctx, "CPU:1");
+	tu_rng r = {3};
+	int64_t s[2] = {5, 7};
+	eng_tensor *x = tu_rand(ctx, &r, ENG_F32, 2, s, -1, 1);
+	ck_assert_int_eq(eng_tensor_device(x), 0);
+	eng_tensor *y = eng_to_device(eng_transpose(x, 0, 1), d1); /* a view, copied */
+	ck_assert_int_eq(eng_tensor_device(y), d1);
+	eng_tensor *z = eng_add_s(eng_mul_s(y, 2), 1); /* runs on CPU:1 */
+	ck_assert_int_eq(eng_tensor_device(z), d1);
+	eng_tensor *w = eng_add(eng_transpose(eng_to_device(z, 0), 0, 1), x); /* back, and on CPU */
+	ck_assert_int_eq(eng_tensor_device(w), 0);
+	tu_batch *b = tu_batch_new(ctx);
+	tu_batch_ref(b, z, 1e-6, 1e-6, "on CPU:1");
+	tu_batch_ref(b, w, 1e-6, 1e-6, "back on CPU");
+	tu_batch_check(b);
+	/* mixing devices is an error naming both */
+	ck_assert_ptr_null(eng_add(x, eng_to_device(x, d1)));
+	ck_assert_int_eq(eng_error(ctx), ENG_EDEVICE);
+	ck_assert_msg(strstr(eng_errmsg(ctx), "CPU:1"), "%s", eng_errmsg(ctx));
+	eng_clear_error(ctx);
+	/* the default device decides where new tensors live */
+	ck_assert_int_eq(eng_set_default_device(ctx, d1), ENG_OK);
+	eng_tensor *n = tu_rand(ctx, &r, ENG_F32, 2, s, -1, 1);
+	ck_assert_int_eq(eng_tensor_device(n), d1);
+	eng_tensor *m = eng_sum(eng_mul(n, eng_to_device(x, d1)), NULL, 0, false);
+	tu_batch *b2 = tu_batch_new(ctx);
+	tu_batch_ref(b2, m, 1e-5, 1e-5, "reduction on CPU:1");
+	tu_batch_check(b2);
+	tu_ctx_free(ctx);
+}
+END_TEST
+
+START_TEST(test_gradient_across_a_copy)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	int d1 = eng_device_open(ctx, "CPU:1");
+	float xv[4] = {1, -2, 3, 0.5f};
+	eng_tensor *x = eng_from_data(ctx, ENG_F32, 1, (int64_t[]){4}, xv);
+	ck_assert_int_eq(eng_set_requires_grad(x, true), ENG_OK);
+	eng_tensor *loss = eng_sum(eng_square(eng_to_device(x, d1)), NULL, 0, false);
+	ck_assert_int_eq(eng_backward(loss), ENG_OK);
+	eng_tensor *g = eng_grad(x);
+	ck_assert_int_eq(eng_tensor_device(g), 0);
+	float gv[4];
+	ck_assert_int_eq(eng_tensor_read(g, gv, sizeof(gv)), ENG_OK);
+	for (int i = 0; i < 4; i++)
+		ck_assert_float_eq_tol(gv[i], 2 * xv[i], 1e-6);
+	tu_ctx_free(ctx);
+}
+END_TEST
+
+Suite *devices_suite(void)
+{
+	Suite *s = suite_create("devices");
+	TCase *tc = tcase_create("devices");
+	tcase_set_timeout(tc, TU_TIMEOUT);
+	tcase_add_test(tc, test_open_and_names);
+	tcase_add_test(tc, test_copies_between_devices);
+	tcase_add_test(tc, test_gradient_across_a_copy);
+	suite_add_tcase(s, tc);
+	return s;
+}
