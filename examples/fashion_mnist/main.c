@@ -19,7 +19,7 @@ typedef struct opts {
 	int steps, batch, eval_batch;
 	bool raw, cosine;
 	uint64_t seed;
-	double lr, min_acc;
+	double lr, min_acc, smoothing;
 	const char *data, *save;
 } opts;
 
@@ -125,7 +125,7 @@ static double evaluate(eng_ctx *ctx, model *m, const dataset *test, int bs)
 static void usage(void)
 {
 	fprintf(stderr, "usage: fashion_mnist [--steps N] [--batch N] [--seed N] [--lr X] [--schedule const|cosine]\n"
-			"                     [--inputs raw|standard] [--data DIR] [--min-accuracy X]\n"
+			"                     [--inputs raw|standard] [--label-smoothing X] [--data DIR] [--min-accuracy X]\n"
 			"                     [--save FILE.safetensors]\n"
 			"defaults: 70 steps, batch 512, seed 42, Adam lr 0.001, schedule const, inputs raw\n"
 			"(tinygrad's beautiful_mnist); --schedule cosine decays the lr to 0 over the run\n");
@@ -154,6 +154,8 @@ static int parse(int argc, char **argv, opts *o)
 			o->raw = !strcmp(v, "raw");
 		else if (!strcmp(a, "--data"))
 			o->data = v;
+		else if (!strcmp(a, "--label-smoothing"))
+			o->smoothing = atof(v);
 		else if (!strcmp(a, "--min-accuracy"))
 			o->min_acc = atof(v);
 		else if (!strcmp(a, "--save"))
@@ -164,7 +166,8 @@ static int parse(int argc, char **argv, opts *o)
 		}
 		i++;
 	}
-	if (o->steps < 0 || o->steps > 1000000 || o->batch < 1 || o->batch > 60000 || !(o->lr > 0)) {
+	if (o->steps < 0 || o->steps > 1000000 || o->batch < 1 || o->batch > 60000 || !(o->lr > 0) ||
+	    !(o->smoothing >= 0 && o->smoothing < 1)) {
 		usage();
 		return 1;
 	}
@@ -245,7 +248,7 @@ int main(int argc, char **argv)
 		int64_t xs[4] = {o.batch, 1, 28, 28}, ys[1] = {o.batch};
 		eng_scope_begin(ctx);
 		eng_tensor *x = eng_from_data(ctx, ENG_F32, 4, xs, bx), *y = eng_from_data(ctx, ENG_I32, 1, ys, by);
-		eng_tensor *loss = eng_loss_sparse_cross_entropy(forward(&m, x), y, 0.0, -100);
+		eng_tensor *loss = eng_loss_sparse_cross_entropy(forward(&m, x), y, o.smoothing, -100);
 		eng_tensor *extra[5] = {loss, stats[0], stats[1], stats[2], stats[3]};
 		if (!s)
 			s = eng_backward(loss);

@@ -44,7 +44,7 @@ int main(int argc, char **argv)
 	/* lazy: one plan, then run */
 	eng_reset_stats(ctx);
 	eng_tensor *c = eng_sum(product(a, b, n), &axis, 1, false);
-	printf("device: CPU\n");
+	printf("device: %s\n", eng_device_name(ctx, eng_tensor_device(c)));
 	printf("before realize, c is just a plan: %d-d %s tensor, nothing computed\n", eng_ndim(c),
 	       eng_dtype_name(eng_tensor_dtype(c)));
 	if (eng_realize(&c, 1))
