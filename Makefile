@@ -26,7 +26,7 @@ BENCH_BIN  := $(BENCH_SRC:bench/%.c=$(BUILD)/bin/bench_%)
 # keep example and bench objects (make would delete them as intermediates)
 .SECONDARY:
 
-.PHONY: all test asan check clean examples bench demo deps train-check
+.PHONY: all test asan check clean examples bench demo deps train-check conformance
 all: $(LIB) $(TEST_BIN) $(EXAMPLE_BIN) $(BENCH_BIN)
 
 $(BUILD)/%.o: %.c
@@ -62,8 +62,13 @@ asan:
 		LDFLAGS="-fsanitize=address,undefined" build-asan/tests/run_tests
 	CK_FORK=no ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 build-asan/tests/run_tests
 
-# Every test: the plain suite, the sanitized one, then short training runs. The README's test command.
-check: test asan train-check
+# Every test: the plain suite, the sanitized one, short training runs, then the backend
+# conformance run (CPU and OpenCL; an absent backend is reported SKIPPED). The README's test command.
+check: test asan train-check conformance
+
+# The op-level suites and the examples on every backend this machine has (tests/conformance.sh).
+conformance: all
+	tests/conformance.sh
 
 # Training regressions: XOR must learn, a short Fashion-MNIST run must beat 70% test accuracy.
 train-check: $(BUILD)/bin/xor $(BUILD)/bin/fashion_mnist $(BUILD)/bin/quick

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Trains the beautiful_mnist conv net on Fashion-MNIST with tensord and with tinygrad's CPU backend, one after the
-# other, and prints both lines plus the per-step time ratio. Args: STEPS (10) BATCH (512); needs bench/setup-peer.sh.
+# other (tensord with tinygrad's hyperparameters: Adam lr 0.001, constant, raw inputs), and prints both lines
+# plus the per-step time ratio. Args: STEPS (10) BATCH (512); needs bench/setup-peer.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N="${1:-10}"
 B="${2:-512}"
 make -s build/bin/fashion_mnist
 [ -x bench/.venv/bin/python ] || bench/setup-peer.sh
-ours=$(build/bin/fashion_mnist --steps "$N" --batch "$B" | grep '^steps ')
+ours=$(build/bin/fashion_mnist --steps "$N" --batch "$B" --lr 0.001 --schedule const --inputs raw | grep '^steps ')
 peer=$(bench/.venv/bin/python bench/tinygrad_fashion_mnist.py "$N" "$B" | grep '^tinygrad fashion_mnist:')
 echo "tensord  fashion_mnist: $ours"
 echo "$peer"

@@ -83,6 +83,8 @@ void eng_tensor_settle(eng_tensor *t);
  * it to ctx; returns its index, or -1 with a message in err. */
 int eng_device_add(eng_ctx *ctx, const char *spec, char *err, size_t errlen);
 void eng_device_destroy(eng_device *d);
+/* Wait for d's queued work (asynchronous backends); a device-level error marks it failed. */
+eng_status eng_device_sync(eng_device *d);
 /* Mark d unusable after a device-level error (status s) and set the context error. */
 eng_status eng_device_fail(eng_device *d, eng_status s, const char *msg);
 

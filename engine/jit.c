@@ -485,6 +485,8 @@ static eng_status replay(eng_jit *j, jsig *s, eng_tensor *const *bin, eng_tensor
 		ctx->stats.flops += (uint64_t)l->k.flops;
 		ctx->stats.bytes += (uint64_t)l->k.bytes;
 	}
+	if (!st)
+		st = eng_device_sync(dev); /* as realize: the call returns with its results computed */
 	for (int o = 0; o < j->nout && !st; o++) {
 		const jout *jo = &s->outs[o];
 		eng_buffer *b = jo->jb >= 0 ? res[jo->jb] : jo->fixed;

@@ -477,12 +477,29 @@ static eng_status run_transfers(eng_ctx *ctx, eng_node *const *nodes, int n)
 	return s;
 }
 
+/* Wait for an asynchronous device: a realize returns when its values are computed, so its
+ * errors surface here and timings around it are honest. */
+eng_status eng_device_sync(eng_device *dev)
+{
+	if (!dev->bk.ops->synchronize || dev->failed)
+		return ENG_OK;
+	bk_err berr;
+	eng_status s = dev->bk.ops->synchronize(dev->bk.ctx, &berr);
+	if (s == ENG_EDEVICE)
+		return eng_device_fail(dev, s, berr.msg);
+	if (s)
+		return eng_set_error(dev->ctx, s, "%s: %s", dev->name, berr.msg);
+	return ENG_OK;
+}
+
 eng_status eng_realize_nodes(eng_ctx *ctx, eng_node *const *nodes, int n)
 {
 	if (ctx->err)
 		return ctx->err; /* an earlier error is pending: don't compute on a broken graph */
-	if (ctx->ndevs == 1)
-		return realize_on(ctx, ctx->devs[0], nodes, n);
+	if (ctx->ndevs == 1) {
+		eng_status s = realize_on(ctx, ctx->devs[0], nodes, n);
+		return s ? s : eng_device_sync(ctx->devs[0]);
+	}
 	eng_status s = run_transfers(ctx, nodes, n);
 	/* then each device's roots on their own */
 	eng_node **mine = s ? NULL : malloc((n ? n : 1) * sizeof(*mine));
@@ -495,6 +512,8 @@ eng_status eng_realize_nodes(eng_ctx *ctx, eng_node *const *nodes, int n)
 				mine[k++] = nodes[i];
 		if (k)
 			s = realize_on(ctx, ctx->devs[d], mine, k);
+		if (k && !s)
+			s = eng_device_sync(ctx->devs[d]);
 	}
 	free(mine);
 	return s;

@@ -9,13 +9,15 @@
 START_TEST(test_open_and_names)
 {
 	eng_ctx *ctx = tu_ctx_new();
-	ck_assert_int_eq(eng_device_count(ctx), 1);
-	ck_assert_str_eq(eng_device_name(ctx, 0), "CPU");
+	ck_assert_int_eq(eng_device_count(ctx), 1); /* $DEV's device, CPU by default */
+	const char *first = eng_device_name(ctx, 0);
 	int d1 = eng_device_open(ctx, "CPU:1");
 	ck_assert_int_eq(d1, 1);
 	ck_assert_str_eq(eng_device_name(ctx, 1), "CPU:1");
 	ck_assert_int_eq(eng_device_open(ctx, "CPU:1"), 1); /* already open */
-	ck_assert_int_eq(eng_device_open(ctx, "CPU:0"), 0);
+	ck_assert_int_eq(eng_device_open(ctx, first), 0);
+	if (!strcmp(first, "CPU"))
+		ck_assert_int_eq(eng_device_open(ctx, "CPU:0"), 0); /* the same device by another name */
 	ck_assert_int_eq(eng_device_open(ctx, "GPU"), -1);
 	ck_assert_int_eq(eng_error(ctx), ENG_EDEVICE);
 	ck_assert_msg(strstr(eng_errmsg(ctx), "GPU"), "%s", eng_errmsg(ctx));
