@@ -15,7 +15,14 @@ static const char c_prelude[] =
 	"#define sqrtf __builtin_sqrtf\n#define truncf __builtin_truncf\n#define memcpy __builtin_memcpy\n"
 	ENG_CSTYLE_HELPERS
 	"static inline int32_t tsd_as_int32_t(float x) { int32_t r; memcpy(&r, &x, 4); return r; }\n"
-	"static inline float tsd_as_float(int32_t x) { float r; memcpy(&r, &x, 4); return r; }\n";
+	"static inline float tsd_as_float(int32_t x) { float r; memcpy(&r, &x, 4); return r; }\n"
+	/* float16 rounding the compiler cannot fold into a neighbouring multiply-add (with
+	 * -ffp-contract=fast and AVX512-FP16, gcc would fuse a*b+c into one float16 FMA and skip
+	 * the rounding after the multiply) */
+	"static inline float tsd_f16r(float x)\n{\n  float r = (float)(_Float16)x;\n"
+	"#if defined(__x86_64__)\n  __asm__(\"\" : \"+x\"(r));\n"
+	"#elif defined(__aarch64__)\n  __asm__(\"\" : \"+w\"(r));\n"
+	"#else\n  volatile float v = r;\n  r = v;\n#endif\n  return r;\n}\n";
 
 static const eng_ctypes c_types = {
 	.compute = {[ENG_BOOL] = "_Bool", [ENG_U8] = "uint8_t", [ENG_I32] = "int32_t", [ENG_I64] = "int64_t",
@@ -134,17 +141,10 @@ static bool no_overflow(const eng_uop *x)
 /* The opening of "round the following parenthesised float to float16". */
 static void f16_round_open(const rk *r)
 {
-	if (r->d->f16_round)
-		eng_sb_printf(r->b, "%s(", r->d->f16_round);
-	else
-		eng_sb_puts(r->b, "(float)(_Float16)");
+	eng_sb_printf(r->b, "%s(", r->d->f16_round ? r->d->f16_round : "tsd_f16r");
 }
 
-static void f16_round_close(const rk *r)
-{
-	if (r->d->f16_round)
-		eng_sb_puts(r->b, ")");
-}
+static void f16_round_close(const rk *r) { eng_sb_puts(r->b, ")"); }
 
 static void render_alu(const rk *r, const eng_uop *x)
 {

@@ -29,8 +29,8 @@ typedef struct eng_cstyle {
 	 * parallel loop runs over [start, end). A kernel without a parallel loop runs as one thread. */
 	const char *thread_idx;
 	const char *nan, *inf; /* float specials; NULL: __builtin_nanf(""), __builtin_inff() */
-	/* Float16: a function rounding a float to float16 precision (NULL: a cast through
-	 * _Float16); load and store functions, called as LOAD(index, ptr) and STORE(value, index,
+	/* Float16: a function rounding a float to float16 precision (NULL: the C prelude's
+	 * tsd_f16r); load and store functions, called as LOAD(index, ptr) and STORE(value, index,
 	 * ptr) (NULL: element access with casts), e.g. vload_half and vstore_half_rte. */
 	const char *f16_round, *f16_load, *f16_store;
 	/* Loop hints: NULL gives "#pragma omp simd" (the wide tile loop and scalar reductions) and

@@ -200,6 +200,22 @@ START_TEST(binary_f32)
 }
 END_TEST
 
+/* float16 rounds after every op, exactly as the reference does, even where a compiler would
+ * like to fuse the multiply and the add (gcc with AVX512-FP16 and -ffp-contract=fast). */
+START_TEST(f16_rounds_every_op)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	tu_rng r = {31};
+	tu_batch *b = tu_batch_new(ctx);
+	int64_t s[2] = {9, 31};
+	eng_tensor *h = tu_rand(ctx, &r, ENG_F16, 2, s, -4, 4), *g = tu_rand(ctx, &r, ENG_F16, 2, s, -4, 4);
+	tu_batch_ref(b, eng_add(eng_mul(h, g), h), 0, 0, "h*g + h");
+	tu_batch_ref(b, eng_sub(eng_add(eng_mul(h, g), h), eng_mul_s(g, 0.37)), 0, 0, "h*g + h - 0.37g");
+	tu_batch_check(b);
+	tu_ctx_free(ctx);
+}
+END_TEST
+
 /* Wrapping integer arithmetic, mixed-dtype promotion and the scalar helpers. */
 START_TEST(binary_wrap_promote_scalar)
 {
@@ -972,7 +988,7 @@ Suite *ops_suite(void)
 		binary_i32,
 		binary_i64,
 		binary_f16,
-		binary_f32,
+		binary_f32, f16_rounds_every_op,
 		binary_wrap_promote_scalar,
 		unary_all,
 		cast_all_pairs,
