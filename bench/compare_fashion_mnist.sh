@@ -8,7 +8,7 @@ N="${1:-10}"
 B="${2:-512}"
 make -s build/bin/fashion_mnist
 [ -x bench/.venv/bin/python ] || bench/setup-peer.sh
-ours=$(build/bin/fashion_mnist --steps "$N" --batch "$B" --lr 0.001 --schedule const --inputs raw | grep '^steps ')
+ours=$(build/bin/fashion_mnist --steps "$N" --batch "$B" --lr 0.001 --schedule const --inputs raw --bn-recal 0 | grep '^steps ')
 peer=$(bench/.venv/bin/python bench/tinygrad_fashion_mnist.py "$N" "$B" | grep '^tinygrad fashion_mnist:')
 echo "tensord  fashion_mnist: $ours"
 echo "$peer"

@@ -148,12 +148,15 @@ static void usage(void)
 			"                     [--data DIR] [--min-accuracy X]\n"
 			"                     [--save FILE.safetensors]\n"
 			"defaults: 70 steps, batch 512, seed 42, Adam lr 0.001, schedule const, inputs raw\n"
-			"(tinygrad's beautiful_mnist); --schedule cosine decays the lr to 0 over the run\n");
+			"(tinygrad's beautiful_mnist), --bn-recal 2048: before testing, the BatchNorm running\n"
+			"statistics are re-estimated on 2048 training images (0: keep them as trained);\n"
+			"--schedule cosine decays the lr to 0 over the run\n");
 }
 
 static int parse(int argc, char **argv, opts *o)
 {
-	*o = (opts){.steps = 70, .batch = 512, .eval_batch = 1000, .seed = 42, .lr = 0.001, .raw = true, .data = DATA_DIR};
+	*o = (opts){.steps = 70, .batch = 512, .eval_batch = 1000, .seed = 42, .lr = 0.001, .raw = true, .bn_recal = 2048,
+		       .data = DATA_DIR};
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!v) {
