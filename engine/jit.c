@@ -432,6 +432,12 @@ static eng_status replay(eng_jit *j, jsig *s, eng_tensor *const *bin, eng_tensor
 	eng_buffer *fresh[JIT_MAX_IO] = {0};
 	eng_buffer *local[256], **res = s->nbufs <= 256 ? local : malloc(s->nbufs * sizeof(*res));
 	eng_status st = ENG_OK;
+	if (dev->failed) {
+		if (res != local)
+			free(res);
+		return eng_set_error(ctx, ENG_EDEVICE, "%s: device is unusable after an earlier failure: %s", dev->name,
+				     dev->failmsg);
+	}
 	if (!res)
 		return eng_set_error(ctx, ENG_ENOMEM, "jit: out of memory");
 	for (int b = 0; b < s->nbufs && !st; b++) {
@@ -475,7 +481,10 @@ static eng_status replay(eng_jit *j, jsig *s, eng_tensor *const *bin, eng_tensor
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 		ctx->stats.kernel_ns += (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec));
 		if (st) {
-			eng_set_error(ctx, st, "%s: jit replay launching %s: %s", dev->name, l->k.name, berr.msg);
+			if (st == ENG_EDEVICE)
+				eng_device_fail(dev, st, berr.msg);
+			else
+				eng_set_error(ctx, st, "%s: jit replay launching %s: %s", dev->name, l->k.name, berr.msg);
 			break;
 		}
 		for (int q = 0; q < l->k.nbufs; q++)

@@ -4,6 +4,7 @@
 #include <check.h>
 #include <string.h>
 
+#include "../engine/internal.h"
 #include "testutil.h"
 
 START_TEST(test_open_and_names)
@@ -88,6 +89,34 @@ START_TEST(test_gradient_across_a_copy)
 }
 END_TEST
 
+START_TEST(test_failed_device_is_isolated)
+{
+	/* a device-level failure (as a lost GPU reports it) is simulated through the engine's own
+	 * entry point: work on that device then fails at once, the other device goes on */
+	eng_ctx *ctx = tu_ctx_new();
+	int d1 = eng_device_open(ctx, "CPU:1");
+	tu_rng r = {9};
+	int64_t s[1] = {64};
+	eng_tensor *x = tu_rand(ctx, &r, ENG_F32, 1, s, -1, 1);
+	eng_tensor *y = eng_add_s(eng_to_device(x, d1), 1);
+	ck_assert_int_eq(eng_realize(&y, 1), ENG_OK);
+	ck_assert_int_eq(eng_device_fail(ctx->devs[d1], ENG_EDEVICE, "simulated device loss"), ENG_EDEVICE);
+	eng_clear_error(ctx);
+	eng_tensor *z = eng_mul_s(y, 2); /* on the failed device */
+	ck_assert_int_eq(eng_realize(&z, 1), ENG_EDEVICE);
+	ck_assert_msg(strstr(eng_errmsg(ctx), "simulated device loss"), "%s", eng_errmsg(ctx));
+	eng_clear_error(ctx);
+	eng_tensor *c = eng_add_s(eng_to_device(x, d1), 3); /* a copy to it fails too */
+	ck_assert_int_eq(eng_realize(&c, 1), ENG_EDEVICE);
+	eng_clear_error(ctx);
+	eng_tensor *w = eng_mul_s(x, 3); /* the CPU keeps working */
+	tu_batch *b = tu_batch_new(ctx);
+	tu_batch_ref(b, w, 1e-6, 1e-6, "on the healthy device");
+	tu_batch_check(b);
+	tu_ctx_free(ctx);
+}
+END_TEST
+
 Suite *devices_suite(void)
 {
 	Suite *s = suite_create("devices");
@@ -96,6 +125,7 @@ Suite *devices_suite(void)
 	tcase_add_test(tc, test_open_and_names);
 	tcase_add_test(tc, test_copies_between_devices);
 	tcase_add_test(tc, test_gradient_across_a_copy);
+	tcase_add_test(tc, test_failed_device_is_isolated);
 	suite_add_tcase(s, tc);
 	return s;
 }
