@@ -41,6 +41,9 @@ typedef struct rk {
 	const eng_kernel_ir *ir;
 	const eng_cstyle *d;
 	const eng_ctypes *t;
+	bool one_group;               /* a work-group runs the kernel (see eng_cstyle.group_size) */
+	bool grouped;                 /* ... and its reductions are split over the group's threads */
+	int closes[ENG_MAX_LOOPS + 2]; /* grouped: phase whose partials meet when depth returns here */
 } rk;
 
 static const char *or_default(const char *s, const char *dflt) { return s ? s : dflt; }
@@ -408,11 +411,71 @@ static void render_hints(const rk *r, const eng_stmt *s, int depth)
 	}
 }
 
-static void render_loop(const rk *r, const eng_stmt *s, int depth)
+/* grouped: the phase whose outermost reduce loop is var, or -1 */
+static int group_phase(const rk *r, int var)
+{
+	for (int p = 0; r->grouped && p < r->ir->nphases; p++)
+		if (r->ir->phases[p].nred > 0 && r->ir->phases[p].red[0] == var)
+			return p;
+	return -1;
+}
+
+/* The combination of two partial results a and b of phase p (as its accumulator update). */
+static void render_combine(const rk *r, int p, const char *a, const char *b2)
+{
+	eng_strbuf *b = r->b;
+	const eng_phase *ph = &r->ir->phases[p];
+	eng_dtype dt = ph->dtype;
+	if (dt == ENG_BOOL)
+		eng_sb_printf(b, "(%s %s %s)", a, ph->op == ENG_OP_RPROD ? "&&" : "||", b2);
+	else if (ph->op == ENG_OP_RMAX)
+		eng_sb_printf(b, "(%s > %s ? %s : %s)", a, b2, a, b2);
+	else if (!eng_dtype_is_float(dt)) {
+		const char *ut = dt == ENG_U8 ? r->t->u32 : utype(r, dt);
+		eng_sb_printf(b, "(%s)((%s)%s %s (%s)%s)", ctype(r, dt), ut, a, ph->op == ENG_OP_RSUM ? "+" : "*", ut, b2);
+	} else
+		eng_sb_printf(b, "(%s %s %s)", a, ph->op == ENG_OP_RSUM ? "+" : "*", b2);
+}
+
+/* grouped: every thread's partial result of phase p meets in local memory, tree-wise; all
+ * threads leave with the total in acc<p>. */
+static void render_group_tree(const rk *r, int p, int depth)
+{
+	eng_strbuf *b = r->b;
+	char a[32], c[40];
+	snprintf(a, sizeof(a), "sh%d[lid_]", p);
+	snprintf(c, sizeof(c), "sh%d[lid_ + s_]", p);
+	indent(b, depth);
+	eng_sb_printf(b, "sh%d[lid_] = acc%d;\n", p, p);
+	indent(b, depth);
+	eng_sb_printf(b, "%s;\n", r->d->barrier);
+	indent(b, depth);
+	eng_sb_printf(b, "for (int s_ = %d; s_ > 0; s_ >>= 1) {\n", r->d->group_size / 2);
+	indent(b, depth + 1);
+	eng_sb_printf(b, "if (lid_ < s_) %s = ", a);
+	render_combine(r, p, a, c);
+	eng_sb_puts(b, ";\n");
+	indent(b, depth + 1);
+	eng_sb_printf(b, "%s;\n", r->d->barrier);
+	indent(b, depth);
+	eng_sb_puts(b, "}\n");
+	indent(b, depth);
+	eng_sb_printf(b, "acc%d = sh%d[0];\n", p, p);
+}
+
+static void render_loop(rk *r, const eng_stmt *s, int depth)
 {
 	eng_strbuf *b = r->b;
 	const char *it = ctype(r, ENG_I64);
 	int v = s->var;
+	int gp = group_phase(r, v);
+	if (gp >= 0) { /* strided over the group's threads */
+		r->closes[depth] = gp;
+		indent(b, depth);
+		eng_sb_printf(b, "for (%s v%d = lid_; v%d < %lld; v%d += %d) {\n", it, v, v,
+			      (long long)r->ir->loops[v].n, v, r->d->group_size);
+		return;
+	}
 	if (s->parallel && r->d->thread_idx) {
 		/* one thread per iteration; the launch rounds the thread count up */
 		indent(b, depth);
@@ -448,7 +511,22 @@ static void render_def(const rk *r, const eng_uop *x)
 eng_status eng_render_cstyle(const eng_cstyle *d, const eng_kernel_ir *ir, const char *name, eng_strbuf *b)
 {
 	rk r = {.b = b, .ir = ir, .d = d, .t = d->types ? d->types : &c_types};
+	/* every kernel without a parallel loop runs as one group, whose thread 0 alone stores (so
+	 * an in-place update is applied once); its reductions are split when they are scalar */
+	r.one_group = d->group_size > 1 && ir->nparallel <= 1;
+	r.grouped = r.one_group && ir->tiledim[0] < 0;
+	for (int i = 0; i < ENG_MAX_LOOPS + 2; i++)
+		r.closes[i] = -1;
 	render_head(&r, name);
+	if (r.one_group)
+		eng_sb_printf(b, "  const int lid_ = (int)%s;\n", d->local_id);
+	if (r.grouped) {
+		for (int p = 0; p < ir->nphases; p++) {
+			eng_dtype dt = ir->phases[p].dtype;
+			eng_sb_printf(b, "  %s %s sh%d[%d];\n", d->local_qual, dt == ENG_BOOL ? stype(&r, dt) : ctype(&r, dt),
+				      p, d->group_size);
+		}
+	}
 	int depth = 1;
 	for (int i = 0; i < ir->nstmts; i++) {
 		const eng_stmt *s = &ir->stmts[i];
@@ -461,6 +539,10 @@ eng_status eng_render_cstyle(const eng_cstyle *d, const eng_kernel_ir *ir, const
 			depth--;
 			indent(b, depth);
 			eng_sb_puts(b, "}\n");
+			if (depth >= 0 && depth < ENG_MAX_LOOPS + 2 && r.closes[depth] >= 0) {
+				render_group_tree(&r, r.closes[depth], depth);
+				r.closes[depth] = -1;
+			}
 			break;
 		case S_DEF:
 			indent(b, depth);
@@ -475,6 +557,8 @@ eng_status eng_render_cstyle(const eng_cstyle *d, const eng_kernel_ir *ir, const
 			break;
 		case S_STORE:
 			indent(b, depth);
+			if (r.one_group)
+				eng_sb_puts(b, "if (lid_ == 0) "); /* one thread stores; all computed alike */
 			render_store(&r, s);
 			break;
 		}

@@ -39,6 +39,12 @@ typedef struct eng_cstyle {
 	const char *simd_pragma, *unroll_pragma;
 	/* The dialect's prelude (see eng_cstyle_prelude); NULL: the C prelude. */
 	const char *prelude;
+	/* Work-group reductions (group_size > 0): a kernel without a parallel loop runs as one
+	 * group of group_size threads; each reduction's outermost loop is strided over the group
+	 * (LOCAL_ID), the partial results meet in LOCAL_QUAL memory through a tree separated by
+	 * BARRIER, and thread 0 alone stores. 0: such a kernel runs as one thread. */
+	int group_size;
+	const char *local_id, *local_qual, *barrier;
 } eng_cstyle;
 
 /* The integer limit macros a prelude defines (C99's names, for any dialect). */

@@ -33,6 +33,9 @@ eng_status cl_api_open(cl_api *api, bk_err *err);
 void cl_api_close(cl_api *api);
 
 #define CL_MAX_DEVICES 64
+/* Threads of the one work-group that runs a kernel without a parallel loop (its reductions are
+ * split over them and combined in local memory; see eng_cstyle.group_size). */
+#define CL_GROUP_SIZE 64
 
 /* Every device of every platform, platforms in the loader's order: up to CL_MAX_DEVICES into
  * plats[i] / devs[i]; *n is how many. Zero devices is ENG_ENOTFOUND ("no OpenCL devices"). */

@@ -139,8 +139,8 @@ eng_status cl_compile(void *dev, const char *const *srcs, int nkern, const char 
 }
 
 /* Work-group size: the kernel's limit, at most 256 (enough to fill a GPU's SIMD units, while
- * the tail stays small); never more than the work. Local memory and vector types are later
- * optimisations. */
+ * the tail stays small); never more than the work. (A kernel without a parallel loop runs as
+ * one group of CL_GROUP_SIZE: see cl_launch.) Vector types are a later optimisation. */
 static size_t local_size(const cl_dev *d, const cl_prog *p, int64_t n)
 {
 	size_t l = p->wg < d->max_items ? p->wg : d->max_items;
@@ -177,6 +177,14 @@ eng_status cl_launch(void *dev, bk_program *prog, void *const *bufs, int nbufs, 
 		return cl_fail(d, rc, "clSetKernelArg", err);
 	size_t local = local_size(d, p, n);
 	size_t global = ((size_t)n + local - 1) / local * local;
+	if (n == 1) { /* rendered for one work-group: reductions split over its threads */
+		if (p->wg < CL_GROUP_SIZE || d->max_items < CL_GROUP_SIZE) {
+			snprintf(err->msg, sizeof(err->msg), "kernel %s needs a work-group of %d, the device allows %zu",
+				 p->name, CL_GROUP_SIZE, p->wg < d->max_items ? p->wg : d->max_items);
+			return ENG_ERANGE; /* this kernel cannot run here; the device is fine */
+		}
+		local = global = CL_GROUP_SIZE;
+	}
 	if (d->last)
 		d->api.clReleaseEvent(d->last); /* launched without a synchronize in between */
 	d->last = NULL;

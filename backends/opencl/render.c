@@ -43,6 +43,10 @@ static const eng_cstyle cl_dialect = {
 	.simd_pragma = "",
 	.unroll_pragma = "#pragma unroll",
 	.prelude = prelude,
+	.group_size = CL_GROUP_SIZE,
+	.local_id = "get_local_id(0)",
+	.local_qual = "__local",
+	.barrier = "barrier(CLK_LOCAL_MEM_FENCE)",
 };
 
 const char *cl_prelude(void) { return eng_cstyle_prelude(&cl_dialect); }
