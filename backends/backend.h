@@ -63,6 +63,9 @@ typedef struct bk_device_ops {
 	 * failure returns no program and err says why. */
 	eng_status (*load)(void *dev, const void *bytes, size_t n, const char *const *names, int nkern,
 			   bk_program **progs, bk_err *err);
+	/* Optional: how many parallel iterations a kernel should offer this device (a GPU wants
+	 * thousands of work-items); NULL: the context's CPU thread count. */
+	int (*parallelism)(void *dev);
 } bk_device_ops;
 
 typedef struct bk_device {

@@ -51,6 +51,11 @@ typedef struct eng_stmt {
 	bool parallel; /* S_LOOP: iterate [start, end) given at launch */
 	bool unroll;   /* S_LOOP: a tile loop */
 	int simd_acc;  /* S_LOOP: phase whose scalar accumulator the loop reduces into, or -1 */
+	/* S_LOOP/S_END: merged into the parallel loop above it (no loop of its own: its variable
+	 * is (p / div) % n of the parallel index p); S_LOOP parallel: div is the product of the
+	 * merged loops' sizes (1 if none), its own variable p / div */
+	bool merged;
+	int64_t div;
 	int var;       /* S_LOOP */
 	int acc;       /* S_ACC_INIT, S_ACC_UPD: phase */
 	int buf;       /* S_STORE */

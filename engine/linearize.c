@@ -12,6 +12,7 @@ typedef struct block {
 	int inst;     /* instance id */
 	int point;    /* statement index where definitions for this block go; -1 = append */
 	double trips; /* iterations of this block's body, all enclosing loops included */
+	bool merged;  /* its loop is merged into the parallel one (see eng_stmt.merged) */
 } block;
 
 typedef struct lin {
@@ -83,6 +84,7 @@ static void open_block(lin *l, int var, int64_t n)
 	b->var = var;
 	b->inst = ++l->next_inst;
 	b->point = -1;
+	b->merged = false;
 	b->trips = (parent ? parent->trips : 1.0) * (double)(n > 0 ? n : 0);
 	l->open[b->inst] = 1;
 }
@@ -95,16 +97,25 @@ static void close_block(lin *l)
 		l->blocks[l->nblocks - 1].point = -1;
 }
 
+static void loop_div(lin *l, int var, bool parallel, bool merged, int64_t div)
+{
+	eng_stmt s = {.kind = S_LOOP, .var = var, .parallel = parallel, .simd_acc = -1, .merged = merged, .div = div};
+	emit(l, s);
+	open_block(l, var, l->ir->loops[var].n);
+	if (l->nblocks)
+		l->blocks[l->nblocks - 1].merged = merged;
+}
+
 static void loop(lin *l, int var, bool parallel, bool unroll, int simd_acc)
 {
-	eng_stmt s = {.kind = S_LOOP, .var = var, .parallel = parallel, .unroll = unroll, .simd_acc = simd_acc};
+	eng_stmt s = {.kind = S_LOOP, .var = var, .parallel = parallel, .unroll = unroll, .simd_acc = simd_acc, .div = 1};
 	emit(l, s);
 	open_block(l, var, l->ir->loops[var].n);
 }
 
 static void end(lin *l)
 {
-	emit(l, (eng_stmt){.kind = S_END});
+	emit(l, (eng_stmt){.kind = S_END, .merged = l->nblocks ? l->blocks[l->nblocks - 1].merged : false});
 	close_block(l);
 }
 
@@ -199,12 +210,28 @@ eng_status eng_linearize(eng_kernel_ir *ir, int nthreads, char *err, size_t errl
 	if (pi >= 0)
 		move_front(par_in_d ? dl : el, pi);
 	ir->nparallel = pi >= 0 ? ir->loops[par_in_d ? dl[0] : el[0]].n : 1;
+	/* too few iterations for the device: merge the loops nested right inside the parallel one
+	 * into it (they open and close together, so nothing runs between them) */
+	int nmerge = 0;
+	const int *pl = par_in_d ? dl : el;
+	int npl = par_in_d ? nd : ne;
+	while (pi >= 0 && nmerge + 1 < npl && ir->nparallel < nthreads) {
+		nmerge++;
+		ir->nparallel *= ir->loops[pl[nmerge]].n;
+	}
+	int64_t divs[ENG_MAX_DIMS + 1];
+	divs[nmerge] = 1;
+	for (int i = nmerge - 1; i >= 0; i--)
+		divs[i] = divs[i + 1] * ir->loops[pl[i + 1]].n;
 	ir->flops = 0;
 	ir->nstmts = 0;
 
 	open_block(l, -1, 1);
 	for (int i = 0; i < nd; i++)
-		loop(l, dl[i], i == 0, false, -1);
+		if (par_in_d && i <= nmerge && nmerge)
+			loop_div(l, dl[i], i == 0, i > 0, divs[i]);
+		else
+			loop(l, dl[i], i == 0, false, -1);
 	l->dbody = l->nblocks - 1;
 	for (int p = 0; p < ir->nphases && !l->st; p++) {
 		eng_phase *ph = &ir->phases[p];
@@ -220,7 +247,10 @@ eng_status eng_linearize(eng_kernel_ir *ir, int nthreads, char *err, size_t errl
 			end(l);
 	}
 	for (int i = 0; i < ne; i++)
-		loop(l, el[i], !par_in_d && i == 0, false, -1);
+		if (!par_in_d && i <= nmerge && nmerge)
+			loop_div(l, el[i], i == 0, i > 0, divs[i]);
+		else
+			loop(l, el[i], !par_in_d && i == 0, false, -1);
 	for (int k = 0; k < nt; k++)
 		loop(l, tiles[k], false, true, -1);
 	/* store index: row-major offset of the output element */

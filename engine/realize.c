@@ -335,7 +335,8 @@ static eng_status realize_on(eng_ctx *ctx, eng_device *dev, eng_node *const *nod
 		}
 	}
 	eng_schedule sch;
-	eng_status s = eng_schedule_build(ctx, nodes, n, &sch);
+	int par = dev->bk.ops->parallelism ? dev->bk.ops->parallelism(dev->bk.ctx) : 0;
+	eng_status s = eng_schedule_build_on(ctx, par > 0 ? par : ctx->nthreads, nodes, n, &sch);
 	if (s) {
 		if (walked)
 			eng_sc_walk_free(&w);

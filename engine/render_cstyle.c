@@ -468,6 +468,26 @@ static void render_loop(rk *r, const eng_stmt *s, int depth)
 	eng_strbuf *b = r->b;
 	const char *it = ctype(r, ENG_I64);
 	int v = s->var;
+	if (s->merged) { /* part of the parallel index p_ */
+		indent(b, depth);
+		eng_sb_printf(b, "const %s v%d = (p_ / %lld) %% %lld;\n", it, v, (long long)s->div,
+			      (long long)r->ir->loops[v].n);
+		return;
+	}
+	if (s->parallel && s->div > 1) { /* loops merged into this one: p_ covers them all */
+		indent(b, depth);
+		if (r->d->thread_idx)
+			eng_sb_printf(b, "const %s p_ = start + %s;\n", it, r->d->thread_idx);
+		else
+			eng_sb_printf(b, "for (%s p_ = start; p_ < end; p_++) {\n", it);
+		if (r->d->thread_idx) {
+			indent(b, depth);
+			eng_sb_puts(b, "if (p_ < end) {\n");
+		}
+		indent(b, depth + 1);
+		eng_sb_printf(b, "const %s v%d = p_ / %lld;\n", it, v, (long long)s->div);
+		return;
+	}
 	int gp = group_phase(r, v);
 	if (gp >= 0) { /* strided over the group's threads */
 		r->closes[depth] = gp;
@@ -537,6 +557,8 @@ eng_status eng_render_cstyle(const eng_cstyle *d, const eng_kernel_ir *ir, const
 			break;
 		case S_END:
 			depth--;
+			if (s->merged)
+				break; /* no loop of its own */
 			indent(b, depth);
 			eng_sb_puts(b, "}\n");
 			if (depth >= 0 && depth < ENG_MAX_LOOPS + 2 && r.closes[depth] >= 0) {

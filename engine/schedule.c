@@ -108,10 +108,10 @@ static bool same_shape(const eng_node *a, const eng_node *b)
 	return a->ndim == b->ndim && !memcmp(a->shape, b->shape, sizeof(int64_t) * a->ndim);
 }
 
-static eng_status trial(eng_ctx *ctx, eng_nset *store, const eng_node *const *roots, int nroots, bool optimize,
+static eng_status trial(eng_ctx *ctx, int par, eng_nset *store, const eng_node *const *roots, int nroots, bool optimize,
 			eng_kernel_ir *ir, const eng_node **must)
 {
-	eng_lower_opts o = {.is_stored = in_set, .arg = store, .optimize = optimize, .nthreads = ctx->nthreads};
+	eng_lower_opts o = {.is_stored = in_set, .arg = store, .optimize = optimize, .nthreads = par};
 	char err[512] = "";
 	memset(ir, 0, sizeof(*ir));
 	eng_status s = eng_lower(roots, nroots, &o, ir, must, err, sizeof(err));
@@ -123,6 +123,11 @@ static eng_status trial(eng_ctx *ctx, eng_nset *store, const eng_node *const *ro
 }
 
 eng_status eng_schedule_build(eng_ctx *ctx, eng_node *const *nodes, int n, eng_schedule *out)
+{
+	return eng_schedule_build_on(ctx, ctx->nthreads, nodes, n, out);
+}
+
+eng_status eng_schedule_build_on(eng_ctx *ctx, int par, eng_node *const *nodes, int n, eng_schedule *out)
 {
 	eng_nset store = {0}, seen = {0};
 	member *m = NULL;
@@ -156,7 +161,7 @@ eng_status eng_schedule_build(eng_ctx *ctx, eng_node *const *nodes, int n, eng_s
 				continue;
 			eng_kernel_ir ir;
 			const eng_node *must = NULL;
-			st = trial(ctx, &store, &r, 1, false, &ir, &must);
+			st = trial(ctx, par, &store, &r, 1, false, &ir, &must);
 			if (st == ENG_ESTATE && must) {
 				st = eng_nset_add(&store, must) ? ENG_OK : ENG_ENOMEM;
 				changed = true;
@@ -207,7 +212,7 @@ eng_status eng_schedule_build(eng_ctx *ctx, eng_node *const *nodes, int n, eng_s
 			continue;
 		eng_kernel_ir ir;
 		const eng_node *must = NULL;
-		st = trial(ctx, &store, &m[i].node, 1, false, &ir, &must);
+		st = trial(ctx, par, &store, &m[i].node, 1, false, &ir, &must);
 		if (st) {
 			eng_kernel_ir_free(&ir);
 			goto fail;
@@ -299,7 +304,7 @@ eng_status eng_schedule_build(eng_ctx *ctx, eng_node *const *nodes, int n, eng_s
 			roots[it->nroots] = r;
 			eng_kernel_ir ir;
 			const eng_node *must = NULL;
-			eng_status s = trial(ctx, &store, roots, it->nroots + 1, false, &ir, &must);
+			eng_status s = trial(ctx, par, &store, roots, it->nroots + 1, false, &ir, &must);
 			eng_kernel_ir_free(&ir);
 			if (s == ENG_ESTATE && must) {
 				continue;
@@ -384,7 +389,7 @@ eng_status eng_schedule_build(eng_ctx *ctx, eng_node *const *nodes, int n, eng_s
 	for (int i = 0; i < ni; i++) {
 		eng_sched_item *it = &out->items[i];
 		const eng_node *must = NULL;
-		st = trial(ctx, &store, it->roots, it->nroots, true, &it->ir, &must);
+		st = trial(ctx, par, &store, it->roots, it->nroots, true, &it->ir, &must);
 		if (st) {
 			if (st == ENG_ESTATE)
 				eng_set_error(ctx, st, "scheduler: kernel %d changed between passes", i);

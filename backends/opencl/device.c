@@ -158,6 +158,15 @@ static void cl_destroy(void *dev)
 	free(d);
 }
 
+/* Work-items a kernel should offer: a few work-groups of 256 per compute unit, so every unit
+ * has groups to switch between while others wait on memory. */
+static int cl_parallelism(void *dev)
+{
+	const cl_dev *d = dev;
+	long n = (long)(d->units ? d->units : 1) * 4 * 256;
+	return n > (1 << 20) ? 1 << 20 : (int)n;
+}
+
 static const bk_device_ops cl_ops = {
 	.abi_version = BK_ABI_VERSION,
 	.struct_size = sizeof(bk_device_ops),
@@ -175,6 +184,7 @@ static const bk_device_ops cl_ops = {
 	.cache_id = cl_cache_id,
 	.program_blob = cl_program_blob,
 	.load = cl_load,
+	.parallelism = cl_parallelism,
 };
 
 /* Context, queue and the properties launches need, for the chosen device. */
@@ -194,6 +204,8 @@ static eng_status open_device(cl_dev *d, bk_err *err)
 	if (!rc)
 		rc = d->api.clGetDeviceInfo(d->device, CL_DEVICE_MAX_WORK_ITEM_SIZES, sizeof(items), items, NULL);
 	d->max_items = items[0] ? items[0] : 1;
+	if (!rc)
+		rc = d->api.clGetDeviceInfo(d->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof(d->units), &d->units, NULL);
 	return rc ? cl_fail(d, rc, "clGetDeviceInfo", err) : ENG_OK;
 }
 
