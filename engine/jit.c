@@ -108,15 +108,14 @@ eng_jit *eng_jit_create(eng_ctx *ctx, eng_jit_fn fn, void *user, int nin, int no
 	return j;
 }
 
-static void sig_drop_capture(jsig *s)
+static void sig_drop_capture(jsig *s, int nout)
 {
 	for (int i = 0; i < s->nbufs; i++)
 		eng_buffer_unref(s->bufs[i].buf);
 	for (int i = 0; i < s->nblocks; i++)
 		eng_buffer_unref(s->blocks[i]);
-	if (s->outs)
-		for (int i = 0; s->outs && s->outs[i].ndim >= 0; i++)
-			eng_buffer_unref(s->outs[i].fixed);
+	for (int i = 0; s->outs && i < nout; i++)
+		eng_buffer_unref(s->outs[i].fixed);
 	free(s->bufs);
 	free(s->l);
 	free(s->outs);
@@ -131,7 +130,7 @@ void eng_jit_destroy(eng_jit *j)
 	if (!j)
 		return;
 	for (int i = 0; i < j->nsigs; i++) {
-		sig_drop_capture(&j->sigs[i]);
+		sig_drop_capture(&j->sigs[i], j->nout);
 		free(j->sigs[i].shape);
 	}
 	free(j->sigs);
@@ -287,12 +286,11 @@ static eng_status run_fn(eng_jit *j, eng_tensor *const *bin, eng_tensor **out)
 	return s;
 }
 
-static int find_buf(const jbuf *bufs, int n, const eng_buffer *const *keys, const eng_buffer *b)
+static int find_buf(int n, const eng_buffer *const *keys, const eng_buffer *b)
 {
 	for (int i = 0; i < n; i++)
 		if (keys[i] == b)
 			return i;
-	(void)bufs;
 	return -1;
 }
 
@@ -311,7 +309,7 @@ static eng_status build_replay(eng_jit *j, jsig *s, eng_capture *cap, eng_tensor
 	bool *written = calloc(maxb ? maxb : 1, sizeof(bool));
 	s->bufs = calloc(maxb + j->nout, sizeof(*s->bufs));
 	s->l = calloc(cap->n ? cap->n : 1, sizeof(*s->l));
-	s->outs = calloc(j->nout + 1, sizeof(*s->outs));
+	s->outs = calloc(j->nout, sizeof(*s->outs));
 	eng_mp_req *req = calloc(maxb ? maxb : 1, sizeof(*req));
 	size_t *bsz = calloc(maxb ? maxb : 1, sizeof(*bsz));
 	int *reqbuf = calloc(maxb ? maxb : 1, sizeof(int));
@@ -320,15 +318,13 @@ static eng_status build_replay(eng_jit *j, jsig *s, eng_capture *cap, eng_tensor
 		st = eng_set_error(ctx, ENG_ENOMEM, "jit: out of memory building the replay");
 		goto out;
 	}
-	for (int i = 0; i <= j->nout; i++)
-		s->outs[i].ndim = -1; /* the terminator for sig_drop_capture */
 	for (int i = 0; i < cap->n; i++) {
 		const eng_cap_launch *cl = &cap->l[i];
 		jlaunch *jl = &s->l[i];
 		jl->k = cl->k;
 		jl->assign = cl->assign;
 		for (int q = 0; q < cl->k.nbufs; q++) {
-			int b = find_buf(s->bufs, s->nbufs, keys, cl->buf[q]);
+			int b = find_buf(s->nbufs, keys, cl->buf[q]);
 			if (b < 0) {
 				b = s->nbufs++;
 				keys[b] = cl->buf[q];
@@ -413,7 +409,7 @@ static eng_status build_replay(eng_jit *j, jsig *s, eng_capture *cap, eng_tensor
 	s->captured = true;
 out:
 	if (st)
-		sig_drop_capture(s);
+		sig_drop_capture(s, j->nout);
 	free(keys);
 	free(uses);
 	free(written);

@@ -415,66 +415,20 @@ static eng_status transfer(eng_ctx *ctx, eng_node *c)
  * device (recursively: it may hold copies itself), then move the bytes. */
 static eng_status run_transfers(eng_ctx *ctx, eng_node *const *nodes, int n)
 {
-	eng_nset seen = {0}, copies = {0};
-	const eng_node **stack = NULL;
-	size_t sp = 0, cap = 0;
+	eng_sc_walk w; /* the graph under the roots, sources first (so inner copies come first) */
+	if (!eng_sc_walk_build(&w, nodes, n))
+		return eng_set_error(ctx, ENG_ENOMEM, "out of memory planning copies between devices");
 	eng_status s = ENG_OK;
-	for (int r = 0; r < n && !s; r++) {
-		if (!eng_nset_add(&seen, nodes[r]))
-			s = ENG_ENOMEM;
-		if (sp == cap) {
-			cap = cap ? 2 * cap : 256;
-			const eng_node **ns = realloc(stack, cap * sizeof(*ns));
-			if (!ns) {
-				s = ENG_ENOMEM;
-				break;
-			}
-			stack = ns;
-		}
-		stack[sp++] = nodes[r];
-		while (sp && !s) {
-			const eng_node *x = stack[--sp];
-			if (x->buf)
-				continue;
-			if (x->op == ENG_OP_COPY && x->src[0]->dev >= 0 && x->src[0]->dev != x->dev &&
-			    !eng_nset_add(&copies, x)) {
-				s = ENG_ENOMEM;
-				break;
-			}
-			for (int i = 0; i < x->nsrc; i++) {
-				if (eng_nset_has(&seen, x->src[i]))
-					continue;
-				if (!eng_nset_add(&seen, x->src[i])) {
-					s = ENG_ENOMEM;
-					break;
-				}
-				if (sp == cap) {
-					cap *= 2;
-					const eng_node **ns = realloc(stack, cap * sizeof(*ns));
-					if (!ns) {
-						s = ENG_ENOMEM;
-						break;
-					}
-					stack = ns;
-				}
-				stack[sp++] = x->src[i];
-			}
-		}
-	}
-	for (size_t i = 0; i < copies.n && !s; i++) {
-		eng_node *c = (eng_node *)copies.list[i];
-		if (c->buf)
-			continue; /* a nested copy, done by an earlier one's recursion */
+	for (size_t i = 0; i < w.nodes.n && !s; i++) {
+		eng_node *c = (eng_node *)w.nodes.list[i];
+		if (c->buf || c->op != ENG_OP_COPY || c->src[0]->dev < 0 || c->src[0]->dev == c->dev)
+			continue; /* realized (a nested copy done by an earlier one), or not a transfer */
 		eng_node *src = c->src[0];
 		s = eng_realize_nodes(ctx, &src, 1);
 		if (!s)
 			s = transfer(ctx, c);
 	}
-	free(stack);
-	eng_nset_free(&seen);
-	eng_nset_free(&copies);
-	if (s == ENG_ENOMEM && !ctx->err)
-		eng_set_error(ctx, s, "out of memory planning copies between devices");
+	eng_sc_walk_free(&w);
 	return s;
 }
 
