@@ -44,6 +44,8 @@ typedef struct rk {
 	bool one_group;               /* a work-group runs the kernel (see eng_cstyle.group_size) */
 	bool grouped;                 /* ... and its reductions are split over the group's threads */
 	int closes[ENG_MAX_LOOPS + 2]; /* grouped: phase whose partials meet when depth returns here */
+	bool nobrace[ENG_MAX_LOOPS + 2]; /* the loop opened at this depth has no block of its own */
+	int lanes;                    /* the wide tile as vectors of this many lanes; 0: scalars */
 } rk;
 
 static const char *or_default(const char *s, const char *dflt) { return s ? s : dflt; }
@@ -55,6 +57,22 @@ static const char *ctype(const rk *r, eng_dtype dt) { return r->t->compute[dt]; 
 static const char *stype(const rk *r, eng_dtype dt) { return r->t->storage[dt]; }
 
 static const char *utype(const rk *r, eng_dtype dt) { return dt == ENG_I64 ? r->t->u64 : r->t->u32; }
+
+/* A vector value: float32 along the wide tile, or a lane mask (bool along it; see
+ * eng_cstyle_vector_lanes). */
+static bool is_vec(const rk *r, const eng_uop *x)
+{
+	return r->lanes && (x->dtype == ENG_F32 || x->dtype == ENG_BOOL) && ((x->deps >> r->ir->tilevar[0]) & 1);
+}
+
+/* The type of a defined value: compute type, or its vector. */
+static void put_type(const rk *r, const eng_uop *x)
+{
+	if (is_vec(r, x))
+		eng_sb_printf(r->b, "%s%d", ctype(r, x->dtype == ENG_BOOL ? ENG_I32 : (eng_dtype)x->dtype), r->lanes);
+	else
+		eng_sb_puts(r->b, ctype(r, (eng_dtype)x->dtype));
+}
 
 /* the suffix of prelude helpers for dt: fixed-width names in every dialect */
 static const char *hname(eng_dtype dt) { return c_types.compute[dt]; }
@@ -104,7 +122,11 @@ static void ref(const rk *r, const eng_uop *x);
 static void render_acc(const rk *r, const eng_uop *x)
 {
 	eng_sb_printf(r->b, "acc%d", x->arg.acc);
-	if (r->ir->tiledim[0] >= 0) {
+	if (r->lanes) { /* a row of vectors */
+		eng_sb_puts(r->b, "[");
+		ref(r, x->src[0]);
+		eng_sb_puts(r->b, "]");
+	} else if (r->ir->tiledim[0] >= 0) {
 		eng_sb_puts(r->b, "[");
 		ref(r, x->src[0]);
 		eng_sb_puts(r->b, "][");
@@ -175,6 +197,10 @@ static void render_alu(const rk *r, const eng_uop *x)
 		}
 		return;
 	case ENG_OP_CAST:
+		if (is_vec(r, x)) { /* a lane mask (-1 or 0) to 1.0f or 0.0f */
+			eng_sb_printf(b, "convert_float%d(-(", r->lanes); R(A); eng_sb_puts(b, "))");
+			return;
+		}
 		if (dt == ENG_BOOL) {
 			eng_sb_puts(b, "("); R(A); eng_sb_puts(b, "!=0)");
 		} else if (eng_dtype_is_float(sdt) && !fl) {
@@ -201,6 +227,11 @@ static void render_alu(const rk *r, const eng_uop *x)
 		}
 		return;
 	case ENG_OP_MAX:
+		if (is_vec(r, x)) { /* lane-wise a > b ? a : b */
+			eng_sb_printf(b, "select((float%d)(", r->lanes); R(B); eng_sb_printf(b, "), (float%d)(", r->lanes);
+			R(A); eng_sb_puts(b, "), "); R(A); eng_sb_puts(b, ">"); R(B); eng_sb_puts(b, ")");
+			return;
+		}
 		eng_sb_puts(b, "("); R(A); eng_sb_puts(b, ">"); R(B); eng_sb_puts(b, "?"); R(A); eng_sb_puts(b, ":");
 		R(B); eng_sb_puts(b, ")");
 		return;
@@ -224,6 +255,16 @@ static void render_alu(const rk *r, const eng_uop *x)
 		return;
 	}
 	case ENG_OP_WHERE:
+		if (is_vec(r, x) && is_vec(r, A)) { /* lane-wise by a mask */
+			eng_sb_printf(b, "select((float%d)(", r->lanes); R(C); eng_sb_printf(b, "), (float%d)(", r->lanes);
+			R(B); eng_sb_puts(b, "), "); R(A); eng_sb_puts(b, ")");
+			return;
+		}
+		if (is_vec(r, x)) { /* all lanes by a scalar condition */
+			eng_sb_puts(b, "("); R(A); eng_sb_printf(b, " ? (float%d)(", r->lanes); R(B);
+			eng_sb_printf(b, ") : (float%d)(", r->lanes); R(C); eng_sb_puts(b, "))");
+			return;
+		}
 		eng_sb_puts(b, "("); R(A); eng_sb_puts(b, "?"); R(B); eng_sb_puts(b, ":"); R(C); eng_sb_puts(b, ")");
 		return;
 	default:
@@ -250,6 +291,28 @@ static void render_load(const rk *r, const eng_uop *x)
 		ref(r, x->src[1]);
 		eng_sb_puts(b, " ? ");
 	}
+	int64_t stride = 1;
+	if (is_vec(r, x) && u_linear_in_var(x->src[0], r->ir->tilevar[0], &stride) && stride != 1) {
+		/* gathered: lane k reads a constant stride further than lane k-1 */
+		eng_sb_printf(b, "(float%d)(", r->lanes);
+		for (int k = 0; k < r->lanes; k++) {
+			eng_sb_printf(b, "%sb%d[", k ? ", " : "", x->arg.buf);
+			ref(r, x->src[0]);
+			if (k)
+				eng_sb_printf(b, "+%lld", (long long)(stride * k));
+			eng_sb_puts(b, "]");
+		}
+		eng_sb_puts(b, ")");
+	} else if (is_vec(r, x)) { /* consecutive elements from lane 0's index */
+		eng_sb_printf(b, "vload%d(0, b%d + ", r->lanes, x->arg.buf);
+		ref(r, x->src[0]);
+		eng_sb_puts(b, ")");
+	}
+	if (is_vec(r, x)) {
+		if (x->nsrc > 1 && x->src[1])
+			eng_sb_printf(b, " : (float%d)(0.0f)", r->lanes);
+		return;
+	}
 	if (dt == ENG_F16 && r->d->f16_load) {
 		eng_sb_printf(b, "%s(", r->d->f16_load);
 		ref(r, x->src[0]);
@@ -271,6 +334,34 @@ static void render_store(const rk *r, const eng_stmt *s)
 {
 	eng_strbuf *b = r->b;
 	eng_dtype dt = r->ir->bufs[s->buf].dtype;
+	int64_t stride = 1;
+	if (r->lanes && u_linear_in_var(s->idx, r->ir->tilevar[0], &stride) && stride != 1) {
+		/* scattered: lane k writes a constant stride further than lane k-1 */
+		eng_sb_printf(b, "{ const float%d t_ = (float%d)(", r->lanes, r->lanes);
+		if (!is_vec(r, s->u))
+			eng_sb_puts(b, "(float)");
+		ref(r, s->u);
+		eng_sb_puts(b, ");");
+		for (int k = 0; k < r->lanes; k++) {
+			eng_sb_printf(b, " b%d[", s->buf);
+			ref(r, s->idx);
+			if (k)
+				eng_sb_printf(b, "+%lld", (long long)(stride * k));
+			eng_sb_printf(b, "] = t_.s%c;", "0123456789abcdef"[k]);
+		}
+		eng_sb_puts(b, " }\n");
+		return;
+	}
+	if (r->lanes) { /* inside the wide tile: consecutive elements from lane 0's index */
+		eng_sb_printf(b, "vstore%d((float%d)(", r->lanes, r->lanes);
+		if (!is_vec(r, s->u))
+			eng_sb_puts(b, "(float)");
+		ref(r, s->u);
+		eng_sb_printf(b, "), 0, b%d + ", s->buf);
+		ref(r, s->idx);
+		eng_sb_puts(b, ");\n");
+		return;
+	}
 	if (dt == ENG_F16 && r->d->f16_store) {
 		eng_sb_printf(b, "%s(", r->d->f16_store);
 		ref(r, s->u);
@@ -318,6 +409,15 @@ static void render_acc_init(const rk *r, int p, int depth)
 		return;
 	}
 	int64_t t0 = ir->tile[1], t1 = ir->tile[0]; /* [narrow][wide] */
+	if (r->lanes) {
+		eng_sb_printf(b, "%s%d acc%d[%lld];\n", ctype(r, dt), r->lanes, p, (long long)t0);
+		indent(b, depth);
+		eng_sb_printf(b, "for (int i_ = 0; i_ < %lld; i_++) acc%d[i_] = (%s%d)(", (long long)t0, p, ctype(r, dt),
+			      r->lanes);
+		render_const(r, dt, init);
+		eng_sb_puts(b, ");\n");
+		return;
+	}
 	eng_sb_printf(b, "%s acc%d[%lld][%lld];\n", ctype(r, dt), p, (long long)t0, (long long)t1);
 	indent(b, depth);
 	eng_sb_printf(b, "for (int i_ = 0; i_ < %lld; i_++) (&acc%d[0][0])[i_] = ", (long long)(t0 * t1), p);
@@ -338,11 +438,18 @@ static void render_acc_upd(const rk *r, const eng_stmt *s)
 			eng_sb_printf(&a, "[v%d]", ir->tilevar[1]);
 		else
 			eng_sb_puts(&a, "[0]");
-		eng_sb_printf(&a, "[v%d]", ir->tilevar[0]);
+		if (!r->lanes)
+			eng_sb_printf(&a, "[v%d]", ir->tilevar[0]);
 	}
 	const char *acc = a.s ? a.s : "acc?";
 	eng_sb_printf(b, "%s = ", acc);
-	if (ph->op == ENG_OP_RMAX) {
+	if (ph->op == ENG_OP_RMAX && r->lanes) { /* lane-wise u > acc ? u : acc */
+		eng_sb_printf(b, "select(%s, (%s%d)(", acc, ctype(r, ph->dtype), r->lanes);
+		ref(r, s->u);
+		eng_sb_puts(b, "), ");
+		ref(r, s->u);
+		eng_sb_printf(b, " > %s);\n", acc);
+	} else if (ph->op == ENG_OP_RMAX) {
 		eng_sb_puts(b, "(");
 		ref(r, s->u);
 		eng_sb_printf(b, " > %s ? ", acc);
@@ -488,6 +595,12 @@ static void render_loop(rk *r, const eng_stmt *s, int depth)
 		eng_sb_printf(b, "const %s v%d = p_ / %lld;\n", it, v, (long long)s->div);
 		return;
 	}
+	if (r->lanes && v == r->ir->tilevar[0]) { /* the lanes of the vectors: lane 0's index */
+		r->nobrace[depth] = true;
+		indent(b, depth);
+		eng_sb_printf(b, "const %s v%d = 0; /* %d lanes */\n", it, v, r->lanes);
+		return;
+	}
 	int gp = group_phase(r, v);
 	if (gp >= 0) { /* strided over the group's threads */
 		r->closes[depth] = gp;
@@ -514,7 +627,9 @@ static void render_loop(rk *r, const eng_stmt *s, int depth)
 
 static void render_def(const rk *r, const eng_uop *x)
 {
-	eng_sb_printf(r->b, "const %s x%u = ", ctype(r, (eng_dtype)x->dtype), x->id);
+	eng_sb_puts(r->b, "const ");
+	put_type(r, x);
+	eng_sb_printf(r->b, " x%u = ", x->id);
 	if (x->kind == U_LOAD) {
 		render_load(r, x);
 	} else if (x->dtype == ENG_F16 && x->op != ENG_OP_CAST) {
@@ -537,6 +652,7 @@ eng_status eng_render_cstyle(const eng_cstyle *d, const eng_kernel_ir *ir, const
 	r.grouped = r.one_group && ir->tiledim[0] < 0;
 	for (int i = 0; i < ENG_MAX_LOOPS + 2; i++)
 		r.closes[i] = -1;
+	r.lanes = eng_cstyle_vector_lanes(ir, d->vector_width);
 	render_head(&r, name);
 	if (r.one_group)
 		eng_sb_printf(b, "  const int lid_ = (int)%s;\n", d->local_id);
@@ -559,6 +675,10 @@ eng_status eng_render_cstyle(const eng_cstyle *d, const eng_kernel_ir *ir, const
 			depth--;
 			if (s->merged)
 				break; /* no loop of its own */
+			if (depth >= 0 && depth < ENG_MAX_LOOPS + 2 && r.nobrace[depth]) {
+				r.nobrace[depth] = false;
+				break;
+			}
 			indent(b, depth);
 			eng_sb_puts(b, "}\n");
 			if (depth >= 0 && depth < ENG_MAX_LOOPS + 2 && r.closes[depth] >= 0) {

@@ -45,7 +45,20 @@ typedef struct eng_cstyle {
 	 * BARRIER, and thread 0 alone stores. 0: such a kernel runs as one thread. */
 	int group_size;
 	const char *local_id, *local_qual, *barrier;
+	/* Vector values: a kernel's wide tile is rendered as OpenCL vectors (floatN, vloadN,
+	 * vstoreN, select) when eng_cstyle_vector_lanes allows it with at most vector_width lanes;
+	 * the tile loop then disappears. 0: scalars only. */
+	int vector_width;
 } eng_cstyle;
+
+/* The lanes (2, 4, 8 or 16) of ir's wide tile as vectors of at most max_width lanes, or 0 if
+ * it has none or something along it has no vector form. Along it every value must be a
+ * float32 load (consecutive elements, or gathered a constant stride apart), lane-wise
+ * arithmetic (+ - * max neg recip exp2 log2 sqrt sin trunc), a comparison of floats or
+ * and/or/xor of comparisons (lane masks, intN), a select, a mask turned into 0.0f/1.0f, an
+ * accumulator (all float32), or index maths; stores along it write float32 elements
+ * (consecutive, or scattered a constant stride apart). Index maths is computed for lane 0. */
+int eng_cstyle_vector_lanes(const eng_kernel_ir *ir, int max_width);
 
 /* The integer limit macros a prelude defines (C99's names, for any dialect). */
 #define ENG_CSTYLE_INT_LIMITS \

@@ -545,3 +545,19 @@ int64_t u_coef_of_var(const eng_uop *x, int var)
 			return l.coef[i];
 	return 0;
 }
+
+bool u_linear_in_var(const eng_uop *x, int var, int64_t *coef)
+{
+	lin l;
+	lin_of(&l, (eng_uop *)x);
+	*coef = 0;
+	if (!l.ok)
+		return false;
+	for (int i = 0; i < l.n; i++) {
+		if (l.base[i]->kind == U_VAR && l.base[i]->arg.var == var)
+			*coef += l.coef[i];
+		else if (l.coef[i] && ((l.base[i]->deps >> var) & 1))
+			return false; /* var inside a non-linear term */
+	}
+	return true;
+}

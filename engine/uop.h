@@ -72,5 +72,7 @@ static inline bool u_is_true(const eng_uop *x) { return !x || (x->kind == U_CONS
 
 /* Coefficient of loop variable var in x if x is linear in it (0 if absent or non-linear). */
 int64_t u_coef_of_var(const eng_uop *x, int var);
+/* Whether x = coef * var + terms that do not depend on var (x an int64 index), with *coef. */
+bool u_linear_in_var(const eng_uop *x, int var, int64_t *coef);
 
 #endif

@@ -354,8 +354,9 @@ static void *cl_buffer(bk_device *dev, clbufs *m, const eng_node *node, bool out
 }
 
 /* Schedule t's graph with the engine, render every kernel with the OpenCL dialect, build them
- * as one batch, run them in order on dev and return t's bytes (caller frees). */
-static void *run_on_cl(bk_device *dev, eng_tensor *t)
+ * as one batch, run them in order on dev and return t's bytes (caller frees). The kernels'
+ * sources are appended to sources (may be NULL). */
+static void *run_on_cl(bk_device *dev, eng_tensor *t, eng_strbuf *sources)
 {
 	ck_assert_msg(t != NULL, "graph build failed");
 	eng_ctx *ctx = eng_tensor_ctx(t);
@@ -375,6 +376,8 @@ static void *run_on_cl(bk_device *dev, eng_tensor *t)
 		ck_assert_int_eq(dev->ops->render(dev->ctx, &sch.items[i].ir, names[i], &sb, &err), ENG_OK);
 		cs[i] = srcs[i] = eng_sb_take(&sb);
 		cn[i] = names[i];
+		if (sources)
+			eng_sb_puts(sources, srcs[i]);
 	}
 	eng_status st = dev->ops->compile(dev->ctx, cs, sch.n, cn, progs, &err);
 	ck_assert_msg(st == ENG_OK, "%s\n%s", err.msg, srcs[0]);
@@ -409,10 +412,12 @@ static void *run_on_cl(bk_device *dev, eng_tensor *t)
 }
 
 /* t on OpenCL, then realized on the CPU: equal within rtol (floats; integers exactly); with
- * ref_rtol >= 0 also compared with the reference evaluator (tests/ref_eval.c). */
-static void check_graph_ref(bk_device *dev, eng_tensor *t, double rtol, double ref_rtol, const char *what)
+ * ref_rtol >= 0 also compared with the reference evaluator (tests/ref_eval.c). The OpenCL
+ * sources are appended to sources (may be NULL). */
+static void check_graph_src(bk_device *dev, eng_tensor *t, double rtol, double ref_rtol, const char *what,
+			    eng_strbuf *sources)
 {
-	void *clbytes = run_on_cl(dev, t);
+	void *clbytes = run_on_cl(dev, t, sources);
 	eng_dtype dt = eng_tensor_dtype(t);
 	size_t nbytes = (size_t)eng_numel(t) * eng_dtype_size(dt);
 	void *cpubytes = malloc(nbytes ? nbytes : 1);
@@ -431,6 +436,11 @@ static void check_graph_ref(bk_device *dev, eng_tensor *t, double rtol, double r
 	free(cpubytes);
 	ck_assert_msg(ok, "%s: OpenCL differs from the CPU: %s", what, msg);
 	ck_assert_msg(rok, "%s: OpenCL differs from the reference: %s", what, rmsg);
+}
+
+static void check_graph_ref(bk_device *dev, eng_tensor *t, double rtol, double ref_rtol, const char *what)
+{
+	check_graph_src(dev, t, rtol, ref_rtol, what, NULL);
 }
 
 static void check_graph(bk_device *dev, eng_tensor *t, double rtol, const char *what)
@@ -535,6 +545,68 @@ static void engine_views_and_assign(bk_device *dev, eng_ctx *ctx, tu_rng *r)
 	check_graph(dev, eng_assign(t, eng_add_s(eng_mul(t, eng_flip(t, flip, 1)), 1)), F32_TOL, "assign");
 }
 
+/* t on OpenCL (equal to the CPU's and the reference's result) whose kernels must contain
+ * every string of want (NULL-terminated), or none of them with want_absent. */
+static void check_vector(bk_device *dev, eng_tensor *t, const char *const *want, bool want_absent, const char *what)
+{
+	eng_strbuf sb;
+	eng_sb_init(&sb);
+	check_graph_src(dev, t, F32_TOL, 1e-4, what, &sb);
+	for (int i = 0; want[i]; i++)
+		ck_assert_msg(!strstr(sb.s ? sb.s : "", want[i]) == want_absent, "%s: \"%s\" %s the kernels:\n%s", what,
+			      want[i], want_absent ? "in" : "not in", sb.s ? sb.s : "");
+	eng_sb_free(&sb);
+}
+
+/* The wide tile as vectors (PoCL prefers 16 floats): consecutive loads and stores, gathers
+ * and scatters a stride apart, comparisons as lane masks, selects, maxima, every width. */
+static void engine_vectors(bk_device *dev, eng_ctx *ctx, tu_rng *r)
+{
+	int64_t sa[2] = {24, 40}, sb[2] = {40, 48}, s8[2] = {40, 8}, s4[2] = {40, 4}, s2[2] = {40, 2};
+	eng_tensor *a = tu_rand(ctx, r, ENG_F32, 2, sa, -1, 1), *b = tu_rand(ctx, r, ENG_F32, 2, sb, -1, 1);
+	const char *v16[] = {"float16 acc0", "vload16(0, b", "vstore16(", NULL};
+	check_vector(dev, eng_matmul(a, b), v16, false, "matmul, 16 lanes");
+	const char *v8[] = {"float8 acc0", "vload8(", "vstore8(", NULL};
+	const char *v4[] = {"float4 acc0", NULL};
+	const char *v2[] = {"float2 acc0", NULL};
+	check_vector(dev, eng_matmul(a, tu_rand(ctx, r, ENG_F32, 2, s8, -1, 1)), v8, false, "matmul, 8 lanes");
+	check_vector(dev, eng_matmul(a, tu_rand(ctx, r, ENG_F32, 2, s4, -1, 1)), v4, false, "matmul, 4 lanes");
+	check_vector(dev, eng_matmul(a, tu_rand(ctx, r, ENG_F32, 2, s2, -1, 1)), v2, false, "matmul, 2 lanes");
+	/* comparisons, where, maximum, exp2 and a mask turned into numbers, summed along dim 0 */
+	int64_t sx[2] = {37, 48};
+	eng_tensor *x = tu_rand(ctx, r, ENG_F32, 2, sx, -2, 2), *y = tu_rand(ctx, r, ENG_F32, 2, sx, -2, 2);
+	int ax0 = 0, ax1 = 1;
+	eng_tensor *mask = eng_cast(eng_eq(eng_trunc(x), eng_trunc(y)), ENG_F32);
+	eng_tensor *val = eng_add(eng_where(eng_lt(x, y), eng_mul(x, y), eng_maximum(x, eng_exp(y))), mask);
+	const char *sel[] = {"select(", "int16 x", "convert_float16(", NULL};
+	check_vector(dev, eng_sum(val, &ax0, 1, false), sel, false, "masks and selects");
+	const char *vmax[] = {"float16 acc0", "select(acc0", NULL};
+	check_vector(dev, eng_max(x, &ax0, 1, false), vmax, false, "max along dim 0");
+	/* gathered: v[i] * x[i, j] summed over j; x read 37 elements apart along the lanes */
+	int64_t sg[2] = {48, 37}, sv[2] = {48, 1};
+	eng_tensor *g = tu_rand(ctx, r, ENG_F32, 2, sg, -1, 1), *v = tu_rand(ctx, r, ENG_F32, 2, sv, -1, 1);
+	const char *gather[] = {"(float16)(b", "+37]", NULL};
+	check_vector(dev, eng_sum(eng_mul(g, v), &ax1, 1, false), gather, false, "gather");
+	/* scattered: (x^T w) of shape 48 x 3, lanes along the 48, stored 3 elements apart */
+	int64_t sw[2] = {37, 3};
+	eng_tensor *w = tu_rand(ctx, r, ENG_F32, 2, sw, -1, 1);
+	const char *scatter[] = {"t_.s1;", "+3] = t_.s1", NULL};
+	check_vector(dev, eng_matmul(eng_transpose(x, 0, 1), w), scatter, false, "scatter");
+	/* no vector form: an int32 reduction stays scalar */
+	eng_tensor *xi = eng_cast(eng_mul_s(x, 10), ENG_I32);
+	const char *none[] = {"vload", "float16", NULL};
+	check_vector(dev, eng_cast(eng_sum(xi, &ax0, 1, false), ENG_F32), none, true, "int32: scalars");
+}
+
+/* The same kernels with vectors turned off ($TENSORD_CL_VECTOR_WIDTH=1): scalars only. */
+static void engine_no_vectors(bk_device *dev, eng_ctx *ctx, tu_rng *r)
+{
+	int64_t sa[2] = {24, 40}, sb[2] = {40, 48};
+	eng_tensor *a = tu_rand(ctx, r, ENG_F32, 2, sa, -1, 1), *b = tu_rand(ctx, r, ENG_F32, 2, sb, -1, 1);
+	const char *none[] = {"vload", "float16", NULL};
+	check_vector(dev, eng_matmul(a, b), none, true, "matmul without vectors");
+}
+
 /* Run body with CL:0 and a CPU context whose random inputs come from seed (skipped without
  * OpenCL). */
 static void with_engine(uint64_t seed, void (*body)(bk_device *dev, eng_ctx *ctx, tu_rng *r))
@@ -564,13 +636,31 @@ END_TEST
 START_TEST(test_engine_views_and_assign) { with_engine(15, engine_views_and_assign); }
 END_TEST
 
+START_TEST(test_engine_vectors) { with_engine(16, engine_vectors); }
+END_TEST
+
+START_TEST(test_engine_no_vectors)
+{
+	char *old = getenv("TENSORD_CL_VECTOR_WIDTH");
+	char *saved = old ? strdup(old) : NULL;
+	setenv("TENSORD_CL_VECTOR_WIDTH", "1", 1);
+	with_engine(17, engine_no_vectors);
+	if (saved)
+		setenv("TENSORD_CL_VECTOR_WIDTH", saved, 1);
+	else
+		unsetenv("TENSORD_CL_VECTOR_WIDTH");
+	free(saved);
+}
+END_TEST
+
 Suite *opencl_suite(void)
 {
 	const TTest *const tests[] = {
 		test_list_devices,	    test_memory_round_trip,	    test_handwritten_kernels,
 		test_build_errors,	    test_blob_load_round_trip,	    test_error_mapping_and_failed_device,
 		test_engine_elementwise,    test_engine_reductions,	    test_engine_matmul_conv,
-		test_engine_dtypes,	    test_engine_views_and_assign,
+		test_engine_dtypes,	    test_engine_views_and_assign,   test_engine_vectors,
+		test_engine_no_vectors,
 	};
 	return tu_suite("opencl", tests, (int)(sizeof(tests) / sizeof(tests[0])), TU_TIMEOUT);
 }

@@ -18,7 +18,7 @@ static const char *type_name(cl_device_type t)
 static void describe(const cl_api *api, cl_platform_id p, cl_device_id dev, int i, eng_strbuf *sb)
 {
 	char name[256], vendor[256], version[256], driver[256], plat[256], ext[16384];
-	cl_uint units = 0;
+	cl_uint units = 0, vec = 0;
 	cl_ulong mem = 0;
 	size_t wg = 0;
 	cl_device_type type = 0;
@@ -32,10 +32,11 @@ static void describe(const cl_api *api, cl_platform_id p, cl_device_id dev, int 
 	api->clGetDeviceInfo(dev, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof(mem), &mem, NULL);
 	api->clGetDeviceInfo(dev, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof(wg), &wg, NULL);
 	api->clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof(type), &type, NULL);
+	api->clGetDeviceInfo(dev, CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, sizeof(vec), &vec, NULL);
 	eng_sb_printf(sb,
 		      "CL:%d %s | %s | vendor %s | platform %s | %s | driver %s | %u compute units | "
-		      "%.1f GiB | max work-group %zu | fp16 %s\n",
-		      i, name, type_name(type), vendor, plat, version, driver, units, (double)mem / (1 << 30), wg,
+		      "%.1f GiB | max work-group %zu | float vectors of %u | fp16 %s\n",
+		      i, name, type_name(type), vendor, plat, version, driver, units, (double)mem / (1 << 30), wg, vec,
 		      strstr(ext, "cl_khr_fp16") ? "yes" : "no");
 }
 
@@ -206,6 +207,12 @@ static eng_status open_device(cl_dev *d, bk_err *err)
 	d->max_items = items[0] ? items[0] : 1;
 	if (!rc)
 		rc = d->api.clGetDeviceInfo(d->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof(d->units), &d->units, NULL);
+	if (!rc)
+		rc = d->api.clGetDeviceInfo(d->device, CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, sizeof(d->vec_float),
+					    &d->vec_float, NULL);
+	const char *vw = getenv("TENSORD_CL_VECTOR_WIDTH"); /* override, e.g. 1 for scalars only */
+	if (vw && *vw)
+		d->vec_float = (cl_uint)strtoul(vw, NULL, 10);
 	return rc ? cl_fail(d, rc, "clGetDeviceInfo", err) : ENG_OK;
 }
 

@@ -54,7 +54,10 @@ const char *cl_prelude(void) { return eng_cstyle_prelude(&cl_dialect); }
 eng_status cl_render(void *dev, const struct eng_kernel_ir *ir, const char *name, struct eng_strbuf *out,
 		     bk_err *err)
 {
-	eng_status s = eng_render_cstyle(&cl_dialect, ir, name, out);
+	const cl_dev *d = dev;
+	eng_cstyle dl = cl_dialect;
+	dl.vector_width = (int)(d->vec_float > 16 ? 16 : d->vec_float); /* where the device prefers vectors */
+	eng_status s = eng_render_cstyle(&dl, ir, name, out);
 	if (s)
 		snprintf(err->msg, sizeof(err->msg), "out of memory rendering %s", name);
 	return s;
