@@ -66,6 +66,10 @@ typedef struct bk_device_ops {
 	/* Optional: how many parallel iterations a kernel should offer this device (a GPU wants
 	 * thousands of work-items); NULL: the context's CPU thread count. */
 	int (*parallelism)(void *dev);
+	/* Optional: the threads of one work-group that can split a reduction, combining partial
+	 * results in local memory (the renderer then writes such kernels for groups of this size and
+	 * the launch runs one group per parallel iteration); NULL or 0: none. */
+	int (*reduce_group)(void *dev);
 } bk_device_ops;
 
 typedef struct bk_device {

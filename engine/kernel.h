@@ -10,6 +10,14 @@
 #define ENG_MAX_KBUFS 64
 #define ENG_MAX_STORES 16
 
+/* What kernels are built for: par parallel iterations per kernel wanted (the CPU: its
+ * threads; a GPU: thousands of work-items), and group, the threads of one work-group that can
+ * split a reduction between them, combining partial results in local memory (0: none). */
+typedef struct eng_target {
+	int par;
+	int group;
+} eng_target;
+
 typedef enum eng_loop_kind { L_OUTER, L_REDUCE, L_TILE } eng_loop_kind;
 
 /* Loop variable var (index in loops[]): n iterations; OUTER and TILE belong to output dim. */
@@ -81,6 +89,10 @@ typedef struct eng_kernel_ir {
 	int nstmts, capstmts;
 	eng_stmt *stmts;
 	int64_t nparallel; /* iterations of the parallel loop (1 if none) */
+	/* > 1: each parallel iteration (or the whole kernel, without a parallel loop) runs as one
+	 * work-group of this many threads: reductions are split over them when untiled, and each
+	 * output element is stored by one of them. 0: one thread per iteration. */
+	int group;
 	double flops, bytes;
 	bool aliased; /* an output buffer is also read: no restrict */
 	char name[96];

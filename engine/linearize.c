@@ -177,8 +177,17 @@ static void move_front(int *loops, int i)
 	loops[0] = v;
 }
 
-eng_status eng_linearize(eng_kernel_ir *ir, int nthreads, char *err, size_t errlen)
+/* Each thread of a group gets at least this many elements of a grouped row's reduction. */
+#define GROUP_ROW_MIN_PER_THREAD 16
+
+bool eng_target_groups_rows(const eng_target *t, int64_t rows, int64_t red)
 {
+	return t->group > 1 && rows > 1 && rows < t->par && red >= (int64_t)GROUP_ROW_MIN_PER_THREAD * t->group;
+}
+
+eng_status eng_linearize(eng_kernel_ir *ir, const eng_target *t, char *err, size_t errlen)
+{
+	int nthreads = t->par;
 	lin L = {.ir = ir, .err = err, .errlen = errlen};
 	lin *l = &L;
 	eng_uops *u = ir->uops;
@@ -219,6 +228,20 @@ eng_status eng_linearize(eng_kernel_ir *ir, int nthreads, char *err, size_t errl
 		nmerge++;
 		ir->nparallel *= ir->loops[pl[nmerge]].n;
 	}
+	/* work-groups: the kernel without a parallel loop is one; untiled reductions with too few
+	 * rows run one per row */
+	int64_t red = 0;
+	for (int p = 0; p < ir->nphases; p++) {
+		int64_t r = 1;
+		for (int k = 0; k < ir->phases[p].nred; k++)
+			r *= ir->loops[ir->phases[p].red[k]].n;
+		red = r > red ? r : red;
+	}
+	ir->group = 0;
+	if (t->group > 1 && ir->nparallel <= 1)
+		ir->group = t->group;
+	else if (par_in_d && ir->tiledim[0] < 0 && eng_target_groups_rows(t, ir->nparallel, red))
+		ir->group = t->group;
 	int64_t divs[ENG_MAX_DIMS + 1];
 	divs[nmerge] = 1;
 	for (int i = nmerge - 1; i >= 0; i--)

@@ -4,8 +4,15 @@
 
 #include "kernel.h"
 
-/* Fill ir->stmts, ir->nparallel and the flop/byte estimates. nthreads guides which loop is
- * run in parallel. */
-eng_status eng_linearize(eng_kernel_ir *ir, int nthreads, char *err, size_t errlen);
+/* Fill ir->stmts, ir->nparallel, ir->group and the flop/byte estimates. t->par guides which
+ * loop is run in parallel and how many loops are merged into it; with t->group, a kernel
+ * without a parallel loop runs as one work-group, and so does each iteration of an untiled
+ * reduction kernel with too few of them (see eng_target_groups_rows). */
+eng_status eng_linearize(eng_kernel_ir *ir, const eng_target *t, char *err, size_t errlen);
+
+/* Whether a reduction kernel with `rows` parallel iterations and `red` reduced elements per
+ * iteration should run one work-group per iteration on t: fewer rows than the device wants
+ * and a reduction long enough to keep every thread of the group busy. */
+bool eng_target_groups_rows(const eng_target *t, int64_t rows, int64_t red);
 
 #endif

@@ -507,7 +507,7 @@ static int64_t pick_tile(int64_t n, int64_t max)
 
 /* Choose tiles for kernels with reductions: the output dim most often read contiguously gets
  * the wide tile (vector lanes), another dim the narrow one (register reuse). */
-static void plan_tiles(eng_kernel_ir *ir, char *opts, size_t len)
+static void plan_tiles(eng_kernel_ir *ir, const eng_target *t, char *opts, size_t len)
 {
 	ir->tiledim[0] = ir->tiledim[1] = -1;
 	ir->tile[0] = ir->tile[1] = 1;
@@ -525,6 +525,12 @@ static void plan_tiles(eng_kernel_ir *ir, char *opts, size_t len)
 	}
 	if (red < 8 || ir->nphases > 4)
 		return;
+	int64_t rows = 1; /* the iterations a parallel loop over the phases' dims can have */
+	for (int d = 0; d < ir->ndim; d++)
+		if ((D >> d) & 1)
+			rows *= ir->shape[d];
+	if (eng_target_groups_rows(t, rows, red))
+		return; /* few long rows: a work-group each (linearize.c), not register tiles */
 	int score[ENG_MAX_DIMS] = {0}, reuse[ENG_MAX_DIMS] = {0};
 	for (int p = 0; p < ir->nphases; p++) {
 		/* walk loads in the phase value */
@@ -621,7 +627,7 @@ eng_status eng_lower(const eng_node *const *roots, int nroots, const eng_lower_o
 	}
 	if (o->optimize) {
 		char opts[256] = "";
-		plan_tiles(ir, opts, sizeof(opts));
+		plan_tiles(ir, &o->target, opts, sizeof(opts));
 		if (ir->tiledim[0] >= 0) {
 			int64_t t0 = ir->tile[0], t1 = ir->tile[1];
 			int d0 = ir->tiledim[0], d1 = ir->tiledim[1];
@@ -639,7 +645,7 @@ eng_status eng_lower(const eng_node *const *roots, int nroots, const eng_lower_o
 	}
 	for (int i = 0; i < nroots; i++)
 		ir->aliased |= roots[i]->op == ENG_OP_ASSIGN;
-	s = eng_linearize(ir, o->nthreads, err, errlen);
+	s = eng_linearize(ir, &o->target, err, errlen);
 done:
 	free(c->memo);
 	free(c);

@@ -12,7 +12,7 @@ typedef struct eng_lower_opts {
 	eng_is_stored_fn is_stored;
 	void *arg;
 	bool optimize; /* choose tiles (upcasting) for reduction kernels */
-	int nthreads;  /* to pick a parallel loop that feeds every core */
+	eng_target target; /* to pick a parallel loop that feeds the device, and work-groups */
 } eng_lower_opts;
 
 /* Lower roots (equal shapes) into ir (zeroed by the caller; freed with eng_kernel_ir_free).

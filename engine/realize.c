@@ -335,8 +335,11 @@ static eng_status realize_on(eng_ctx *ctx, eng_device *dev, eng_node *const *nod
 		}
 	}
 	eng_schedule sch;
-	int par = dev->bk.ops->parallelism ? dev->bk.ops->parallelism(dev->bk.ctx) : 0;
-	eng_status s = eng_schedule_build_on(ctx, par > 0 ? par : ctx->nthreads, nodes, n, &sch);
+	eng_target t = {.par = dev->bk.ops->parallelism ? dev->bk.ops->parallelism(dev->bk.ctx) : 0,
+			.group = dev->bk.ops->reduce_group ? dev->bk.ops->reduce_group(dev->bk.ctx) : 0};
+	if (t.par <= 0)
+		t.par = ctx->nthreads;
+	eng_status s = eng_schedule_build_on(ctx, &t, nodes, n, &sch);
 	if (s) {
 		if (walked)
 			eng_sc_walk_free(&w);
@@ -357,8 +360,9 @@ static eng_status realize_on(eng_ctx *ctx, eng_device *dev, eng_node *const *nod
 		for (int i = 0; i < sch.n; i++) {
 			eng_kernel_ir *ir = &sch.items[i].ir;
 			if (ctx->debug >= 3)
-				fprintf(stderr, "%s opts: %s | %d phases, %d outputs, parallel %lld\n", ks[i].name,
-					ir->opts[0] ? ir->opts : "none", ir->nphases, ir->nstores, (long long)ir->nparallel);
+				fprintf(stderr, "%s opts: %s | %d phases, %d outputs, parallel %lld%s%.0d\n", ks[i].name,
+					ir->opts[0] ? ir->opts : "none", ir->nphases, ir->nstores, (long long)ir->nparallel,
+					ir->group ? " in work-groups of " : "", ir->group);
 			if (ctx->debug >= 5)
 				eng_kernel_ir_dump(ir, stderr);
 			if (ctx->debug >= 4)

@@ -41,8 +41,11 @@ typedef struct rk {
 	const eng_kernel_ir *ir;
 	const eng_cstyle *d;
 	const eng_ctypes *t;
-	bool one_group;               /* a work-group runs the kernel (see eng_cstyle.group_size) */
+	bool one_group;               /* a work-group runs the kernel or each parallel iteration */
 	bool grouped;                 /* ... and its reductions are split over the group's threads */
+	bool rows;                    /* ... one group per parallel iteration */
+	uint32_t phase_dims;          /* output dims some phase depends on */
+	int strided_at;               /* rows: depth of the store loop strided over the group, or -1 */
 	int closes[ENG_MAX_LOOPS + 2]; /* grouped: phase whose partials meet when depth returns here */
 	bool nobrace[ENG_MAX_LOOPS + 2]; /* the loop opened at this depth has no block of its own */
 	int lanes;                    /* the wide tile as vectors of this many lanes; 0: scalars */
@@ -476,6 +479,8 @@ static void render_head(const rk *r, const char *name)
 	eng_strbuf *b = r->b;
 	const eng_kernel_ir *ir = r->ir;
 	const char *rq = ir->aliased ? "" : r->d->restrict_kw;
+	if (r->one_group) /* the launch reads the group's size from the kernel */
+		eng_sb_printf(b, "%s%d%s\n", r->d->group_attr, ir->group, r->d->group_attr_end);
 	if (r->d->buf_qual) {
 		const char *q = r->d->buf_qual;
 		eng_sb_printf(b, "%s %s(", r->d->kernel_prefix, name);
@@ -552,12 +557,14 @@ static void render_group_tree(const rk *r, int p, int depth)
 	char a[32], c[40];
 	snprintf(a, sizeof(a), "sh%d[lid_]", p);
 	snprintf(c, sizeof(c), "sh%d[lid_ + s_]", p);
+	indent(b, depth); /* every thread has read sh<p>[0] of the last row before it is rewritten */
+	eng_sb_printf(b, "%s;\n", r->d->barrier);
 	indent(b, depth);
 	eng_sb_printf(b, "sh%d[lid_] = acc%d;\n", p, p);
 	indent(b, depth);
 	eng_sb_printf(b, "%s;\n", r->d->barrier);
 	indent(b, depth);
-	eng_sb_printf(b, "for (int s_ = %d; s_ > 0; s_ >>= 1) {\n", r->d->group_size / 2);
+	eng_sb_printf(b, "for (int s_ = %d; s_ > 0; s_ >>= 1) {\n", r->ir->group / 2);
 	indent(b, depth + 1);
 	eng_sb_printf(b, "if (lid_ < s_) %s = ", a);
 	render_combine(r, p, a, c);
@@ -584,7 +591,7 @@ static void render_loop(rk *r, const eng_stmt *s, int depth)
 	if (s->parallel && s->div > 1) { /* loops merged into this one: p_ covers them all */
 		indent(b, depth);
 		if (r->d->thread_idx)
-			eng_sb_printf(b, "const %s p_ = start + %s;\n", it, r->d->thread_idx);
+			eng_sb_printf(b, "const %s p_ = start + %s;\n", it, r->rows ? r->d->group_idx : r->d->thread_idx);
 		else
 			eng_sb_printf(b, "for (%s p_ = start; p_ < end; p_++) {\n", it);
 		if (r->d->thread_idx) {
@@ -606,13 +613,22 @@ static void render_loop(rk *r, const eng_stmt *s, int depth)
 		r->closes[depth] = gp;
 		indent(b, depth);
 		eng_sb_printf(b, "for (%s v%d = lid_; v%d < %lld; v%d += %d) {\n", it, v, v,
-			      (long long)r->ir->loops[v].n, v, r->d->group_size);
+			      (long long)r->ir->loops[v].n, v, r->ir->group);
+		return;
+	}
+	const eng_loop *lp = &r->ir->loops[v];
+	if (r->rows && r->strided_at < 0 && !s->parallel && lp->kind == L_OUTER && !((r->phase_dims >> lp->dim) & 1)) {
+		/* the outermost store loop of a grouped row: its elements are shared out */
+		r->strided_at = depth;
+		indent(b, depth);
+		eng_sb_printf(b, "for (%s v%d = lid_; v%d < %lld; v%d += %d) {\n", it, v, v, (long long)lp->n, v,
+			      r->ir->group);
 		return;
 	}
 	if (s->parallel && r->d->thread_idx) {
 		/* one thread per iteration; the launch rounds the thread count up */
 		indent(b, depth);
-		eng_sb_printf(b, "const %s v%d = start + %s;\n", it, v, r->d->thread_idx);
+		eng_sb_printf(b, "const %s v%d = start + %s;\n", it, v, r->rows ? r->d->group_idx : r->d->thread_idx);
 		indent(b, depth);
 		eng_sb_printf(b, "if (v%d < end) {\n", v);
 		return;
@@ -648,8 +664,15 @@ eng_status eng_render_cstyle(const eng_cstyle *d, const eng_kernel_ir *ir, const
 	rk r = {.b = b, .ir = ir, .d = d, .t = d->types ? d->types : &c_types};
 	/* every kernel without a parallel loop runs as one group, whose thread 0 alone stores (so
 	 * an in-place update is applied once); its reductions are split when they are scalar */
-	r.one_group = d->group_size > 1 && ir->nparallel <= 1;
+	r.one_group = ir->group > 1;
 	r.grouped = r.one_group && ir->tiledim[0] < 0;
+	r.rows = r.one_group && ir->nparallel > 1;
+	r.strided_at = -1;
+	for (int p = 0; p < ir->nphases; p++)
+		r.phase_dims |= ir->phases[p].dims;
+	if (r.one_group && (!d->local_id || !d->group_idx || !d->group_attr || !d->group_attr_end ||
+			    (ir->group & (ir->group - 1))))
+		return ENG_EINVAL; /* no work-groups in this dialect, or not a power of two */
 	for (int i = 0; i < ENG_MAX_LOOPS + 2; i++)
 		r.closes[i] = -1;
 	r.lanes = eng_cstyle_vector_lanes(ir, d->vector_width);
@@ -660,7 +683,7 @@ eng_status eng_render_cstyle(const eng_cstyle *d, const eng_kernel_ir *ir, const
 		for (int p = 0; p < ir->nphases; p++) {
 			eng_dtype dt = ir->phases[p].dtype;
 			eng_sb_printf(b, "  %s %s sh%d[%d];\n", d->local_qual, dt == ENG_BOOL ? stype(&r, dt) : ctype(&r, dt),
-				      p, d->group_size);
+				      p, ir->group);
 		}
 	}
 	int depth = 1;
@@ -681,6 +704,8 @@ eng_status eng_render_cstyle(const eng_cstyle *d, const eng_kernel_ir *ir, const
 			}
 			indent(b, depth);
 			eng_sb_puts(b, "}\n");
+			if (depth == r.strided_at)
+				r.strided_at = -1;
 			if (depth >= 0 && depth < ENG_MAX_LOOPS + 2 && r.closes[depth] >= 0) {
 				render_group_tree(&r, r.closes[depth], depth);
 				r.closes[depth] = -1;
@@ -699,7 +724,7 @@ eng_status eng_render_cstyle(const eng_cstyle *d, const eng_kernel_ir *ir, const
 			break;
 		case S_STORE:
 			indent(b, depth);
-			if (r.one_group)
+			if (r.one_group && r.strided_at < 0)
 				eng_sb_puts(b, "if (lid_ == 0) "); /* one thread stores; all computed alike */
 			render_store(&r, s);
 			break;

@@ -39,12 +39,14 @@ typedef struct eng_cstyle {
 	const char *simd_pragma, *unroll_pragma;
 	/* The dialect's prelude (see eng_cstyle_prelude); NULL: the C prelude. */
 	const char *prelude;
-	/* Work-group reductions (group_size > 0): a kernel without a parallel loop runs as one
-	 * group of group_size threads; each reduction's outermost loop is strided over the group
-	 * (LOCAL_ID), the partial results meet in LOCAL_QUAL memory through a tree separated by
-	 * BARRIER, and thread 0 alone stores. 0: such a kernel runs as one thread. */
-	int group_size;
-	const char *local_id, *local_qual, *barrier;
+	/* Work-groups, for kernels with ir->group > 1 (NULL: the dialect has none, and such a kernel
+	 * is an error): the kernel runs as one group of ir->group threads, or one per iteration of
+	 * its parallel loop (whose index is then GROUP_IDX). Untiled reductions have their
+	 * outermost loop strided over the group (LOCAL_ID); the partial results meet in LOCAL_QUAL
+	 * memory through a tree separated by BARRIER. The outermost store loop of a row is strided
+	 * over the group too; a store outside one is made by thread 0 alone. The kernel is
+	 * declared with GROUP_ATTR <size> GROUP_ATTR_END, so the launch finds the group size. */
+	const char *local_id, *local_qual, *barrier, *group_idx, *group_attr, *group_attr_end;
 	/* Vector values: a kernel's wide tile is rendered as OpenCL vectors (floatN, vloadN,
 	 * vstoreN, select) when eng_cstyle_vector_lanes allows it with at most vector_width lanes;
 	 * the tile loop then disappears. 0: scalars only. */
@@ -87,7 +89,8 @@ int eng_cstyle_vector_lanes(const eng_kernel_ir *ir, int max_width);
 /* The source every kernel of dialect d is preceded by (static; d->prelude or the C one). */
 const char *eng_cstyle_prelude(const eng_cstyle *d);
 
-/* Append kernel `name` rendered from ir to out. */
+/* Append kernel `name` rendered from ir to out. ENG_EINVAL: ir->group asks for work-groups
+ * the dialect has not (or of a size that is no power of two); ENG_ENOMEM. */
 eng_status eng_render_cstyle(const eng_cstyle *d, const eng_kernel_ir *ir, const char *name,
 			     eng_strbuf *out);
 

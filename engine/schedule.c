@@ -108,10 +108,10 @@ static bool same_shape(const eng_node *a, const eng_node *b)
 	return a->ndim == b->ndim && !memcmp(a->shape, b->shape, sizeof(int64_t) * a->ndim);
 }
 
-static eng_status trial(eng_ctx *ctx, int par, eng_nset *store, const eng_node *const *roots, int nroots, bool optimize,
-			eng_kernel_ir *ir, const eng_node **must)
+static eng_status trial(eng_ctx *ctx, const eng_target *par, eng_nset *store, const eng_node *const *roots, int nroots,
+			bool optimize, eng_kernel_ir *ir, const eng_node **must)
 {
-	eng_lower_opts o = {.is_stored = in_set, .arg = store, .optimize = optimize, .nthreads = par};
+	eng_lower_opts o = {.is_stored = in_set, .arg = store, .optimize = optimize, .target = *par};
 	char err[512] = "";
 	memset(ir, 0, sizeof(*ir));
 	eng_status s = eng_lower(roots, nroots, &o, ir, must, err, sizeof(err));
@@ -124,10 +124,12 @@ static eng_status trial(eng_ctx *ctx, int par, eng_nset *store, const eng_node *
 
 eng_status eng_schedule_build(eng_ctx *ctx, eng_node *const *nodes, int n, eng_schedule *out)
 {
-	return eng_schedule_build_on(ctx, ctx->nthreads, nodes, n, out);
+	eng_target t = {.par = ctx->nthreads, .group = 0};
+	return eng_schedule_build_on(ctx, &t, nodes, n, out);
 }
 
-eng_status eng_schedule_build_on(eng_ctx *ctx, int par, eng_node *const *nodes, int n, eng_schedule *out)
+eng_status eng_schedule_build_on(eng_ctx *ctx, const eng_target *par, eng_node *const *nodes, int n,
+				 eng_schedule *out)
 {
 	eng_nset store = {0}, seen = {0};
 	member *m = NULL;

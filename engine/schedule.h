@@ -24,9 +24,11 @@ typedef struct eng_schedule {
 /* Build the schedule for nodes (duplicates and realized nodes are ignored). On failure the
  * context error is set. */
 eng_status eng_schedule_build(eng_ctx *ctx, eng_node *const *nodes, int n, eng_schedule *out);
-/* The same for a device that wants par parallel iterations per kernel (the CPU: its threads;
- * a GPU: thousands): output loops are merged into the parallel one until it has that many. */
-eng_status eng_schedule_build_on(eng_ctx *ctx, int par, eng_node *const *nodes, int n, eng_schedule *out);
+/* The same for a device target (eng_schedule_build: the context's CPU threads, no groups):
+ * output loops are merged into the parallel one until it has par iterations; kernels run as
+ * work-groups where the target has them (see eng_linearize). */
+eng_status eng_schedule_build_on(eng_ctx *ctx, const eng_target *par, eng_node *const *nodes, int n,
+				 eng_schedule *out);
 void eng_schedule_free(eng_schedule *s);
 
 #endif

@@ -363,7 +363,8 @@ static void *run_on_cl(bk_device *dev, eng_tensor *t, eng_strbuf *sources)
 	eng_node *root = eng_tensor_node(t);
 	eng_schedule sch;
 	bk_err err;
-	ck_assert_msg(eng_schedule_build(ctx, &root, 1, &sch) == ENG_OK, "%s", eng_errmsg(ctx));
+	eng_target tg = {.par = dev->ops->parallelism(dev->ctx), .group = dev->ops->reduce_group(dev->ctx)};
+	ck_assert_msg(eng_schedule_build_on(ctx, &tg, &root, 1, &sch) == ENG_OK, "%s", eng_errmsg(ctx));
 	ck_assert_int_gt(sch.n, 0);
 	char **srcs = calloc(sch.n, sizeof(char *)), (*names)[32] = calloc(sch.n, sizeof(*names));
 	const char **cs = calloc(sch.n, sizeof(char *)), **cn = calloc(sch.n, sizeof(char *));
@@ -598,6 +599,38 @@ static void engine_vectors(bk_device *dev, eng_ctx *ctx, tu_rng *r)
 	check_vector(dev, eng_cast(eng_sum(xi, &ax0, 1, false), ENG_F32), none, true, "int32: scalars");
 }
 
+/* Reductions with few long rows: one work-group per row, the row's reduction split over its
+ * threads and combined in local memory; the row's stores shared out over the threads, or
+ * made by thread 0 when there is one per row. */
+static void engine_group_rows(bk_device *dev, eng_ctx *ctx, tu_rng *r)
+{
+	int64_t s[2] = {8, 3000};
+	eng_tensor *x = tu_rand(ctx, r, ENG_F32, 2, s, -3, 3);
+	int ax1 = 1;
+	const char *rows[] = {"reqd_work_group_size(64, 1, 1)", "get_group_id(0)", "+= 64) {", "sh0[lid_]", NULL};
+	check_vector(dev, eng_softmax(eng_mul_s(x, 2), -1), rows, false, "softmax of 8 rows of 3000");
+	const char *one[] = {"get_group_id(0)", "if (lid_ == 0) b", NULL};
+	check_vector(dev, eng_sum(x, &ax1, 1, false), one, false, "sums of 8 rows of 3000");
+	check_vector(dev, eng_max(x, &ax1, 1, true), one, false, "maxima of 8 rows of 3000");
+	/* statistics per channel of NCHW: rows 400 elements apart, several reduced axes, two phases */
+	int64_t sc[4] = {16, 6, 10, 10};
+	eng_tensor *c = tu_rand(ctx, r, ENG_F32, 4, sc, -1, 2);
+	int axes[3] = {0, 2, 3};
+	eng_tensor *mean = eng_mean(c, axes, 3, true);
+	eng_tensor *var = eng_mean(eng_square(eng_sub(c, mean)), axes, 3, false);
+	check_vector(dev, var, one, false, "variance per channel");
+	/* rows over two merged dims, and an in-place update reading its own row */
+	int64_t s3[3] = {3, 4, 2500};
+	eng_tensor *y = tu_rand(ctx, r, ENG_F32, 3, s3, -1, 1);
+	int ax2 = 2;
+	eng_tensor *upd = eng_assign(y, eng_sub(y, eng_max(y, &ax2, 1, true)));
+	check_vector(dev, upd, rows, false, "in-place row update");
+	/* many short rows: one thread each, as before */
+	int64_t sm[2] = {3000, 8};
+	const char *none[] = {"get_group_id", NULL};
+	check_vector(dev, eng_sum(tu_rand(ctx, r, ENG_F32, 2, sm, -1, 1), &ax1, 1, false), none, true, "short rows");
+}
+
 /* The same kernels with vectors turned off ($TENSORD_CL_VECTOR_WIDTH=1): scalars only. */
 static void engine_no_vectors(bk_device *dev, eng_ctx *ctx, tu_rng *r)
 {
@@ -639,6 +672,9 @@ END_TEST
 START_TEST(test_engine_vectors) { with_engine(16, engine_vectors); }
 END_TEST
 
+START_TEST(test_engine_group_rows) { with_engine(18, engine_group_rows); }
+END_TEST
+
 START_TEST(test_engine_no_vectors)
 {
 	char *old = getenv("TENSORD_CL_VECTOR_WIDTH");
@@ -660,7 +696,7 @@ Suite *opencl_suite(void)
 		test_build_errors,	    test_blob_load_round_trip,	    test_error_mapping_and_failed_device,
 		test_engine_elementwise,    test_engine_reductions,	    test_engine_matmul_conv,
 		test_engine_dtypes,	    test_engine_views_and_assign,   test_engine_vectors,
-		test_engine_no_vectors,
+		test_engine_no_vectors,	    test_engine_group_rows,
 	};
 	return tu_suite("opencl", tests, (int)(sizeof(tests) / sizeof(tests[0])), TU_TIMEOUT);
 }

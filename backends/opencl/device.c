@@ -168,6 +168,13 @@ static int cl_parallelism(void *dev)
 	return n > (1 << 20) ? 1 << 20 : (int)n;
 }
 
+/* Reductions split over work-groups of this many threads. */
+static int cl_reduce_group(void *dev)
+{
+	(void)dev;
+	return CL_GROUP_SIZE;
+}
+
 static const bk_device_ops cl_ops = {
 	.abi_version = BK_ABI_VERSION,
 	.struct_size = sizeof(bk_device_ops),
@@ -186,6 +193,7 @@ static const bk_device_ops cl_ops = {
 	.program_blob = cl_program_blob,
 	.load = cl_load,
 	.parallelism = cl_parallelism,
+	.reduce_group = cl_reduce_group,
 };
 
 /* Context, queue and the properties launches need, for the chosen device. */

@@ -33,8 +33,8 @@ eng_status cl_api_open(cl_api *api, bk_err *err);
 void cl_api_close(cl_api *api);
 
 #define CL_MAX_DEVICES 64
-/* Threads of the one work-group that runs a kernel without a parallel loop (its reductions are
- * split over them and combined in local memory; see eng_cstyle.group_size). */
+/* Threads of a work-group that splits a reduction (a kernel without a parallel loop, or each
+ * row of a reduction with few rows; see eng_kernel_ir.group), combining them in local memory. */
 #define CL_GROUP_SIZE 64
 
 /* Every device of every platform, platforms in the loader's order: up to CL_MAX_DEVICES into
@@ -79,6 +79,7 @@ typedef struct cl_prog {
 	char *name;   /* owned */
 	cl_uint nargs; /* buffers + (start, end) */
 	size_t wg;    /* CL_KERNEL_WORK_GROUP_SIZE */
+	size_t group; /* CL_KERNEL_COMPILE_WORK_GROUP_SIZE[0]: one group per iteration; 0: none */
 } cl_prog;
 
 /* The name of a CL error code ("CL_OUT_OF_RESOURCES"), or "CL error <n>" written to buf. */

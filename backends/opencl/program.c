@@ -80,6 +80,11 @@ static eng_status make_kernel(cl_dev *d, cl_module *mod, const char *name, cl_pr
 	if (!rc)
 		rc = d->api.clGetKernelWorkGroupInfo(p->kernel, d->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof(p->wg), &p->wg,
 						     NULL);
+	size_t cwg[3] = {0, 0, 0}; /* reqd_work_group_size, as the renderer declares grouped kernels */
+	if (!rc)
+		rc = d->api.clGetKernelWorkGroupInfo(p->kernel, d->device, CL_KERNEL_COMPILE_WORK_GROUP_SIZE, sizeof(cwg),
+						     cwg, NULL);
+	p->group = cwg[0];
 	return rc ? cl_fail(d, rc, "clGetKernelInfo", err) : ENG_OK;
 }
 
@@ -138,9 +143,9 @@ eng_status cl_compile(void *dev, const char *const *srcs, int nkern, const char 
 	return cl_build_kernels(d, mod, names, nkern, progs, err);
 }
 
-/* Work-group size: the kernel's limit, at most 256 (enough to fill a GPU's SIMD units, while
- * the tail stays small); never more than the work. (A kernel without a parallel loop runs as
- * one group of CL_GROUP_SIZE: see cl_launch.) Vector types are a later optimisation. */
+/* Work-group size of a kernel with one work-item per iteration: the kernel's limit, at most 256
+ * (enough to fill a GPU's SIMD units, while the tail stays small); never more than the work.
+ * (Grouped kernels declare their size: see cl_launch.) */
 static size_t local_size(const cl_dev *d, const cl_prog *p, int64_t n)
 {
 	size_t l = p->wg < d->max_items ? p->wg : d->max_items;
@@ -177,13 +182,14 @@ eng_status cl_launch(void *dev, bk_program *prog, void *const *bufs, int nbufs, 
 		return cl_fail(d, rc, "clSetKernelArg", err);
 	size_t local = local_size(d, p, n);
 	size_t global = ((size_t)n + local - 1) / local * local;
-	if (n == 1) { /* rendered for one work-group: reductions split over its threads */
-		if (p->wg < CL_GROUP_SIZE || d->max_items < CL_GROUP_SIZE) {
-			snprintf(err->msg, sizeof(err->msg), "kernel %s needs a work-group of %d, the device allows %zu",
-				 p->name, CL_GROUP_SIZE, p->wg < d->max_items ? p->wg : d->max_items);
+	if (p->group) { /* rendered for work-groups: one per iteration, reductions split over it */
+		if (p->wg < p->group || d->max_items < p->group) {
+			snprintf(err->msg, sizeof(err->msg), "kernel %s needs a work-group of %zu, the device allows %zu",
+				 p->name, p->group, p->wg < d->max_items ? p->wg : d->max_items);
 			return ENG_ERANGE; /* this kernel cannot run here; the device is fine */
 		}
-		local = global = CL_GROUP_SIZE;
+		local = p->group;
+		global = (size_t)n * p->group;
 	}
 	if (d->last)
 		d->api.clReleaseEvent(d->last); /* launched without a synchronize in between */

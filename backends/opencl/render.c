@@ -43,10 +43,12 @@ static const eng_cstyle cl_dialect = {
 	.simd_pragma = "",
 	.unroll_pragma = "#pragma unroll",
 	.prelude = prelude,
-	.group_size = CL_GROUP_SIZE,
 	.local_id = "get_local_id(0)",
 	.local_qual = "__local",
 	.barrier = "barrier(CLK_LOCAL_MEM_FENCE)",
+	.group_idx = "(long)get_group_id(0)",
+	.group_attr = "__attribute__((reqd_work_group_size(",
+	.group_attr_end = ", 1, 1)))",
 };
 
 const char *cl_prelude(void) { return eng_cstyle_prelude(&cl_dialect); }
@@ -58,7 +60,10 @@ eng_status cl_render(void *dev, const struct eng_kernel_ir *ir, const char *name
 	eng_cstyle dl = cl_dialect;
 	dl.vector_width = (int)(d->vec_float > 16 ? 16 : d->vec_float); /* where the device prefers vectors */
 	eng_status s = eng_render_cstyle(&dl, ir, name, out);
-	if (s)
+	if (s == ENG_EINVAL)
+		snprintf(err->msg, sizeof(err->msg), "kernel %s: work-groups of %d threads cannot be rendered", name,
+			 ir->group);
+	else if (s)
 		snprintf(err->msg, sizeof(err->msg), "out of memory rendering %s", name);
 	return s;
 }
