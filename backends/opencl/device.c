@@ -168,11 +168,11 @@ static int cl_parallelism(void *dev)
 	return n > (1 << 20) ? 1 << 20 : (int)n;
 }
 
-/* Reductions split over work-groups of this many threads. */
+/* Reductions split over work-groups of this many threads (0: never). */
 static int cl_reduce_group(void *dev)
 {
-	(void)dev;
-	return CL_GROUP_SIZE;
+	const cl_dev *d = dev;
+	return d->reduce_group;
 }
 
 static const bk_device_ops cl_ops = {
@@ -221,6 +221,8 @@ static eng_status open_device(cl_dev *d, bk_err *err)
 	const char *vw = getenv("TENSORD_CL_VECTOR_WIDTH"); /* override, e.g. 1 for scalars only */
 	if (vw && *vw)
 		d->vec_float = (cl_uint)strtoul(vw, NULL, 10);
+	const char *rg = getenv("TENSORD_CL_REDUCE_GROUPS"); /* 0: one work-item per reduction */
+	d->reduce_group = rg && !strcmp(rg, "0") ? 0 : CL_GROUP_SIZE;
 	return rc ? cl_fail(d, rc, "clGetDeviceInfo", err) : ENG_OK;
 }
 

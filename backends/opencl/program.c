@@ -144,7 +144,8 @@ eng_status cl_compile(void *dev, const char *const *srcs, int nkern, const char 
 }
 
 /* Work-group size of a kernel with one work-item per iteration: the kernel's limit, at most 256
- * (enough to fill a GPU's SIMD units, while the tail stays small); never more than the work.
+ * (enough to fill a GPU's SIMD units, while the tail stays small), less when the groups would be
+ * too few for the compute units; never more than the work.
  * (Grouped kernels declare their size: see cl_launch.) */
 static size_t local_size(const cl_dev *d, const cl_prog *p, int64_t n)
 {
@@ -153,6 +154,11 @@ static size_t local_size(const cl_dev *d, const cl_prog *p, int64_t n)
 		l = 256;
 	if (l < 1)
 		l = 1;
+	/* smaller groups (down to 32, a GPU's SIMD width) while there are too few of them for every
+	 * compute unit to have several: a unit runs whole groups */
+	int64_t want = 4 * (int64_t)(d->units ? d->units : 1);
+	while (l > 32 && (n + (int64_t)l - 1) / (int64_t)l < want)
+		l /= 2;
 	return (int64_t)l > n ? (size_t)n : l;
 }
 
