@@ -60,7 +60,8 @@ test: $(TEST_BIN)
 asan:
 	$(MAKE) -j2 BUILD=build-asan OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 		LDFLAGS="-fsanitize=address,undefined" build-asan/tests/run_tests
-	CK_FORK=no ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 build-asan/tests/run_tests
+	CK_FORK=no ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
+		UBSAN_OPTIONS=print_stacktrace=1 build-asan/tests/run_tests
 
 # Every test: the plain suite, the sanitized one, short training runs, then the backend
 # conformance run (CPU and OpenCL; an absent backend is reported SKIPPED). The README's test command.
