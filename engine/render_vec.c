@@ -25,8 +25,14 @@ static bool vec_cond(const eng_uop *x, int wv) { return x->dtype == ENG_BOOL; }
 /* Whether the definition of wide value x has a vector form. */
 static bool vec_def(const eng_kernel_ir *ir, const eng_uop *x, int wv)
 {
-	if (x->dtype == ENG_I64 || x->dtype == ENG_I32)
-		return x->kind == U_ALU; /* index maths for lane 0; its float users are checked */
+	if (x->dtype == ENG_I64 || x->dtype == ENG_I32) { /* index maths for lane 0 */
+		if (x->kind != U_ALU)
+			return false;
+		for (int i = 0; i < x->nsrc; i++) /* of integers: a vector has no lane-0 scalar */
+			if (x->src[i] && wide(x->src[i], wv) && x->src[i]->dtype != ENG_I64 && x->src[i]->dtype != ENG_I32)
+				return false;
+		return true; /* its float users are checked: they take no wide integers */
+	}
 	if (x->dtype == ENG_BOOL) { /* a lane mask (intN, -1 or 0) */
 		if (x->kind != U_ALU)
 			return false;
