@@ -182,7 +182,8 @@ static void move_front(int *loops, int i)
 
 bool eng_target_groups_rows(const eng_target *t, int64_t rows, int64_t red)
 {
-	return t->group > 1 && rows > 1 && rows < t->par && red >= (int64_t)GROUP_ROW_MIN_PER_THREAD * t->group;
+	return t->group > 1 && rows > 1 && rows * t->group <= 2 * (int64_t)t->par &&
+	       red >= (int64_t)GROUP_ROW_MIN_PER_THREAD * t->group;
 }
 
 eng_status eng_linearize(eng_kernel_ir *ir, const eng_target *t, char *err, size_t errlen)

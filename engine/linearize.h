@@ -11,8 +11,10 @@
 eng_status eng_linearize(eng_kernel_ir *ir, const eng_target *t, char *err, size_t errlen);
 
 /* Whether a reduction kernel with `rows` parallel iterations and `red` reduced elements per
- * iteration should run one work-group per iteration on t: fewer rows than the device wants
- * and a reduction long enough to keep every thread of the group busy. */
+ * iteration should run one work-group per iteration on t: so few rows that their groups' threads
+ * are at most twice what the device wants (with more, one thread per row of a register-tiled
+ * kernel, which reuses loaded values, is faster), and a reduction long enough to keep every
+ * thread of the group busy. */
 bool eng_target_groups_rows(const eng_target *t, int64_t rows, int64_t red);
 
 #endif

@@ -218,6 +218,10 @@ static eng_status open_device(cl_dev *d, bk_err *err)
 	if (!rc)
 		rc = d->api.clGetDeviceInfo(d->device, CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, sizeof(d->vec_float),
 					    &d->vec_float, NULL);
+	cl_device_type type = 0;
+	if (!rc)
+		rc = d->api.clGetDeviceInfo(d->device, CL_DEVICE_TYPE, sizeof(type), &type, NULL);
+	d->min_group = (type & CL_DEVICE_TYPE_CPU) ? 1 : 32;
 	const char *vw = getenv("TENSORD_CL_VECTOR_WIDTH"); /* override, e.g. 1 for scalars only */
 	if (vw && *vw)
 		d->vec_float = (cl_uint)strtoul(vw, NULL, 10);

@@ -154,11 +154,13 @@ static size_t local_size(const cl_dev *d, const cl_prog *p, int64_t n)
 		l = 256;
 	if (l < 1)
 		l = 1;
-	/* smaller groups (down to 32, a GPU's SIMD width) while there are too few of them for every
-	 * compute unit to have several: a unit runs whole groups */
+	/* smaller groups (down to a GPU's SIMD width; a CPU device's core runs any) while there are
+	 * too few of them for every compute unit to have several: a unit runs whole groups */
 	int64_t want = 4 * (int64_t)(d->units ? d->units : 1);
-	while (l > 32 && (n + (int64_t)l - 1) / (int64_t)l < want)
+	while (l > d->min_group && (n + (int64_t)l - 1) / (int64_t)l < want)
 		l /= 2;
+	if (l < 1)
+		l = 1;
 	return (int64_t)l > n ? (size_t)n : l;
 }
 
