@@ -70,6 +70,9 @@ typedef struct bk_device_ops {
 	 * results in local memory (the renderer then writes such kernels for groups of this size and
 	 * the launch runs one group per parallel iteration); NULL or 0: none. */
 	int (*reduce_group)(void *dev);
+	/* Optional: the float vector lanes (2..16) the renderer makes of a register tile that wide,
+	 * so that tiles are planned in such widths where possible; NULL or < 2: none. */
+	int (*vector_width)(void *dev);
 } bk_device_ops;
 
 typedef struct bk_device {

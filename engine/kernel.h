@@ -11,11 +11,13 @@
 #define ENG_MAX_STORES 16
 
 /* What kernels are built for: par parallel iterations per kernel wanted (the CPU: its
- * threads; a GPU: thousands of work-items), and group, the threads of one work-group that can
- * split a reduction between them, combining partial results in local memory (0: none). */
+ * threads; a GPU: thousands of work-items); group, the threads of one work-group that can
+ * split a reduction between them, combining partial results in local memory (0: none); vector,
+ * the float vector lanes the renderer uses for a wide tile of 2, 4, 8 or 16 (0: none). */
 typedef struct eng_target {
 	int par;
 	int group;
+	int vector;
 } eng_target;
 
 typedef enum eng_loop_kind { L_OUTER, L_REDUCE, L_TILE } eng_loop_kind;

@@ -505,6 +505,9 @@ static int64_t pick_tile(int64_t n, int64_t max)
 	return 1;
 }
 
+/* Whether a wide tile of w lanes becomes vectors of at most max lanes (eng_cstyle_vector_lanes). */
+static bool vec_lanes(int64_t w, int max) { return (w == 2 || w == 4 || w == 8 || w == 16) && w <= max; }
+
 /* Choose tiles for kernels with reductions: the output dim most often read contiguously gets
  * the wide tile (vector lanes), another dim the narrow one (register reuse). */
 static void plan_tiles(eng_kernel_ir *ir, const eng_target *t, char *opts, size_t len)
@@ -570,6 +573,17 @@ static void plan_tiles(eng_kernel_ir *ir, const eng_target *t, char *opts, size_
 	}
 	if (best < 0 || score[best] == 0)
 		return;
+	/* vector lanes: if the best dim's tile would be no vector width, a dim whose tile is one
+	 * (its loads gathered, a constant stride apart) is taken instead, the one most reused */
+	if (t->vector > 1 && !vec_lanes(pick_tile(ir->shape[best], 16), t->vector)) {
+		int alt = -1;
+		for (int d = 0; d < ir->ndim; d++)
+			if (((D >> d) & 1) && vec_lanes(pick_tile(ir->shape[d], 16), t->vector) &&
+			    (alt < 0 || reuse[d] > reuse[alt]))
+				alt = d;
+		if (alt >= 0)
+			best = alt;
+	}
 	/* 16 x 8 accumulators: 8 AVX-512 registers of FMA chains, measured best on 1024^3;
 	 * other sizes fall back to the largest divisor (a 5x5 conv's 20-wide rows take 10) */
 	ir->tile[0] = pick_tile(ir->shape[best], 16);

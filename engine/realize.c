@@ -336,7 +336,8 @@ static eng_status realize_on(eng_ctx *ctx, eng_device *dev, eng_node *const *nod
 	}
 	eng_schedule sch;
 	eng_target t = {.par = dev->bk.ops->parallelism ? dev->bk.ops->parallelism(dev->bk.ctx) : 0,
-			.group = dev->bk.ops->reduce_group ? dev->bk.ops->reduce_group(dev->bk.ctx) : 0};
+			.group = dev->bk.ops->reduce_group ? dev->bk.ops->reduce_group(dev->bk.ctx) : 0,
+			.vector = dev->bk.ops->vector_width ? dev->bk.ops->vector_width(dev->bk.ctx) : 0};
 	if (t.par <= 0)
 		t.par = ctx->nthreads;
 	eng_status s = eng_schedule_build_on(ctx, &t, nodes, n, &sch);

@@ -363,7 +363,8 @@ static void *run_on_cl(bk_device *dev, eng_tensor *t, eng_strbuf *sources)
 	eng_node *root = eng_tensor_node(t);
 	eng_schedule sch;
 	bk_err err;
-	eng_target tg = {.par = dev->ops->parallelism(dev->ctx), .group = dev->ops->reduce_group(dev->ctx)};
+	eng_target tg = {.par = dev->ops->parallelism(dev->ctx), .group = dev->ops->reduce_group(dev->ctx),
+			 .vector = dev->ops->vector_width(dev->ctx)};
 	ck_assert_msg(eng_schedule_build_on(ctx, &tg, &root, 1, &sch) == ENG_OK, "%s", eng_errmsg(ctx));
 	ck_assert_int_gt(sch.n, 0);
 	char **srcs = calloc(sch.n, sizeof(char *)), (*names)[32] = calloc(sch.n, sizeof(*names));
@@ -593,6 +594,12 @@ static void engine_vectors(bk_device *dev, eng_ctx *ctx, tu_rng *r)
 	eng_tensor *w = tu_rand(ctx, r, ENG_F32, 2, sw, -1, 1);
 	const char *scatter[] = {"t_.s1;", "+3] = t_.s1", NULL};
 	check_vector(dev, eng_matmul(eng_transpose(x, 0, 1), w), scatter, false, "scatter");
+	/* the contiguous dim is 5 wide, no vector width: the lanes go along the 32 rows instead, a
+	 * gathered 40 elements apart */
+	int64_t s32[2] = {32, 40}, s5[2] = {40, 5};
+	const char *rows16[] = {"float16 acc0", "(float16)(b", "+40]", NULL};
+	check_vector(dev, eng_matmul(tu_rand(ctx, r, ENG_F32, 2, s32, -1, 1), tu_rand(ctx, r, ENG_F32, 2, s5, -1, 1)),
+		     rows16, false, "lanes along a non-contiguous dim");
 	/* no vector form: an int32 reduction stays scalar */
 	eng_tensor *xi = eng_cast(eng_mul_s(x, 10), ENG_I32);
 	const char *none[] = {"vload", "float16", NULL};

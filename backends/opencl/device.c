@@ -175,6 +175,13 @@ static int cl_reduce_group(void *dev)
 	return d->reduce_group;
 }
 
+/* The lanes of the float vectors the renderer makes (render.c). */
+static int cl_vector_width(void *dev)
+{
+	const cl_dev *d = dev;
+	return d->vec_float > 16 ? 16 : (int)d->vec_float;
+}
+
 static const bk_device_ops cl_ops = {
 	.abi_version = BK_ABI_VERSION,
 	.struct_size = sizeof(bk_device_ops),
@@ -194,6 +201,7 @@ static const bk_device_ops cl_ops = {
 	.load = cl_load,
 	.parallelism = cl_parallelism,
 	.reduce_group = cl_reduce_group,
+	.vector_width = cl_vector_width,
 };
 
 /* Context, queue and the properties launches need, for the chosen device. */
