@@ -573,12 +573,14 @@ static void plan_tiles(eng_kernel_ir *ir, const eng_target *t, char *opts, size_
 	}
 	if (best < 0 || score[best] == 0)
 		return;
-	/* vector lanes: if the best dim's tile would be no vector width, a dim whose tile is one
-	 * (its loads gathered, a constant stride apart) is taken instead, the one most reused */
-	if (t->vector > 1 && !vec_lanes(pick_tile(ir->shape[best], 16), t->vector)) {
+	/* vector lanes: at most the device's; if the best dim's tile would be no vector width, a
+	 * dim whose tile is one (its loads gathered, a constant stride apart) is taken instead, the
+	 * one most reused */
+	int64_t wmax = t->vector > 1 && t->vector < 16 ? t->vector : 16;
+	if (t->vector > 1 && !vec_lanes(pick_tile(ir->shape[best], wmax), t->vector)) {
 		int alt = -1;
 		for (int d = 0; d < ir->ndim; d++)
-			if (((D >> d) & 1) && vec_lanes(pick_tile(ir->shape[d], 16), t->vector) &&
+			if (((D >> d) & 1) && vec_lanes(pick_tile(ir->shape[d], wmax), t->vector) &&
 			    (alt < 0 || reuse[d] > reuse[alt]))
 				alt = d;
 		if (alt >= 0)
@@ -586,7 +588,7 @@ static void plan_tiles(eng_kernel_ir *ir, const eng_target *t, char *opts, size_
 	}
 	/* 16 x 8 accumulators: 8 AVX-512 registers of FMA chains, measured best on 1024^3;
 	 * other sizes fall back to the largest divisor (a 5x5 conv's 20-wide rows take 10) */
-	ir->tile[0] = pick_tile(ir->shape[best], 16);
+	ir->tile[0] = pick_tile(ir->shape[best], wmax);
 	if (ir->tile[0] < 2)
 		return;
 	ir->tiledim[0] = best;

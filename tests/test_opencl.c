@@ -647,6 +647,17 @@ static void engine_no_vectors(bk_device *dev, eng_ctx *ctx, tu_rng *r)
 	check_vector(dev, eng_matmul(a, b), none, true, "matmul without vectors");
 }
 
+/* A device preferring 8 floats: tiles are planned 8 wide (a 48-wide dim: 8, not 16). */
+static void engine_vectors_of_8(bk_device *dev, eng_ctx *ctx, tu_rng *r)
+{
+	int64_t sa[2] = {24, 40}, sb[2] = {40, 48};
+	eng_tensor *a = tu_rand(ctx, r, ENG_F32, 2, sa, -1, 1), *b = tu_rand(ctx, r, ENG_F32, 2, sb, -1, 1);
+	const char *v8[] = {"float8 acc0", "vload8(", NULL};
+	check_vector(dev, eng_matmul(a, b), v8, false, "matmul at 8 lanes");
+	const char *no16[] = {"float16", NULL};
+	check_vector(dev, eng_matmul(a, eng_mul_s(b, 2)), no16, true, "no 16 lanes");
+}
+
 /* Run body with CL:0 and a CPU context whose random inputs come from seed (skipped without
  * OpenCL). */
 static void with_engine(uint64_t seed, void (*body)(bk_device *dev, eng_ctx *ctx, tu_rng *r))
@@ -682,18 +693,24 @@ END_TEST
 START_TEST(test_engine_group_rows) { with_engine(18, engine_group_rows); }
 END_TEST
 
-START_TEST(test_engine_no_vectors)
+/* with_engine under $TENSORD_CL_VECTOR_WIDTH=width (restored after). */
+static void with_vector_width(const char *width, uint64_t seed, void (*body)(bk_device *, eng_ctx *, tu_rng *))
 {
 	char *old = getenv("TENSORD_CL_VECTOR_WIDTH");
 	char *saved = old ? strdup(old) : NULL;
-	setenv("TENSORD_CL_VECTOR_WIDTH", "1", 1);
-	with_engine(17, engine_no_vectors);
+	setenv("TENSORD_CL_VECTOR_WIDTH", width, 1);
+	with_engine(seed, body);
 	if (saved)
 		setenv("TENSORD_CL_VECTOR_WIDTH", saved, 1);
 	else
 		unsetenv("TENSORD_CL_VECTOR_WIDTH");
 	free(saved);
 }
+
+START_TEST(test_engine_no_vectors) { with_vector_width("1", 17, engine_no_vectors); }
+END_TEST
+
+START_TEST(test_engine_vectors_of_8) { with_vector_width("8", 19, engine_vectors_of_8); }
 END_TEST
 
 Suite *opencl_suite(void)
@@ -703,7 +720,7 @@ Suite *opencl_suite(void)
 		test_build_errors,	    test_blob_load_round_trip,	    test_error_mapping_and_failed_device,
 		test_engine_elementwise,    test_engine_reductions,	    test_engine_matmul_conv,
 		test_engine_dtypes,	    test_engine_views_and_assign,   test_engine_vectors,
-		test_engine_no_vectors,	    test_engine_group_rows,
+		test_engine_no_vectors,	    test_engine_group_rows,	    test_engine_vectors_of_8,
 	};
 	return tu_suite("opencl", tests, (int)(sizeof(tests) / sizeof(tests[0])), TU_TIMEOUT);
 }
