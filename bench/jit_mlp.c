@@ -3,25 +3,10 @@
  * figures each, as bench/tinygrad_jit_mlp.py measures them: a call with the input's upload and
  * the logits' read-back, and the call alone, split into the kernels' time and the overhead
  * beyond it. Medians of the calls. */
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
-
-#include "../engine/engine.h"
 #include "../engine/jit.h"
+#include "bench.h"
 
-static double now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static int cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
+static double now_us(void) { return bench_now_ms() * 1e3; }
 
 typedef struct mlp {
 	eng_tensor *w1, *b1, *w2, *b2;
@@ -103,8 +88,8 @@ int main(int argc, char **argv)
 				x[c % (bs * 784)] += 1e-3f; /* new data each call */
 				t[c] = call(ctx, &m, j, bs, x, y, &k[c]);
 			}
-			qsort(t, calls, sizeof(double), cmp);
-			qsort(k, calls, sizeof(double), cmp);
+			bench_sort(t, calls);
+			bench_sort(k, calls);
 			double med = t[calls / 2];
 			/* the call alone: input made beforehand, output not read */
 			int64_t shape[2] = {bs, 784};
@@ -124,8 +109,8 @@ int main(int argc, char **argv)
 					return 1;
 				}
 			}
-			qsort(t, calls, sizeof(double), cmp);
-			qsort(k, calls, sizeof(double), cmp);
+			bench_sort(t, calls);
+			bench_sort(k, calls);
 			printf("tensord mlp batch %3lld %-6s: median %8.1f us per call with upload and read-back, %8.1f us the "
 			       "call alone (kernels %6.1f us, overhead %6.1f us)\n",
 			       (long long)bs, mode ? "jit" : "plain", med, t[calls / 2], k[calls / 2], t[calls / 2] - k[calls / 2]);

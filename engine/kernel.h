@@ -20,6 +20,12 @@ typedef struct eng_target {
 	int vector;
 } eng_target;
 
+/* Whether a wide tile of w lanes can be vectors of at most max lanes: OpenCL's 2, 4, 8, 16. */
+static inline bool eng_vector_lanes_ok(int64_t w, int max)
+{
+	return (w == 2 || w == 4 || w == 8 || w == 16) && w <= max;
+}
+
 typedef enum eng_loop_kind { L_OUTER, L_REDUCE, L_TILE } eng_loop_kind;
 
 /* Loop variable var (index in loops[]): n iterations; OUTER and TILE belong to output dim. */

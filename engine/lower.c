@@ -505,9 +505,6 @@ static int64_t pick_tile(int64_t n, int64_t max)
 	return 1;
 }
 
-/* Whether a wide tile of w lanes becomes vectors of at most max lanes (eng_cstyle_vector_lanes). */
-static bool vec_lanes(int64_t w, int max) { return (w == 2 || w == 4 || w == 8 || w == 16) && w <= max; }
-
 /* Choose tiles for kernels with reductions: the output dim most often read contiguously gets
  * the wide tile (vector lanes), another dim the narrow one (register reuse). */
 static void plan_tiles(eng_kernel_ir *ir, const eng_target *t, char *opts, size_t len)
@@ -577,10 +574,10 @@ static void plan_tiles(eng_kernel_ir *ir, const eng_target *t, char *opts, size_
 	 * dim whose tile is one (its loads gathered, a constant stride apart) is taken instead, the
 	 * one most reused */
 	int64_t wmax = t->vector > 1 && t->vector < 16 ? t->vector : 16;
-	if (t->vector > 1 && !vec_lanes(pick_tile(ir->shape[best], wmax), t->vector)) {
+	if (t->vector > 1 && !eng_vector_lanes_ok(pick_tile(ir->shape[best], wmax), t->vector)) {
 		int alt = -1;
 		for (int d = 0; d < ir->ndim; d++)
-			if (((D >> d) & 1) && vec_lanes(pick_tile(ir->shape[d], wmax), t->vector) &&
+			if (((D >> d) & 1) && eng_vector_lanes_ok(pick_tile(ir->shape[d], wmax), t->vector) &&
 			    (alt < 0 || reuse[d] > reuse[alt]))
 				alt = d;
 		if (alt >= 0)

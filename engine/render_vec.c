@@ -72,10 +72,8 @@ static bool vec_def(const eng_kernel_ir *ir, const eng_uop *x, int wv)
 
 int eng_cstyle_vector_lanes(const eng_kernel_ir *ir, int max_width)
 {
-	if (max_width < 2 || ir->tiledim[0] < 0)
-		return 0;
 	int64_t w = ir->tile[0];
-	if ((w != 2 && w != 4 && w != 8 && w != 16) || w > max_width)
+	if (ir->tiledim[0] < 0 || !eng_vector_lanes_ok(w, max_width))
 		return 0;
 	for (int p = 0; p < ir->nphases; p++)
 		if (ir->phases[p].dtype != ENG_F32)

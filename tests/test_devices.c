@@ -119,13 +119,11 @@ END_TEST
 
 Suite *devices_suite(void)
 {
-	Suite *s = suite_create("devices");
-	TCase *tc = tcase_create("devices");
-	tcase_set_timeout(tc, TU_TIMEOUT);
-	tcase_add_test(tc, test_open_and_names);
-	tcase_add_test(tc, test_copies_between_devices);
-	tcase_add_test(tc, test_gradient_across_a_copy);
-	tcase_add_test(tc, test_failed_device_is_isolated);
-	suite_add_tcase(s, tc);
-	return s;
+	const TTest *const tests[] = {
+		test_open_and_names,
+		test_copies_between_devices,
+		test_gradient_across_a_copy,
+		test_failed_device_is_isolated,
+	};
+	return tu_suite("devices", tests, (int)(sizeof(tests) / sizeof(tests[0])), TU_TIMEOUT);
 }

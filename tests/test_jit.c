@@ -638,22 +638,20 @@ END_TEST
 
 Suite *jit_suite(void)
 {
-	Suite *s = suite_create("jit");
-	TCase *tc = tcase_create("jit");
-	tcase_set_timeout(tc, TU_TIMEOUT);
-	tcase_add_test(tc, test_replay_matches_plain_runs);
-	tcase_add_test(tc, test_inputs_are_strict);
-	tcase_add_test(tc, test_outputs_are_not_overwritten);
-	tcase_add_test(tc, test_captures_per_batch_size);
-	tcase_add_test(tc, test_planner_never_aliases_live_buffers);
-	tcase_add_test(tc, test_memplan_intervals);
-	tcase_add_test(tc, test_jitted_training_step_matches);
-	tcase_add_test(tc, test_schedule_cache_hits_same_structure);
-	tcase_add_test(tc, test_schedule_cache_respects_aliasing);
-	tcase_add_test(tc, test_program_cache_compiles_each_kernel_once);
-	tcase_add_test(tc, test_disk_cache_across_contexts);
-	tcase_add_test(tc, test_disk_cache_other_compiler_misses);
-	tcase_add_test(tc, test_disk_cache_unusable_dir);
-	suite_add_tcase(s, tc);
-	return s;
+	const TTest *const tests[] = {
+		test_replay_matches_plain_runs,
+		test_inputs_are_strict,
+		test_outputs_are_not_overwritten,
+		test_captures_per_batch_size,
+		test_planner_never_aliases_live_buffers,
+		test_memplan_intervals,
+		test_jitted_training_step_matches,
+		test_schedule_cache_hits_same_structure,
+		test_schedule_cache_respects_aliasing,
+		test_program_cache_compiles_each_kernel_once,
+		test_disk_cache_across_contexts,
+		test_disk_cache_other_compiler_misses,
+		test_disk_cache_unusable_dir,
+	};
+	return tu_suite("jit", tests, (int)(sizeof(tests) / sizeof(tests[0])), TU_TIMEOUT);
 }

@@ -179,7 +179,7 @@ static int cl_reduce_group(void *dev)
 static int cl_vector_width(void *dev)
 {
 	const cl_dev *d = dev;
-	return d->vec_float > 16 ? 16 : (int)d->vec_float;
+	return (int)d->vec_float;
 }
 
 static const bk_device_ops cl_ops = {
@@ -233,6 +233,8 @@ static eng_status open_device(cl_dev *d, bk_err *err)
 	const char *vw = getenv("TENSORD_CL_VECTOR_WIDTH"); /* override, e.g. 1 for scalars only */
 	if (vw && *vw)
 		d->vec_float = (cl_uint)strtoul(vw, NULL, 10);
+	if (d->vec_float > 16)
+		d->vec_float = 16; /* OpenCL's widest vector */
 	const char *rg = getenv("TENSORD_CL_REDUCE_GROUPS"); /* 0: one work-item per reduction */
 	d->reduce_group = rg && !strcmp(rg, "0") ? 0 : CL_GROUP_SIZE;
 	return rc ? cl_fail(d, rc, "clGetDeviceInfo", err) : ENG_OK;

@@ -56,7 +56,7 @@ typedef struct cl_dev {
 	cl_ulong max_alloc;   /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
 	size_t max_items;     /* CL_DEVICE_MAX_WORK_ITEM_SIZES[0] */
 	cl_uint units;        /* CL_DEVICE_MAX_COMPUTE_UNITS */
-	cl_uint vec_float;    /* CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, or $TENSORD_CL_VECTOR_WIDTH */
+	cl_uint vec_float;    /* CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, or $TENSORD_CL_VECTOR_WIDTH; <= 16 */
 	int reduce_group;     /* CL_GROUP_SIZE, or 0 with $TENSORD_CL_REDUCE_GROUPS=0 */
 	size_t min_group;     /* smallest work-group launches shrink to: 32 (a GPU's SIMD width), CPU 1 */
 	bool failed;          /* a device-lost class error happened: every later call fails */

@@ -58,7 +58,7 @@ eng_status cl_render(void *dev, const struct eng_kernel_ir *ir, const char *name
 {
 	const cl_dev *d = dev;
 	eng_cstyle dl = cl_dialect;
-	dl.vector_width = (int)(d->vec_float > 16 ? 16 : d->vec_float); /* cl_vector_width */
+	dl.vector_width = (int)d->vec_float; /* as cl_vector_width tells the tile planner */
 	eng_status s = eng_render_cstyle(&dl, ir, name, out);
 	if (s == ENG_EINVAL)
 		snprintf(err->msg, sizeof(err->msg), "kernel %s: work-groups of %d threads cannot be rendered", name,

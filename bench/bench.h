@@ -1,0 +1,63 @@
+/* bench.h: what the C benchmarks share: a monotonic clock, and timing one realize over several
+ * runs (after a warm-up), each on fresh inputs, sorted so that median and best can be read. */
+#ifndef TSD_BENCH_H
+#define TSD_BENCH_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "../engine/engine.h"
+
+static inline double bench_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static inline int bench_cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Sort n times ascending: t[0] is the best, t[n / 2] the median. */
+static inline void bench_sort(double *t, int n) { qsort(t, n, sizeof(double), bench_cmp_double); }
+
+/* Makes the tensor to time: inputs created and realized first (fresh each run, as equal nodes
+ * would hit the graph's realized-value cache), the result left lazy. */
+typedef eng_tensor *(*bench_build_fn)(eng_ctx *ctx, void *arg);
+
+/* Time eng_realize of build's result runs times after one warm-up run, each in its own scope,
+ * reading the result back (outbytes) after the clock stops; t[0..runs) gets the times sorted.
+ * Returns 0, or 1 after printing the engine's error prefixed with `name`. */
+static inline int bench_realize_runs(eng_ctx *ctx, const char *name, bench_build_fn build, void *arg,
+				     size_t outbytes, int runs, double *t)
+{
+	void *out = malloc(outbytes ? outbytes : 1);
+	for (int r = -1; r < runs && out; r++) {
+		eng_scope_begin(ctx);
+		eng_tensor *res = build(ctx, arg);
+		double t0 = bench_now_ms();
+		eng_status st = res ? eng_realize(&res, 1) : ENG_EINVAL;
+		double ms = bench_now_ms() - t0;
+		if (st || eng_tensor_read(res, out, outbytes)) {
+			fprintf(stderr, "%s: %s\n", name, eng_errmsg(ctx));
+			free(out);
+			return 1;
+		}
+		if (r >= 0)
+			t[r] = ms;
+		eng_scope_end(ctx);
+	}
+	if (!out) {
+		fprintf(stderr, "%s: out of memory\n", name);
+		return 1;
+	}
+	free(out);
+	bench_sort(t, runs);
+	return 0;
+}
+
+#endif
