@@ -7,11 +7,13 @@ CSTD    := -std=c11 -D_GNU_SOURCE
 WARN    := -Wall -Wextra -Werror -Wno-unused-parameter
 OPT     ?= -O2 -g
 CFLAGS  += $(CSTD) $(WARN) $(OPT) -MMD -MP
+# The engine, backends and tests see the internals; examples and benches only the public API.
+INC     := -Iinclude -Iengine -I.
 CFLAGS  += $(shell pkg-config --cflags libcjson 2>/dev/null)
 LDLIBS  += $(shell pkg-config --libs libcjson 2>/dev/null || echo -lcjson) -lz -ldl -lpthread -lm
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm -lpthread)
 
-ENGINE_SRC := $(wildcard engine/*.c) $(wildcard backends/*.c) $(wildcard backends/cpu/*.c) $(wildcard backends/opencl/*.c)
+ENGINE_SRC := $(shell find engine backends -name '*.c' | sort)
 TEST_SRC   := $(wildcard tests/*.c)
 EXAMPLES   := $(patsubst examples/%/main.c,%,$(wildcard examples/*/main.c))
 BENCH_SRC  := $(wildcard bench/*.c)
@@ -23,6 +25,8 @@ TEST_BIN   := $(BUILD)/tests/run_tests
 EXAMPLE_BIN := $(EXAMPLES:%=$(BUILD)/bin/%)
 BENCH_BIN  := $(BENCH_SRC:bench/%.c=$(BUILD)/bin/bench_%)
 
+$(BUILD)/examples/%.o $(BUILD)/bench/%.o: INC := -Iinclude
+
 # keep example and bench objects (make would delete them as intermediates)
 .SECONDARY:
 
@@ -31,7 +35,7 @@ all: $(LIB) $(TEST_BIN) $(EXAMPLE_BIN) $(BENCH_BIN)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) $(INC) -c $< -o $@
 
 $(LIB): $(ENGINE_OBJ)
 	@mkdir -p $(dir $@)

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../engine/engine.h"
+#include <tensord/engine.h>
 
 #define BK_ABI_VERSION 1
 

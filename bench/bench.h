@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "../engine/engine.h"
+#include <tensord/engine.h>
 
 static inline double bench_now_ms(void)
 {

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../engine/engine.h"
+#include <tensord/engine.h>
 #include "../examples/fashion_mnist/model.h"
 
 static long long now_ns(void)

@@ -3,7 +3,7 @@
  * figures each, as bench/tinygrad_jit_mlp.py measures them: a call with the input's upload and
  * the logits' read-back, and the call alone, split into the kernels' time and the overhead
  * beyond it. Medians of the calls. */
-#include "../engine/jit.h"
+#include <tensord/jit.h>
 #include "bench.h"
 
 static double now_us(void) { return bench_now_ms() * 1e3; }

@@ -4,7 +4,7 @@
 #include <check.h>
 #include <string.h>
 
-#include "../engine/internal.h"
+#include "core/context.h"
 #include "testutil.h"
 
 START_TEST(test_open_and_names)

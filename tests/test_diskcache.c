@@ -14,8 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../backends/backend.h"
-#include "../engine/diskcache.h"
+#include "backends/backend.h"
+#include "cache/diskcache.h"
 #include "testutil.h"
 
 /* The suite's root directory (made once, removed after all tests, failed ones included: with

@@ -13,7 +13,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "../engine/io.h"
+#include <tensord/io.h>
 #include "testutil.h"
 
 extern char **environ;

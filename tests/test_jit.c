@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/jit.h"
-#include "../engine/memplan.h"
-#include "../engine/nn.h"
-#include "../engine/optim.h"
+#include <tensord/jit.h>
+#include "jit/memplan.h"
+#include <tensord/nn.h>
+#include <tensord/optim.h>
 #include "testutil.h"
 
 /* ---- a small MLP: in (B, 8) -> 16 (relu) -> 4, softmax ---- */

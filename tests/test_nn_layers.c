@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/nn.h"
+#include <tensord/nn.h>
 #include "suites.h"
 #include "testutil.h"
 

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../backends/opencl/ocl.h"
-#include "../engine/schedule.h"
-#include "../engine/strbuf.h"
+#include "backends/ocl/ocl.h"
+#include "schedule/schedule.h"
+#include "util/strbuf.h"
 #include "testutil.h"
 
 static void skip(const char *why) { fprintf(stderr, "opencl: SKIPPED (%s)\n", why); }

@@ -4,7 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "../engine/optim.h"
+#include <tensord/optim.h>
 #include "testutil.h"
 
 #define N 6

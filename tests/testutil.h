@@ -6,7 +6,7 @@
 #include <check.h>
 #include <stdint.h>
 
-#include "../engine/engine.h"
+#include <tensord/engine.h>
 #include "ref_eval.h"
 
 /* Per-test time limit (seconds) for test cases that compile kernels. */

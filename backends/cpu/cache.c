@@ -13,8 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../engine/progcache.h"
-#include "../../engine/strbuf.h"
+#include "cache/progcache.h"
+#include "util/strbuf.h"
 
 extern char **environ;
 

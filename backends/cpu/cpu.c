@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../engine/render_cstyle.h"
+#include "renderer/cstyle.h"
 
 static const eng_cstyle cpu_dialect = {.kernel_prefix = "void", .restrict_kw = "restrict"};
 

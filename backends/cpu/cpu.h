@@ -3,7 +3,7 @@
 #ifndef BK_CPU_H
 #define BK_CPU_H
 
-#include "../backend.h"
+#include "backends/backend.h"
 #include "pool.h"
 
 typedef void (*cpu_kernel_fn)(void *const *bufs, int64_t start, int64_t end);

@@ -7,10 +7,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../engine/engine.h"
-#include "../../engine/io.h"
-#include "../../engine/nn.h"
-#include "../../engine/optim.h"
+#include <tensord/engine.h>
+#include <tensord/io.h>
+#include <tensord/nn.h>
+#include <tensord/optim.h>
 #include "model.h"
 
 #define DATA_DIR "/usr/share/datasets/fashion-mnist"

@@ -6,8 +6,8 @@
 
 #include <string.h>
 
-#include "../../engine/engine.h"
-#include "../../engine/nn.h"
+#include <tensord/engine.h>
+#include <tensord/nn.h>
 
 typedef struct model {
 	eng_nn_conv2d c1, c2, c3, c4;

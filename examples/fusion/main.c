@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../../engine/engine.h"
+#include <tensord/engine.h>
 
 static eng_tensor *product(eng_tensor *a, eng_tensor *b, int64_t n)
 {

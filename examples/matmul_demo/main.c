@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../../engine/engine.h"
+#include <tensord/engine.h>
 
 int main(int argc, char **argv)
 {

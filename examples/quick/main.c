@@ -2,7 +2,7 @@
  * z.backward(); prints x.grad and y.grad (computed lazily, realized when read). */
 #include <stdio.h>
 
-#include "../../engine/engine.h"
+#include <tensord/engine.h>
 
 /* Print t and compare it with want (the values the seed's PyTorch/tinygrad run printed). */
 static int print_matrix(const char *name, eng_tensor *t, const float *want)

@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "../../engine/engine.h"
-#include "../../engine/nn.h"
-#include "../../engine/optim.h"
+#include <tensord/engine.h>
+#include <tensord/nn.h>
+#include <tensord/optim.h>
 
 static double now_s(void)
 {

@@ -1,0 +1,480 @@
+/* realize.c: runs a schedule: renders each kernel, compiles the ones not in the program
+ * cache as one batch handed to the backend, allocates output buffers, launches in order, and keeps
+ * the counters and DEBUG output. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/context.h"
+#include "cache/progcache.h"
+#include "cache/progdisk.h"
+#include "schedule/schedcache.h"
+#include "schedule/schedule.h"
+#include "graph/nodeset.h"
+#include "capture.h"
+#include "util/strbuf.h"
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+typedef struct kprep {
+	char name[96];
+	char *src; /* rendered kernel with its final name */
+	bk_program *prog;
+} kprep;
+
+/* tinygrad-style name: r_ for kernels with reductions, E_ otherwise, then the loop sizes. */
+static void base_name(const eng_kernel_ir *ir, char *out, size_t len)
+{
+	size_t l = (size_t)snprintf(out, len, "%s", ir->nphases ? "r" : "E");
+	for (int d = 0; d < ir->ndim && l < len; d++)
+		if (ir->shape[d] > 1)
+			l += (size_t)snprintf(out + l, len - l, "_%lld", (long long)ir->shape[d]);
+	if (ir->nphases && l < len) {
+		const eng_phase *ph = &ir->phases[0];
+		for (int k = 0; k < ph->nred && l < len; k++)
+			l += (size_t)snprintf(out + l, len - l, "_%lld", (long long)ir->loops[ph->red[k]].n);
+	}
+}
+
+/* Render with a placeholder name, then name the kernel after a hash of its text so equal
+ * kernels get equal names (and hit the program cache). */
+static eng_status render_item(eng_ctx *ctx, eng_device *dev, eng_sched_item *it, kprep *k)
+{
+	eng_strbuf b;
+	bk_err berr;
+	eng_sb_init(&b);
+	eng_status s = dev->bk.ops->render(dev->bk.ctx, &it->ir, "KERNEL_NAME", &b, &berr);
+	if (s) {
+		eng_sb_free(&b);
+		return eng_set_error(ctx, s, "render: %s", berr.msg);
+	}
+	char *body = eng_sb_take(&b);
+	char base[64];
+	base_name(&it->ir, base, sizeof(base));
+	snprintf(k->name, sizeof(k->name), "%s_%08llx", base, (unsigned long long)(eng_hash_str(body) & 0xffffffffu));
+	char *p = strstr(body, "KERNEL_NAME");
+	eng_sb_init(&b);
+	if (p) {
+		*p = 0;
+		eng_sb_puts(&b, body);
+		eng_sb_puts(&b, k->name);
+		eng_sb_puts(&b, p + strlen("KERNEL_NAME"));
+	}
+	free(body);
+	if (b.failed || !p) {
+		eng_sb_free(&b);
+		return eng_set_error(ctx, ENG_ENOMEM, "render: out of memory");
+	}
+	k->src = eng_sb_take(&b);
+	snprintf(it->ir.name, sizeof(it->ir.name), "%s", k->name);
+	return ENG_OK;
+}
+
+static eng_status compile_missing(eng_ctx *ctx, eng_device *dev, kprep *ks, int n)
+{
+	const char **srcs = calloc(n, sizeof(*srcs)), **names = calloc(n, sizeof(*names));
+	int *which = calloc(n, sizeof(int));
+	bk_program **progs = calloc(n, sizeof(*progs));
+	eng_status s = ENG_OK;
+	if (!srcs || !names || !which || !progs) {
+		s = eng_set_error(ctx, ENG_ENOMEM, "out of memory compiling");
+		goto out;
+	}
+	int m = 0;
+	for (int i = 0; i < n; i++) {
+		ks[i].prog = eng_progcache_get(dev->progs, ks[i].src);
+		if (ks[i].prog)
+			continue;
+		bool dup = false; /* the same kernel twice in one schedule compiles once */
+		for (int j = 0; j < m && !dup; j++)
+			dup = !strcmp(ks[which[j]].src, ks[i].src);
+		if (dup)
+			continue;
+		which[m] = i;
+		srcs[m] = ks[i].src;
+		names[m++] = ks[i].name;
+	}
+	if (!m)
+		goto out;
+	/* the disk cache first: loaded kernels join the memory cache, the rest compile together */
+	double t0 = now_ms();
+	int loaded = eng_pd_lookup(dev, srcs, names, progs, m);
+	if (loaded) {
+		ctx->stats.disk_loads += (uint64_t)loaded;
+		if (ctx->debug >= 2)
+			fprintf(stderr, "loaded %d kernel%s from the disk cache in %.2f ms\n", loaded, loaded == 1 ? "" : "s",
+				now_ms() - t0);
+	}
+	int nc = 0; /* the misses, moved to the front */
+	for (int j = 0; j < m; j++) {
+		if (progs[j]) {
+			if (!eng_progcache_put(dev->progs, srcs[j], progs[j])) {
+				dev->bk.ops->program_free(dev->bk.ctx, progs[j]);
+				s = eng_set_error(ctx, ENG_ENOMEM, "out of memory caching programs");
+				goto out;
+			}
+			progs[j] = NULL;
+			continue;
+		}
+		srcs[nc] = srcs[j];
+		names[nc++] = names[j];
+	}
+	if (!nc)
+		goto found;
+	bk_err berr;
+	t0 = now_ms();
+	s = dev->bk.ops->compile(dev->bk.ctx, srcs, nc, names, progs, &berr);
+	ctx->stats.compiles++;
+	if (s) {
+		eng_set_error(ctx, s, "%s: compiling %d kernel%s: %s", dev->name, nc, nc == 1 ? "" : "s", berr.msg);
+		goto out;
+	}
+	if (ctx->debug >= 2)
+		fprintf(stderr, "compiled %d kernel%s in %.2f ms\n", nc, nc == 1 ? "" : "s", now_ms() - t0);
+	eng_pd_store(dev, srcs, progs, nc);
+	for (int j = 0; j < nc; j++) {
+		if (!eng_progcache_put(dev->progs, srcs[j], progs[j])) {
+			for (int r = j; r < nc; r++)
+				dev->bk.ops->program_free(dev->bk.ctx, progs[r]);
+			s = eng_set_error(ctx, ENG_ENOMEM, "out of memory caching programs");
+			goto out;
+		}
+	}
+found:
+	for (int i = 0; i < n; i++)
+		if (!ks[i].prog)
+			ks[i].prog = eng_progcache_get(dev->progs, ks[i].src);
+out:
+	free(srcs);
+	free(names);
+	free(which);
+	free(progs);
+	return s;
+}
+
+/* Launch one kernel whose buffer i belongs to node nodes[i]: outputs get a fresh buffer (an
+ * assign writes into its target's), and the nodes hold their values afterwards. */
+static eng_status launch_kernel(eng_ctx *ctx, eng_device *dev, const eng_sc_kernel *k, eng_node *const *nodes,
+				double *total_ms)
+{
+	void *handles[ENG_MAX_KBUFS];
+	eng_buffer *outs[ENG_MAX_KBUFS] = {0};
+	eng_status s = ENG_OK;
+	for (int i = 0; i < k->nbufs; i++) {
+		eng_node *r = nodes[i];
+		eng_buffer *b;
+		if ((k->outputs >> i) & 1) {
+			if (r->op == ENG_OP_ASSIGN) {
+				b = eng_buffer_ref(r->src[0]->buf);
+				if (!b) {
+					s = eng_set_error(ctx, ENG_ESTATE, "assign target has no buffer");
+					goto fail;
+				}
+			} else {
+				b = eng_buffer_alloc(dev, r->dtype, eng_node_numel(r));
+				if (!b) {
+					s = ENG_ENOMEM;
+					goto fail;
+				}
+			}
+			outs[i] = b;
+		} else {
+			b = r->buf;
+			if (!b) {
+				s = eng_set_error(ctx, ENG_ESTATE, "kernel input %%%u was not computed", r->id);
+				goto fail;
+			}
+			if (b->dev != dev) {
+				s = eng_set_error(ctx, ENG_EDEVICE,
+						  "a value computed on %s is used on %s; move it with eng_to_device",
+						  b->dev->name, dev->name);
+				goto fail;
+			}
+		}
+		handles[i] = b->handle;
+	}
+	bk_launch l = {.nparallel = k->nparallel, .cost = k->cost};
+	bk_err berr;
+	double t0 = now_ms();
+	s = dev->bk.ops->launch(dev->bk.ctx, k->prog, handles, k->nbufs, &l, &berr);
+	/* an asynchronous device (OpenCL) is waited for only to time kernels; reads wait anyway */
+	if (!s && dev->bk.ops->synchronize && ctx->debug >= 2)
+		s = dev->bk.ops->synchronize(dev->bk.ctx, &berr);
+	double ms = now_ms() - t0;
+	if (s) {
+		if (s == ENG_EDEVICE)
+			eng_device_fail(dev, s, berr.msg);
+		else
+			eng_set_error(ctx, s, "%s: launching %s: %s", dev->name, k->name, berr.msg);
+		goto fail;
+	}
+	*total_ms += ms;
+	ctx->stats.kernels++;
+	ctx->stats.flops += (uint64_t)k->flops;
+	ctx->stats.bytes += (uint64_t)k->bytes;
+	ctx->stats.kernel_ns += (uint64_t)(ms * 1e6);
+	if (ctx->debug >= 2) {
+		double gflops = ms > 0 ? k->flops / (ms * 1e6) : 0, gbs = ms > 0 ? k->bytes / (ms * 1e6) : 0;
+		fprintf(stderr, "*** %-4s %5llu %-36s arg %2d mem %6.3f GB tm %9.2fus/%9.2fms (%8.2f GFLOPS %7.2f GB/s)\n",
+			dev->name, (unsigned long long)ctx->stats.kernels, k->name, k->nbufs, k->bytes / 1e9, ms * 1e3,
+			*total_ms, gflops, gbs);
+	}
+	if (ctx->capture && !eng_capture_add(ctx->capture, k, nodes, outs)) {
+		s = eng_set_error(ctx, ENG_ENOMEM, "jit: out of memory capturing a launch");
+		goto fail;
+	}
+	/* the roots now hold their values; an assign has a new version of its target */
+	for (int i = 0; i < k->nbufs; i++)
+		if (outs[i]) {
+			nodes[i]->buf = outs[i];
+			if (nodes[i]->op == ENG_OP_ASSIGN)
+				outs[i]->version++;
+		}
+	return ENG_OK;
+fail:
+	for (int i = 0; i < k->nbufs; i++)
+		eng_buffer_unref(outs[i]);
+	return s;
+}
+
+/* Give zero-element nodes their (empty) buffers. */
+static eng_status give_empty(eng_ctx *ctx, eng_device *dev, eng_node *e)
+{
+	if (e->buf)
+		return ENG_OK;
+	e->buf = e->op == ENG_OP_ASSIGN ? eng_buffer_ref(e->src[0]->buf) : eng_buffer_alloc(dev, e->dtype, 0);
+	return e->buf ? ENG_OK : ctx->err ? ctx->err : eng_set_error(ctx, ENG_ENOMEM, "out of memory");
+}
+
+/* A schedule cache hit: bind the cached kernels to this graph's nodes and launch them. */
+static eng_status run_cached(eng_ctx *ctx, eng_device *dev, const eng_sc_entry *e, const eng_sc_walk *w)
+{
+	int nk, ne;
+	const eng_sc_kernel *ks = eng_sc_kernels(e, &nk);
+	const int *empty = eng_sc_empty(e, &ne);
+	eng_status s = ENG_OK;
+	ctx->stats.schedule_hits++;
+	if (ctx->debug >= 1)
+		fprintf(stderr, "schedule cache hit: %d kernels\n", nk);
+	for (int i = 0; i < ne && !s; i++)
+		s = give_empty(ctx, dev, (eng_node *)w->nodes.list[empty[i]]);
+	double total = 0;
+	for (int i = 0; i < nk && !s; i++) {
+		eng_node *nodes[ENG_MAX_KBUFS];
+		for (int j = 0; j < ks[i].nbufs; j++)
+			nodes[j] = (eng_node *)w->nodes.list[ks[i].node[j]];
+		s = launch_kernel(ctx, dev, &ks[i], nodes, &total);
+	}
+	return s;
+}
+
+/* The launch description of a freshly scheduled kernel; node numbers from w (if given). */
+static bool describe_kernel(const eng_sched_item *it, const kprep *k, const eng_sc_walk *w, eng_sc_kernel *out,
+			    eng_node **nodes)
+{
+	const eng_kernel_ir *ir = &it->ir;
+	bool numbered = w != NULL;
+	memset(out, 0, sizeof(*out));
+	out->prog = k->prog;
+	snprintf(out->name, sizeof(out->name), "%s", k->name);
+	out->nbufs = ir->nbufs;
+	for (int i = 0; i < ir->nbufs; i++) {
+		nodes[i] = (eng_node *)ir->bufs[i].node;
+		if (ir->bufs[i].output)
+			out->outputs |= (uint64_t)1 << i;
+		out->node[i] = w ? eng_nset_index(&w->nodes, nodes[i]) : -1;
+		numbered &= out->node[i] >= 0;
+	}
+	out->nparallel = ir->nparallel;
+	out->cost = ir->flops + ir->bytes;
+	out->flops = ir->flops;
+	out->bytes = ir->bytes;
+	return numbered;
+}
+
+/* Remember how w's graph was realized, if every buffer of every kernel is one of its nodes. */
+static void cache_schedule(eng_ctx *ctx, eng_device *dev, const eng_sc_walk *w, const eng_schedule *sch,
+			   const kprep *ks)
+{
+	eng_sc_kernel *sk = calloc(sch->n ? sch->n : 1, sizeof(*sk));
+	int *empty = calloc(sch->nempty ? sch->nempty : 1, sizeof(int));
+	bool ok = sk && empty;
+	for (int i = 0; i < sch->n && ok; i++) {
+		eng_node *nodes[ENG_MAX_KBUFS];
+		ok = describe_kernel(&sch->items[i], &ks[i], w, &sk[i], nodes);
+	}
+	for (int i = 0; i < sch->nempty && ok; i++)
+		ok = (empty[i] = eng_nset_index(&w->nodes, sch->empty[i])) >= 0;
+	if (ok && !eng_sc_insert(dev->scache, w, sk, sch->n, empty, sch->nempty) && ctx->debug >= 1)
+		fprintf(stderr, "schedule cache: out of memory, not cached\n");
+	free(sk);
+	free(empty);
+}
+
+/* Realize nodes that all run on dev. */
+static eng_status realize_on(eng_ctx *ctx, eng_device *dev, eng_node *const *nodes, int n)
+{
+	if (dev->failed)
+		return eng_set_error(ctx, ENG_EDEVICE, "%s: device is unusable after an earlier failure: %s", dev->name,
+				     dev->failmsg);
+	double t0 = now_ms();
+	eng_sc_walk w;
+	bool walked = dev->scache && eng_sc_walk_build(&w, nodes, n);
+	if (walked) {
+		const eng_sc_entry *e = eng_sc_lookup(dev->scache, &w);
+		if (e) {
+			eng_status s = run_cached(ctx, dev, e, &w);
+			eng_sc_walk_free(&w);
+			return s;
+		}
+	}
+	eng_schedule sch;
+	eng_target t = {.par = dev->bk.ops->parallelism ? dev->bk.ops->parallelism(dev->bk.ctx) : 0,
+			.group = dev->bk.ops->reduce_group ? dev->bk.ops->reduce_group(dev->bk.ctx) : 0,
+			.vector = dev->bk.ops->vector_width ? dev->bk.ops->vector_width(dev->bk.ctx) : 0};
+	if (t.par <= 0)
+		t.par = ctx->nthreads;
+	eng_status s = eng_schedule_build_on(ctx, &t, nodes, n, &sch);
+	if (s) {
+		if (walked)
+			eng_sc_walk_free(&w);
+		return s;
+	}
+	for (int i = 0; i < sch.nempty && !s; i++)
+		s = give_empty(ctx, dev, (eng_node *)sch.empty[i]);
+	kprep *ks = calloc(sch.n ? sch.n : 1, sizeof(*ks));
+	if (!ks && !s)
+		s = eng_set_error(ctx, ENG_ENOMEM, "out of memory");
+	for (int i = 0; i < sch.n && !s; i++)
+		s = render_item(ctx, dev, &sch.items[i], &ks[i]);
+	double t_sched = now_ms() - t0;
+	if (!s && sch.n) {
+		ctx->stats.schedules++;
+		if (ctx->debug >= 1)
+			fprintf(stderr, "scheduled %d kernels in %.2f ms\n", sch.n, t_sched);
+		for (int i = 0; i < sch.n; i++) {
+			eng_kernel_ir *ir = &sch.items[i].ir;
+			if (ctx->debug >= 3)
+				fprintf(stderr, "%s opts: %s | %d phases, %d outputs, parallel %lld%s%.0d\n", ks[i].name,
+					ir->opts[0] ? ir->opts : "none", ir->nphases, ir->nstores, (long long)ir->nparallel,
+					ir->group ? " in work-groups of " : "", ir->group);
+			if (ctx->debug >= 5)
+				eng_kernel_ir_dump(ir, stderr);
+			if (ctx->debug >= 4)
+				fprintf(stderr, "%s\n", ks[i].src);
+		}
+		s = compile_missing(ctx, dev, ks, sch.n);
+	}
+	if (!s && walked)
+		cache_schedule(ctx, dev, &w, &sch, ks);
+	double total = 0;
+	for (int i = 0; i < sch.n && !s; i++) {
+		eng_sc_kernel k;
+		eng_node *kn[ENG_MAX_KBUFS];
+		describe_kernel(&sch.items[i], &ks[i], NULL, &k, kn);
+		s = launch_kernel(ctx, dev, &k, kn, &total);
+	}
+	for (int i = 0; i < sch.n && ks; i++)
+		free(ks[i].src);
+	free(ks);
+	eng_schedule_free(&sch);
+	if (walked)
+		eng_sc_walk_free(&w);
+	return s;
+}
+
+/* Move a copy's source (realized on its own device) into a new buffer on the copy's device,
+ * through host memory. */
+static eng_status transfer(eng_ctx *ctx, eng_node *c)
+{
+	eng_buffer *from = c->src[0]->buf;
+	eng_device *to = ctx->devs[c->dev];
+	if (to->failed)
+		return eng_set_error(ctx, ENG_EDEVICE, "%s: device is unusable after an earlier failure: %s", to->name,
+				     to->failmsg);
+	eng_buffer *b = eng_buffer_alloc(to, c->dtype, eng_node_numel(c));
+	if (!b)
+		return ctx->err ? ctx->err : ENG_ENOMEM;
+	void *tmp = malloc(b->nbytes ? b->nbytes : 1);
+	eng_status s = tmp ? ENG_OK : eng_set_error(ctx, ENG_ENOMEM, "copy: out of host memory");
+	if (!s)
+		s = eng_buffer_read(from, tmp, b->nbytes);
+	if (!s)
+		s = eng_buffer_write(b, tmp, b->nbytes);
+	free(tmp);
+	if (s) {
+		eng_buffer_unref(b);
+		return s;
+	}
+	c->buf = b;
+	return ENG_OK;
+}
+
+/* Copies between devices are transfers, not kernels: realize each one's source on its own
+ * device (recursively: it may hold copies itself), then move the bytes. */
+static eng_status run_transfers(eng_ctx *ctx, eng_node *const *nodes, int n)
+{
+	eng_sc_walk w; /* the graph under the roots, sources first (so inner copies come first) */
+	if (!eng_sc_walk_build(&w, nodes, n))
+		return eng_set_error(ctx, ENG_ENOMEM, "out of memory planning copies between devices");
+	eng_status s = ENG_OK;
+	for (size_t i = 0; i < w.nodes.n && !s; i++) {
+		eng_node *c = (eng_node *)w.nodes.list[i];
+		if (c->buf || c->op != ENG_OP_COPY || c->src[0]->dev < 0 || c->src[0]->dev == c->dev)
+			continue; /* realized (a nested copy done by an earlier one), or not a transfer */
+		eng_node *src = c->src[0];
+		s = eng_realize_nodes(ctx, &src, 1);
+		if (!s)
+			s = transfer(ctx, c);
+	}
+	eng_sc_walk_free(&w);
+	return s;
+}
+
+/* Wait for an asynchronous device: a realize returns when its values are computed, so its
+ * errors surface here and timings around it are honest. */
+eng_status eng_device_sync(eng_device *dev)
+{
+	if (!dev->bk.ops->synchronize || dev->failed)
+		return ENG_OK;
+	bk_err berr;
+	eng_status s = dev->bk.ops->synchronize(dev->bk.ctx, &berr);
+	if (s == ENG_EDEVICE)
+		return eng_device_fail(dev, s, berr.msg);
+	if (s)
+		return eng_set_error(dev->ctx, s, "%s: %s", dev->name, berr.msg);
+	return ENG_OK;
+}
+
+eng_status eng_realize_nodes(eng_ctx *ctx, eng_node *const *nodes, int n)
+{
+	if (ctx->err)
+		return ctx->err; /* an earlier error is pending: don't compute on a broken graph */
+	if (ctx->ndevs == 1) {
+		eng_status s = realize_on(ctx, ctx->devs[0], nodes, n);
+		return s ? s : eng_device_sync(ctx->devs[0]);
+	}
+	eng_status s = run_transfers(ctx, nodes, n);
+	/* then each device's roots on their own */
+	eng_node **mine = s ? NULL : malloc((n ? n : 1) * sizeof(*mine));
+	if (!s && !mine)
+		s = eng_set_error(ctx, ENG_ENOMEM, "out of memory");
+	for (int d = 0; d < ctx->ndevs && !s; d++) {
+		int k = 0;
+		for (int i = 0; i < n; i++)
+			if ((nodes[i]->dev >= 0 ? nodes[i]->dev : ctx->default_dev) == d)
+				mine[k++] = nodes[i];
+		if (k)
+			s = realize_on(ctx, ctx->devs[d], mine, k);
+		if (k && !s)
+			s = eng_device_sync(ctx->devs[d]);
+	}
+	free(mine);
+	return s;
+}

@@ -1,0 +1,422 @@
+/* ctx.c: the engine context: devices, errors, counters, scopes and tensor handles.
+ * Everything an engine user creates is owned, directly or through a scope, by a context. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/context.h"
+#include "cache/progcache.h"
+#include "schedule/schedcache.h"
+#include "cache/diskcache.h"
+
+static const char *const err_names[ENG_STATUS_COUNT] = {
+#define ENG_ERR(name, msg) [ENG_##name] = msg,
+#include <tensord/errors.def>
+#undef ENG_ERR
+};
+
+const char *eng_strerror(eng_status s)
+{
+	return (unsigned)s < ENG_STATUS_COUNT ? err_names[s] : "unknown error";
+}
+
+eng_status eng_set_error(eng_ctx *ctx, eng_status code, const char *fmt, ...)
+{
+	if (ctx->err != ENG_OK)
+		return code; /* keep the first error: it names the root cause */
+	ctx->err = code;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(ctx->errmsg, sizeof(ctx->errmsg), fmt, ap);
+	va_end(ap);
+	if (ctx->debug >= 1)
+		fprintf(stderr, "tensord: error: %s: %s\n", eng_strerror(code), ctx->errmsg);
+	return code;
+}
+
+eng_status eng_error(const eng_ctx *ctx) { return ctx->err; }
+const char *eng_errmsg(const eng_ctx *ctx) { return ctx->err ? ctx->errmsg : ""; }
+void eng_clear_error(eng_ctx *ctx)
+{
+	ctx->err = ENG_OK;
+	ctx->errmsg[0] = 0;
+}
+
+void eng_get_stats(const eng_ctx *ctx, eng_stats *out) { *out = ctx->stats; }
+void eng_reset_stats(eng_ctx *ctx) { memset(&ctx->stats, 0, sizeof(ctx->stats)); }
+int eng_debug_level(const eng_ctx *ctx) { return ctx->debug; }
+
+void eng_manual_seed(eng_ctx *ctx, uint64_t seed)
+{
+	ctx->seed = seed;
+	ctx->rng_counter = 0;
+}
+
+void eng_ctx_opts_default(eng_ctx_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->debug = -1;
+}
+
+eng_ctx *eng_ctx_create(const eng_ctx_opts *opts, char *err, size_t errlen)
+{
+	char dummy[8];
+	eng_ctx_opts o;
+	if (!err) {
+		err = dummy;
+		errlen = sizeof(dummy);
+	}
+	if (opts)
+		o = *opts;
+	else
+		eng_ctx_opts_default(&o);
+	const char *dev = o.device ? o.device : getenv("DEV");
+	if (!dev || !*dev)
+		dev = "CPU";
+	eng_ctx *ctx = calloc(1, sizeof(*ctx));
+	if (!ctx) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	if (o.debug < 0) {
+		const char *e = getenv("DEBUG");
+		o.debug = e ? atoi(e) : 0;
+	}
+	ctx->debug = o.debug;
+	if (o.nthreads <= 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+		o.nthreads = n > 0 ? (int)n : 1;
+	}
+	ctx->nthreads = o.nthreads;
+	ctx->nscopes = 1;
+	ctx->graph = eng_graph_create();
+	if (!ctx->graph) {
+		snprintf(err, errlen, "out of memory");
+		free(ctx);
+		return NULL;
+	}
+	ctx->dopts = o;
+	snprintf(ctx->cc, sizeof(ctx->cc), "%s", o.cc ? o.cc : "");
+	snprintf(ctx->cache_dir, sizeof(ctx->cache_dir), "%s", o.cache_dir ? o.cache_dir : "");
+	ctx->dopts.cc = o.cc ? ctx->cc : NULL;
+	ctx->dopts.cache_dir = o.cache_dir ? ctx->cache_dir : NULL;
+	ctx->dopts.device = NULL;
+	if (eng_device_add(ctx, dev, err, errlen) < 0) {
+		eng_graph_destroy(ctx->graph);
+		free(ctx);
+		return NULL;
+	}
+	return ctx;
+}
+
+void eng_ctx_destroy(eng_ctx *ctx)
+{
+	if (!ctx)
+		return;
+	while (ctx->nscopes > 1)
+		eng_scope_end(ctx);
+	while (ctx->scopes[0])
+		eng_tensor_free(ctx->scopes[0]);
+	free(ctx->gradt);
+	size_t leaked = eng_graph_destroy(ctx->graph);
+	if (leaked && ctx->debug >= 1)
+		fprintf(stderr, "tensord: %zu graph nodes still referenced at exit\n", leaked);
+	for (int i = 0; i < ctx->ndevs; i++)
+		eng_device_destroy(ctx->devs[i]);
+	free(ctx);
+}
+
+/* ---- scopes and tensor handles ---- */
+
+static void scope_link(eng_ctx *ctx, eng_tensor *t, int scope)
+{
+	t->scope = scope;
+	t->prev = NULL;
+	t->next = ctx->scopes[scope];
+	if (t->next)
+		t->next->prev = t;
+	ctx->scopes[scope] = t;
+}
+
+static void scope_unlink(eng_ctx *ctx, eng_tensor *t)
+{
+	if (t->prev)
+		t->prev->next = t->next;
+	else
+		ctx->scopes[t->scope] = t->next;
+	if (t->next)
+		t->next->prev = t->prev;
+}
+
+void eng_scope_begin(eng_ctx *ctx)
+{
+	if (ctx->nscopes >= ENG_MAX_SCOPES) {
+		/* Too deep: keep using the innermost scope; the matching end frees it early, which
+		 * is safe (handles only) but report it. */
+		eng_set_error(ctx, ENG_ESTATE, "scopes nested deeper than %d", ENG_MAX_SCOPES);
+		return;
+	}
+	ctx->scopes[ctx->nscopes++] = NULL;
+}
+
+void eng_scope_end(eng_ctx *ctx)
+{
+	if (ctx->nscopes <= 1)
+		return;
+	int s = ctx->nscopes - 1;
+	while (ctx->scopes[s])
+		eng_tensor_free(ctx->scopes[s]);
+	ctx->nscopes--;
+}
+
+eng_tensor *eng_keep(eng_tensor *t)
+{
+	if (!t || t->scope == 0)
+		return t;
+	eng_ctx *ctx = t->ctx;
+	scope_unlink(ctx, t);
+	scope_link(ctx, t, t->scope - 1);
+	return t;
+}
+
+void eng_tensor_unscope(eng_tensor *t)
+{
+	if (t && t->scope >= 0) {
+		scope_unlink(t->ctx, t);
+		t->scope = -1;
+		t->prev = t->next = NULL;
+	}
+}
+
+eng_tensor *eng_keep_root(eng_tensor *t)
+{
+	if (!t || t->scope == 0)
+		return t;
+	scope_unlink(t->ctx, t);
+	scope_link(t->ctx, t, 0);
+	return t;
+}
+
+void eng_tensor_free(eng_tensor *t)
+{
+	if (!t)
+		return;
+	if (t->scope >= 0)
+		scope_unlink(t->ctx, t);
+	if (t->requires_grad)
+		eng_set_requires_grad(t, false);
+	eng_tensor_free(t->grad);
+	eng_node_unref(t->node);
+	free(t);
+}
+
+void eng_tensor_settle(eng_tensor *t)
+{
+	eng_node *n = t->node;
+	if (n->op != ENG_OP_ASSIGN || !n->buf)
+		return;
+	eng_node_desc d = {.op = ENG_OP_BUFFER, .dtype = n->dtype, .ndim = n->ndim, .shape = n->shape, .buf = n->buf,
+			   .c = {.i = n->buf->version}};
+	eng_node *b = eng_node_get(t->ctx->graph, &d);
+	if (!b)
+		return; /* out of memory: keep the assign node, which is still correct */
+	t->node = b;
+	eng_node_unref(n);
+}
+
+eng_tensor *eng_tensor_wrap(eng_ctx *ctx, eng_node *node)
+{
+	if (!node) {
+		eng_set_error(ctx, ENG_ENOMEM, "out of memory building a graph node");
+		return NULL;
+	}
+	eng_tensor *t = malloc(sizeof(*t));
+	if (!t) {
+		eng_node_unref(node);
+		eng_set_error(ctx, ENG_ENOMEM, "out of memory allocating a tensor");
+		return NULL;
+	}
+	t->ctx = ctx;
+	t->node = node;
+	t->requires_grad = false;
+	t->grad = NULL;
+	scope_link(ctx, t, ctx->nscopes - 1);
+	return t;
+}
+
+eng_ctx *eng_tensor_ctx(const eng_tensor *t) { return t ? t->ctx : NULL; }
+int eng_ndim(const eng_tensor *t) { return t ? t->node->ndim : 0; }
+const int64_t *eng_shape(const eng_tensor *t) { return t ? t->node->shape : NULL; }
+eng_dtype eng_tensor_dtype(const eng_tensor *t) { return t ? t->node->dtype : ENG_F32; }
+int64_t eng_numel(const eng_tensor *t) { return t ? eng_node_numel(t->node) : 0; }
+void eng_tensor_dump_graph(const eng_tensor *t)
+{
+	if (t)
+		eng_node_dump(t->node, stderr);
+}
+
+/* ---- buffers ---- */
+
+eng_buffer *eng_buffer_alloc(eng_device *dev, eng_dtype dt, int64_t numel)
+{
+	eng_buffer *b = calloc(1, sizeof(*b));
+	bk_err berr;
+	if (!b)
+		return NULL;
+	b->dev = dev;
+	b->dtype = dt;
+	b->numel = numel;
+	b->nbytes = (size_t)numel * eng_dtype_size(dt);
+	b->refs = 1;
+	b->id = ++dev->ctx->next_buf_id;
+	b->dev_index = dev->index;
+	if (dev->bk.ops->alloc(dev->bk.ctx, b->nbytes ? b->nbytes : 1, &b->handle, &berr)) {
+		eng_set_error(dev->ctx, ENG_ENOMEM, "%s: cannot allocate %zu bytes: %s", dev->name,
+			      b->nbytes, berr.msg);
+		free(b);
+		return NULL;
+	}
+	return b;
+}
+
+eng_buffer *eng_buffer_ref(eng_buffer *b)
+{
+	if (b)
+		b->refs++;
+	return b;
+}
+
+void eng_buffer_unref(eng_buffer *b)
+{
+	if (!b || --b->refs)
+		return;
+	b->dev->bk.ops->free(b->dev->bk.ctx, b->handle);
+	free(b);
+}
+
+eng_status eng_buffer_write(eng_buffer *b, const void *src, size_t nbytes)
+{
+	bk_err berr;
+	eng_status s = b->dev->bk.ops->copy_in(b->dev->bk.ctx, b->handle, 0, src, nbytes, &berr);
+	if (s)
+		eng_set_error(b->dev->ctx, s, "%s: copy in: %s", b->dev->name, berr.msg);
+	return s;
+}
+
+eng_status eng_buffer_read(eng_buffer *b, void *dst, size_t nbytes)
+{
+	bk_err berr;
+	eng_status s = b->dev->bk.ops->copy_out(b->dev->bk.ctx, b->handle, 0, dst, nbytes, &berr);
+	if (s)
+		eng_set_error(b->dev->ctx, s, "%s: copy out: %s", b->dev->name, berr.msg);
+	return s;
+}
+
+bool eng_shape_numel(int ndim, const int64_t *shape, int64_t *out)
+{
+	const int64_t limit = (int64_t)1 << 40;
+	int64_t p = 1;
+	for (int i = 0; i < ndim; i++) {
+		if (shape[i] < 0)
+			return false;
+		if (shape[i] == 0) {
+			p = 0;
+			continue;
+		}
+		if (p > limit / shape[i])
+			return false;
+		p *= shape[i];
+	}
+	/* a zero anywhere makes the product zero, but every dim must still be in range */
+	for (int i = 0; i < ndim; i++)
+		if (shape[i] > limit)
+			return false;
+	*out = p;
+	return true;
+}
+
+/* ---- reading results ---- */
+
+eng_status eng_realize(eng_tensor *const *ts, int n)
+{
+	if (n <= 0)
+		return ENG_OK;
+	eng_node *local[64], **nodes = n <= 64 ? local : malloc(sizeof(*nodes) * n);
+	eng_ctx *ctx = NULL;
+	for (int i = 0; i < n; i++)
+		if (ts[i])
+			ctx = ts[i]->ctx;
+	if (!ctx)
+		return ENG_EINVAL;
+	if (!nodes)
+		return eng_set_error(ctx, ENG_ENOMEM, "out of memory");
+	for (int i = 0; i < n; i++) {
+		if (!ts[i]) {
+			if (nodes != local)
+				free(nodes);
+			return eng_set_error(ctx, ENG_EINVAL, "realize: tensor %d is NULL", i);
+		}
+		nodes[i] = ts[i]->node;
+	}
+	eng_status s = eng_realize_nodes(ctx, nodes, n);
+	if (nodes != local)
+		free(nodes);
+	if (!s)
+		for (int i = 0; i < n; i++)
+			eng_tensor_settle(ts[i]);
+	return s;
+}
+
+eng_status eng_tensor_read(eng_tensor *t, void *dst, size_t nbytes)
+{
+	if (!t)
+		return ENG_EINVAL;
+	eng_ctx *ctx = t->ctx;
+	size_t want = (size_t)eng_node_numel(t->node) * eng_dtype_size(t->node->dtype);
+	if (nbytes != want)
+		return eng_set_error(ctx, ENG_EINVAL, "read: buffer is %zu bytes, tensor needs %zu",
+				     nbytes, want);
+	eng_status s = eng_realize(&t, 1);
+	if (s)
+		return s;
+	if (!want)
+		return ENG_OK;
+	return eng_buffer_read(t->node->buf, dst, nbytes);
+}
+
+double eng_item(eng_tensor *t)
+{
+	if (!t)
+		return NAN;
+	if (eng_node_numel(t->node) != 1) {
+		eng_set_error(t->ctx, ENG_ESHAPE, "item: tensor has %lld elements, not 1",
+			      (long long)eng_node_numel(t->node));
+		return NAN;
+	}
+	union {
+		uint8_t u8;
+		int32_t i32;
+		int64_t i64;
+		_Float16 f16;
+		float f32;
+	} v;
+	if (eng_tensor_read(t, &v, eng_dtype_size(t->node->dtype)))
+		return NAN;
+	switch (t->node->dtype) {
+	case ENG_BOOL:
+	case ENG_U8:
+		return v.u8;
+	case ENG_I32:
+		return v.i32;
+	case ENG_I64:
+		return (double)v.i64;
+	case ENG_F16:
+		return (double)v.f16;
+	case ENG_F32:
+		return v.f32;
+	default:
+		return NAN;
+	}
+}
