@@ -1,5 +1,6 @@
-/* backend.h: the interface every compute backend implements (CPU, OpenCL, CUDA).
- * A backend is a vtable plus a context pointer; optional methods may be NULL. */
+/* backend.h: the interface every compute backend implements (CPU, OpenCL, CUDA): a device is a
+ * vtable plus a context pointer (optional methods may be NULL), its target facts and dialect,
+ * and the options it opens with. Backends include this, dialect.h and engine/util/ only. */
 #ifndef BK_BACKEND_H
 #define BK_BACKEND_H
 
@@ -8,11 +9,11 @@
 
 #include <tensord/engine.h>
 
-#define BK_ABI_VERSION 1
+#include "dialect.h"
+
+#define BK_ABI_VERSION 2
 
 typedef struct bk_program bk_program; /* backend-owned compiled kernel */
-struct eng_kernel_ir;
-struct eng_strbuf;
 
 /* Error reports: a status plus a message (compiler output, driver error) in a caller buffer. */
 typedef struct bk_err {
@@ -25,6 +26,35 @@ typedef struct bk_launch {
 	int64_t nparallel;
 	double cost;
 } bk_launch;
+
+/* What the engine plans and renders kernels for, stated once by the device when it opens. */
+typedef struct bk_target {
+	const bk_dialect *dialect; /* how kernels are written (required; static) */
+	/* Parallel iterations a kernel should offer the device: a CPU its threads, a GPU thousands
+	 * of work-items (>= 1). */
+	int parallelism;
+	/* Threads of a work-group that can split a reduction, combining partial results in local
+	 * memory (kernels are then written for groups of this size and the launch runs one group per
+	 * parallel iteration); 0: none. Needs the dialect's work-group fields. */
+	int reduce_group;
+	/* Float vector lanes (2..16) of a register tile rendered as vector values (the planner
+	 * picks tiles of such widths where it can); 0 or 1: scalars only. */
+	int vector_width;
+} bk_target;
+
+/* Backend settings, key=value pairs given when a device opens (the CPU's "cc", OpenCL's
+ * "vector_width"); which keys a backend takes is stated in the registry (registry.h). */
+#define BK_MAX_OPTS 16
+typedef struct bk_opts {
+	int n;
+	const char *key[BK_MAX_OPTS], *value[BK_MAX_OPTS];
+} bk_opts;
+
+/* The value of key in o, or NULL (o may be NULL). */
+const char *bk_opts_get(const bk_opts *o, const char *key);
+/* key as an integer in [lo, hi] into *out (unchanged when absent); ENG_EINVAL with a message
+ * naming the key otherwise. */
+eng_status bk_opts_int(const bk_opts *o, const char *key, long lo, long hi, int *out, bk_err *err);
 
 typedef struct bk_device_ops {
 	uint32_t abi_version; /* BK_ABI_VERSION */
@@ -45,9 +75,6 @@ typedef struct bk_device_ops {
 	eng_status (*launch)(void *dev, bk_program *p, void *const *bufs, int nbufs,
 			     const bk_launch *launch, bk_err *err);
 	eng_status (*synchronize)(void *dev, bk_err *err); /* optional */
-	/* Render a lowered kernel to this backend's source language (appends to out). */
-	eng_status (*render)(void *dev, const struct eng_kernel_ir *ir, const char *name,
-			     struct eng_strbuf *out, bk_err *err);
 	void (*destroy)(void *dev);
 	/* Disk caching (all three NULL: programs of this backend are never cached on disk). */
 	/* Everything besides the kernel source that decides the compiled code: compiler identity and
@@ -63,16 +90,8 @@ typedef struct bk_device_ops {
 	 * failure returns no program and err says why. */
 	eng_status (*load)(void *dev, const void *bytes, size_t n, const char *const *names, int nkern,
 			   bk_program **progs, bk_err *err);
-	/* Optional: how many parallel iterations a kernel should offer this device (a GPU wants
-	 * thousands of work-items); NULL: the context's CPU thread count. */
-	int (*parallelism)(void *dev);
-	/* Optional: the threads of one work-group that can split a reduction, combining partial
-	 * results in local memory (the renderer then writes such kernels for groups of this size and
-	 * the launch runs one group per parallel iteration); NULL or 0: none. */
-	int (*reduce_group)(void *dev);
-	/* Optional: the float vector lanes (2..16) the renderer makes of a register tile that wide,
-	 * so that tiles are planned in such widths where possible; NULL or < 2: none. */
-	int (*vector_width)(void *dev);
+	/* The device's target facts (required). */
+	void (*target)(void *dev, bk_target *out);
 } bk_device_ops;
 
 typedef struct bk_device {
@@ -80,27 +99,9 @@ typedef struct bk_device {
 	void *ctx;
 } bk_device;
 
-/* Verify an ops table: version, size, the required methods, and that the disk-caching methods
- * are all present or all NULL. Returns ENG_OK or EINVAL. */
-eng_status bk_device_check(const bk_device *d, bk_err *err);
-
-/* The CPU backend: generated C compiled by cc into a shared object, run on a thread pool.
- * cc NULL means "cc"; nthreads 0 means one per online core. */
-eng_status bk_cpu_create(const char *cc, int nthreads, int debug, bk_device *out, bk_err *err);
-
-/* The OpenCL backend: OpenCL C from the same renderer, built by the driver. libOpenCL.so.1 (the
- * ICD loader) is opened with dlopen when a device is created or listed, so tensord runs where it
- * is absent: then, or with no device, these return ENG_ENOTFOUND and a message. Buffer handles
- * are cl_mem; a kernel takes its buffers as __global pointers in order, then (long start, long
- * end), and runs one work-item per iteration start..end-1 of its parallel loop. Devices are
- * numbered over all platforms in the loader's order: CL:1 is the second device found. */
-/* One line per device ("CL:<i> <name> | CPU/GPU | vendor | platform | version | driver |
- * compute units | global memory | max work-group | fp16"), written to out (truncated to len,
- * NUL-terminated); *ndevices (may be NULL) gets the count. */
-eng_status bk_cl_list(char *out, size_t len, int *ndevices, bk_err *err);
-/* Device CL:index with its own context and in-order queue, used from one thread at a time;
- * debug >= 2 times each launch on the device (printed at synchronize). Freed with
- * out->ops->destroy. */
-eng_status bk_cl_create(int index, int debug, bk_device *out, bk_err *err);
+/* Verify a device: the ops table's version, size, the required methods, that the disk-caching
+ * methods are all present or all NULL, and its target (a dialect, parallelism >= 1, reduction
+ * groups only where the dialect has work-groups). Fills *t with the target. ENG_OK or EINVAL. */
+eng_status bk_device_check(const bk_device *d, bk_target *t, bk_err *err);
 
 #endif

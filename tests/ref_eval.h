@@ -7,7 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/context.h"
+#include "device/device.h"
+#include "realize/realize.h"
+#include "tensor/tensor.h"
 
 /* A dense row-major array of a node's shape. Exactly one of f and i is non-NULL: f for float
  * dtypes (values already rounded to the dtype), i for bool (0/1) and integer dtypes (in the

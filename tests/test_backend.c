@@ -1,6 +1,7 @@
 /* test_backend.c: the CPU backend behind the engine: compiler failures become errors with the
  * compiler's message, results do not depend on the thread count, equal kernels compile once. */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,10 +11,14 @@ static eng_ctx *ctx_with(const char *cc, int nthreads)
 {
 	eng_ctx_opts o;
 	char err[256];
+	char bopts[512];
 	eng_ctx_opts_default(&o);
 	o.debug = 0;
-	o.cc = cc;
-	o.nthreads = nthreads;
+	if (cc)
+		snprintf(bopts, sizeof(bopts), "CPU.cc=%s,CPU.threads=%d", cc, nthreads);
+	else
+		snprintf(bopts, sizeof(bopts), "CPU.threads=%d", nthreads);
+	o.backend_opts = bopts;
 	eng_ctx *ctx = eng_ctx_create(&o, err, sizeof(err));
 	ck_assert_msg(ctx != NULL, "context: %s", err);
 	return ctx;

@@ -4,7 +4,9 @@
 #include <check.h>
 #include <string.h>
 
-#include "core/context.h"
+#include "device/device.h"
+#include "realize/realize.h"
+#include "tensor/tensor.h"
 #include "testutil.h"
 
 START_TEST(test_open_and_names)
@@ -117,6 +119,39 @@ START_TEST(test_failed_device_is_isolated)
 }
 END_TEST
 
+/* Backend options: given in the context options, checked against what the backend takes,
+ * with an error that names the option; another backend's options are left to it. */
+START_TEST(test_backend_options)
+{
+	eng_ctx_opts o;
+	char err[512];
+	eng_ctx_opts_default(&o);
+	o.debug = 0;
+	o.device = "CPU";
+	o.backend_opts = "CPU.threads=2, CL.vector_width=4";
+	eng_ctx *ctx = eng_ctx_create(&o, err, sizeof(err));
+	ck_assert_msg(ctx != NULL, "%s", err);
+	int64_t s[1] = {100000};
+	eng_tensor *x = eng_sum(eng_add_s(eng_full(ctx, ENG_F32, 1, s, 1.5), 1), NULL, 0, false);
+	ck_assert_double_eq_tol(eng_item(x), 250000.0, 1e-3);
+	eng_ctx_destroy(ctx);
+	const char *bad[] = {"CPU.colour=red", "CPU.threads=lots", "CPU.threads=1000", "threads=2", "CPU.cc"};
+	const char *want[] = {"colour", "threads=lots", "threads=1000", "threads=2", "CPU.cc"};
+	for (int i = 0; i < 5; i++) {
+		o.backend_opts = bad[i];
+		err[0] = 0;
+		ck_assert_ptr_null(eng_ctx_create(&o, err, sizeof(err)));
+		ck_assert_msg(strstr(err, want[i]), "%s: %s", bad[i], err);
+	}
+	o.backend_opts = "CPU.colour=red";
+	eng_ctx_create(&o, err, sizeof(err));
+	ck_assert_msg(strstr(err, "cc, threads"), "the keys CPU takes are named: %s", err);
+	char help[2048];
+	ck_assert_int_eq(eng_devices_options(help, sizeof(help)), ENG_OK);
+	ck_assert_msg(strstr(help, "CPU.cc ($CC)") && strstr(help, "CL.vector_width"), "%s", help);
+}
+END_TEST
+
 Suite *devices_suite(void)
 {
 	const TTest *const tests[] = {
@@ -124,6 +159,7 @@ Suite *devices_suite(void)
 		test_copies_between_devices,
 		test_gradient_across_a_copy,
 		test_failed_device_is_isolated,
+		test_backend_options,
 	};
 	return tu_suite("devices", tests, (int)(sizeof(tests) / sizeof(tests[0])), TU_TIMEOUT);
 }

@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backends/backend.h"
+#include "backends/registry.h"
 #include "cache/diskcache.h"
 #include "testutil.h"
 
@@ -512,8 +512,10 @@ static bk_device cpu_device(void)
 {
 	bk_device dev;
 	bk_err err;
-	ck_assert_msg(bk_cpu_create(NULL, 2, 0, &dev, &err) == ENG_OK, "%s", err.msg);
-	ck_assert_msg(bk_device_check(&dev, &err) == ENG_OK, "%s", err.msg);
+	bk_target tg;
+	bk_opts opts = {.n = 1, .key = {"threads"}, .value = {"2"}};
+	ck_assert_msg(bk_backend_find("CPU")->open(0, &opts, 0, &dev, &err) == ENG_OK, "%s", err.msg);
+	ck_assert_msg(bk_device_check(&dev, &tg, &err) == ENG_OK, "%s", err.msg);
 	return dev;
 }
 
@@ -620,11 +622,12 @@ START_TEST(test_cpu_cache_id_and_bad_modules)
 	/* the disk-caching methods are optional, but only as a set */
 	bk_device_ops ops = *dev.ops;
 	bk_device half = {.ops = &ops, .ctx = dev.ctx};
+	bk_target tg;
 	ops.load = NULL;
-	ck_assert_int_eq(bk_device_check(&half, &err), ENG_EINVAL);
+	ck_assert_int_eq(bk_device_check(&half, &tg, &err), ENG_EINVAL);
 	ops.cache_id = NULL;
 	ops.program_blob = NULL;
-	ck_assert_int_eq(bk_device_check(&half, &err), ENG_OK);
+	ck_assert_int_eq(bk_device_check(&half, &tg, &err), ENG_OK);
 	dev.ops->destroy(dev.ctx);
 }
 END_TEST

@@ -481,7 +481,9 @@ static eng_ctx *ctx_with_cache(const char *dir, const char *cc)
 	eng_ctx_opts_default(&o);
 	o.debug = 0;
 	o.cache_dir = dir;
-	o.cc = cc;
+	char bopts[300];
+	snprintf(bopts, sizeof(bopts), "CPU.cc=%s", cc ? cc : "cc");
+	o.backend_opts = bopts;
 	char err[256];
 	eng_ctx *ctx = tu_ctx_track(eng_ctx_create(&o, err, sizeof(err)));
 	ck_assert_msg(ctx != NULL, "%s", err);

@@ -9,25 +9,31 @@
 #include <string.h>
 
 #include "backends/ocl/ocl.h"
+#include "backends/registry.h"
+#include "renderer/cstyle.h"
 #include "schedule/schedule.h"
 #include "util/strbuf.h"
 #include "testutil.h"
 
 static void skip(const char *why) { fprintf(stderr, "opencl: SKIPPED (%s)\n", why); }
 
-/* CL:0, or false after printing why it is skipped (no library, no device: nothing else). */
-static bool cl_device(int debug, bk_device *dev)
+/* CL:0 opened with opts (may be NULL), or false after printing why it is skipped (no library,
+ * no device: nothing else). */
+static bool ocl_device_opts(int debug, const bk_opts *opts, bk_device *dev)
 {
 	bk_err err;
-	eng_status s = bk_cl_create(0, debug, dev, &err);
+	bk_target tg;
+	eng_status s = bk_backend_find("CL")->open(0, opts, debug, dev, &err);
 	if (s == ENG_ENOTFOUND) {
 		skip(err.msg);
 		return false;
 	}
-	ck_assert_msg(s == ENG_OK, "bk_cl_create: %s", err.msg);
-	ck_assert_msg(bk_device_check(dev, &err) == ENG_OK, "%s", err.msg);
+	ck_assert_msg(s == ENG_OK, "CL open: %s", err.msg);
+	ck_assert_msg(bk_device_check(dev, &tg, &err) == ENG_OK, "%s", err.msg);
 	return true;
 }
+
+static bool ocl_device(int debug, bk_device *dev) { return ocl_device_opts(debug, NULL, dev); }
 
 static const char KSRC_AXPY[] =
 	"__kernel void tk_axpy(__global float *restrict b0, __global const float *restrict b1, long start, long end)\n"
@@ -70,7 +76,7 @@ START_TEST(test_list_devices)
 	char out[16384], tiny[8];
 	int n = 0;
 	bk_err err;
-	eng_status s = bk_cl_list(out, sizeof(out), &n, &err);
+	eng_status s = ocl_list(out, sizeof(out), &n, &err);
 	if (s == ENG_ENOTFOUND) {
 		skip(err.msg);
 		return;
@@ -82,11 +88,11 @@ START_TEST(test_list_devices)
 	for (const char *c = out; *c; c++)
 		lines += *c == '\n';
 	ck_assert_int_eq(lines, n);
-	ck_assert_int_eq(bk_cl_list(tiny, sizeof(tiny), NULL, &err), ENG_OK);
+	ck_assert_int_eq(ocl_list(tiny, sizeof(tiny), NULL, &err), ENG_OK);
 	ck_assert_uint_eq(strlen(tiny), sizeof(tiny) - 1);
 	/* the listing names the device CL:0 opens (whose cache identity names it too) */
 	bk_device dev;
-	ck_assert(cl_device(0, &dev));
+	ck_assert(ocl_device(0, &dev));
 	const char *id = dev.ops->cache_id(dev.ctx), *p = strstr(id, " device="), *q = p ? strstr(p, " driver=") : NULL;
 	ck_assert_msg(p && q, "%s", id);
 	char name[256];
@@ -94,16 +100,16 @@ START_TEST(test_list_devices)
 	ck_assert_msg(strlen(name) > 0 && strstr(out, name), "'%s' not in %s", name, out);
 	dev.ops->destroy(dev.ctx);
 	/* a device past the last is a clean error */
-	ck_assert_int_eq(bk_cl_create(n, 0, &dev, &err), ENG_ENOTFOUND);
+	ck_assert_int_eq(bk_backend_find("CL")->open(n, NULL, 0, &dev, &err), ENG_ENOTFOUND);
 	ck_assert_msg(strstr(err.msg, "CL:") != NULL, "%s", err.msg);
-	ck_assert_int_eq(bk_cl_create(-1, 0, &dev, &err), ENG_EINVAL);
+	ck_assert_int_eq(bk_backend_find("CL")->open(-1, NULL, 0, &dev, &err), ENG_EINVAL);
 }
 END_TEST
 
 START_TEST(test_memory_round_trip)
 {
 	bk_device dev;
-	if (!cl_device(0, &dev))
+	if (!ocl_device(0, &dev))
 		return;
 	bk_err err;
 	unsigned char a[4096], b[50], got[200];
@@ -149,7 +155,7 @@ static const char KSRC_HELPERS[] =
 START_TEST(test_handwritten_kernels)
 {
 	bk_device dev;
-	if (!cl_device(2, &dev)) /* DEBUG=2: launches are timed on the device */
+	if (!ocl_device(2, &dev)) /* DEBUG=2: launches are timed on the device */
 		return;
 	bk_err err;
 	const char *srcs[3] = {KSRC_AXPY, KSRC_SQ, KSRC_HELPERS}, *names[3] = {"tk_axpy", "tk_sq", "tk_helpers"};
@@ -197,7 +203,7 @@ END_TEST
 START_TEST(test_build_errors)
 {
 	bk_device dev;
-	if (!cl_device(0, &dev))
+	if (!ocl_device(0, &dev))
 		return;
 	bk_err err;
 	static const char bad[] = "__kernel void tk_bad(__global float *b0, long start, long end)\n"
@@ -225,9 +231,9 @@ END_TEST
 START_TEST(test_blob_load_round_trip)
 {
 	bk_device dev, other;
-	if (!cl_device(0, &dev))
+	if (!ocl_device(0, &dev))
 		return;
-	ck_assert(cl_device(0, &other));
+	ck_assert(ocl_device(0, &other));
 	bk_err err;
 	const char *id = dev.ops->cache_id(dev.ctx);
 	ck_assert_ptr_eq(dev.ops->cache_id(dev.ctx), id);
@@ -282,22 +288,22 @@ END_TEST
 START_TEST(test_error_mapping_and_failed_device)
 {
 	bk_device dev;
-	if (!cl_device(0, &dev))
+	if (!ocl_device(0, &dev))
 		return;
 	bk_err err;
-	cl_dev *d = dev.ctx;
+	ocl_dev *d = dev.ctx;
 	char nb[32];
-	ck_assert_str_eq(cl_errname(CL_INVALID_KERNEL_ARGS, nb, sizeof(nb)), "CL_INVALID_KERNEL_ARGS");
-	ck_assert_str_eq(cl_errname(-9999, nb, sizeof(nb)), "CL error -9999");
+	ck_assert_str_eq(ocl_errname(CL_INVALID_KERNEL_ARGS, nb, sizeof(nb)), "CL_INVALID_KERNEL_ARGS");
+	ck_assert_str_eq(ocl_errname(-9999, nb, sizeof(nb)), "CL error -9999");
 	/* recoverable errors leave the device usable */
-	ck_assert_int_eq(cl_fail(d, CL_MEM_OBJECT_ALLOCATION_FAILURE, "clCreateBuffer", &err), ENG_ENOMEM);
+	ck_assert_int_eq(ocl_fail(d, CL_MEM_OBJECT_ALLOCATION_FAILURE, "clCreateBuffer", &err), ENG_ENOMEM);
 	ck_assert_str_eq(err.msg, "clCreateBuffer: CL_MEM_OBJECT_ALLOCATION_FAILURE");
-	ck_assert_int_eq(cl_fail(d, CL_BUILD_PROGRAM_FAILURE, "x", &err), ENG_ECOMPILE);
-	ck_assert_int_eq(cl_fail(d, CL_INVALID_VALUE, "x", &err), ENG_EDEVICE);
+	ck_assert_int_eq(ocl_fail(d, CL_BUILD_PROGRAM_FAILURE, "x", &err), ENG_ECOMPILE);
+	ck_assert_int_eq(ocl_fail(d, CL_INVALID_VALUE, "x", &err), ENG_EDEVICE);
 	void *h;
 	ck_assert_int_eq(dev.ops->alloc(dev.ctx, 64, &h, &err), ENG_OK);
 	/* out of resources (a faulting kernel on many drivers): every later call is EDEVICE */
-	ck_assert_int_eq(cl_fail(d, CL_OUT_OF_RESOURCES, "clFinish", &err), ENG_ENOMEM);
+	ck_assert_int_eq(ocl_fail(d, CL_OUT_OF_RESOURCES, "clFinish", &err), ENG_ENOMEM);
 	void *h2 = NULL;
 	ck_assert_int_eq(dev.ops->alloc(dev.ctx, 64, &h2, &err), ENG_EDEVICE);
 	ck_assert_msg(strstr(err.msg, "failed earlier") && strstr(err.msg, "clFinish: CL_OUT_OF_RESOURCES"), "%s", err.msg);
@@ -323,7 +329,7 @@ typedef struct clbufs {
 	int n;
 } clbufs;
 
-static void *cl_buffer(bk_device *dev, clbufs *m, const eng_node *node, bool output)
+static void *ocl_buffer(bk_device *dev, clbufs *m, const eng_node *node, bool output)
 {
 	for (int i = 0; i < m->n; i++)
 		if (m->node[i] == node)
@@ -333,7 +339,7 @@ static void *cl_buffer(bk_device *dev, clbufs *m, const eng_node *node, bool out
 	void *h;
 	bool owned = true;
 	if (output && node->op == ENG_OP_ASSIGN) { /* writes into its target's buffer, in place */
-		h = cl_buffer(dev, m, node->src[0], false);
+		h = ocl_buffer(dev, m, node->src[0], false);
 		owned = false;
 	} else {
 		size_t nbytes = (size_t)eng_node_numel(node) * eng_dtype_size(node->dtype);
@@ -363,8 +369,9 @@ static void *run_on_cl(bk_device *dev, eng_tensor *t, eng_strbuf *sources)
 	eng_node *root = eng_tensor_node(t);
 	eng_schedule sch;
 	bk_err err;
-	eng_target tg = {.par = dev->ops->parallelism(dev->ctx), .group = dev->ops->reduce_group(dev->ctx),
-			 .vector = dev->ops->vector_width(dev->ctx)};
+	bk_target bt;
+	ck_assert_msg(bk_device_check(dev, &bt, &err) == ENG_OK, "%s", err.msg);
+	eng_target tg = {.par = bt.parallelism, .group = bt.reduce_group, .vector = bt.vector_width};
 	ck_assert_msg(eng_schedule_build_on(ctx, &tg, &root, 1, &sch) == ENG_OK, "%s", eng_errmsg(ctx));
 	ck_assert_int_gt(sch.n, 0);
 	char **srcs = calloc(sch.n, sizeof(char *)), (*names)[32] = calloc(sch.n, sizeof(*names));
@@ -375,7 +382,7 @@ static void *run_on_cl(bk_device *dev, eng_tensor *t, eng_strbuf *sources)
 		eng_strbuf sb;
 		eng_sb_init(&sb);
 		snprintf(names[i], sizeof(names[i]), "tk_graph%d", i);
-		ck_assert_int_eq(dev->ops->render(dev->ctx, &sch.items[i].ir, names[i], &sb, &err), ENG_OK);
+		ck_assert_int_eq(eng_render_cstyle(&bt, &sch.items[i].ir, names[i], &sb), ENG_OK);
 		cs[i] = srcs[i] = eng_sb_take(&sb);
 		cn[i] = names[i];
 		if (sources)
@@ -388,7 +395,7 @@ static void *run_on_cl(bk_device *dev, eng_tensor *t, eng_strbuf *sources)
 		const eng_kernel_ir *ir = &sch.items[i].ir;
 		void *h[ENG_MAX_KBUFS];
 		for (int k = 0; k < ir->nbufs; k++)
-			h[k] = cl_buffer(dev, &m, ir->bufs[k].node, ir->bufs[k].output);
+			h[k] = ocl_buffer(dev, &m, ir->bufs[k].node, ir->bufs[k].output);
 		bk_launch l = {.nparallel = ir->nparallel, .cost = ir->flops + ir->bytes};
 		ck_assert_msg(dev->ops->launch(dev->ctx, progs[i], h, ir->nbufs, &l, &err) == ENG_OK, "%s", err.msg);
 	}
@@ -396,7 +403,7 @@ static void *run_on_cl(bk_device *dev, eng_tensor *t, eng_strbuf *sources)
 	size_t nbytes = (size_t)eng_numel(t) * eng_dtype_size(eng_tensor_dtype(t));
 	void *out = malloc(nbytes ? nbytes : 1);
 	ck_assert(out != NULL);
-	ck_assert_int_eq(dev->ops->copy_out(dev->ctx, cl_buffer(dev, &m, root, true), 0, out, nbytes, &err), ENG_OK);
+	ck_assert_int_eq(dev->ops->copy_out(dev->ctx, ocl_buffer(dev, &m, root, true), 0, out, nbytes, &err), ENG_OK);
 	for (int i = 0; i < m.n; i++)
 		if (m.owned[i])
 			dev->ops->free(dev->ctx, m.mem[i]);
@@ -638,7 +645,7 @@ static void engine_group_rows(bk_device *dev, eng_ctx *ctx, tu_rng *r)
 	check_vector(dev, eng_sum(tu_rand(ctx, r, ENG_F32, 2, sm, -1, 1), &ax1, 1, false), none, true, "short rows");
 }
 
-/* The same kernels with vectors turned off ($TENSORD_CL_VECTOR_WIDTH=1): scalars only. */
+/* The same kernels with vectors turned off (option vector_width=1): scalars only. */
 static void engine_no_vectors(bk_device *dev, eng_ctx *ctx, tu_rng *r)
 {
 	int64_t sa[2] = {24, 40}, sb[2] = {40, 48};
@@ -658,18 +665,23 @@ static void engine_vectors_of_8(bk_device *dev, eng_ctx *ctx, tu_rng *r)
 	check_vector(dev, eng_matmul(a, eng_mul_s(b, 2)), no16, true, "no 16 lanes");
 }
 
-/* Run body with CL:0 and a CPU context whose random inputs come from seed (skipped without
- * OpenCL). */
-static void with_engine(uint64_t seed, void (*body)(bk_device *dev, eng_ctx *ctx, tu_rng *r))
+/* Run body with CL:0 (opened with opts, may be NULL) and a CPU context whose random inputs
+ * come from seed (skipped without OpenCL). */
+static void with_engine_opts(const bk_opts *opts, uint64_t seed, void (*body)(bk_device *dev, eng_ctx *ctx, tu_rng *r))
 {
 	bk_device dev;
-	if (!cl_device(0, &dev))
+	if (!ocl_device_opts(0, opts, &dev))
 		return;
 	eng_ctx *ctx = tu_ctx_new();
 	tu_rng r = {seed};
 	body(&dev, ctx, &r);
 	tu_ctx_free(ctx);
 	dev.ops->destroy(dev.ctx);
+}
+
+static void with_engine(uint64_t seed, void (*body)(bk_device *dev, eng_ctx *ctx, tu_rng *r))
+{
+	with_engine_opts(NULL, seed, body);
 }
 
 START_TEST(test_engine_elementwise) { with_engine(11, engine_elementwise); }
@@ -693,19 +705,28 @@ END_TEST
 START_TEST(test_engine_group_rows) { with_engine(18, engine_group_rows); }
 END_TEST
 
-/* with_engine under $TENSORD_CL_VECTOR_WIDTH=width (restored after). */
+/* with_engine on a device opened with the option vector_width=width. */
 static void with_vector_width(const char *width, uint64_t seed, void (*body)(bk_device *, eng_ctx *, tu_rng *))
 {
-	char *old = getenv("TENSORD_CL_VECTOR_WIDTH");
-	char *saved = old ? strdup(old) : NULL;
-	setenv("TENSORD_CL_VECTOR_WIDTH", width, 1);
-	with_engine(seed, body);
-	if (saved)
-		setenv("TENSORD_CL_VECTOR_WIDTH", saved, 1);
-	else
-		unsetenv("TENSORD_CL_VECTOR_WIDTH");
-	free(saved);
+	bk_opts opts = {.n = 1, .key = {"vector_width"}, .value = {width}};
+	with_engine_opts(&opts, seed, body);
 }
+
+/* Options are validated: a width OpenCL has no vectors of is an error naming the option. */
+START_TEST(test_bad_vector_width_option)
+{
+	bk_device dev;
+	bk_err err;
+	bk_opts opts = {.n = 1, .key = {"vector_width"}, .value = {"32"}};
+	if (!ocl_device(0, &dev))
+		return;
+	dev.ops->destroy(dev.ctx);
+	ck_assert_int_eq(bk_backend_find("CL")->open(0, &opts, 0, &dev, &err), ENG_EINVAL);
+	ck_assert_msg(strstr(err.msg, "vector_width=32"), "%s", err.msg);
+	opts.value[0] = "4x";
+	ck_assert_int_eq(bk_backend_find("CL")->open(0, &opts, 0, &dev, &err), ENG_EINVAL);
+}
+END_TEST
 
 START_TEST(test_engine_no_vectors) { with_vector_width("1", 17, engine_no_vectors); }
 END_TEST
@@ -721,6 +742,7 @@ Suite *opencl_suite(void)
 		test_engine_elementwise,    test_engine_reductions,	    test_engine_matmul_conv,
 		test_engine_dtypes,	    test_engine_views_and_assign,   test_engine_vectors,
 		test_engine_no_vectors,	    test_engine_group_rows,	    test_engine_vectors_of_8,
+		test_bad_vector_width_option,
 	};
 	return tu_suite("opencl", tests, (int)(sizeof(tests) / sizeof(tests[0])), TU_TIMEOUT);
 }

@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cache/progcache.h"
+#include "util/hash.h"
 #include "util/strbuf.h"
 
 extern char **environ;

@@ -1,5 +1,5 @@
-/* cpu.c: the CPU backend's device: host memory, the C renderer dialect and launches that
- * split a kernel's parallel loop over the worker pool. */
+/* cpu.c: the CPU backend's device: host memory, launches that split a kernel's parallel loop
+ * over the worker pool, its target, and the backend's registry entry (options, listing). */
 #include "cpu.h"
 
 #include <stdio.h>
@@ -7,9 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "renderer/cstyle.h"
-
-static const eng_cstyle cpu_dialect = {.kernel_prefix = "void", .restrict_kw = "restrict"};
+#include "backends/registry.h"
 
 static eng_status cpu_alloc(void *dev, size_t nbytes, void **handle, bk_err *err)
 {
@@ -38,7 +36,7 @@ static eng_status cpu_copy_out(void *dev, void *handle, size_t off, void *dst, s
 	return ENG_OK;
 }
 
-const char *cpu_prelude(void) { return eng_cstyle_prelude(&cpu_dialect); }
+const char *cpu_prelude(void) { return cpu_dialect.prelude; }
 
 static eng_status cpu_compile_op(void *dev, const char *const *srcs, int nkern, const char *const *names,
 				 bk_program **progs, bk_err *err)
@@ -66,24 +64,24 @@ static eng_status cpu_launch(void *dev, bk_program *prog, void *const *bufs, int
 	cpu_program *p = (cpu_program *)prog;
 	job j = {.fn = p->fn, .bufs = bufs};
 	/* spreading costs ~10us: only worth it for kernels doing enough work */
-	int ways = l->cost < 32768 ? 1 : bk_pool_size(d->pool);
-	bk_pool_run(d->pool, run_range, &j, l->nparallel > 0 ? l->nparallel : 1, ways);
+	int ways = l->cost < 32768 ? 1 : cpu_pool_size(d->pool);
+	cpu_pool_run(d->pool, run_range, &j, l->nparallel > 0 ? l->nparallel : 1, ways);
 	return ENG_OK;
 }
 
-static eng_status cpu_render(void *dev, const struct eng_kernel_ir *ir, const char *name, struct eng_strbuf *out,
-			     bk_err *err)
+static void cpu_target(void *dev, bk_target *t)
 {
-	eng_status s = eng_render_cstyle(&cpu_dialect, ir, name, out);
-	if (s)
-		snprintf(err->msg, sizeof(err->msg), "out of memory rendering %s", name);
-	return s;
+	const cpu_dev *d = dev;
+	t->dialect = &cpu_dialect;
+	t->parallelism = d->nthreads;
+	t->reduce_group = 0; /* a core runs a reduction best as one loop */
+	t->vector_width = 0; /* gcc vectorises the tile loops itself */
 }
 
 static void cpu_destroy(void *dev)
 {
 	cpu_dev *d = dev;
-	bk_pool_destroy(d->pool);
+	cpu_pool_destroy(d->pool);
 	free(d->cache_id);
 	free(d);
 }
@@ -100,32 +98,41 @@ static const bk_device_ops cpu_ops = {
 	.program_free = cpu_program_free,
 	.launch = cpu_launch,
 	.synchronize = NULL,
-	.render = cpu_render,
 	.destroy = cpu_destroy,
 	.cache_id = cpu_cache_id,
 	.program_blob = cpu_program_blob,
 	.load = cpu_load,
+	.target = cpu_target,
 };
 
-eng_status bk_cpu_create(const char *cc, int nthreads, int debug, bk_device *out, bk_err *err)
+static eng_status cpu_open(int ordinal, const bk_opts *opts, int debug, bk_device *out, bk_err *err)
 {
+	long ncores = sysconf(_SC_NPROCESSORS_ONLN);
+	int nthreads = ncores > 0 ? (int)ncores : 1;
+	/* CPU:n for n > 0 are more devices on the same cores (own pool, own caches): a stand-in
+	 * for a second device in tests, or separate queues */
+	if (ordinal < 0) {
+		snprintf(err->msg, sizeof(err->msg), "CPU device number %d is negative", ordinal);
+		return ENG_EINVAL;
+	}
+	if (bk_opts_int(opts, "threads", 0, 256, &nthreads, err))
+		return ENG_EINVAL;
+	if (nthreads == 0)
+		nthreads = ncores > 0 ? (int)ncores : 1;
+	const char *cc = bk_opts_get(opts, "cc");
+	if (cc && strlen(cc) >= sizeof(((cpu_dev *)0)->cc)) {
+		snprintf(err->msg, sizeof(err->msg), "option cc: path longer than %zu bytes", sizeof(((cpu_dev *)0)->cc) - 1);
+		return ENG_EINVAL;
+	}
 	cpu_dev *d = calloc(1, sizeof(*d));
 	if (!d) {
 		snprintf(err->msg, sizeof(err->msg), "out of memory");
 		return ENG_ENOMEM;
 	}
-	if (!cc)
-		cc = getenv("CC");
 	snprintf(d->cc, sizeof(d->cc), "%s", cc && *cc ? cc : "cc");
-	if (nthreads <= 0) {
-		long n = sysconf(_SC_NPROCESSORS_ONLN);
-		nthreads = n > 0 ? (int)n : 1;
-	}
-	if (nthreads > 256)
-		nthreads = 256;
 	d->debug = debug;
 	d->nthreads = nthreads;
-	d->pool = bk_pool_create(nthreads);
+	d->pool = cpu_pool_create(nthreads);
 	if (!d->pool) {
 		free(d);
 		snprintf(err->msg, sizeof(err->msg), "cannot start worker threads");
@@ -135,3 +142,25 @@ eng_status bk_cpu_create(const char *cc, int nthreads, int debug, bk_device *out
 	out->ctx = d;
 	return ENG_OK;
 }
+
+static eng_status cpu_list(char *out, size_t len, int *ndevices, bk_err *err)
+{
+	snprintf(out, len, "CPU | generated C compiled by cc | %ld cores\n", sysconf(_SC_NPROCESSORS_ONLN));
+	if (ndevices)
+		*ndevices = 1;
+	return ENG_OK;
+}
+
+static const bk_option_spec cpu_options[] = {
+	{"cc", "CC", "the C compiler kernels are built with (gcc or clang; default cc)"},
+	{"threads", "TENSORD_CPU_THREADS", "worker threads a kernel is split over (0: one per online core)"},
+	{NULL, NULL, NULL},
+};
+
+const bk_backend bk_cpu_backend = {
+	.name = "CPU",
+	.bare_zero = true,
+	.open = cpu_open,
+	.list = cpu_list,
+	.options = cpu_options,
+};

@@ -23,12 +23,14 @@ typedef struct cpu_program {
 
 typedef struct cpu_dev {
 	char cc[256];
-	bk_pool *pool;
+	cpu_pool *pool;
 	int nthreads;
 	int debug;
 	char *cache_id; /* made on first use (cache.c), owned */
 } cpu_dev;
 
+/* The CPU's dialect of the C-family renderer, with its prelude (dialect.c). */
+extern const bk_dialect cpu_dialect;
 /* The source every kernel is preceded by. */
 const char *cpu_prelude(void);
 /* The compiler flags every kernel is built with (NULL-terminated). */

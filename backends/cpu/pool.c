@@ -7,11 +7,11 @@
 #include <stdlib.h>
 
 typedef struct worker {
-	struct bk_pool *pool;
+	struct cpu_pool *pool;
 	int index;
 } worker;
 
-struct bk_pool {
+struct cpu_pool {
 	int n; /* threads including the caller */
 	pthread_t *threads;
 	worker *workers;
@@ -21,7 +21,7 @@ struct bk_pool {
 	int pending; /* workers still running the current job */
 	bool quit;
 	/* the current job */
-	bk_range_fn fn;
+	cpu_range_fn fn;
 	void *arg;
 	int64_t total;
 	int ways;
@@ -36,7 +36,7 @@ static void chunk(int64_t n, int ways, int i, int64_t *s, int64_t *e)
 static void *worker_main(void *p)
 {
 	worker *w = p;
-	bk_pool *pool = w->pool;
+	cpu_pool *pool = w->pool;
 	uint64_t seen = 0;
 	pthread_mutex_lock(&pool->mu);
 	for (;;) {
@@ -46,7 +46,7 @@ static void *worker_main(void *p)
 			break;
 		seen = pool->gen;
 		int ways = pool->ways;
-		bk_range_fn fn = pool->fn;
+		cpu_range_fn fn = pool->fn;
 		void *arg = pool->arg;
 		int64_t total = pool->total;
 		pthread_mutex_unlock(&pool->mu);
@@ -64,9 +64,9 @@ static void *worker_main(void *p)
 	return NULL;
 }
 
-bk_pool *bk_pool_create(int nthreads)
+cpu_pool *cpu_pool_create(int nthreads)
 {
-	bk_pool *p = calloc(1, sizeof(*p));
+	cpu_pool *p = calloc(1, sizeof(*p));
 	if (!p)
 		return NULL;
 	p->n = nthreads < 1 ? 1 : nthreads;
@@ -93,7 +93,7 @@ bk_pool *bk_pool_create(int nthreads)
 	return p;
 }
 
-void bk_pool_destroy(bk_pool *p)
+void cpu_pool_destroy(cpu_pool *p)
 {
 	if (!p)
 		return;
@@ -111,9 +111,9 @@ void bk_pool_destroy(bk_pool *p)
 	free(p);
 }
 
-int bk_pool_size(const bk_pool *p) { return p->n; }
+int cpu_pool_size(const cpu_pool *p) { return p->n; }
 
-void bk_pool_run(bk_pool *p, bk_range_fn fn, void *arg, int64_t n, int ways)
+void cpu_pool_run(cpu_pool *p, cpu_range_fn fn, void *arg, int64_t n, int ways)
 {
 	if (ways > p->n)
 		ways = p->n;

@@ -5,14 +5,14 @@
 
 #include <stdint.h>
 
-typedef struct bk_pool bk_pool;
-typedef void (*bk_range_fn)(void *arg, int64_t start, int64_t end);
+typedef struct cpu_pool cpu_pool;
+typedef void (*cpu_range_fn)(void *arg, int64_t start, int64_t end);
 
 /* nthreads includes the caller; 1 means no workers. NULL on failure. */
-bk_pool *bk_pool_create(int nthreads);
-void bk_pool_destroy(bk_pool *p);
-int bk_pool_size(const bk_pool *p);
+cpu_pool *cpu_pool_create(int nthreads);
+void cpu_pool_destroy(cpu_pool *p);
+int cpu_pool_size(const cpu_pool *p);
 /* Run fn over [0, n) split into at most `ways` contiguous chunks. */
-void bk_pool_run(bk_pool *p, bk_range_fn fn, void *arg, int64_t n, int ways);
+void cpu_pool_run(cpu_pool *p, cpu_range_fn fn, void *arg, int64_t n, int ways);
 
 #endif

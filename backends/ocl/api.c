@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-eng_status cl_api_open(cl_api *api, bk_err *err)
+eng_status ocl_api_open(ocl_api *api, bk_err *err)
 {
 	memset(api, 0, sizeof(*api));
 	/* never unloaded: the loader keeps its platform list (and the drivers it opened, with their
@@ -18,11 +18,11 @@ eng_status cl_api_open(cl_api *api, bk_err *err)
 		return ENG_ENOTFOUND;
 	}
 	const char *missing = NULL;
-#define CL_API_LOAD(f) \
+#define OCL_API_LOAD(f) \
 	if (!missing && !(api->f = (__typeof__(api->f))dlsym(lib, #f))) \
 		missing = #f;
-	CL_API_FUNCS(CL_API_LOAD)
-#undef CL_API_LOAD
+	OCL_API_FUNCS(OCL_API_LOAD)
+#undef OCL_API_LOAD
 	if (missing) {
 		dlclose(lib);
 		memset(api, 0, sizeof(*api));
@@ -33,26 +33,26 @@ eng_status cl_api_open(cl_api *api, bk_err *err)
 	return ENG_OK;
 }
 
-void cl_api_close(cl_api *api)
+void ocl_api_close(ocl_api *api)
 {
 	if (api->lib)
 		dlclose(api->lib);
 	memset(api, 0, sizeof(*api));
 }
 
-eng_status cl_enumerate(const cl_api *api, cl_platform_id *plats, cl_device_id *devs, int *n, bk_err *err)
+eng_status ocl_enumerate(const ocl_api *api, cl_platform_id *plats, cl_device_id *devs, int *n, bk_err *err)
 {
 	cl_platform_id ps[16];
 	cl_uint np = 0;
 	*n = 0;
 	cl_int rc = api->clGetPlatformIDs(16, ps, &np);
 	if (rc == CL_SUCCESS)
-		for (cl_uint p = 0; p < np && p < 16 && *n < CL_MAX_DEVICES; p++) {
+		for (cl_uint p = 0; p < np && p < 16 && *n < OCL_MAX_DEVICES; p++) {
 			cl_uint nd = 0;
-			if (api->clGetDeviceIDs(ps[p], CL_DEVICE_TYPE_ALL, (cl_uint)(CL_MAX_DEVICES - *n), devs + *n, &nd))
+			if (api->clGetDeviceIDs(ps[p], CL_DEVICE_TYPE_ALL, (cl_uint)(OCL_MAX_DEVICES - *n), devs + *n, &nd))
 				continue; /* CL_DEVICE_NOT_FOUND: a platform without devices */
-			if (nd > (cl_uint)(CL_MAX_DEVICES - *n))
-				nd = (cl_uint)(CL_MAX_DEVICES - *n);
+			if (nd > (cl_uint)(OCL_MAX_DEVICES - *n))
+				nd = (cl_uint)(OCL_MAX_DEVICES - *n);
 			for (cl_uint d = 0; d < nd; d++)
 				plats[*n + (int)d] = ps[p];
 			*n += (int)nd;
@@ -61,21 +61,21 @@ eng_status cl_enumerate(const cl_api *api, cl_platform_id *plats, cl_device_id *
 	if (*n == 0) {
 		char nb[32];
 		snprintf(err->msg, sizeof(err->msg), "no OpenCL devices (clGetPlatformIDs: %s, %u platforms)",
-			 cl_errname(rc, nb, sizeof(nb)), (unsigned)np);
+			 ocl_errname(rc, nb, sizeof(nb)), (unsigned)np);
 		return ENG_ENOTFOUND;
 	}
 	return ENG_OK;
 }
 
 /* clGetPlatformInfo or clGetDeviceInfo. */
-static cl_int get_info(const cl_api *api, void *obj, bool platform, cl_uint what, size_t size, void *buf, size_t *ret)
+static cl_int get_info(const ocl_api *api, void *obj, bool platform, cl_uint what, size_t size, void *buf, size_t *ret)
 {
 	return platform ? api->clGetPlatformInfo((cl_platform_id)obj, what, size, buf, ret)
 			: api->clGetDeviceInfo((cl_device_id)obj, what, size, buf, ret);
 }
 
 /* A string property, whole (however long) then truncated to cap; empty on failure. */
-static void info_str(const cl_api *api, void *obj, bool platform, cl_uint what, char *out, size_t cap)
+static void info_str(const ocl_api *api, void *obj, bool platform, cl_uint what, char *out, size_t cap)
 {
 	size_t len = 0;
 	char *full = NULL;
@@ -88,17 +88,17 @@ static void info_str(const cl_api *api, void *obj, bool platform, cl_uint what, 
 	free(full);
 }
 
-void cl_device_str(const cl_api *api, cl_device_id dev, cl_device_info what, char *out, size_t cap)
+void ocl_device_str(const ocl_api *api, cl_device_id dev, cl_device_info what, char *out, size_t cap)
 {
 	info_str(api, dev, false, what, out, cap);
 }
 
-void cl_platform_str(const cl_api *api, cl_platform_id p, cl_platform_info what, char *out, size_t cap)
+void ocl_platform_str(const ocl_api *api, cl_platform_id p, cl_platform_info what, char *out, size_t cap)
 {
 	info_str(api, p, true, what, out, cap);
 }
 
-#define CL_ERRORS(X) \
+#define OCL_ERRORS(X) \
 	X(CL_SUCCESS) X(CL_DEVICE_NOT_FOUND) X(CL_DEVICE_NOT_AVAILABLE) X(CL_COMPILER_NOT_AVAILABLE) \
 	X(CL_MEM_OBJECT_ALLOCATION_FAILURE) X(CL_OUT_OF_RESOURCES) X(CL_OUT_OF_HOST_MEMORY) \
 	X(CL_PROFILING_INFO_NOT_AVAILABLE) X(CL_MEM_COPY_OVERLAP) X(CL_IMAGE_FORMAT_MISMATCH) \
@@ -119,14 +119,14 @@ void cl_platform_str(const cl_api *api, cl_platform_id p, cl_platform_info what,
 	X(CL_INVALID_IMAGE_DESCRIPTOR) X(CL_INVALID_COMPILER_OPTIONS) X(CL_INVALID_LINKER_OPTIONS) \
 	X(CL_INVALID_DEVICE_PARTITION_COUNT)
 
-const char *cl_errname(cl_int rc, char *buf, size_t cap)
+const char *ocl_errname(cl_int rc, char *buf, size_t cap)
 {
 	switch (rc) {
-#define CL_ERROR_CASE(e) \
+#define OCL_ERROR_CASE(e) \
 	case e: \
 		return #e;
-		CL_ERRORS(CL_ERROR_CASE)
-#undef CL_ERROR_CASE
+		OCL_ERRORS(OCL_ERROR_CASE)
+#undef OCL_ERROR_CASE
 	case -1001:
 		return "CL_PLATFORM_NOT_FOUND_KHR";
 	default:
@@ -135,10 +135,10 @@ const char *cl_errname(cl_int rc, char *buf, size_t cap)
 	}
 }
 
-eng_status cl_fail(cl_dev *d, cl_int rc, const char *what, bk_err *err)
+eng_status ocl_fail(ocl_dev *d, cl_int rc, const char *what, bk_err *err)
 {
 	char nb[32];
-	snprintf(err->msg, sizeof(err->msg), "%s: %s", what, cl_errname(rc, nb, sizeof(nb)));
+	snprintf(err->msg, sizeof(err->msg), "%s: %s", what, ocl_errname(rc, nb, sizeof(nb)));
 	/* after these the queue's state is unknown (a faulting kernel, a lost device) */
 	bool lost = rc == CL_OUT_OF_RESOURCES || rc == CL_DEVICE_NOT_AVAILABLE ||
 		    rc == CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST || rc == CL_INVALID_COMMAND_QUEUE;
@@ -166,7 +166,7 @@ eng_status cl_fail(cl_dev *d, cl_int rc, const char *what, bk_err *err)
 	}
 }
 
-eng_status cl_alive(const cl_dev *d, bk_err *err)
+eng_status ocl_alive(const ocl_dev *d, bk_err *err)
 {
 	if (!d->failed)
 		return ENG_OK;

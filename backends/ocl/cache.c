@@ -7,24 +7,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cache/progcache.h"
+#include "util/hash.h"
 #include "util/strbuf.h"
 
-const char *cl_cache_id(void *dev)
+const char *ocl_cache_id(void *dev)
 {
-	cl_dev *d = dev;
+	ocl_dev *d = dev;
 	if (d->cache_id)
 		return d->cache_id;
 	char plat[256], pver[256], driver[256], version[256];
-	cl_platform_str(&d->api, d->platform, CL_PLATFORM_NAME, plat, sizeof(plat));
-	cl_platform_str(&d->api, d->platform, CL_PLATFORM_VERSION, pver, sizeof(pver));
-	cl_device_str(&d->api, d->device, CL_DRIVER_VERSION, driver, sizeof(driver));
-	cl_device_str(&d->api, d->device, CL_DEVICE_VERSION, version, sizeof(version));
+	ocl_platform_str(&d->api, d->platform, CL_PLATFORM_NAME, plat, sizeof(plat));
+	ocl_platform_str(&d->api, d->platform, CL_PLATFORM_VERSION, pver, sizeof(pver));
+	ocl_device_str(&d->api, d->device, CL_DRIVER_VERSION, driver, sizeof(driver));
+	ocl_device_str(&d->api, d->device, CL_DEVICE_VERSION, version, sizeof(version));
 	eng_strbuf sb;
 	eng_sb_init(&sb);
 	eng_sb_printf(&sb, "cl-abi%d platform=%s (%s) device=%s driver=%s version=%s options=%s prelude=%016llx",
-		      BK_ABI_VERSION, plat, pver, d->name, driver, version, cl_build_options,
-		      (unsigned long long)eng_hash_str(cl_prelude()));
+		      BK_ABI_VERSION, plat, pver, d->name, driver, version, ocl_build_options,
+		      (unsigned long long)eng_hash_str(ocl_prelude()));
 	/* out of memory: no identity, so nothing is cached (an empty id would match anything) */
 	d->cache_id = sb.failed ? NULL : eng_sb_take(&sb);
 	eng_sb_free(&sb);
@@ -32,7 +32,7 @@ const char *cl_cache_id(void *dev)
 }
 
 /* The binary of mod's program for the device, fetched once and kept with the module. */
-static eng_status fetch_binary(cl_dev *d, cl_module *m, bk_err *err)
+static eng_status fetch_binary(ocl_dev *d, ocl_module *m, bk_err *err)
 {
 	if (m->bin)
 		return ENG_OK;
@@ -46,7 +46,7 @@ static eng_status fetch_binary(cl_dev *d, cl_module *m, bk_err *err)
 	if (!rc)
 		rc = d->api.clGetProgramInfo(m->prog, CL_PROGRAM_BINARY_SIZES, sizeof(size), &size, NULL);
 	if (rc)
-		return cl_fail(d, rc, "clGetProgramInfo(CL_PROGRAM_BINARY_SIZES)", err);
+		return ocl_fail(d, rc, "clGetProgramInfo(CL_PROGRAM_BINARY_SIZES)", err);
 	unsigned char *bin = size ? malloc(size) : NULL;
 	if (!bin) {
 		snprintf(err->msg, sizeof(err->msg), size ? "out of memory" : "OpenCL driver gave an empty binary");
@@ -55,19 +55,19 @@ static eng_status fetch_binary(cl_dev *d, cl_module *m, bk_err *err)
 	rc = d->api.clGetProgramInfo(m->prog, CL_PROGRAM_BINARIES, sizeof(bin), &bin, NULL);
 	if (rc) {
 		free(bin);
-		return cl_fail(d, rc, "clGetProgramInfo(CL_PROGRAM_BINARIES)", err);
+		return ocl_fail(d, rc, "clGetProgramInfo(CL_PROGRAM_BINARIES)", err);
 	}
 	m->bin = bin;
 	m->nbin = size;
 	return ENG_OK;
 }
 
-eng_status cl_program_blob(void *dev, bk_program *prog, const void **bytes, size_t *n, const char **symbol,
+eng_status ocl_program_blob(void *dev, bk_program *prog, const void **bytes, size_t *n, const char **symbol,
 			   bk_err *err)
 {
-	cl_dev *d = dev;
-	cl_prog *p = (cl_prog *)prog;
-	eng_status st = cl_alive(d, err);
+	ocl_dev *d = dev;
+	ocl_prog *p = (ocl_prog *)prog;
+	eng_status st = ocl_alive(d, err);
 	if (!st)
 		st = fetch_binary(d, p->mod, err);
 	if (st)
@@ -78,18 +78,18 @@ eng_status cl_program_blob(void *dev, bk_program *prog, const void **bytes, size
 	return ENG_OK;
 }
 
-eng_status cl_load(void *dev, const void *bytes, size_t n, const char *const *names, int nkern,
+eng_status ocl_load(void *dev, const void *bytes, size_t n, const char *const *names, int nkern,
 		   bk_program **progs, bk_err *err)
 {
-	cl_dev *d = dev;
-	eng_status st = cl_progs_begin(d, progs, nkern, err);
+	ocl_dev *d = dev;
+	eng_status st = ocl_progs_begin(d, progs, nkern, err);
 	if (st)
 		return st;
 	if (!n) {
 		snprintf(err->msg, sizeof(err->msg), "empty OpenCL program binary");
 		return ENG_ECOMPILE;
 	}
-	cl_module *mod = calloc(1, sizeof(*mod));
+	ocl_module *mod = calloc(1, sizeof(*mod));
 	unsigned char *copy = mod ? malloc(n) : NULL;
 	if (!copy) {
 		free(mod);
@@ -105,10 +105,10 @@ eng_status cl_load(void *dev, const void *bytes, size_t n, const char *const *na
 			d->api.clReleaseProgram(mod->prog);
 		free(copy);
 		free(mod);
-		return cl_fail(d, rc ? rc : status, "clCreateProgramWithBinary", err);
+		return ocl_fail(d, rc ? rc : status, "clCreateProgramWithBinary", err);
 	}
 	/* the module's blob is what it was loaded from */
 	mod->bin = copy;
 	mod->nbin = n;
-	return cl_build_kernels(d, mod, names, nkern, progs, err);
+	return ocl_build_kernels(d, mod, names, nkern, progs, err);
 }

@@ -10,9 +10,9 @@
 #include "util/strbuf.h"
 
 /* Precise maths: no -cl-fast-relaxed-math or -cl-mad-enable, results must match the CPU's. */
-const char cl_build_options[] = "";
+const char ocl_build_options[] = "";
 
-static void module_release(cl_dev *d, cl_module *m)
+static void module_release(ocl_dev *d, ocl_module *m)
 {
 	if (m && --m->refs == 0) {
 		d->api.clReleaseProgram(m->prog);
@@ -21,10 +21,10 @@ static void module_release(cl_dev *d, cl_module *m)
 	}
 }
 
-void cl_program_free(void *dev, bk_program *prog)
+void ocl_program_free(void *dev, bk_program *prog)
 {
-	cl_dev *d = dev;
-	cl_prog *p = (cl_prog *)prog;
+	ocl_dev *d = dev;
+	ocl_prog *p = (ocl_prog *)prog;
 	if (!p)
 		return;
 	if (p->kernel)
@@ -35,12 +35,12 @@ void cl_program_free(void *dev, bk_program *prog)
 }
 
 /* The build log after a failed build, as the error message. */
-static eng_status build_error(cl_dev *d, cl_program prog, cl_int rc, bk_err *err)
+static eng_status build_error(ocl_dev *d, cl_program prog, cl_int rc, bk_err *err)
 {
 	char nb[32];
-	eng_status st = cl_fail(d, rc, "clBuildProgram", err);
+	eng_status st = ocl_fail(d, rc, "clBuildProgram", err);
 	int used = snprintf(err->msg, sizeof(err->msg), "OpenCL build failed on %s (%s): ", d->name,
-			    cl_errname(rc, nb, sizeof(nb)));
+			    ocl_errname(rc, nb, sizeof(nb)));
 	size_t len = 0;
 	char *log = NULL;
 	if (d->api.clGetProgramBuildInfo(prog, d->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &len) == CL_SUCCESS && len &&
@@ -54,10 +54,10 @@ static eng_status build_error(cl_dev *d, cl_program prog, cl_int rc, bk_err *err
 }
 
 /* A program for kernel `name` of mod (taking a reference on mod). */
-static eng_status make_kernel(cl_dev *d, cl_module *mod, const char *name, cl_prog **out, bk_err *err)
+static eng_status make_kernel(ocl_dev *d, ocl_module *mod, const char *name, ocl_prog **out, bk_err *err)
 {
 	cl_int rc;
-	cl_prog *p = calloc(1, sizeof(*p));
+	ocl_prog *p = calloc(1, sizeof(*p));
 	char *nm = p ? strdup(name) : NULL;
 	if (!nm) {
 		free(p);
@@ -71,7 +71,7 @@ static eng_status make_kernel(cl_dev *d, cl_module *mod, const char *name, cl_pr
 		snprintf(what, sizeof(what), "kernel %.100s: clCreateKernel", name);
 		free(nm);
 		free(p);
-		return cl_fail(d, rc, what, err); /* CL_INVALID_KERNEL_NAME: ECOMPILE */
+		return ocl_fail(d, rc, what, err); /* CL_INVALID_KERNEL_NAME: ECOMPILE */
 	}
 	p->mod = mod;
 	mod->refs++;
@@ -85,48 +85,48 @@ static eng_status make_kernel(cl_dev *d, cl_module *mod, const char *name, cl_pr
 		rc = d->api.clGetKernelWorkGroupInfo(p->kernel, d->device, CL_KERNEL_COMPILE_WORK_GROUP_SIZE, sizeof(cwg),
 						     cwg, NULL);
 	p->group = cwg[0];
-	return rc ? cl_fail(d, rc, "clGetKernelInfo", err) : ENG_OK;
+	return rc ? ocl_fail(d, rc, "clGetKernelInfo", err) : ENG_OK;
 }
 
-eng_status cl_build_kernels(cl_dev *d, cl_module *mod, const char *const *names, int nkern, bk_program **progs,
+eng_status ocl_build_kernels(ocl_dev *d, ocl_module *mod, const char *const *names, int nkern, bk_program **progs,
 			    bk_err *err)
 {
 	mod->refs = 1; /* held here until the kernels take theirs */
-	cl_int rc = d->api.clBuildProgram(mod->prog, 1, &d->device, cl_build_options, NULL, NULL);
+	cl_int rc = d->api.clBuildProgram(mod->prog, 1, &d->device, ocl_build_options, NULL, NULL);
 	eng_status st = rc ? build_error(d, mod->prog, rc, err) : ENG_OK;
 	for (int i = 0; i < nkern && !st; i++)
-		st = make_kernel(d, mod, names[i], (cl_prog **)&progs[i], err);
+		st = make_kernel(d, mod, names[i], (ocl_prog **)&progs[i], err);
 	if (st)
 		for (int i = 0; i < nkern; i++) {
-			cl_program_free(d, progs[i]);
+			ocl_program_free(d, progs[i]);
 			progs[i] = NULL;
 		}
 	module_release(d, mod);
 	return st;
 }
 
-eng_status cl_progs_begin(const cl_dev *d, bk_program **progs, int nkern, bk_err *err)
+eng_status ocl_progs_begin(const ocl_dev *d, bk_program **progs, int nkern, bk_err *err)
 {
 	for (int i = 0; i < nkern; i++)
 		progs[i] = NULL;
-	return cl_alive(d, err);
+	return ocl_alive(d, err);
 }
 
-eng_status cl_compile(void *dev, const char *const *srcs, int nkern, const char *const *names, bk_program **progs,
+eng_status ocl_compile(void *dev, const char *const *srcs, int nkern, const char *const *names, bk_program **progs,
 		      bk_err *err)
 {
-	cl_dev *d = dev;
-	eng_status st = cl_progs_begin(d, progs, nkern, err);
+	ocl_dev *d = dev;
+	eng_status st = ocl_progs_begin(d, progs, nkern, err);
 	if (st)
 		return st;
 	eng_strbuf sb;
 	eng_sb_init(&sb);
-	eng_sb_puts(&sb, cl_prelude());
+	eng_sb_puts(&sb, ocl_prelude());
 	for (int i = 0; i < nkern; i++) {
 		eng_sb_puts(&sb, "\n");
 		eng_sb_puts(&sb, srcs[i]);
 	}
-	cl_module *mod = sb.failed ? NULL : calloc(1, sizeof(*mod));
+	ocl_module *mod = sb.failed ? NULL : calloc(1, sizeof(*mod));
 	if (!mod) {
 		eng_sb_free(&sb);
 		snprintf(err->msg, sizeof(err->msg), "out of memory");
@@ -138,16 +138,16 @@ eng_status cl_compile(void *dev, const char *const *srcs, int nkern, const char 
 	eng_sb_free(&sb);
 	if (!mod->prog) {
 		free(mod);
-		return cl_fail(d, rc, "clCreateProgramWithSource", err);
+		return ocl_fail(d, rc, "clCreateProgramWithSource", err);
 	}
-	return cl_build_kernels(d, mod, names, nkern, progs, err);
+	return ocl_build_kernels(d, mod, names, nkern, progs, err);
 }
 
 /* Work-group size of a kernel with one work-item per iteration: the kernel's limit, at most 256
  * (enough to fill a GPU's SIMD units, while the tail stays small), less when the groups would be
  * too few for the compute units; never more than the work.
- * (Grouped kernels declare their size: see cl_launch.) */
-static size_t local_size(const cl_dev *d, const cl_prog *p, int64_t n)
+ * (Grouped kernels declare their size: see ocl_launch.) */
+static size_t local_size(const ocl_dev *d, const ocl_prog *p, int64_t n)
 {
 	size_t l = p->wg < d->max_items ? p->wg : d->max_items;
 	if (l > 256)
@@ -164,11 +164,11 @@ static size_t local_size(const cl_dev *d, const cl_prog *p, int64_t n)
 	return (int64_t)l > n ? (size_t)n : l;
 }
 
-eng_status cl_launch(void *dev, bk_program *prog, void *const *bufs, int nbufs, const bk_launch *l, bk_err *err)
+eng_status ocl_launch(void *dev, bk_program *prog, void *const *bufs, int nbufs, const bk_launch *l, bk_err *err)
 {
-	cl_dev *d = dev;
-	cl_prog *p = (cl_prog *)prog;
-	eng_status st = cl_alive(d, err);
+	ocl_dev *d = dev;
+	ocl_prog *p = (ocl_prog *)prog;
+	eng_status st = ocl_alive(d, err);
 	if (st)
 		return st;
 	if ((cl_uint)nbufs + 2 != p->nargs) {
@@ -187,7 +187,7 @@ eng_status cl_launch(void *dev, bk_program *prog, void *const *bufs, int nbufs, 
 	if (!rc)
 		rc = d->api.clSetKernelArg(p->kernel, (cl_uint)nbufs + 1, sizeof(end), &end);
 	if (rc)
-		return cl_fail(d, rc, "clSetKernelArg", err);
+		return ocl_fail(d, rc, "clSetKernelArg", err);
 	size_t local = local_size(d, p, n);
 	size_t global = ((size_t)n + local - 1) / local * local;
 	if (p->group) { /* rendered for work-groups: one per iteration, reductions split over it */
@@ -205,7 +205,7 @@ eng_status cl_launch(void *dev, bk_program *prog, void *const *bufs, int nbufs, 
 	rc = d->api.clEnqueueNDRangeKernel(d->queue, p->kernel, 1, NULL, &global, &local, 0, NULL,
 					   d->debug >= 2 ? &d->last : NULL);
 	if (rc)
-		return cl_fail(d, rc, "clEnqueueNDRangeKernel", err);
+		return ocl_fail(d, rc, "clEnqueueNDRangeKernel", err);
 	snprintf(d->last_name, sizeof(d->last_name), "%s", p->name);
 	return ENG_OK;
 }

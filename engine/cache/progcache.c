@@ -2,6 +2,8 @@
  * (source text, program). */
 #include "progcache.h"
 
+#include "util/hash.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,16 +18,6 @@ struct eng_progcache {
 	entry **tab;
 	size_t n, count;
 };
-
-uint64_t eng_hash_str(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;
-	for (; *s; s++) {
-		h ^= (unsigned char)*s;
-		h *= 1099511628211ull;
-	}
-	return h;
-}
 
 eng_progcache *eng_progcache_create(void)
 {

@@ -16,6 +16,5 @@ void eng_progcache_destroy(eng_progcache *c, bk_device *dev);
 bk_program *eng_progcache_get(eng_progcache *c, const char *src);
 /* Store prog for src (copies src; the cache owns prog). Returns false on ENOMEM. */
 bool eng_progcache_put(eng_progcache *c, const char *src, bk_program *prog);
-uint64_t eng_hash_str(const char *s);
 
 #endif

@@ -1,25 +1,24 @@
 /* device.c: the devices of a context: opening one by name (tinygrad's DEV syntax: "CPU",
- * "CPU:1", "CL", "CL:1"), the default device, listing what the machine offers, moving tensors
- * between devices, and marking a failed device unusable. */
+ * "CPU:1", "CL", "CL:1", any registered backend), its options from the context and the
+ * environment, its target, listing what the machine offers, and marking a failed device unusable. */
+#include "device.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "cache/diskcache.h"
-#include "core/context.h"
-#include "cache/progcache.h"
-#include "schedule/schedcache.h"
+#include "backends/registry.h"
 
-/* Parse "KIND" or "KIND:n" into kind ("CPU", "CL") and ordinal; false if malformed. */
-static bool parse_spec(const char *spec, char kind[8], int *ordinal)
+/* Parse "NAME" or "NAME:n" into the backend and ordinal; false if malformed or unknown. */
+static bool parse_spec(const char *spec, const bk_backend **be, int *ordinal)
 {
+	char name[16];
 	const char *colon = strchr(spec, ':');
 	size_t kl = colon ? (size_t)(colon - spec) : strlen(spec);
-	if (kl == 0 || kl >= 8)
+	if (kl == 0 || kl >= sizeof(name))
 		return false;
-	memcpy(kind, spec, kl);
-	kind[kl] = 0;
+	memcpy(name, spec, kl);
+	name[kl] = 0;
 	*ordinal = 0;
 	if (colon) {
 		char *end;
@@ -28,39 +27,92 @@ static bool parse_spec(const char *spec, char kind[8], int *ordinal)
 			return false;
 		*ordinal = (int)v;
 	}
-	return !strcmp(kind, "CPU") || !strcmp(kind, "CL");
+	return (*be = bk_backend_find(name)) != NULL;
 }
 
-static void canonical_name(const char *kind, int ordinal, char *out, size_t len)
+/* "CPU, CPU:n, CL or CL:n" from the registry. */
+static void spec_help(char *out, size_t len)
 {
-	if (!strcmp(kind, "CPU") && ordinal == 0)
-		snprintf(out, len, "CPU");
-	else
-		snprintf(out, len, "%s:%d", kind, ordinal);
+	size_t l = 0;
+	out[0] = 0;
+	for (int i = 0; bk_backend_at(i) && l < len; i++) {
+		const char *n = bk_backend_at(i)->name;
+		l += (size_t)snprintf(out + l, len - l, "%s%s, %s:n", i ? (bk_backend_at(i + 1) ? ", " : " or ") : "", n, n);
+	}
 }
 
-static eng_status backend_create(eng_ctx *ctx, const char *kind, int ordinal, bk_device *out, bk_err *err)
+/* The options of backend be: "NAME.key=value" entries of the context's list (comma or space
+ * separated), else the option's environment variable. Values point into buf or the
+ * environment. false with a message for a malformed entry or a key be does not take. */
+static bool gather_opts(const eng_ctx *ctx, const bk_backend *be, bk_opts *o, char *buf, size_t cap, char *err,
+			size_t errlen)
 {
-	const eng_ctx_opts *o = &ctx->dopts;
-	if (!strcmp(kind, "CPU"))
-		return bk_cpu_create(o->cc, o->nthreads, ctx->debug, out, err);
-	return bk_cl_create(ordinal, ctx->debug, out, err);
+	memset(o, 0, sizeof(*o));
+	snprintf(buf, cap, "%s", ctx->backend_opts);
+	size_t nl = strlen(be->name);
+	for (char *save = NULL, *tok = strtok_r(buf, ", \t", &save); tok; tok = strtok_r(NULL, ", \t", &save)) {
+		char *dot = strchr(tok, '.'), *eq = strchr(tok, '=');
+		if (!dot || !eq || eq < dot) {
+			snprintf(err, errlen, "backend option '%s': want BACKEND.key=value", tok);
+			return false;
+		}
+		if ((size_t)(dot - tok) != nl || strncmp(tok, be->name, nl))
+			continue; /* another backend's (checked when that one opens) */
+		*eq = 0;
+		const char *key = dot + 1;
+		const bk_option_spec *s = be->options;
+		while (s && s->key && strcmp(s->key, key))
+			s++;
+		if (!s || !s->key) {
+			char keys[256] = "";
+			for (s = be->options; s && s->key; s++)
+				snprintf(keys + strlen(keys), sizeof(keys) - strlen(keys), "%s%s", s == be->options ? "" : ", ", s->key);
+			snprintf(err, errlen, "%s takes no option '%s' (it takes: %s)", be->name, key, *keys ? keys : "none");
+			return false;
+		}
+		if (o->n == BK_MAX_OPTS) {
+			snprintf(err, errlen, "more than %d options for %s", BK_MAX_OPTS, be->name);
+			return false;
+		}
+		o->key[o->n] = s->key;
+		o->value[o->n++] = eq + 1;
+	}
+	for (const bk_option_spec *s = be->options; s && s->key; s++) {
+		const char *v = s->env ? getenv(s->env) : NULL;
+		if (v && *v && !bk_opts_get(o, s->key) && o->n < BK_MAX_OPTS) {
+			o->key[o->n] = s->key;
+			o->value[o->n++] = v;
+		}
+	}
+	return true;
 }
 
 int eng_device_add(eng_ctx *ctx, const char *spec, char *err, size_t errlen)
 {
-	char kind[8], name[32];
+	const bk_backend *be;
+	char name[32];
 	int ordinal;
-	if (!spec || !parse_spec(spec, kind, &ordinal)) {
-		snprintf(err, errlen, "unknown device '%s' (use CPU, CPU:n, CL or CL:n)", spec ? spec : "(null)");
+	if (!spec || !parse_spec(spec, &be, &ordinal)) {
+		char help[256];
+		spec_help(help, sizeof(help));
+		snprintf(err, errlen, "unknown device '%s' (use %s)", spec ? spec : "(null)", help);
 		return -1;
 	}
-	canonical_name(kind, ordinal, name, sizeof(name));
+	if (be->bare_zero && ordinal == 0)
+		snprintf(name, sizeof(name), "%s", be->name);
+	else
+		snprintf(name, sizeof(name), "%s:%d", be->name, ordinal);
 	for (int i = 0; i < ctx->ndevs; i++)
 		if (!strcmp(ctx->devs[i]->name, name))
 			return i;
 	if (ctx->ndevs == ENG_MAX_DEVICES) {
 		snprintf(err, errlen, "%s: a context holds at most %d devices", name, ENG_MAX_DEVICES);
+		return -1;
+	}
+	bk_opts opts;
+	char optbuf[sizeof(ctx->backend_opts)], msg[512];
+	if (!gather_opts(ctx, be, &opts, optbuf, sizeof(optbuf), msg, sizeof(msg))) {
+		snprintf(err, errlen, "%s: %s", name, msg);
 		return -1;
 	}
 	eng_device *d = calloc(1, sizeof(*d));
@@ -69,32 +121,22 @@ int eng_device_add(eng_ctx *ctx, const char *spec, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	if (backend_create(ctx, kind, ordinal, &d->bk, &berr) != ENG_OK) {
+	if (be->open(ordinal, &opts, ctx->debug, &d->bk, &berr) != ENG_OK) {
 		snprintf(err, errlen, "%s: %s", name, berr.msg);
 		free(d);
 		return -1;
 	}
-	if (bk_device_check(&d->bk, &berr) != ENG_OK) {
+	if (bk_device_check(&d->bk, &d->target, &berr) != ENG_OK) {
 		snprintf(err, errlen, "%s: %s", name, berr.msg);
 		d->bk.ops->destroy(d->bk.ctx);
 		free(d);
 		return -1;
 	}
-	const eng_ctx_opts *o = &ctx->dopts;
+	d->plan = (eng_target){.par = d->target.parallelism, .group = d->target.reduce_group,
+			       .vector = d->target.vector_width};
 	snprintf(d->name, sizeof(d->name), "%s", name);
 	d->ctx = ctx;
 	d->index = ctx->ndevs;
-	const char *env = getenv("TENSORD_DISK_CACHE"), *dir = o->cache_dir ? o->cache_dir : getenv("TENSORD_CACHE_DIR");
-	d->disk_enabled = !o->no_disk_cache && !(env && !strcmp(env, "0"));
-	snprintf(d->disk_dir, sizeof(d->disk_dir), "%s", dir ? dir : "");
-	d->disk_max = o->disk_cache_max;
-	d->progs = eng_progcache_create();
-	d->scache = o->no_schedule_cache ? NULL : eng_sc_create(0);
-	if (!d->progs || (!o->no_schedule_cache && !d->scache)) {
-		eng_device_destroy(d);
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
 	ctx->devs[ctx->ndevs++] = d;
 	return d->index;
 }
@@ -103,10 +145,6 @@ void eng_device_destroy(eng_device *d)
 {
 	if (!d)
 		return;
-	eng_sc_destroy(d->scache);
-	eng_dc_close(d->disk);
-	if (d->progs)
-		eng_progcache_destroy(d->progs, &d->bk);
 	d->bk.ops->destroy(d->bk.ctx);
 	free(d);
 }
@@ -115,21 +153,27 @@ eng_status eng_device_fail(eng_device *d, eng_status s, const char *msg)
 {
 	if (!d->failed) {
 		d->failed = true;
-		snprintf(d->failmsg, sizeof(d->failmsg), "%s", msg);
+		snprintf(d->failmsg, sizeof(d->failmsg), "%.*s", (int)sizeof(d->failmsg) - 1, msg);
 	}
 	return eng_set_error(d->ctx, s, "%s: device failed and is no longer used: %s", d->name, msg);
 }
 
-/* ---- public API ---- */
-
-int eng_device_open(eng_ctx *ctx, const char *spec)
+/* Wait for an asynchronous device: a realize returns when its values are computed, so its
+ * errors surface here and timings around it are honest. */
+eng_status eng_device_sync(eng_device *dev)
 {
-	char err[512];
-	int i = eng_device_add(ctx, spec, err, sizeof(err));
-	if (i < 0)
-		eng_set_error(ctx, ENG_EDEVICE, "device_open: %s", err);
-	return i;
+	if (!dev->bk.ops->synchronize || dev->failed)
+		return ENG_OK;
+	bk_err berr;
+	eng_status s = dev->bk.ops->synchronize(dev->bk.ctx, &berr);
+	if (s == ENG_EDEVICE)
+		return eng_device_fail(dev, s, berr.msg);
+	if (s)
+		return eng_set_error(dev->ctx, s, "%s: %s", dev->name, berr.msg);
+	return ENG_OK;
 }
+
+/* ---- public API ---- */
 
 int eng_device_count(const eng_ctx *ctx) { return ctx->ndevs; }
 
@@ -148,38 +192,33 @@ eng_status eng_set_default_device(eng_ctx *ctx, int dev)
 
 int eng_default_device(const eng_ctx *ctx) { return ctx->default_dev; }
 
-int eng_tensor_device(const eng_tensor *t)
-{
-	if (!t)
-		return -1;
-	return t->node->dev >= 0 ? t->node->dev : t->ctx->default_dev;
-}
-
-eng_tensor *eng_to_device(const eng_tensor *t, int dev)
-{
-	if (!t)
-		return NULL;
-	eng_ctx *ctx = t->ctx;
-	if (dev < 0 || dev >= ctx->ndevs) {
-		eng_set_error(ctx, ENG_EINVAL, "to_device: no device %d (%d open)", dev, ctx->ndevs);
-		return NULL;
-	}
-	eng_node *n = t->node;
-	if (n->dev == dev || n->dev < 0) /* there already; constants go wherever they are used */
-		return eng_tensor_wrap(ctx, eng_node_ref(n));
-	eng_node_desc d = {.op = ENG_OP_COPY, .dtype = n->dtype, .ndim = n->ndim, .shape = n->shape, .src = {n},
-			   .dev = dev};
-	return eng_tensor_wrap(ctx, eng_node_get(ctx->graph, &d));
-}
-
 eng_status eng_devices_list(char *out, size_t len)
 {
 	if (!out || !len)
 		return ENG_EINVAL;
-	size_t l = (size_t)snprintf(out, len, "CPU | generated C compiled by cc | %ld cores\n",
-				    sysconf(_SC_NPROCESSORS_ONLN));
-	bk_err err;
-	if (l < len && bk_cl_list(out + l, len - l, NULL, &err) != ENG_OK)
-		snprintf(out + l, len - l, "CL: none (%s)\n", err.msg);
+	size_t l = 0;
+	out[0] = 0;
+	for (int i = 0; bk_backend_at(i) && l + 1 < len; i++) {
+		const bk_backend *be = bk_backend_at(i);
+		bk_err err;
+		if (be->list(out + l, len - l, NULL, &err) != ENG_OK)
+			snprintf(out + l, len - l, "%s: none (%s)\n", be->name, err.msg);
+		l += strlen(out + l);
+	}
+	return ENG_OK;
+}
+
+eng_status eng_devices_options(char *out, size_t len)
+{
+	if (!out || !len)
+		return ENG_EINVAL;
+	size_t l = 0;
+	out[0] = 0;
+	for (int i = 0; bk_backend_at(i); i++)
+		for (const bk_option_spec *s = bk_backend_at(i)->options; s && s->key && l + 1 < len; s++) {
+			snprintf(out + l, len - l, "%s.%s%s%s%s: %s\n", bk_backend_at(i)->name, s->key, s->env ? " ($" : "",
+				 s->env ? s->env : "", s->env ? ")" : "", s->help);
+			l += strlen(out + l);
+		}
 	return ENG_OK;
 }

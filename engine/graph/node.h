@@ -38,19 +38,6 @@ typedef union eng_cval {
 typedef struct eng_buffer eng_buffer;
 typedef struct eng_graph eng_graph;
 
-/* Device storage, reference-counted. numel elements of dtype, contiguous row-major. */
-struct eng_buffer {
-	struct eng_device *dev; /* owning device (engine-side wrapper around a backend device) */
-	void *handle;           /* backend handle; for the CPU backend a host pointer */
-	size_t nbytes;
-	eng_dtype dtype;
-	int64_t numel;
-	uint32_t refs;
-	uint32_t id;
-	uint32_t version; /* bumped each time an assign writes the buffer */
-	int dev_index;    /* the context's index of dev */
-};
-
 typedef struct eng_node eng_node;
 typedef struct eng_vjp eng_vjp;
 struct eng_node {
@@ -127,8 +114,6 @@ void eng_node_unref(eng_node *n);
 int64_t eng_node_numel(const eng_node *n);
 
 /* Buffers: created by the device layer (device.h); these manage the reference count. */
-eng_buffer *eng_buffer_ref(eng_buffer *b);
-void eng_buffer_unref(eng_buffer *b);
 
 /* Row-major contiguous strides for a shape (in elements). */
 void eng_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);

@@ -6,7 +6,9 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "core/context.h"
+#include "device/device.h"
+#include "realize/realize.h"
+#include "tensor/tensor.h"
 #include <tensord/io.h>
 
 /* Elements an IDX file may hold (16 GiB of bytes). */

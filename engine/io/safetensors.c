@@ -10,7 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/context.h"
+#include "device/device.h"
+#include "realize/realize.h"
+#include "tensor/tensor.h"
 #include <tensord/io.h>
 #include "safetensors_header.h"
 

@@ -12,7 +12,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/context.h"
+#include "device/device.h"
+#include "realize/realize.h"
+#include "tensor/tensor.h"
 
 /* Every safetensors dtype; engine -1 marks those the engine has no equivalent for. */
 static const struct {

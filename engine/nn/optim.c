@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/context.h"
+#include "device/device.h"
+#include "realize/realize.h"
+#include "tensor/tensor.h"
 
 struct eng_optim {
 	eng_ctx *ctx;

@@ -1,4 +1,5 @@
-/* realize.c: runs a schedule: renders each kernel, compiles the ones not in the program
+/* realize.c: runs a realize: the schedule cache, or a schedule whose kernels it renders for the
+ * device's target, compiles the ones not in the program
  * cache as one batch handed to the backend, allocates output buffers, launches in order, and keeps
  * the counters and DEBUG output. */
 #include <stdio.h>
@@ -6,13 +7,16 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/context.h"
+#include "realize.h"
+
 #include "cache/progcache.h"
 #include "cache/progdisk.h"
+#include "capture.h"
+#include "graph/nodeset.h"
+#include "renderer/cstyle.h"
 #include "schedule/schedcache.h"
 #include "schedule/schedule.h"
-#include "graph/nodeset.h"
-#include "capture.h"
+#include "util/hash.h"
 #include "util/strbuf.h"
 
 static double now_ms(void)
@@ -47,12 +51,14 @@ static void base_name(const eng_kernel_ir *ir, char *out, size_t len)
 static eng_status render_item(eng_ctx *ctx, eng_device *dev, eng_sched_item *it, kprep *k)
 {
 	eng_strbuf b;
-	bk_err berr;
 	eng_sb_init(&b);
-	eng_status s = dev->bk.ops->render(dev->bk.ctx, &it->ir, "KERNEL_NAME", &b, &berr);
+	eng_status s = eng_render_cstyle(&dev->target, &it->ir, "KERNEL_NAME", &b);
 	if (s) {
 		eng_sb_free(&b);
-		return eng_set_error(ctx, s, "render: %s", berr.msg);
+		if (s == ENG_EINVAL)
+			return eng_set_error(ctx, s, "render: %s cannot run kernels as work-groups of %d threads", dev->name,
+					     it->ir.group);
+		return eng_set_error(ctx, s, "render: out of memory");
 	}
 	char *body = eng_sb_take(&b);
 	char base[64];
@@ -335,12 +341,7 @@ static eng_status realize_on(eng_ctx *ctx, eng_device *dev, eng_node *const *nod
 		}
 	}
 	eng_schedule sch;
-	eng_target t = {.par = dev->bk.ops->parallelism ? dev->bk.ops->parallelism(dev->bk.ctx) : 0,
-			.group = dev->bk.ops->reduce_group ? dev->bk.ops->reduce_group(dev->bk.ctx) : 0,
-			.vector = dev->bk.ops->vector_width ? dev->bk.ops->vector_width(dev->bk.ctx) : 0};
-	if (t.par <= 0)
-		t.par = ctx->nthreads;
-	eng_status s = eng_schedule_build_on(ctx, &t, nodes, n, &sch);
+	eng_status s = eng_schedule_build_on(ctx, &dev->plan, nodes, n, &sch);
 	if (s) {
 		if (walked)
 			eng_sc_walk_free(&w);
@@ -435,21 +436,6 @@ static eng_status run_transfers(eng_ctx *ctx, eng_node *const *nodes, int n)
 	}
 	eng_sc_walk_free(&w);
 	return s;
-}
-
-/* Wait for an asynchronous device: a realize returns when its values are computed, so its
- * errors surface here and timings around it are honest. */
-eng_status eng_device_sync(eng_device *dev)
-{
-	if (!dev->bk.ops->synchronize || dev->failed)
-		return ENG_OK;
-	bk_err berr;
-	eng_status s = dev->bk.ops->synchronize(dev->bk.ctx, &berr);
-	if (s == ENG_EDEVICE)
-		return eng_device_fail(dev, s, berr.msg);
-	if (s)
-		return eng_set_error(dev->ctx, s, "%s: %s", dev->name, berr.msg);
-	return ENG_OK;
 }
 
 eng_status eng_realize_nodes(eng_ctx *ctx, eng_node *const *nodes, int n)

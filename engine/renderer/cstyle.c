@@ -1,4 +1,4 @@
-/* render_cstyle.c: the C-family renderer: one statement per loop-IR entry, every defined
+/* cstyle.c: the C-family renderer: one statement per loop-IR entry, every defined
  * uop a const temporary, integer semantics (wrapping, safe division) spelled out. */
 #include "cstyle.h"
 
@@ -6,41 +6,12 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char c_prelude[] =
-	/* no system headers: parsing them costs more than compiling a small kernel */
-	"typedef __INT32_TYPE__ int32_t;\ntypedef __UINT32_TYPE__ uint32_t;\n"
-	"typedef __INT64_TYPE__ int64_t;\ntypedef __UINT64_TYPE__ uint64_t;\ntypedef __UINT8_TYPE__ uint8_t;\n"
-	ENG_CSTYLE_INT_LIMITS
-	"#define exp2f __builtin_exp2f\n#define log2f __builtin_log2f\n#define sinf __builtin_sinf\n"
-	"#define sqrtf __builtin_sqrtf\n#define truncf __builtin_truncf\n#define memcpy __builtin_memcpy\n"
-	ENG_CSTYLE_HELPERS
-	"static inline int32_t tsd_as_int32_t(float x) { int32_t r; memcpy(&r, &x, 4); return r; }\n"
-	"static inline float tsd_as_float(int32_t x) { float r; memcpy(&r, &x, 4); return r; }\n"
-	/* float16 rounding the compiler cannot fold into a neighbouring multiply-add (with
-	 * -ffp-contract=fast and AVX512-FP16, gcc would fuse a*b+c into one float16 FMA and skip
-	 * the rounding after the multiply) */
-	"static inline float tsd_f16r(float x)\n{\n  float r = (float)(_Float16)x;\n"
-	"#if defined(__x86_64__)\n  __asm__(\"\" : \"+x\"(r));\n"
-	"#elif defined(__aarch64__)\n  __asm__(\"\" : \"+w\"(r));\n"
-	"#else\n  volatile float v = r;\n  r = v;\n#endif\n  return r;\n}\n";
-
-static const eng_ctypes c_types = {
-	.compute = {[ENG_BOOL] = "_Bool", [ENG_U8] = "uint8_t", [ENG_I32] = "int32_t", [ENG_I64] = "int64_t",
-		    [ENG_F16] = "float", [ENG_F32] = "float"},
-	.storage = {[ENG_BOOL] = "uint8_t", [ENG_U8] = "uint8_t", [ENG_I32] = "int32_t", [ENG_I64] = "int64_t",
-		    [ENG_F16] = "_Float16", [ENG_F32] = "float"},
-	.u32 = "uint32_t",
-	.u64 = "uint64_t",
-};
-
-const char *eng_cstyle_prelude(const eng_cstyle *d) { return d->prelude ? d->prelude : c_prelude; }
-
 /* One rendering: the output, the kernel, the dialect and its types. */
 typedef struct rk {
 	eng_strbuf *b;
 	const eng_kernel_ir *ir;
-	const eng_cstyle *d;
-	const eng_ctypes *t;
+	const bk_dialect *d;
+	const bk_ctypes *t;
 	bool one_group;               /* a work-group runs the kernel or each parallel iteration */
 	bool grouped;                 /* ... and its reductions are split over the group's threads */
 	bool rows;                    /* ... one group per parallel iteration */
@@ -51,8 +22,6 @@ typedef struct rk {
 	int lanes;                    /* the wide tile as vectors of this many lanes; 0: scalars */
 } rk;
 
-static const char *or_default(const char *s, const char *dflt) { return s ? s : dflt; }
-
 /* compute type */
 static const char *ctype(const rk *r, eng_dtype dt) { return r->t->compute[dt]; }
 
@@ -62,7 +31,7 @@ static const char *stype(const rk *r, eng_dtype dt) { return r->t->storage[dt]; 
 static const char *utype(const rk *r, eng_dtype dt) { return dt == ENG_I64 ? r->t->u64 : r->t->u32; }
 
 /* A vector value: float32 along the wide tile, or a lane mask (bool along it; see
- * eng_cstyle_vector_lanes). */
+ * eng_render_vector_lanes). */
 static bool is_vec(const rk *r, const eng_uop *x)
 {
 	return r->lanes && (x->dtype == ENG_F32 || x->dtype == ENG_BOOL) && ((x->deps >> r->ir->tilevar[0]) & 1);
@@ -77,8 +46,13 @@ static void put_type(const rk *r, const eng_uop *x)
 		eng_sb_puts(r->b, ctype(r, (eng_dtype)x->dtype));
 }
 
-/* the suffix of prelude helpers for dt: fixed-width names in every dialect */
-static const char *hname(eng_dtype dt) { return c_types.compute[dt]; }
+/* the suffix of prelude helpers for dt: C's fixed-width names in every dialect */
+static const char *hname(eng_dtype dt)
+{
+	static const char *const fixed[ENG_DTYPE_COUNT] = {[ENG_BOOL] = "_Bool", [ENG_U8] = "uint8_t",
+		[ENG_I32] = "int32_t", [ENG_I64] = "int64_t", [ENG_F16] = "float", [ENG_F32] = "float"};
+	return fixed[dt];
+}
 
 static void render_const(const rk *r, eng_dtype dt, eng_cval c)
 {
@@ -86,9 +60,9 @@ static void render_const(const rk *r, eng_dtype dt, eng_cval c)
 	if (eng_dtype_is_float(dt)) {
 		double v = c.f;
 		if (isnan(v))
-			eng_sb_puts(b, or_default(r->d->nan, "__builtin_nanf(\"\")"));
+			eng_sb_puts(b, r->d->nan);
 		else if (isinf(v))
-			eng_sb_printf(b, v > 0 ? "%s" : "(-%s)", or_default(r->d->inf, "__builtin_inff()"));
+			eng_sb_printf(b, v > 0 ? "%s" : "(-%s)", r->d->inf);
 		else {
 			char tmp[64];
 			snprintf(tmp, sizeof(tmp), "%.9g", v);
@@ -169,7 +143,7 @@ static bool no_overflow(const eng_uop *x)
 /* The opening of "round the following parenthesised float to float16". */
 static void f16_round_open(const rk *r)
 {
-	eng_sb_printf(r->b, "%s(", r->d->f16_round ? r->d->f16_round : "tsd_f16r");
+	eng_sb_printf(r->b, "%s(", r->d->f16_round);
 }
 
 static void f16_round_close(const rk *r) { eng_sb_puts(r->b, ")"); }
@@ -505,8 +479,8 @@ static void render_head(const rk *r, const char *name)
 static void render_hints(const rk *r, const eng_stmt *s, int depth)
 {
 	eng_strbuf *b = r->b;
-	const char *simd = or_default(r->d->simd_pragma, "#pragma omp simd");
-	const char *unroll = or_default(r->d->unroll_pragma, "#pragma GCC unroll");
+	const char *simd = r->d->simd_pragma;
+	const char *unroll = r->d->unroll_pragma;
 	if (s->unroll && s->var == r->ir->tilevar[0] && *simd) {
 		/* the wide tile: one vector of lanes, left to the loop vectorizer */
 		indent(b, depth);
@@ -659,9 +633,10 @@ static void render_def(const rk *r, const eng_uop *x)
 	eng_sb_puts(r->b, ";\n");
 }
 
-eng_status eng_render_cstyle(const eng_cstyle *d, const eng_kernel_ir *ir, const char *name, eng_strbuf *b)
+eng_status eng_render_cstyle(const bk_target *t, const eng_kernel_ir *ir, const char *name, eng_strbuf *b)
 {
-	rk r = {.b = b, .ir = ir, .d = d, .t = d->types ? d->types : &c_types};
+	const bk_dialect *d = t->dialect;
+	rk r = {.b = b, .ir = ir, .d = d, .t = d->types};
 	/* every kernel without a parallel loop runs as one group, whose thread 0 alone stores (so
 	 * an in-place update is applied once); its reductions are split when they are scalar */
 	r.one_group = ir->group > 1;
@@ -675,7 +650,7 @@ eng_status eng_render_cstyle(const eng_cstyle *d, const eng_kernel_ir *ir, const
 		return ENG_EINVAL; /* no work-groups in this dialect, or not a power of two */
 	for (int i = 0; i < ENG_MAX_LOOPS + 2; i++)
 		r.closes[i] = -1;
-	r.lanes = eng_cstyle_vector_lanes(ir, d->vector_width);
+	r.lanes = eng_render_vector_lanes(ir, t->vector_width);
 	render_head(&r, name);
 	if (r.one_group)
 		eng_sb_printf(b, "  const int lid_ = (int)%s;\n", d->local_id);

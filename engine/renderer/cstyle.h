@@ -1,57 +1,11 @@
-/* render_cstyle.h: renders the loop IR into C-family source. Backends supply a dialect: C for
- * the CPU, OpenCL C for the OpenCL backend; CUDA C can follow with the same fields. */
+/* cstyle.h: renders the loop IR into C-family source for a device's target: its dialect (C for
+ * the CPU, OpenCL C; CUDA C can follow with the same fields) and its vector width. */
 #ifndef ENG_RENDER_CSTYLE_H
 #define ENG_RENDER_CSTYLE_H
 
+#include "backends/backend.h"
 #include "codegen/kernel.h"
 #include "util/strbuf.h"
-
-/* Type names of one language, indexed by eng_dtype. */
-typedef struct eng_ctypes {
-	const char *compute[ENG_DTYPE_COUNT]; /* values in registers (float16 computes as float) */
-	const char *storage[ENG_DTYPE_COUNT]; /* buffer elements (bool is stored as one byte) */
-	const char *u32, *u64;                /* unsigned types of wrapping integer arithmetic */
-} eng_ctypes;
-
-/* A dialect. The fields after restrict_kw serve device languages; NULL means the CPU's C (the
- * CPU dialect sets only the first two, and its output must not change: programs are cached
- * by their source text). */
-typedef struct eng_cstyle {
-	const char *kernel_prefix; /* "void", "__kernel void", "extern \"C\" __global__ void" */
-	const char *restrict_kw;   /* "restrict" or "__restrict__" */
-	const eng_ctypes *types;   /* NULL: int32_t, _Bool, _Float16 storage, ... */
-	/* Non-NULL: each buffer i is a kernel parameter `BUF_QUAL [const] T *restrict b<i>`, then
-	 * come (int64 start, int64 end); e.g. "__global", or "" for CUDA. NULL: the C form
-	 * `(void *const *bufs, int64_t start, int64_t end)`. */
-	const char *buf_qual;
-	/* Non-NULL: one thread per iteration of the parallel loop, whose variable is
-	 * `start + THREAD_IDX`, guarded by `< end`; e.g. "(long)get_global_id(0)". NULL: the
-	 * parallel loop runs over [start, end). A kernel without a parallel loop runs as one thread. */
-	const char *thread_idx;
-	const char *nan, *inf; /* float specials; NULL: __builtin_nanf(""), __builtin_inff() */
-	/* Float16: a function rounding a float to float16 precision (NULL: the C prelude's
-	 * tsd_f16r); load and store functions, called as LOAD(index, ptr) and STORE(value, index,
-	 * ptr) (NULL: element access with casts), e.g. vload_half and vstore_half_rte. */
-	const char *f16_round, *f16_load, *f16_store;
-	/* Loop hints: NULL gives "#pragma omp simd" (the wide tile loop and scalar reductions) and
-	 * "#pragma GCC unroll" (the other tile loops); "" emits none. Without simd hints the wide
-	 * tile loop gets the unroll hint too. */
-	const char *simd_pragma, *unroll_pragma;
-	/* The dialect's prelude (see eng_cstyle_prelude); NULL: the C prelude. */
-	const char *prelude;
-	/* Work-groups, for kernels with ir->group > 1 (NULL: the dialect has none, and such a kernel
-	 * is an error): the kernel runs as one group of ir->group threads, or one per iteration of
-	 * its parallel loop (whose index is then GROUP_IDX). Untiled reductions have their
-	 * outermost loop strided over the group (LOCAL_ID); the partial results meet in LOCAL_QUAL
-	 * memory through a tree separated by BARRIER. The outermost store loop of a row is strided
-	 * over the group too; a store outside one is made by thread 0 alone. The kernel is
-	 * declared with GROUP_ATTR <size> GROUP_ATTR_END, so the launch finds the group size. */
-	const char *local_id, *local_qual, *barrier, *group_idx, *group_attr, *group_attr_end;
-	/* Vector values: a kernel's wide tile is rendered as OpenCL vectors (floatN, vloadN,
-	 * vstoreN, select) when eng_cstyle_vector_lanes allows it with at most vector_width lanes;
-	 * the tile loop then disappears. 0: scalars only. */
-	int vector_width;
-} eng_cstyle;
 
 /* The lanes (2, 4, 8 or 16) of ir's wide tile as vectors of at most max_width lanes, or 0 if
  * it has none or something along it has no vector form. Along it every value must be a
@@ -60,38 +14,12 @@ typedef struct eng_cstyle {
  * and/or/xor of comparisons (lane masks, intN), a select, a mask turned into 0.0f/1.0f, an
  * accumulator (all float32), or index maths; stores along it write float32 elements
  * (consecutive, or scattered a constant stride apart). Index maths is computed for lane 0. */
-int eng_cstyle_vector_lanes(const eng_kernel_ir *ir, int max_width);
+int eng_render_vector_lanes(const eng_kernel_ir *ir, int max_width);
 
-/* The integer limit macros a prelude defines (C99's names, for any dialect). */
-#define ENG_CSTYLE_INT_LIMITS \
-	"#define INT64_C(c) c ## L\n#define INT32_MAX 2147483647\n#define INT32_MIN (-INT32_MAX - 1)\n" \
-	"#define INT64_MAX 9223372036854775807L\n#define INT64_MIN (-INT64_MAX - 1)\n"
-
-/* Helpers every prelude includes (integer division and modulo that never trap, saturating
- * float-to-int casts). Before them a prelude defines the types int32_t, uint32_t, int64_t,
- * uint64_t and uint8_t, ENG_CSTYLE_INT_LIMITS, and exp2f, log2f, sinf, sqrtf and truncf
- * (precise, not native/fast variants); anywhere it defines the bit casts tsd_as_int32_t(float)
- * and tsd_as_float(int32_t), and the dialect's f16_round function if it names one. Kernels call
- * the helpers by the fixed-width names (tsd_idiv_int32_t, tsd_f2i_uint8_t, ...), whatever the
- * dialect's type names are. String literals, so a backend's prelude is built at compile time. */
-#define ENG_CSTYLE_HELPERS \
-	"#define TSD_DIV(T, UT) \\\n" \
-	"  static inline T tsd_idiv_##T(T a, T b) { return b == 0 ? 0 : b == -1 ? (T)((UT)0 - (UT)a) : a / b; } \\\n" \
-	"  static inline T tsd_mod_##T(T a, T b) { return (b == 0 || b == -1) ? 0 : a % b; }\n" \
-	"TSD_DIV(int32_t, uint32_t)\n" \
-	"TSD_DIV(int64_t, uint64_t)\n" \
-	"static inline uint8_t tsd_idiv_uint8_t(uint8_t a, uint8_t b) { return b ? a / b : 0; }\n" \
-	"static inline uint8_t tsd_mod_uint8_t(uint8_t a, uint8_t b) { return b ? a % b : 0; }\n" \
-	"static inline int32_t tsd_f2i_int32_t(float x) { return x != x ? 0 : x >= 2147483647.0f ? INT32_MAX : x <= -2147483648.0f ? INT32_MIN : (int32_t)x; }\n" \
-	"static inline int64_t tsd_f2i_int64_t(float x) { return x != x ? 0 : x >= 9223372036854775807.0f ? INT64_MAX : x <= -9223372036854775808.0f ? INT64_MIN : (int64_t)x; }\n" \
-	"static inline uint8_t tsd_f2i_uint8_t(float x) { return x != x ? 0 : x >= 255.0f ? 255 : x <= 0.0f ? 0 : (uint8_t)x; }\n"
-
-/* The source every kernel of dialect d is preceded by (static; d->prelude or the C one). */
-const char *eng_cstyle_prelude(const eng_cstyle *d);
-
-/* Append kernel `name` rendered from ir to out. ENG_EINVAL: ir->group asks for work-groups
+/* Append kernel `name` rendered from ir in t's dialect to out (the wide tile as vectors of at
+ * most t->vector_width lanes where eng_render_vector_lanes allows). ENG_EINVAL: ir->group asks for work-groups
  * the dialect has not (or of a size that is no power of two); ENG_ENOMEM. */
-eng_status eng_render_cstyle(const eng_cstyle *d, const eng_kernel_ir *ir, const char *name,
+eng_status eng_render_cstyle(const bk_target *t, const eng_kernel_ir *ir, const char *name,
 			     eng_strbuf *out);
 
 #endif

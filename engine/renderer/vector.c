@@ -70,7 +70,7 @@ static bool vec_def(const eng_kernel_ir *ir, const eng_uop *x, int wv)
 	return true;
 }
 
-int eng_cstyle_vector_lanes(const eng_kernel_ir *ir, int max_width)
+int eng_render_vector_lanes(const eng_kernel_ir *ir, int max_width)
 {
 	int64_t w = ir->tile[0];
 	if (ir->tiledim[0] < 0 || !eng_vector_lanes_ok(w, max_width))

@@ -6,7 +6,9 @@
 #ifndef ENG_SCHEDCACHE_H
 #define ENG_SCHEDCACHE_H
 
-#include "core/context.h"
+#include "device/device.h"
+#include "realize/realize.h"
+#include "tensor/tensor.h"
 #include "codegen/kernel.h"
 #include "graph/nodeset.h"
 

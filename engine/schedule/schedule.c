@@ -122,12 +122,6 @@ static eng_status trial(eng_ctx *ctx, const eng_target *par, eng_nset *store, co
 	return s;
 }
 
-eng_status eng_schedule_build(eng_ctx *ctx, eng_node *const *nodes, int n, eng_schedule *out)
-{
-	eng_target t = {.par = ctx->nthreads, .group = 0};
-	return eng_schedule_build_on(ctx, &t, nodes, n, out);
-}
-
 eng_status eng_schedule_build_on(eng_ctx *ctx, const eng_target *par, eng_node *const *nodes, int n,
 				 eng_schedule *out)
 {

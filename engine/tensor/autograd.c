@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/context.h"
+#include "device/device.h"
+#include "realize/realize.h"
+#include "tensor/tensor.h"
 
 /* ---- the registry of tensors that require grad ---- */
 

@@ -5,7 +5,9 @@
 
 #include <string.h>
 
-#include "core/context.h"
+#include "device/device.h"
+#include "realize/realize.h"
+#include "tensor/tensor.h"
 
 /* A new handle on a's node (a NULL stays NULL). */
 static inline eng_tensor *eng_dup(const eng_tensor *a)

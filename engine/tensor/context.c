@@ -1,4 +1,5 @@
-/* ctx.c: the engine context: devices, errors, counters, scopes and tensor handles.
+/* context.c: the engine context's life (options, its devices and their caches), counters,
+ * scopes and tensor handles, and realizing and reading tensors.
  * Everything an engine user creates is owned, directly or through a scope, by a context. */
 #include <math.h>
 #include <stdio.h>
@@ -6,43 +7,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/context.h"
-#include "cache/progcache.h"
-#include "schedule/schedcache.h"
-#include "cache/diskcache.h"
+#include "tensor.h"
 
-static const char *const err_names[ENG_STATUS_COUNT] = {
-#define ENG_ERR(name, msg) [ENG_##name] = msg,
-#include <tensord/errors.def>
-#undef ENG_ERR
-};
-
-const char *eng_strerror(eng_status s)
-{
-	return (unsigned)s < ENG_STATUS_COUNT ? err_names[s] : "unknown error";
-}
-
-eng_status eng_set_error(eng_ctx *ctx, eng_status code, const char *fmt, ...)
-{
-	if (ctx->err != ENG_OK)
-		return code; /* keep the first error: it names the root cause */
-	ctx->err = code;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(ctx->errmsg, sizeof(ctx->errmsg), fmt, ap);
-	va_end(ap);
-	if (ctx->debug >= 1)
-		fprintf(stderr, "tensord: error: %s: %s\n", eng_strerror(code), ctx->errmsg);
-	return code;
-}
-
-eng_status eng_error(const eng_ctx *ctx) { return ctx->err; }
-const char *eng_errmsg(const eng_ctx *ctx) { return ctx->err ? ctx->errmsg : ""; }
-void eng_clear_error(eng_ctx *ctx)
-{
-	ctx->err = ENG_OK;
-	ctx->errmsg[0] = 0;
-}
+#include "device/device.h"
+#include "realize/realize.h"
 
 void eng_get_stats(const eng_ctx *ctx, eng_stats *out) { *out = ctx->stats; }
 void eng_reset_stats(eng_ctx *ctx) { memset(&ctx->stats, 0, sizeof(ctx->stats)); }
@@ -58,6 +26,30 @@ void eng_ctx_opts_default(eng_ctx_opts *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->debug = -1;
+}
+
+/* Open a device and attach the caches a realize uses; its index, or -1 with a message. */
+static int open_device(eng_ctx *ctx, const char *spec, char *err, size_t errlen)
+{
+	int i = eng_device_add(ctx, spec, err, errlen);
+	if (i < 0 || ctx->devs[i]->progs)
+		return i; /* failed, or open already */
+	if (eng_device_caches_open(ctx->devs[i]) != ENG_OK) {
+		snprintf(err, errlen, "%.*s", (int)errlen - 1, ctx->errmsg);
+		eng_device_destroy(ctx->devs[i]);
+		ctx->devs[--ctx->ndevs] = NULL;
+		return -1;
+	}
+	return i;
+}
+
+int eng_device_open(eng_ctx *ctx, const char *spec)
+{
+	char err[512];
+	int i = open_device(ctx, spec, err, sizeof(err));
+	if (i < 0)
+		eng_set_error(ctx, ENG_EDEVICE, "device_open: %s", err);
+	return i;
 }
 
 eng_ctx *eng_ctx_create(const eng_ctx_opts *opts, char *err, size_t errlen)
@@ -85,11 +77,11 @@ eng_ctx *eng_ctx_create(const eng_ctx_opts *opts, char *err, size_t errlen)
 		o.debug = e ? atoi(e) : 0;
 	}
 	ctx->debug = o.debug;
-	if (o.nthreads <= 0) {
-		long n = sysconf(_SC_NPROCESSORS_ONLN);
-		o.nthreads = n > 0 ? (int)n : 1;
+	if (o.backend_opts && strlen(o.backend_opts) >= sizeof(ctx->backend_opts)) {
+		snprintf(err, errlen, "backend_opts: longer than %zu bytes", sizeof(ctx->backend_opts) - 1);
+		free(ctx);
+		return NULL;
 	}
-	ctx->nthreads = o.nthreads;
 	ctx->nscopes = 1;
 	ctx->graph = eng_graph_create();
 	if (!ctx->graph) {
@@ -98,12 +90,12 @@ eng_ctx *eng_ctx_create(const eng_ctx_opts *opts, char *err, size_t errlen)
 		return NULL;
 	}
 	ctx->dopts = o;
-	snprintf(ctx->cc, sizeof(ctx->cc), "%s", o.cc ? o.cc : "");
+	snprintf(ctx->backend_opts, sizeof(ctx->backend_opts), "%s", o.backend_opts ? o.backend_opts : "");
 	snprintf(ctx->cache_dir, sizeof(ctx->cache_dir), "%s", o.cache_dir ? o.cache_dir : "");
-	ctx->dopts.cc = o.cc ? ctx->cc : NULL;
+	ctx->dopts.backend_opts = ctx->backend_opts;
 	ctx->dopts.cache_dir = o.cache_dir ? ctx->cache_dir : NULL;
 	ctx->dopts.device = NULL;
-	if (eng_device_add(ctx, dev, err, errlen) < 0) {
+	if (open_device(ctx, dev, err, errlen) < 0) {
 		eng_graph_destroy(ctx->graph);
 		free(ctx);
 		return NULL;
@@ -123,8 +115,10 @@ void eng_ctx_destroy(eng_ctx *ctx)
 	size_t leaked = eng_graph_destroy(ctx->graph);
 	if (leaked && ctx->debug >= 1)
 		fprintf(stderr, "tensord: %zu graph nodes still referenced at exit\n", leaked);
-	for (int i = 0; i < ctx->ndevs; i++)
+	for (int i = 0; i < ctx->ndevs; i++) {
+		eng_device_caches_close(ctx->devs[i]);
 		eng_device_destroy(ctx->devs[i]);
+	}
 	free(ctx);
 }
 
@@ -255,86 +249,6 @@ void eng_tensor_dump_graph(const eng_tensor *t)
 {
 	if (t)
 		eng_node_dump(t->node, stderr);
-}
-
-/* ---- buffers ---- */
-
-eng_buffer *eng_buffer_alloc(eng_device *dev, eng_dtype dt, int64_t numel)
-{
-	eng_buffer *b = calloc(1, sizeof(*b));
-	bk_err berr;
-	if (!b)
-		return NULL;
-	b->dev = dev;
-	b->dtype = dt;
-	b->numel = numel;
-	b->nbytes = (size_t)numel * eng_dtype_size(dt);
-	b->refs = 1;
-	b->id = ++dev->ctx->next_buf_id;
-	b->dev_index = dev->index;
-	if (dev->bk.ops->alloc(dev->bk.ctx, b->nbytes ? b->nbytes : 1, &b->handle, &berr)) {
-		eng_set_error(dev->ctx, ENG_ENOMEM, "%s: cannot allocate %zu bytes: %s", dev->name,
-			      b->nbytes, berr.msg);
-		free(b);
-		return NULL;
-	}
-	return b;
-}
-
-eng_buffer *eng_buffer_ref(eng_buffer *b)
-{
-	if (b)
-		b->refs++;
-	return b;
-}
-
-void eng_buffer_unref(eng_buffer *b)
-{
-	if (!b || --b->refs)
-		return;
-	b->dev->bk.ops->free(b->dev->bk.ctx, b->handle);
-	free(b);
-}
-
-eng_status eng_buffer_write(eng_buffer *b, const void *src, size_t nbytes)
-{
-	bk_err berr;
-	eng_status s = b->dev->bk.ops->copy_in(b->dev->bk.ctx, b->handle, 0, src, nbytes, &berr);
-	if (s)
-		eng_set_error(b->dev->ctx, s, "%s: copy in: %s", b->dev->name, berr.msg);
-	return s;
-}
-
-eng_status eng_buffer_read(eng_buffer *b, void *dst, size_t nbytes)
-{
-	bk_err berr;
-	eng_status s = b->dev->bk.ops->copy_out(b->dev->bk.ctx, b->handle, 0, dst, nbytes, &berr);
-	if (s)
-		eng_set_error(b->dev->ctx, s, "%s: copy out: %s", b->dev->name, berr.msg);
-	return s;
-}
-
-bool eng_shape_numel(int ndim, const int64_t *shape, int64_t *out)
-{
-	const int64_t limit = (int64_t)1 << 40;
-	int64_t p = 1;
-	for (int i = 0; i < ndim; i++) {
-		if (shape[i] < 0)
-			return false;
-		if (shape[i] == 0) {
-			p = 0;
-			continue;
-		}
-		if (p > limit / shape[i])
-			return false;
-		p *= shape[i];
-	}
-	/* a zero anywhere makes the product zero, but every dim must still be in range */
-	for (int i = 0; i < ndim; i++)
-		if (shape[i] > limit)
-			return false;
-	*out = p;
-	return true;
 }
 
 /* ---- reading results ---- */

@@ -4,7 +4,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/context.h"
+#include "device/device.h"
+#include "realize/realize.h"
+#include "tensor/tensor.h"
 
 #define CTX(t) ((t)->ctx)
 

@@ -3,7 +3,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "core/context.h"
+#include "device/device.h"
+#include "realize/realize.h"
+#include "tensor/tensor.h"
 
 static eng_node *node_get(eng_ctx *ctx, const eng_node_desc *d) { return eng_node_get(ctx->graph, d); }
 static eng_tensor *wrap_ref(eng_ctx *ctx, eng_node *n) { return eng_tensor_wrap(ctx, eng_node_ref(n)); }
@@ -506,4 +508,30 @@ eng_tensor *eng_randn(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *shape
 	r = eng_keep(eng_cast(r, dt));
 	eng_scope_end(ctx);
 	return r;
+}
+
+/* ---- devices ---- */
+
+int eng_tensor_device(const eng_tensor *t)
+{
+	if (!t)
+		return -1;
+	return t->node->dev >= 0 ? t->node->dev : t->ctx->default_dev;
+}
+
+eng_tensor *eng_to_device(const eng_tensor *t, int dev)
+{
+	if (!t)
+		return NULL;
+	eng_ctx *ctx = t->ctx;
+	if (dev < 0 || dev >= ctx->ndevs) {
+		eng_set_error(ctx, ENG_EINVAL, "to_device: no device %d (%d open)", dev, ctx->ndevs);
+		return NULL;
+	}
+	eng_node *n = t->node;
+	if (n->dev == dev || n->dev < 0) /* there already; constants go wherever they are used */
+		return eng_tensor_wrap(ctx, eng_node_ref(n));
+	eng_node_desc d = {.op = ENG_OP_COPY, .dtype = n->dtype, .ndim = n->ndim, .shape = n->shape, .src = {n},
+			   .dev = dev};
+	return eng_tensor_wrap(ctx, eng_node_get(ctx->graph, &d));
 }

@@ -28,9 +28,14 @@ typedef struct eng_tensor eng_tensor;
 
 typedef struct eng_ctx_opts {
 	int debug;          /* DEBUG level 0..5; -1: read the DEBUG environment variable */
-	int nthreads;       /* CPU worker threads; 0: one per online core */
 	const char *device; /* "CPU" (default); NULL: the DEV environment variable or CPU */
-	const char *cc;     /* C compiler for the CPU backend; NULL: $CC or "cc" */
+	/* Backend settings for the devices this context opens, "BACKEND.key=value" separated by
+	 * commas or spaces (at most 1023 bytes), e.g. "CPU.cc=clang,CPU.threads=2,CL.vector_width=1".
+	 * A key the backend does not take is an error naming the keys it does. Settings not given
+	 * come from the environment: CPU.cc from $CC, CPU.threads from $TENSORD_CPU_THREADS,
+	 * CL.vector_width from $TENSORD_CL_VECTOR_WIDTH, CL.reduce_groups from
+	 * $TENSORD_CL_REDUCE_GROUPS (eng_devices_options lists them). NULL: the environment's only. */
+	const char *backend_opts;
 	bool no_schedule_cache; /* true: schedule every realize (no reuse of kernel lists by graph structure) */
 	/* Compiled kernels are kept on disk across processes unless no_disk_cache is set or the
 	 * environment has TENSORD_DISK_CACHE=0. The directory: cache_dir, else $TENSORD_CACHE_DIR,
@@ -86,6 +91,9 @@ int eng_tensor_device(const eng_tensor *t); /* where t lives (or will) */
 eng_tensor *eng_to_device(const eng_tensor *t, int dev); /* lazy copy; t itself if already there */
 /* Every device this machine offers, one line each with its properties (needs no context). */
 eng_status eng_devices_list(char *out, size_t len);
+/* The settings each backend takes (for eng_ctx_opts.backend_opts), one line each:
+ * "BACKEND.key ($ENV): help". */
+eng_status eng_devices_options(char *out, size_t len);
 
 /* Seed for rand/randn; each call consumes counters so results are reproducible per seed. */
 void eng_manual_seed(eng_ctx *ctx, uint64_t seed);

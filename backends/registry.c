@@ -1,0 +1,25 @@
+/* registry.c: the table of backends compiled into tensord; the only file that names them. */
+#include "registry.h"
+
+#include <string.h>
+
+extern const bk_backend bk_cpu_backend; /* backends/cpu/cpu.c */
+extern const bk_backend bk_ocl_backend; /* backends/ocl/device.c */
+
+static const bk_backend *const backends[] = {
+	&bk_cpu_backend,
+	&bk_ocl_backend,
+};
+
+const bk_backend *bk_backend_at(int i)
+{
+	return i >= 0 && i < (int)(sizeof(backends) / sizeof(backends[0])) ? backends[i] : NULL;
+}
+
+const bk_backend *bk_backend_find(const char *name)
+{
+	for (int i = 0; bk_backend_at(i); i++)
+		if (!strcmp(backends[i]->name, name))
+			return backends[i];
+	return NULL;
+}

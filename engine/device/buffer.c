@@ -1,0 +1,62 @@
+/* buffer.c: reference-counted device buffers: allocation, release, and copies to and from host
+ * memory through the owning device's backend. */
+#include <stdlib.h>
+
+#include "core/context.h"
+#include "device.h"
+
+eng_buffer *eng_buffer_alloc(eng_device *dev, eng_dtype dt, int64_t numel)
+{
+	eng_buffer *b = calloc(1, sizeof(*b));
+	bk_err berr;
+	if (!b)
+		return NULL;
+	b->dev = dev;
+	b->dtype = dt;
+	b->numel = numel;
+	b->nbytes = (size_t)numel * eng_dtype_size(dt);
+	b->refs = 1;
+	b->id = ++dev->ctx->next_buf_id;
+	b->dev_index = dev->index;
+	if (dev->bk.ops->alloc(dev->bk.ctx, b->nbytes ? b->nbytes : 1, &b->handle, &berr)) {
+		eng_set_error(dev->ctx, ENG_ENOMEM, "%s: cannot allocate %zu bytes: %s", dev->name,
+			      b->nbytes, berr.msg);
+		free(b);
+		return NULL;
+	}
+	return b;
+}
+
+eng_buffer *eng_buffer_ref(eng_buffer *b)
+{
+	if (b)
+		b->refs++;
+	return b;
+}
+
+void eng_buffer_unref(eng_buffer *b)
+{
+	if (!b || --b->refs)
+		return;
+	b->dev->bk.ops->free(b->dev->bk.ctx, b->handle);
+	free(b);
+}
+
+eng_status eng_buffer_write(eng_buffer *b, const void *src, size_t nbytes)
+{
+	bk_err berr;
+	eng_status s = b->dev->bk.ops->copy_in(b->dev->bk.ctx, b->handle, 0, src, nbytes, &berr);
+	if (s)
+		eng_set_error(b->dev->ctx, s, "%s: copy in: %s", b->dev->name, berr.msg);
+	return s;
+}
+
+eng_status eng_buffer_read(eng_buffer *b, void *dst, size_t nbytes)
+{
+	bk_err berr;
+	eng_status s = b->dev->bk.ops->copy_out(b->dev->bk.ctx, b->handle, 0, dst, nbytes, &berr);
+	if (s)
+		eng_set_error(b->dev->ctx, s, "%s: copy out: %s", b->dev->name, berr.msg);
+	return s;
+}
+

@@ -1,0 +1,66 @@
+/* device.h: the engine's view of a backend device (opened through the backend registry, marked
+ * failed after a device-level error) and the reference-counted buffers that live on it. */
+#ifndef ENG_DEVICE_H
+#define ENG_DEVICE_H
+
+#include "backends/backend.h"
+#include "codegen/kernel.h"
+#include "core/context.h"
+
+struct eng_progcache;
+struct eng_schedcache;
+struct eng_dc;
+
+typedef struct eng_device {
+	bk_device bk;
+	bk_target target; /* as the backend stated it at open */
+	eng_target plan;  /* the same facts as the planner reads them */
+	char name[32];
+	int index;
+	eng_ctx *ctx;
+	/* the caches of the realize layer, attached after open (realize/devcaches.c) */
+	struct eng_progcache *progs;   /* compiled kernels keyed by source */
+	struct eng_schedcache *scache; /* kernel lists keyed by graph structure (NULL: off) */
+	struct eng_dc *disk;           /* the compiled-program disk cache, opened on first use */
+	int disk_state;                /* 0: not tried yet, 1: open, -1: off or unusable */
+	bool disk_enabled, disk_warned;
+	bool failed; /* a device-level error (lost, out of resources): every later use fails */
+	char failmsg[256];
+	char disk_dir[512]; /* empty: the default directory */
+	uint64_t disk_max;
+} eng_device;
+
+/* Device storage, reference-counted. numel elements of dtype, contiguous row-major. */
+struct eng_buffer {
+	eng_device *dev;  /* owning device */
+	void *handle;     /* backend handle; for the CPU backend a host pointer */
+	size_t nbytes;
+	eng_dtype dtype;
+	int64_t numel;
+	uint32_t refs;
+	uint32_t id;
+	uint32_t version; /* bumped each time an assign writes the buffer */
+	int dev_index;    /* the context's index of dev */
+};
+typedef struct eng_buffer eng_buffer;
+
+/* Open the device named by spec ("CPU", "CPU:1", "CL", "CL:1": a registered backend's name,
+ * optionally with an ordinal) with the context's backend options and add it to ctx; returns
+ * its index (an existing one if already open), or -1 with a message in err. The device has
+ * no caches yet (eng_device_caches_open). */
+int eng_device_add(eng_ctx *ctx, const char *spec, char *err, size_t errlen);
+/* Free d and its backend device (its caches must be closed already). */
+void eng_device_destroy(eng_device *d);
+/* Wait for d's queued work (asynchronous backends); a device-level error marks it failed. */
+eng_status eng_device_sync(eng_device *d);
+/* Mark d unusable after a device-level error (status s) and set the context error. */
+eng_status eng_device_fail(eng_device *d, eng_status s, const char *msg);
+
+/* Buffers on a device (buffer.c): a new buffer holds one reference; NULL sets the context error. */
+eng_buffer *eng_buffer_alloc(eng_device *dev, eng_dtype dt, int64_t numel);
+eng_buffer *eng_buffer_ref(eng_buffer *b);
+void eng_buffer_unref(eng_buffer *b);
+eng_status eng_buffer_write(eng_buffer *b, const void *src, size_t nbytes);
+eng_status eng_buffer_read(eng_buffer *b, void *dst, size_t nbytes);
+
+#endif

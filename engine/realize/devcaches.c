@@ -1,0 +1,37 @@
+/* devcaches.c: the caches a realize consults for each device (compiled programs in memory and
+ * on disk, kernel lists by graph structure), attached when a device opens, freed when it goes. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache/diskcache.h"
+#include "cache/progcache.h"
+#include "realize.h"
+#include "schedule/schedcache.h"
+
+eng_status eng_device_caches_open(eng_device *d)
+{
+	const eng_ctx_opts *o = &d->ctx->dopts;
+	const char *env = getenv("TENSORD_DISK_CACHE"), *dir = o->cache_dir ? o->cache_dir : getenv("TENSORD_CACHE_DIR");
+	d->disk_enabled = !o->no_disk_cache && !(env && !strcmp(env, "0"));
+	snprintf(d->disk_dir, sizeof(d->disk_dir), "%s", dir ? dir : "");
+	d->disk_max = o->disk_cache_max;
+	d->progs = eng_progcache_create();
+	d->scache = o->no_schedule_cache ? NULL : eng_sc_create(0);
+	if (!d->progs || (!o->no_schedule_cache && !d->scache)) {
+		eng_device_caches_close(d);
+		return eng_set_error(d->ctx, ENG_ENOMEM, "%s: out of memory for its caches", d->name);
+	}
+	return ENG_OK;
+}
+
+void eng_device_caches_close(eng_device *d)
+{
+	eng_sc_destroy(d->scache);
+	d->scache = NULL;
+	eng_dc_close(d->disk);
+	d->disk = NULL;
+	if (d->progs)
+		eng_progcache_destroy(d->progs, &d->bk);
+	d->progs = NULL;
+}
