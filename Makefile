@@ -30,7 +30,7 @@ $(BUILD)/examples/%.o $(BUILD)/bench/%.o: INC := -Iinclude
 # keep example and bench objects (make would delete them as intermediates)
 .SECONDARY:
 
-.PHONY: all test asan check clean examples bench demo deps train-check conformance
+.PHONY: all test asan check clean examples bench demo deps train-check conformance layers
 all: $(LIB) $(TEST_BIN) $(EXAMPLE_BIN) $(BENCH_BIN)
 
 $(BUILD)/%.o: %.c
@@ -67,9 +67,14 @@ asan:
 	CK_FORK=no ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 		UBSAN_OPTIONS=print_stacktrace=1 build-asan/tests/run_tests
 
-# Every test: the plain suite, the sanitized one, short training runs, then the backend
+# Every test: the layering check, the plain suite, the sanitized one, short training runs, then the backend
 # conformance run (CPU and OpenCL; an absent backend is reported SKIPPED). The README's test command.
-check: test asan train-check conformance
+check: layers test asan train-check conformance
+
+# Dependencies point one way (docs/ARCHITECTURE.md, "Layers"): the objects' symbols and the
+# include lines are checked, and a planted backward call must be caught.
+layers: all
+	python3 tests/layers.py $(BUILD) --self-test
 
 # The op-level suites and the examples on every backend this machine has (tests/conformance.sh).
 conformance: all

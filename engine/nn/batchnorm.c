@@ -1,4 +1,4 @@
-/* nn_batchnorm.c: BatchNorm2d of nn.h: per-channel batch statistics in training with lazy
+/* batchnorm.c: BatchNorm2d of nn.h: per-channel batch statistics in training with lazy
  * running-statistic updates (eng_assign), running statistics in eval. */
 #include <math.h>
 #include <stdint.h>

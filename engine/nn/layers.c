@@ -1,4 +1,4 @@
-/* nn_layers.c: the Linear, Conv2d, LayerNorm and Embedding layers of nn.h (parameters,
+/* layers.c: the Linear, Conv2d, LayerNorm and Embedding layers of nn.h (parameters,
  * PyTorch-style initialisation, validated forward passes) and inverted dropout. */
 #include <math.h>
 #include <stdint.h>

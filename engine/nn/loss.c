@@ -1,4 +1,4 @@
-/* nn_loss.c: the losses of nn.h (sparse and dense cross-entropy, MSE, binary cross-entropy on
+/* loss.c: the losses of nn.h (sparse and dense cross-entropy, MSE, binary cross-entropy on
  * probabilities and on logits), each a mean over the batch computed in float32. */
 #include <math.h>
 #include <stdint.h>

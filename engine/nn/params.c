@@ -1,4 +1,4 @@
-/* nn_params.c: the parameter list (state dict) of nn.h, parameter storage (own buffer, root
+/* params.c: the parameter list (state dict) of nn.h, parameter storage (own buffer, root
  * scope, requires grad) and the Kaiming / Glorot uniform initialisers. */
 #include <math.h>
 #include <stdio.h>

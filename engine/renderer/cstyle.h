@@ -17,8 +17,8 @@
 int eng_render_vector_lanes(const eng_kernel_ir *ir, int max_width);
 
 /* Append kernel `name` rendered from ir in t's dialect to out (the wide tile as vectors of at
- * most t->vector_width lanes where eng_render_vector_lanes allows). ENG_EINVAL: ir->group asks for work-groups
- * the dialect has not (or of a size that is no power of two); ENG_ENOMEM. */
+ * most t->vector_width lanes where eng_render_vector_lanes allows). ENG_EINVAL: ir->group asks
+ * for work-groups the dialect has not (or of a size that is no power of two); ENG_ENOMEM. */
 eng_status eng_render_cstyle(const bk_target *t, const eng_kernel_ir *ir, const char *name,
 			     eng_strbuf *out);
 

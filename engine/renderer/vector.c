@@ -1,4 +1,4 @@
-/* render_vec.c: decides whether a kernel's wide tile can be rendered as vector values (OpenCL
+/* vector.c: decides whether a kernel's wide tile can be rendered as vector values (OpenCL
  * floatN): every value along the tile is a float32 load (of consecutive elements, or gathered
  * a constant stride apart), arithmetic that OpenCL C applies lane by lane, a comparison (a lane
  * mask, intN), a select, a mask turned into 0/1, an accumulator, or a store (of consecutive elements, or

@@ -1,5 +1,5 @@
-/* composite.h: small helpers shared by the composite-function files (tensor_math.c,
- * tensor_reduce.c, tensor_shape.c, tensor_nn.c, tensor_conv.c), built only from public ops. */
+/* composite.h: small helpers shared by the composite-function files (math.c, reduce.c,
+ * shape.c, functional.c, conv.c), built only from public ops. */
 #ifndef ENG_COMPOSITE_H
 #define ENG_COMPOSITE_H
 

@@ -1,4 +1,4 @@
-/* tensor_conv.c: conv2d, max_pool2d and avg_pool2d: sliding windows cut with movement ops only
+/* conv.c: conv2d, max_pool2d and avg_pool2d: sliding windows cut with movement ops only
  * (reshape/expand/shrink/pad), then one broadcast product and one reduction. */
 #include <math.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
-/* tensor_prim.c: the Tensor API's low-level ops: one validated graph node per call, with
- * broadcasting, dtype promotion and folding of trivial movement. No arithmetic happens here. */
+/* elementwise.c: the Tensor API's elementwise ops (casts, unary, binary, where): one validated
+ * graph node per call, with broadcasting and dtype promotion. No arithmetic happens here. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,187 +10,7 @@
 
 #define CTX(t) ((t)->ctx)
 
-/* The node for d; sources living on different devices are an error (copy one first). */
-static eng_node *node_get(eng_ctx *ctx, const eng_node_desc *d)
-{
-	int dev = -1;
-	for (int i = 0; i < 3 && d->src[i]; i++) {
-		int sd = d->src[i]->dev;
-		if (sd >= 0 && dev >= 0 && sd != dev) {
-			eng_set_error(ctx, ENG_EDEVICE, "%s: operands on different devices (%s and %s); move one with eng_to_device",
-				      eng_op_name(d->op), ctx->devs[dev]->name, ctx->devs[sd]->name);
-			return NULL;
-		}
-		if (sd >= 0)
-			dev = sd;
-	}
-	return eng_node_get(ctx->graph, d);
-}
-
-/* Wrap a node we already hold a reference to as a new tensor. */
-static eng_tensor *wrap_ref(eng_ctx *ctx, eng_node *n) { return eng_tensor_wrap(ctx, eng_node_ref(n)); }
-
-static bool check_shape(eng_ctx *ctx, const char *fn, int ndim, const int64_t *shape)
-{
-	int64_t numel;
-	if (ndim < 0 || ndim > ENG_MAX_DIMS) {
-		eng_set_error(ctx, ENG_ERANGE, "%s: %d dimensions (at most %d)", fn, ndim, ENG_MAX_DIMS);
-		return false;
-	}
-	if (ndim && !shape) {
-		eng_set_error(ctx, ENG_EINVAL, "%s: shape is NULL", fn);
-		return false;
-	}
-	for (int i = 0; i < ndim; i++) {
-		if (shape[i] < 0) {
-			eng_set_error(ctx, ENG_ESHAPE, "%s: dimension %d is negative (%lld)", fn, i,
-				      (long long)shape[i]);
-			return false;
-		}
-	}
-	if (!eng_shape_numel(ndim, shape, &numel)) {
-		eng_set_error(ctx, ENG_ERANGE, "%s: shape has too many elements (limit 2^40)", fn);
-		return false;
-	}
-	return true;
-}
-
-/* Convert a double to the scalar representation of dtype dt (integers wrap, bool is != 0). */
-/* Saturating double -> int64 (NaN -> 0), so out-of-range scalars are never undefined. */
-static int64_t sat_i64(double v)
-{
-	if (v != v)
-		return 0;
-	if (v >= 9223372036854775807.0)
-		return INT64_MAX;
-	if (v <= -9223372036854775808.0)
-		return INT64_MIN;
-	return (int64_t)v;
-}
-
-static eng_cval scalar_of(eng_dtype dt, double v)
-{
-	eng_cval c;
-	memset(&c, 0, sizeof(c));
-	switch (dt) {
-	case ENG_BOOL:
-		c.i = v != 0;
-		break;
-	case ENG_U8:
-		c.i = (int64_t)(uint8_t)(uint64_t)sat_i64(v);
-		break;
-	case ENG_I32:
-		c.i = (int64_t)(int32_t)(uint32_t)(uint64_t)sat_i64(v);
-		break;
-	case ENG_I64:
-		c.i = sat_i64(v);
-		break;
-	case ENG_F16:
-		c.f = (double)(_Float16)v;
-		break;
-	default:
-		c.f = (double)(float)v;
-		break;
-	}
-	return c;
-}
-
-static eng_node *const_node(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *shape, eng_cval c)
-{
-	eng_node_desc d = {.op = ENG_OP_CONST, .dtype = dt, .ndim = ndim, .shape = shape, .c = c};
-	return node_get(ctx, &d);
-}
-
 /* ---- creation ---- */
-
-eng_tensor *eng_full(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *shape, double value)
-{
-	if (!eng_dtype_valid(dt)) {
-		eng_set_error(ctx, ENG_EDTYPE, "full: invalid dtype %d", (int)dt);
-		return NULL;
-	}
-	if (!check_shape(ctx, "full", ndim, shape))
-		return NULL;
-	return eng_tensor_wrap(ctx, const_node(ctx, dt, ndim, shape, scalar_of(dt, value)));
-}
-
-eng_tensor *eng_zeros(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *shape)
-{
-	return eng_full(ctx, dt, ndim, shape, 0);
-}
-
-eng_tensor *eng_ones(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *shape)
-{
-	return eng_full(ctx, dt, ndim, shape, 1);
-}
-
-eng_tensor *eng_scalar(eng_ctx *ctx, eng_dtype dt, double value) { return eng_full(ctx, dt, 0, NULL, value); }
-
-eng_tensor *eng_full_like(const eng_tensor *t, double value)
-{
-	return t ? eng_full(t->ctx, t->node->dtype, t->node->ndim, t->node->shape, value) : NULL;
-}
-
-static eng_tensor *new_buffer(eng_ctx *ctx, const char *fn, eng_dtype dt, int ndim, const int64_t *shape)
-{
-	if (!eng_dtype_valid(dt)) {
-		eng_set_error(ctx, ENG_EDTYPE, "%s: invalid dtype %d", fn, (int)dt);
-		return NULL;
-	}
-	if (!check_shape(ctx, fn, ndim, shape))
-		return NULL;
-	int64_t numel;
-	eng_shape_numel(ndim, shape, &numel);
-	eng_buffer *b = eng_buffer_alloc(ctx->devs[ctx->default_dev], dt, numel);
-	if (!b)
-		return NULL;
-	eng_node_desc d = {.op = ENG_OP_BUFFER, .dtype = dt, .ndim = ndim, .shape = shape, .buf = b,
-			   .c = {.i = b->version}};
-	eng_node *n = node_get(ctx, &d);
-	eng_buffer_unref(b); /* the node holds it now */
-	return eng_tensor_wrap(ctx, n);
-}
-
-eng_tensor *eng_empty(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *shape)
-{
-	return new_buffer(ctx, "empty", dt, ndim, shape);
-}
-
-eng_tensor *eng_from_data(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *shape, const void *data)
-{
-	eng_tensor *t = new_buffer(ctx, "from_data", dt, ndim, shape);
-	if (!t)
-		return NULL;
-	size_t nbytes = t->node->buf->nbytes;
-	if (nbytes && !data) {
-		eng_tensor_free(t);
-		eng_set_error(ctx, ENG_EINVAL, "from_data: data is NULL");
-		return NULL;
-	}
-	if (nbytes && eng_buffer_write(t->node->buf, data, nbytes)) {
-		eng_tensor_free(t);
-		return NULL;
-	}
-	return t;
-}
-
-eng_tensor *eng_index(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *shape, int axis)
-{
-	if (!check_shape(ctx, "index", ndim, shape))
-		return NULL;
-	if (axis < 0)
-		axis += ndim;
-	if (axis < 0 || axis >= ndim) {
-		eng_set_error(ctx, ENG_EAXIS, "index: axis out of range for %d dims", ndim);
-		return NULL;
-	}
-	if (!eng_dtype_valid(dt) || dt == ENG_BOOL) {
-		eng_set_error(ctx, ENG_EDTYPE, "index: dtype must be numeric");
-		return NULL;
-	}
-	eng_node_desc d = {.op = ENG_OP_INDEX, .dtype = dt, .ndim = ndim, .shape = shape, .axis = axis};
-	return eng_tensor_wrap(ctx, node_get(ctx, &d));
-}
 
 /* ---- elementwise ---- */
 
@@ -200,7 +20,7 @@ static eng_tensor *unary(const eng_tensor *a, eng_op op, eng_dtype out_dt)
 		return NULL;
 	eng_node_desc d = {.op = op, .dtype = out_dt, .ndim = a->node->ndim, .shape = a->node->shape,
 			   .src = {a->node}};
-	return eng_tensor_wrap(a->ctx, node_get(a->ctx, &d));
+	return eng_tensor_wrap(a->ctx, eng_build_node(a->ctx, &d));
 }
 
 eng_tensor *eng_cast(const eng_tensor *a, eng_dtype dt)
@@ -212,7 +32,7 @@ eng_tensor *eng_cast(const eng_tensor *a, eng_dtype dt)
 		return NULL;
 	}
 	if (a->node->dtype == dt)
-		return wrap_ref(a->ctx, a->node);
+		return eng_build_ref(a->ctx, a->node);
 	if (a->node->op == ENG_OP_CONST) {
 		/* fold with the same rules kernels follow: float -> int saturates (NaN -> 0), int ->
 		 * int wraps, anything -> bool is != 0 */
@@ -223,15 +43,15 @@ eng_tensor *eng_cast(const eng_tensor *a, eng_dtype dt)
 			double hi = dt == ENG_U8 ? 255 : dt == ENG_I32 ? 2147483647.0 : 9223372036854775807.0;
 			c.i = v != v ? 0 : v <= lo ? (int64_t)lo : v >= hi ? (dt == ENG_I64 ? INT64_MAX : (int64_t)hi) : (int64_t)v;
 		} else if (eng_dtype_is_float(s->dtype)) {
-			c = scalar_of(dt, s->arg.c.f);
+			c = eng_build_scalar(dt, s->arg.c.f);
 		} else if (eng_dtype_is_float(dt)) {
-			c = scalar_of(dt, (double)s->arg.c.i);
+			c = eng_build_scalar(dt, (double)s->arg.c.i);
 		} else {
 			c.i = s->arg.c.i;
 			c = dt == ENG_BOOL ? (eng_cval){.i = c.i != 0} : dt == ENG_U8 ? (eng_cval){.i = (uint8_t)c.i}
 			  : dt == ENG_I32 ? (eng_cval){.i = (int32_t)(uint32_t)(uint64_t)c.i} : c;
 		}
-		return eng_tensor_wrap(a->ctx, const_node(a->ctx, dt, s->ndim, s->shape, c));
+		return eng_tensor_wrap(a->ctx, eng_build_const(a->ctx, dt, s->ndim, s->shape, c));
 	}
 	return unary(a, ENG_OP_CAST, dt);
 }
@@ -247,7 +67,7 @@ eng_tensor *eng_bitcast(const eng_tensor *a, eng_dtype dt)
 		return NULL;
 	}
 	if (a->node->dtype == dt)
-		return wrap_ref(a->ctx, a->node);
+		return eng_build_ref(a->ctx, a->node);
 	return unary(a, ENG_OP_BITCAST, dt);
 }
 
@@ -275,7 +95,7 @@ eng_tensor *eng_trunc(const eng_tensor *a)
 	if (!a)
 		return NULL;
 	if (!eng_dtype_is_float(a->node->dtype))
-		return wrap_ref(a->ctx, a->node);
+		return eng_build_ref(a->ctx, a->node);
 	return unary(a, ENG_OP_TRUNC, a->node->dtype);
 }
 
@@ -314,7 +134,7 @@ static bool broadcast_shape(eng_ctx *ctx, const char *fn, const eng_node *a, con
 static eng_tensor *broadcast_to(const eng_tensor *a, int ndim, const int64_t *shape)
 {
 	if (a->node->ndim == ndim && !memcmp(a->node->shape, shape, sizeof(int64_t) * ndim))
-		return wrap_ref(a->ctx, a->node);
+		return eng_build_ref(a->ctx, a->node);
 	int64_t tmp[ENG_MAX_DIMS];
 	int pad = ndim - a->node->ndim;
 	for (int i = 0; i < ndim; i++)
@@ -399,7 +219,7 @@ static eng_tensor *binary(const eng_tensor *a, const eng_tensor *b, eng_op op)
 		bool cmp = op == ENG_OP_CMPLT || op == ENG_OP_CMPEQ || op == ENG_OP_CMPNE;
 		eng_node_desc d = {.op = op, .dtype = cmp ? ENG_BOOL : dt, .ndim = ndim, .shape = shape,
 				   .src = {ca->node, cb->node}};
-		r = eng_keep(eng_tensor_wrap(ctx, node_get(ctx, &d)));
+		r = eng_keep(eng_tensor_wrap(ctx, eng_build_node(ctx, &d)));
 	}
 	eng_scope_end(ctx);
 	return r;
@@ -494,7 +314,7 @@ eng_tensor *eng_where(const eng_tensor *cond, const eng_tensor *a, const eng_ten
 	if (c && ca && cb) {
 		eng_node_desc d = {.op = ENG_OP_WHERE, .dtype = dt, .ndim = n2, .shape = s2,
 				   .src = {c->node, ca->node, cb->node}};
-		r = eng_keep(eng_tensor_wrap(ctx, node_get(ctx, &d)));
+		r = eng_keep(eng_tensor_wrap(ctx, eng_build_node(ctx, &d)));
 	}
 	eng_scope_end(ctx);
 	return r;

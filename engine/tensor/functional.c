@@ -1,4 +1,4 @@
-/* tensor_nn.c: neural-network functions: matmul, linear, one_hot, gather, embedding, layernorm
+/* functional.c: neural-network functions: matmul, linear, one_hot, gather, embedding, layernorm
  * and sparse cross-entropy, each a broadcast product or compare plus one reduction. */
 #include <math.h>
 #include <stdint.h>

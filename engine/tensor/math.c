@@ -1,4 +1,4 @@
-/* tensor_math.c: elementwise math and activation functions, composed from the low-level ops
+/* math.c: elementwise math and activation functions, composed from the low-level ops
  * (exp2, log2, sin, sqrt, recip, trunc, where, ...) so the scheduler fuses them freely. */
 #include <math.h>
 #include <stdint.h>

@@ -1,9 +1,70 @@
-/* tensor_reduce.c: reductions built on sum and max: min, mean, var, std, logsumexp, softmax,
- * log_softmax, argmax and argmin. Each uses as few reduce nodes as its maths allows. */
+/* reduce.c: the reduce ops (sum, max, prod over any axes) and what is built on them: min, mean,
+ * var, std, logsumexp, softmax, log_softmax, argmax and argmin, each with as few reduce nodes as
+ * its maths allows. */
 #include <math.h>
 #include <stdint.h>
 
 #include "composite.h"
+
+/* ---- the reduce ops: sum, max, prod ---- */
+
+static eng_tensor *reduce(const eng_tensor *a, eng_op op, const int *axes, int naxes, bool keepdim)
+{
+	if (!a)
+		return NULL;
+	eng_ctx *ctx = a->ctx;
+	const eng_node *src = a->node;
+	uint32_t mask;
+	const char *fn = op == ENG_OP_RSUM ? "sum" : op == ENG_OP_RMAX ? "max" : "prod";
+	if (!eng_build_axes_mask(ctx, fn, src->ndim, axes, naxes, &mask))
+		return NULL;
+	int64_t shape[ENG_MAX_DIMS], kshape[ENG_MAX_DIMS];
+	int kn = 0;
+	for (int i = 0; i < src->ndim; i++) {
+		shape[i] = (mask >> i) & 1 ? 1 : src->shape[i];
+		if (!((mask >> i) & 1))
+			kshape[kn++] = src->shape[i];
+	}
+	eng_tensor *r;
+	if (!mask) {
+		r = eng_build_ref(ctx, a->node);
+	} else {
+		eng_node_desc d = {.op = op, .dtype = src->dtype, .ndim = src->ndim, .shape = shape,
+				   .src = {(eng_node *)src}, .axes = mask};
+		r = eng_tensor_wrap(ctx, eng_build_node(ctx, &d));
+	}
+	if (keepdim || !r)
+		return r;
+	eng_tensor *k = eng_reshape(r, kn, kshape);
+	eng_tensor_free(r);
+	return k;
+}
+
+eng_tensor *eng_sum(const eng_tensor *a, const int *axes, int naxes, bool keepdim)
+{
+	if (!a)
+		return NULL;
+	/* sums of bool and uint8 count in int32, like other frameworks widen them */
+	if (a->node->dtype == ENG_BOOL || a->node->dtype == ENG_U8) {
+		eng_scope_begin(a->ctx);
+		eng_tensor *r = eng_keep(reduce(eng_cast(a, ENG_I32), ENG_OP_RSUM, axes, naxes, keepdim));
+		eng_scope_end(a->ctx);
+		return r;
+	}
+	return reduce(a, ENG_OP_RSUM, axes, naxes, keepdim);
+}
+
+eng_tensor *eng_max(const eng_tensor *a, const int *axes, int naxes, bool keepdim)
+{
+	return reduce(a, ENG_OP_RMAX, axes, naxes, keepdim);
+}
+
+eng_tensor *eng_prod(const eng_tensor *a, const int *axes, int naxes, bool keepdim)
+{
+	return reduce(a, ENG_OP_RPROD, axes, naxes, keepdim);
+}
+
+/* ---- built on them ---- */
 
 /* Validate an axis list as eng_sum does (naxes == 0: all axes) and count the elements each
  * output element reduces over. */

@@ -1,4 +1,4 @@
-/* tensor_shape.c: shape functions built on the movement ops: transpose, flatten, squeeze,
+/* shape.c: shape functions built on the movement ops: transpose, flatten, squeeze,
  * unsqueeze, slice, cat, stack and repeat. None of them copies data. */
 #include <stdint.h>
 #include <stdlib.h>

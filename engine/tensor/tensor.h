@@ -28,4 +28,19 @@ void eng_tensor_unscope(eng_tensor *t);
  * target's new version, so the graph that computed it can be freed. */
 void eng_tensor_settle(eng_tensor *t);
 
+/* Builders' helpers (build.c). The node for d, or NULL with the context error set when its
+ * sources live on different devices (or on ENOMEM); a new reference. */
+eng_node *eng_build_node(eng_ctx *ctx, const eng_node_desc *d);
+/* A new tensor on a node already referenced elsewhere (takes its own reference). */
+eng_tensor *eng_build_ref(eng_ctx *ctx, eng_node *n);
+/* ndim and shape valid for function fn (dims, sizes, element limit), else the error is set. */
+bool eng_build_check_shape(eng_ctx *ctx, const char *fn, int ndim, const int64_t *shape);
+/* v as a constant of dtype dt (integers saturate and wrap as casts do, bool is v != 0). */
+eng_cval eng_build_scalar(eng_dtype dt, double v);
+/* A constant node of dtype dt and shape, or NULL with the error set. */
+eng_node *eng_build_const(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *shape, eng_cval c);
+/* An axis list (negative axes count from the end, no repeats) as a bit mask; naxes 0 is
+ * every axis. false with the error set, naming fn. */
+bool eng_build_axes_mask(eng_ctx *ctx, const char *fn, int ndim, const int *axes, int naxes, uint32_t *mask);
+
 #endif
