@@ -47,7 +47,7 @@ typedef struct member {
 	int set; /* members that must share a kernel (assigns reading each other in place) */
 } member;
 
-static int member_of(member *m, int n, const eng_node *x)
+static int member_of(const member *m, int n, const eng_node *x)
 {
 	for (int i = 0; i < n; i++)
 		if (m[i].node == x)
@@ -69,7 +69,7 @@ static bool groups_acyclic(const member *m, int nm, int ngroups)
 	for (int i = 0; i < nm; i++)
 		for (int k = 0; k < m[i].ndeps + m[i].nafter; k++) {
 			bool hard = k < m[i].ndeps;
-			int d = member_of((member *)m, nm, hard ? m[i].deps[k] : m[i].after[k - m[i].ndeps]);
+			int d = member_of(m, nm, hard ? m[i].deps[k] : m[i].after[k - m[i].ndeps]);
 			if (d < 0)
 				continue;
 			int a = NODE(d), b = NODE(i);
@@ -122,104 +122,124 @@ static eng_status trial(eng_ctx *ctx, const eng_target *par, eng_nset *store, co
 	return s;
 }
 
-eng_status eng_schedule_build_on(eng_ctx *ctx, const eng_target *par, eng_node *const *nodes, int n,
-				 eng_schedule *out)
+/* Every allocation failure of the scheduler reports the same way. */
+static eng_status sched_oom(eng_ctx *ctx)
 {
-	eng_nset store = {0}, seen = {0};
-	member *m = NULL;
-	eng_status st = ENG_OK;
-	memset(out, 0, sizeof(*out));
-	for (int i = 0; i < n; i++)
-		if (!nodes[i]->buf && (!eng_nset_add(&store, nodes[i]) || !collect_forced(nodes[i], &seen, &store)))
-			goto oom;
-	/* an assign writes into its target's buffer: the target must exist first */
-	for (size_t i = 0; i < store.n; i++)
-		if (store.list[i]->op == ENG_OP_ASSIGN && !store.list[i]->src[0]->buf &&
-		    (!eng_nset_add(&store, store.list[i]->src[0]) || !collect_forced(store.list[i]->src[0], &seen, &store)))
-			goto oom;
-	if (!store.n)
-		goto done;
+	return eng_set_error(ctx, ENG_ENOMEM, "out of memory while scheduling");
+}
 
-	/* Grow the stored set until every kernel lowers, then store every reduction that more
-	 * than one kernel would compute as a phase (computing it once is cheaper), and repeat.
-	 * One lowering per member and pass: the phases are only used from a pass that changed
-	 * nothing, when every member's lowering saw the final stored set. */
+/* Phase 1: the requested nodes, the buffer-level ops they reach, and the targets of assigns. */
+static eng_status collect_stores(eng_ctx *ctx, eng_node *const *nodes, int n, eng_nset *store)
+{
+	eng_nset seen = {0};
+	eng_status st = ENG_OK;
+	for (int i = 0; i < n && !st; i++)
+		if (!nodes[i]->buf &&
+		    (!eng_nset_add(store, nodes[i]) || !collect_forced(nodes[i], &seen, store)))
+			st = sched_oom(ctx);
+	/* an assign writes into its target's buffer: the target must exist first */
+	for (size_t i = 0; i < store->n && !st; i++)
+		if (store->list[i]->op == ENG_OP_ASSIGN && !store->list[i]->src[0]->buf &&
+		    (!eng_nset_add(store, store->list[i]->src[0]) ||
+		     !collect_forced(store->list[i]->src[0], &seen, store)))
+			st = sched_oom(ctx);
+	eng_nset_free(&seen);
+	return st;
+}
+
+/* Phase 2: grow the stored set until every kernel lowers, then store every reduction that more
+ * than one kernel would compute as a phase (computing it once is cheaper), and repeat.
+ * One lowering per member and pass: the phases are only used from a pass that changed
+ * nothing, when every member's lowering saw the final stored set. */
+static eng_status grow_stores(eng_ctx *ctx, const eng_target *par, eng_nset *store)
+{
+	eng_status st = ENG_OK;
 	for (int iter = 0;; iter++) {
-		if (iter > 10000) {
-			st = eng_set_error(ctx, ENG_ESTATE, "scheduler did not converge");
-			goto fail;
-		}
+		if (iter > 10000)
+			return eng_set_error(ctx, ENG_ESTATE, "scheduler did not converge");
 		bool changed = false;
 		eng_nset seen_phase = {0}, shared = {0};
-		for (size_t i = 0; i < store.n && !st; i++) {
-			const eng_node *r = store.list[i];
+		for (size_t i = 0; i < store->n && !st; i++) {
+			const eng_node *r = store->list[i];
 			if (eng_node_numel(r) == 0)
 				continue;
 			eng_kernel_ir ir;
 			const eng_node *must = NULL;
-			st = trial(ctx, par, &store, &r, 1, false, &ir, &must);
+			st = trial(ctx, par, store, &r, 1, false, &ir, &must);
 			if (st == ENG_ESTATE && must) {
-				st = eng_nset_add(&store, must) ? ENG_OK : ENG_ENOMEM;
+				st = eng_nset_add(store, must) ? ENG_OK : ENG_ENOMEM;
 				changed = true;
 			}
 			for (int p = 0; p < ir.nphases && !st && !changed; p++) {
 				const eng_node *ph = ir.phases[p].node;
-				bool dup = false; /* one kernel may use a reduction in several phases */
+				/* one kernel may use a reduction in several phases */
+				bool dup = false;
 				for (int q = 0; q < p && !dup; q++)
 					dup = ir.phases[q].node == ph;
 				if (dup)
 					continue;
-				if ((eng_nset_has(&seen_phase, ph) && !eng_nset_add(&shared, ph)) || !eng_nset_add(&seen_phase, ph))
+				if ((eng_nset_has(&seen_phase, ph) && !eng_nset_add(&shared, ph)) ||
+				    !eng_nset_add(&seen_phase, ph))
 					st = ENG_ENOMEM;
 			}
 			eng_kernel_ir_free(&ir);
 		}
 		for (size_t i = 0; i < shared.n && !st && !changed; i++)
-			if (!eng_nset_add(&store, shared.list[i]))
+			if (!eng_nset_add(store, shared.list[i]))
 				st = ENG_ENOMEM;
 		changed |= shared.n > 0;
 		eng_nset_free(&seen_phase);
 		eng_nset_free(&shared);
 		if (st == ENG_ENOMEM)
-			goto oom;
-		if (st)
-			goto fail;
-		if (!changed)
-			break;
+			return sched_oom(ctx);
+		if (st || !changed)
+			return st;
 	}
+}
 
-	/* members in topological (creation) order, with their direct dependencies */
-	int nm = (int)store.n;
-	m = calloc(nm, sizeof(*m));
-	const eng_node **ord = malloc(nm * sizeof(*ord)); /* the set's own order stays: it is indexed */
+/* Phase 3: one member per stored node, in topological (creation) order, with the buffers its
+ * kernel reads; *nk counts the members that get a kernel (not of zero elements). */
+static eng_status make_members(eng_ctx *ctx, const eng_target *par, eng_nset *store, member **out_m,
+			       int *nk)
+{
+	int nm = (int)store->n;
+	member *m = calloc(nm, sizeof(*m));
+	/* sorted in a copy: the set's own order stays, it is indexed */
+	const eng_node **ord = malloc(nm * sizeof(*ord));
+	*out_m = m;
+	*nk = 0;
 	if (!m || !ord) {
 		free(ord);
-		goto oom;
+		return sched_oom(ctx);
 	}
-	memcpy(ord, store.list, nm * sizeof(*ord));
+	memcpy(ord, store->list, nm * sizeof(*ord));
 	qsort(ord, nm, sizeof(*ord), cmp_id);
 	for (int i = 0; i < nm; i++)
 		m[i].node = ord[i];
 	free(ord);
-	int nk = 0;
 	for (int i = 0; i < nm; i++) {
 		m[i].group = -1;
 		if (eng_node_numel(m[i].node) == 0)
 			continue;
 		eng_kernel_ir ir;
 		const eng_node *must = NULL;
-		st = trial(ctx, par, &store, &m[i].node, 1, false, &ir, &must);
+		eng_status st = trial(ctx, par, store, &m[i].node, 1, false, &ir, &must);
 		if (st) {
 			eng_kernel_ir_free(&ir);
-			goto fail;
+			return st;
 		}
 		m[i].ndeps = eng_lower_inputs(&ir, m[i].deps, ENG_MAX_KBUFS);
 		eng_kernel_ir_free(&ir);
 		if (m[i].node->op == ENG_OP_ASSIGN && !m[i].node->src[0]->buf)
 			m[i].deps[m[i].ndeps++] = m[i].node->src[0];
-		nk++;
+		(*nk)++;
 	}
-	/* an assign runs after every kernel that reads the old contents of its target */
+	return ENG_OK;
+}
+
+/* Phase 4: an assign runs after every kernel that reads the old contents of its target. */
+static eng_status order_assigns_after_readers(eng_ctx *ctx, member *m, int nm)
+{
 	for (int i = 0; i < nm; i++) {
 		if (m[i].node->op != ENG_OP_ASSIGN)
 			continue;
@@ -232,17 +252,21 @@ eng_status eng_schedule_build_on(eng_ctx *ctx, const eng_target *par, eng_node *
 				reads = m[j].deps[k] == target;
 			if (!reads)
 				continue;
-			if (m[i].nafter == MAX_DEPS) {
-				st = eng_set_error(ctx, ENG_ERANGE, "scheduler: too many readers of one assigned buffer");
-				goto fail;
-			}
+			if (m[i].nafter == MAX_DEPS)
+				return eng_set_error(
+					ctx, ENG_ERANGE,
+					"scheduler: too many readers of one assigned buffer");
 			m[i].after[m[i].nafter++] = m[j].node;
 		}
 	}
+	return ENG_OK;
+}
 
-	/* Assigns that read each other's old contents (Adam's m, v and parameter) must be one
-	 * kernel, reading before writing each element: join them into sets first. The set's
-	 * representative (its first member) carries the group. */
+/* Phase 5: assigns that read each other's old contents (Adam's m, v and parameter) must be one
+ * kernel, reading before writing each element: join them into sets first. The set's
+ * representative (its first member) carries the group. */
+static void join_mutual_assigns(member *m, int nm)
+{
 	for (int i = 0; i < nm; i++)
 		m[i].set = i;
 	for (int i = 0; i < nm; i++)
@@ -260,12 +284,18 @@ eng_status eng_schedule_build_on(eng_ctx *ctx, const eng_target *par, eng_node *
 				if (m[x].set == hi)
 					m[x].set = lo;
 		}
+}
 
-	/* group: merge independent same-shaped outputs into one kernel */
+/* Phase 6: the kernels (out->items, unordered): independent same-shaped outputs merged into
+ * one where they still lower and the kernel graph stays acyclic; zero-element nodes go to
+ * out->empty. */
+static eng_status group_outputs(eng_ctx *ctx, const eng_target *par, eng_nset *store, member *m,
+				int nm, int nk, eng_schedule *out)
+{
 	out->items = calloc(nk ? nk : 1, sizeof(*out->items));
 	out->empty = calloc(nm, sizeof(*out->empty));
 	if (!out->items || !out->empty)
-		goto oom;
+		return sched_oom(ctx);
 	for (int i = 0; i < nm; i++) {
 		const eng_node *r = m[i].node;
 		if (eng_node_numel(r) == 0) {
@@ -276,18 +306,18 @@ eng_status eng_schedule_build_on(eng_ctx *ctx, const eng_target *par, eng_node *
 		int rep = m[i].set;
 		if (rep != i && m[rep].group >= 0) { /* its set already has a kernel: join it */
 			eng_sched_item *it = &out->items[m[rep].group];
-			if (it->nroots == ENG_MAX_STORES) {
-				st = eng_set_error(ctx, ENG_ERANGE, "scheduler: too many in-place updates in one kernel");
-				goto fail;
-			}
+			if (it->nroots == ENG_MAX_STORES)
+				return eng_set_error(
+					ctx, ENG_ERANGE,
+					"scheduler: too many in-place updates in one kernel");
 			it->roots[it->nroots++] = r;
 			m[i].group = m[rep].group;
 			continue;
 		}
 		for (int g = 0; g < out->n && !placed; g++) {
 			eng_sched_item *it = &out->items[g];
-			if (it->nroots == ENG_MAX_STORES || !same_shape(it->roots[0], r) || r->op == ENG_OP_COPY ||
-			    it->roots[0]->op == ENG_OP_COPY)
+			if (it->nroots == ENG_MAX_STORES || !same_shape(it->roots[0], r) ||
+			    r->op == ENG_OP_COPY || it->roots[0]->op == ENG_OP_COPY)
 				continue;
 			/* merged groups must still be orderable: no cycle between groups */
 			m[i].group = g;
@@ -300,14 +330,13 @@ eng_status eng_schedule_build_on(eng_ctx *ctx, const eng_target *par, eng_node *
 			roots[it->nroots] = r;
 			eng_kernel_ir ir;
 			const eng_node *must = NULL;
-			eng_status s = trial(ctx, par, &store, roots, it->nroots + 1, false, &ir, &must);
+			eng_status s =
+				trial(ctx, par, store, roots, it->nroots + 1, false, &ir, &must);
 			eng_kernel_ir_free(&ir);
-			if (s == ENG_ESTATE && must) {
+			if (s == ENG_ESTATE && must)
 				continue;
-			} else if (s) {
-				st = s;
-				goto fail;
-			}
+			else if (s)
+				return s;
 			it->roots[it->nroots++] = r;
 			m[i].group = g;
 			placed = true;
@@ -319,8 +348,27 @@ eng_status eng_schedule_build_on(eng_ctx *ctx, const eng_target *par, eng_node *
 			m[i].group = out->n++;
 		}
 	}
+	return ENG_OK;
+}
 
-	/* item dependencies, then a topological order */
+/* With DEBUG>=6, what each member reads and waits for: the trail to a dependency cycle. */
+static void dump_members(const member *m, int nm)
+{
+	for (int i = 0; i < nm; i++) {
+		fprintf(stderr, "member %d %%%u %s (group %d) reads", i, m[i].node->id,
+			eng_op_name(m[i].node->op), m[i].group);
+		for (int k = 0; k < m[i].ndeps; k++)
+			fprintf(stderr, " %%%u", m[i].deps[k]->id);
+		fprintf(stderr, "; after");
+		for (int k = 0; k < m[i].nafter; k++)
+			fprintf(stderr, " %%%u", m[i].after[k]->id);
+		fprintf(stderr, "\n");
+	}
+}
+
+/* Phase 7: the kernels' dependencies, then out->items sorted into a topological order. */
+static eng_status order_items(eng_ctx *ctx, const member *m, int nm, eng_schedule *out)
+{
 	int ni = out->n;
 	int *indeg = calloc(ni, sizeof(int)), *order = calloc(ni, sizeof(int));
 	char *adj = calloc((size_t)ni * ni, 1);
@@ -328,13 +376,14 @@ eng_status eng_schedule_build_on(eng_ctx *ctx, const eng_target *par, eng_node *
 		free(indeg);
 		free(order);
 		free(adj);
-		goto oom;
+		return sched_oom(ctx);
 	}
 	for (int i = 0; i < nm; i++) {
 		if (m[i].group < 0)
 			continue;
 		for (int k = 0; k < m[i].ndeps + m[i].nafter; k++) {
-			int d = member_of(m, nm, k < m[i].ndeps ? m[i].deps[k] : m[i].after[k - m[i].ndeps]);
+			int d = member_of(
+				m, nm, k < m[i].ndeps ? m[i].deps[k] : m[i].after[k - m[i].ndeps]);
 			if (d >= 0 && m[d].group >= 0 && m[d].group != m[i].group)
 				adj[(size_t)m[d].group * ni + m[i].group] = 1;
 		}
@@ -357,54 +406,71 @@ eng_status eng_schedule_build_on(eng_ctx *ctx, const eng_target *par, eng_node *
 	if (tail != ni) {
 		free(order);
 		if (ctx->debug >= 6)
-			for (int i = 0; i < nm; i++) {
-				fprintf(stderr, "member %d %%%u %s (group %d) reads", i, m[i].node->id,
-					eng_op_name(m[i].node->op), m[i].group);
-				for (int k = 0; k < m[i].ndeps; k++)
-					fprintf(stderr, " %%%u", m[i].deps[k]->id);
-				fprintf(stderr, "; after");
-				for (int k = 0; k < m[i].nafter; k++)
-					fprintf(stderr, " %%%u", m[i].after[k]->id);
-				fprintf(stderr, "\n");
-			}
-		st = eng_set_error(ctx, ENG_ESTATE, "scheduler: kernel dependencies form a cycle");
-		goto fail;
+			dump_members(m, nm);
+		return eng_set_error(ctx, ENG_ESTATE,
+				     "scheduler: kernel dependencies form a cycle");
 	}
 	eng_sched_item *sorted = calloc(ni ? ni : 1, sizeof(*sorted));
 	if (!sorted) {
 		free(order);
-		goto oom;
+		return sched_oom(ctx);
 	}
 	for (int i = 0; i < ni; i++)
 		sorted[i] = out->items[order[i]];
 	free(order);
 	free(out->items);
 	out->items = sorted;
+	return ENG_OK;
+}
 
-	/* final lowering with optimisations */
-	for (int i = 0; i < ni; i++) {
+/* Phase 8: the final lowering of each kernel, with optimisations. */
+static eng_status lower_items(eng_ctx *ctx, const eng_target *par, eng_nset *store,
+			      eng_schedule *out)
+{
+	for (int i = 0; i < out->n; i++) {
 		eng_sched_item *it = &out->items[i];
 		const eng_node *must = NULL;
-		st = trial(ctx, par, &store, it->roots, it->nroots, true, &it->ir, &must);
+		eng_status st = trial(ctx, par, store, it->roots, it->nroots, true, &it->ir, &must);
 		if (st) {
 			if (st == ENG_ESTATE)
-				eng_set_error(ctx, st, "scheduler: kernel %d changed between passes", i);
-			goto fail;
+				eng_set_error(ctx, st,
+					      "scheduler: kernel %d changed between passes", i);
+			return st;
 		}
 	}
-done:
-	free(m);
-	eng_nset_free(&store);
-	eng_nset_free(&seen);
 	return ENG_OK;
-oom:
-	st = eng_set_error(ctx, ENG_ENOMEM, "out of memory while scheduling");
-fail:
+}
+
+/* The phases in order; each sets the context error when it fails. */
+eng_status eng_schedule_build_on(eng_ctx *ctx, const eng_target *par, eng_node *const *nodes, int n,
+				 eng_schedule *out)
+{
+	eng_nset store = {0};
+	member *m = NULL;
+	int nk = 0;
+	memset(out, 0, sizeof(*out));
+	eng_status st = collect_stores(ctx, nodes, n, &store);
+	if (!st && store.n) {
+		st = grow_stores(ctx, par, &store);
+		if (!st)
+			st = make_members(ctx, par, &store, &m, &nk);
+		int nm = (int)store.n; /* the stored set is final from here on */
+		if (!st)
+			st = order_assigns_after_readers(ctx, m, nm);
+		if (!st) {
+			join_mutual_assigns(m, nm);
+			st = group_outputs(ctx, par, &store, m, nm, nk, out);
+		}
+		if (!st)
+			st = order_items(ctx, m, nm, out);
+		if (!st)
+			st = lower_items(ctx, par, &store, out);
+	}
 	free(m);
 	eng_nset_free(&store);
-	eng_nset_free(&seen);
-	eng_schedule_free(out);
-	return st ? st : ENG_ESTATE;
+	if (st)
+		eng_schedule_free(out);
+	return st;
 }
 
 void eng_schedule_free(eng_schedule *s)

@@ -3,9 +3,7 @@
 #ifndef ENG_SCHEDULE_H
 #define ENG_SCHEDULE_H
 
-#include "device/device.h"
-#include "realize/realize.h"
-#include "tensor/tensor.h"
+#include "core/context.h"
 #include "codegen/kernel.h"
 
 typedef struct eng_sched_item {
@@ -23,10 +21,10 @@ typedef struct eng_schedule {
 	int nempty;
 } eng_schedule;
 
-/* Build the schedule for nodes (duplicates and realized nodes are ignored) for a device
- * target; on failure the context error is set. Output loops are merged into the parallel one
- * until it has par iterations; kernels run as work-groups where the target has them (see
- * eng_linearize). */
+/* Build the schedule for nodes (duplicates and realized nodes are ignored) on the target par:
+ * output loops are merged into the parallel one until it has par->par iterations; kernels run
+ * as work-groups where the target has them (see eng_linearize). On failure the context error
+ * is set and *out is empty. */
 eng_status eng_schedule_build_on(eng_ctx *ctx, const eng_target *par, eng_node *const *nodes, int n,
 				 eng_schedule *out);
 void eng_schedule_free(eng_schedule *s);
