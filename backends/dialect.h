@@ -57,20 +57,20 @@ typedef struct bk_dialect {
 /* Helpers every prelude includes (integer division and modulo that never trap, saturating
  * float-to-int casts). Before them a prelude defines the types int32_t, uint32_t, int64_t,
  * uint64_t and uint8_t, BK_PRELUDE_INT_LIMITS, and exp2f, log2f, sinf, sqrtf and truncf
- * (precise, not native/fast variants); anywhere it defines the bit casts tsd_as_int32_t(float)
- * and tsd_as_float(int32_t), and the dialect's f16_round function if it names one. Kernels call
- * the helpers by the fixed-width names (tsd_idiv_int32_t, tsd_f2i_uint8_t, ...), whatever the
+ * (precise, not native/fast variants); anywhere it defines the bit casts eng_as_int32_t(float)
+ * and eng_as_float(int32_t), and the dialect's f16_round function if it names one. Kernels call
+ * the helpers by the fixed-width names (eng_idiv_int32_t, eng_f2i_uint8_t, ...), whatever the
  * dialect's type names are. String literals, so a backend's prelude is built at compile time. */
 #define BK_PRELUDE_HELPERS \
 	"#define TSD_DIV(T, UT) \\\n" \
-	"  static inline T tsd_idiv_##T(T a, T b) { return b == 0 ? 0 : b == -1 ? (T)((UT)0 - (UT)a) : a / b; } \\\n" \
-	"  static inline T tsd_mod_##T(T a, T b) { return (b == 0 || b == -1) ? 0 : a % b; }\n" \
+	"  static inline T eng_idiv_##T(T a, T b) { return b == 0 ? 0 : b == -1 ? (T)((UT)0 - (UT)a) : a / b; } \\\n" \
+	"  static inline T eng_mod_##T(T a, T b) { return (b == 0 || b == -1) ? 0 : a % b; }\n" \
 	"TSD_DIV(int32_t, uint32_t)\n" \
 	"TSD_DIV(int64_t, uint64_t)\n" \
-	"static inline uint8_t tsd_idiv_uint8_t(uint8_t a, uint8_t b) { return b ? a / b : 0; }\n" \
-	"static inline uint8_t tsd_mod_uint8_t(uint8_t a, uint8_t b) { return b ? a % b : 0; }\n" \
-	"static inline int32_t tsd_f2i_int32_t(float x) { return x != x ? 0 : x >= 2147483647.0f ? INT32_MAX : x <= -2147483648.0f ? INT32_MIN : (int32_t)x; }\n" \
-	"static inline int64_t tsd_f2i_int64_t(float x) { return x != x ? 0 : x >= 9223372036854775807.0f ? INT64_MAX : x <= -9223372036854775808.0f ? INT64_MIN : (int64_t)x; }\n" \
-	"static inline uint8_t tsd_f2i_uint8_t(float x) { return x != x ? 0 : x >= 255.0f ? 255 : x <= 0.0f ? 0 : (uint8_t)x; }\n"
+	"static inline uint8_t eng_idiv_uint8_t(uint8_t a, uint8_t b) { return b ? a / b : 0; }\n" \
+	"static inline uint8_t eng_mod_uint8_t(uint8_t a, uint8_t b) { return b ? a % b : 0; }\n" \
+	"static inline int32_t eng_f2i_int32_t(float x) { return x != x ? 0 : x >= 2147483647.0f ? INT32_MAX : x <= -2147483648.0f ? INT32_MIN : (int32_t)x; }\n" \
+	"static inline int64_t eng_f2i_int64_t(float x) { return x != x ? 0 : x >= 9223372036854775807.0f ? INT64_MAX : x <= -9223372036854775808.0f ? INT64_MIN : (int64_t)x; }\n" \
+	"static inline uint8_t eng_f2i_uint8_t(float x) { return x != x ? 0 : x >= 255.0f ? 255 : x <= 0.0f ? 0 : (uint8_t)x; }\n"
 
 #endif

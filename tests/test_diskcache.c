@@ -88,10 +88,10 @@ static int count_files(const char *sub)
 	return n;
 }
 
-static eng_dc *open_tmp(uint64_t max_bytes)
+static eng_diskcache *open_tmp(uint64_t max_bytes)
 {
 	char msg[512] = "";
-	eng_dc *dc = eng_dc_open(tmp_dir, max_bytes, msg, sizeof(msg));
+	eng_diskcache *dc = eng_diskcache_open(tmp_dir, max_bytes, msg, sizeof(msg));
 	ck_assert_msg(dc != NULL, "open: %s", msg);
 	return dc;
 }
@@ -100,7 +100,7 @@ static void key_of(const char *s, char key[33])
 {
 	const void *parts[1] = {s};
 	size_t lens[1] = {strlen(s)};
-	eng_dc_key(parts, lens, 1, key);
+	eng_diskcache_key(parts, lens, 1, key);
 }
 
 /* n bytes of a pattern depending on seed. Caller frees. */
@@ -115,51 +115,51 @@ static unsigned char *pattern(size_t n, unsigned seed)
 }
 
 /* get must hit with exactly want[0..n). */
-static void expect_hit(eng_dc *dc, const char *key, const void *want, size_t n)
+static void expect_hit(eng_diskcache *dc, const char *key, const void *want, size_t n)
 {
 	void *got;
 	size_t len;
-	eng_status st = eng_dc_get(dc, key, &got, &len);
-	ck_assert_msg(st == ENG_OK, "get %s: %s %s", key, eng_strerror(st), eng_dc_errmsg(dc));
+	eng_status st = eng_diskcache_get(dc, key, &got, &len);
+	ck_assert_msg(st == ENG_OK, "get %s: %s %s", key, eng_strerror(st), eng_diskcache_errmsg(dc));
 	ck_assert_ptr_nonnull(got);
 	ck_assert_uint_eq(len, n);
 	ck_assert(n == 0 || memcmp(got, want, n) == 0);
 	free(got);
 }
 
-static void expect_miss(eng_dc *dc, const char *key)
+static void expect_miss(eng_diskcache *dc, const char *key)
 {
 	void *got = (void *)1;
 	size_t len = 7;
-	ck_assert_int_eq(eng_dc_get(dc, key, &got, &len), ENG_ENOTFOUND);
+	ck_assert_int_eq(eng_diskcache_get(dc, key, &got, &len), ENG_ENOTFOUND);
 	ck_assert_ptr_null(got);
 	ck_assert_uint_eq(len, 0);
 }
 
 START_TEST(test_round_trip)
 {
-	eng_dc *dc = open_tmp(0);
+	eng_diskcache *dc = open_tmp(0);
 	char k0[33], k1[33];
 	key_of("empty", k0);
 	key_of("big", k1);
-	ck_assert_int_eq(eng_dc_put(dc, k0, "", 0), ENG_OK);
+	ck_assert_int_eq(eng_diskcache_put(dc, k0, "", 0), ENG_OK);
 	expect_hit(dc, k0, "", 0);
 	size_t n = 1000003;
 	unsigned char *a = pattern(n, 1), *b = pattern(n, 2);
-	ck_assert_int_eq(eng_dc_put(dc, k1, a, n), ENG_OK);
+	ck_assert_int_eq(eng_diskcache_put(dc, k1, a, n), ENG_OK);
 	expect_hit(dc, k1, a, n);
 	ck_assert(exists(entry_file(k1)));
 	/* a second put replaces the entry */
-	ck_assert_int_eq(eng_dc_put(dc, k1, b, n - 1), ENG_OK);
+	ck_assert_int_eq(eng_diskcache_put(dc, k1, b, n - 1), ENG_OK);
 	expect_hit(dc, k1, b, n - 1);
-	ck_assert_uint_eq(eng_dc_size_estimate(dc), 2 * ENG_DC_HEADER_SIZE + n - 1);
-	ck_assert_str_eq(eng_dc_dir(dc), tmp_dir);
-	eng_dc_close(dc);
+	ck_assert_uint_eq(eng_diskcache_size_estimate(dc), 2 * ENG_DISKCACHE_HEADER_SIZE + n - 1);
+	ck_assert_str_eq(eng_diskcache_dir(dc), tmp_dir);
+	eng_diskcache_close(dc);
 	/* another handle sees the entries and measures them */
 	dc = open_tmp(0);
 	expect_hit(dc, k1, b, n - 1);
-	ck_assert_uint_eq(eng_dc_size_estimate(dc), 2 * ENG_DC_HEADER_SIZE + n - 1);
-	eng_dc_close(dc);
+	ck_assert_uint_eq(eng_diskcache_size_estimate(dc), 2 * ENG_DISKCACHE_HEADER_SIZE + n - 1);
+	eng_diskcache_close(dc);
 	free(a);
 	free(b);
 }
@@ -167,7 +167,7 @@ END_TEST
 
 START_TEST(test_miss_and_bad_keys)
 {
-	eng_dc *dc = open_tmp(0);
+	eng_diskcache *dc = open_tmp(0);
 	char k[33];
 	key_of("never stored", k);
 	expect_miss(dc, k);
@@ -175,11 +175,11 @@ START_TEST(test_miss_and_bad_keys)
 	size_t n;
 	const char *bad[] = {"../../../../../../../etc/passwd", "ABCDEF0123456789ABCDEF0123456789", "0123", ""};
 	for (int i = 0; i < 4; i++) {
-		ck_assert_int_eq(eng_dc_get(dc, bad[i], &got, &n), ENG_EINVAL);
-		ck_assert_int_eq(eng_dc_put(dc, bad[i], "x", 1), ENG_EINVAL);
-		ck_assert(strstr(eng_dc_errmsg(dc), "key") != NULL);
+		ck_assert_int_eq(eng_diskcache_get(dc, bad[i], &got, &n), ENG_EINVAL);
+		ck_assert_int_eq(eng_diskcache_put(dc, bad[i], "x", 1), ENG_EINVAL);
+		ck_assert(strstr(eng_diskcache_errmsg(dc), "key") != NULL);
 	}
-	eng_dc_close(dc);
+	eng_diskcache_close(dc);
 }
 END_TEST
 
@@ -188,29 +188,29 @@ START_TEST(test_key_parts)
 	char k1[33], k2[33], k3[33], k4[33];
 	const void *ab_c[] = {"ab", "c"}, *a_bc[] = {"a", "bc"}, *abc[] = {"abc"};
 	size_t l21[] = {2, 1}, l12[] = {1, 2}, l3[] = {3};
-	eng_dc_key(ab_c, l21, 2, k1);
-	eng_dc_key(a_bc, l12, 2, k2);
-	eng_dc_key(abc, l3, 1, k3);
+	eng_diskcache_key(ab_c, l21, 2, k1);
+	eng_diskcache_key(a_bc, l12, 2, k2);
+	eng_diskcache_key(abc, l3, 1, k3);
 	ck_assert_str_ne(k1, k2);
 	ck_assert_str_ne(k1, k3);
 	ck_assert_str_ne(k2, k3);
-	eng_dc_key(ab_c, l21, 2, k4);
+	eng_diskcache_key(ab_c, l21, 2, k4);
 	ck_assert_str_eq(k1, k4);
 	ck_assert_uint_eq(strlen(k1), 32);
 	ck_assert_uint_eq(strspn(k1, "0123456789abcdef"), 32);
 	/* empty parts count: ("") != () != ("", "") */
 	const void *e2[] = {"", ""};
 	size_t l00[] = {0, 0};
-	eng_dc_key(e2, l00, 0, k1);
-	eng_dc_key(e2, l00, 1, k2);
-	eng_dc_key(e2, l00, 2, k3);
+	eng_diskcache_key(e2, l00, 0, k1);
+	eng_diskcache_key(e2, l00, 1, k2);
+	eng_diskcache_key(e2, l00, 2, k3);
 	ck_assert_str_ne(k1, k2);
 	ck_assert_str_ne(k2, k3);
 	/* trailing zero bytes change the key */
 	const void *z[] = {"a\0\0"};
 	size_t l1[] = {1};
-	eng_dc_key(z, l1, 1, k1);
-	eng_dc_key(z, l3, 1, k2);
+	eng_diskcache_key(z, l1, 1, k1);
+	eng_diskcache_key(z, l3, 1, k2);
 	ck_assert_str_ne(k1, k2);
 }
 END_TEST
@@ -251,7 +251,7 @@ static void do_damage(const char *path, const damage *d)
 START_TEST(test_corrupt_entries_are_removed)
 {
 	const damage cases[] = {
-		{"payload byte", FLIP, ENG_DC_HEADER_SIZE + 1000},
+		{"payload byte", FLIP, ENG_DISKCACHE_HEADER_SIZE + 1000},
 		{"last payload byte", FLIP, -1},
 		{"magic", FLIP, 0},
 		{"format version", FLIP, 4},
@@ -259,39 +259,39 @@ START_TEST(test_corrupt_entries_are_removed)
 		{"length high byte", FLIP, 15},
 		{"checksum", FLIP, 16},
 		{"key copy", FLIP, 24 + 31},
-		{"truncated to the header", TRUNCATE, ENG_DC_HEADER_SIZE},
+		{"truncated to the header", TRUNCATE, ENG_DISKCACHE_HEADER_SIZE},
 		{"truncated to half", TRUNCATE, -1},
 		{"truncated inside the header", TRUNCATE, 10},
 		{"empty file", TRUNCATE, 0},
 		{"a byte appended", APPEND, 0},
 	};
-	eng_dc *dc = open_tmp(0);
+	eng_diskcache *dc = open_tmp(0);
 	size_t n = 4096;
 	unsigned char *data = pattern(n, 3);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char k[33];
 		key_of(cases[i].what, k);
-		ck_assert_int_eq(eng_dc_put(dc, k, data, n), ENG_OK);
+		ck_assert_int_eq(eng_diskcache_put(dc, k, data, n), ENG_OK);
 		expect_hit(dc, k, data, n);
 		do_damage(entry_file(k), &cases[i]);
 		void *got = NULL;
 		size_t len = 0;
-		ck_assert_msg(eng_dc_get(dc, k, &got, &len) == ENG_ENOTFOUND, "%s: not detected", cases[i].what);
+		ck_assert_msg(eng_diskcache_get(dc, k, &got, &len) == ENG_ENOTFOUND, "%s: not detected", cases[i].what);
 		ck_assert_ptr_null(got);
 		ck_assert_msg(!exists(entry_file(k)), "%s: the bad file is still there", cases[i].what);
 		/* a fresh put works again */
-		ck_assert_int_eq(eng_dc_put(dc, k, data, n), ENG_OK);
+		ck_assert_int_eq(eng_diskcache_put(dc, k, data, n), ENG_OK);
 		expect_hit(dc, k, data, n);
 	}
 	/* an entry file renamed to another key's name is rejected by the key copy */
 	char a[33], b[33];
 	key_of("a", a);
 	key_of("b", b);
-	ck_assert_int_eq(eng_dc_put(dc, a, data, n), ENG_OK);
+	ck_assert_int_eq(eng_diskcache_put(dc, a, data, n), ENG_OK);
 	mkdir(tmp_path("%.2s", b), 0700);
 	ck_assert_int_eq(rename(entry_file(a), entry_file(b)), 0);
 	expect_miss(dc, b);
-	eng_dc_close(dc);
+	eng_diskcache_close(dc);
 	free(data);
 }
 END_TEST
@@ -308,8 +308,8 @@ static void age_file(const char *path, int age)
 
 START_TEST(test_lru_eviction)
 {
-	enum { PAYLOAD = 1000, ENTRY = PAYLOAD + ENG_DC_HEADER_SIZE };
-	eng_dc *dc = open_tmp(10 * ENTRY); /* evicts down to 9 entries */
+	enum { PAYLOAD = 1000, ENTRY = PAYLOAD + ENG_DISKCACHE_HEADER_SIZE };
+	eng_diskcache *dc = open_tmp(10 * ENTRY); /* evicts down to 9 entries */
 	unsigned char *data = pattern(PAYLOAD, 4);
 	char keys[11][33], name[32];
 	for (int i = 0; i < 11; i++) {
@@ -317,19 +317,19 @@ START_TEST(test_lru_eviction)
 		key_of(name, keys[i]);
 	}
 	for (int i = 0; i < 8; i++) {
-		ck_assert_int_eq(eng_dc_put(dc, keys[i], data, PAYLOAD), ENG_OK);
+		ck_assert_int_eq(eng_diskcache_put(dc, keys[i], data, PAYLOAD), ENG_OK);
 		age_file(entry_file(keys[i]), 1000 - 10 * i); /* 0 oldest ... 7 newest */
 	}
 	/* using 0 and 1 makes them the most recent */
 	expect_hit(dc, keys[0], data, PAYLOAD);
 	expect_hit(dc, keys[1], data, PAYLOAD);
 	for (int i = 8; i < 11; i++)
-		ck_assert_int_eq(eng_dc_put(dc, keys[i], data, PAYLOAD), ENG_OK);
+		ck_assert_int_eq(eng_diskcache_put(dc, keys[i], data, PAYLOAD), ENG_OK);
 	/* 11 entries passed the limit: the two least recently used (2 and 3) went */
 	for (int i = 0; i < 11; i++)
 		ck_assert_msg(exists(entry_file(keys[i])) == (i != 2 && i != 3), "entry %d", i);
-	ck_assert_uint_eq(eng_dc_size_estimate(dc), 9 * ENTRY);
-	eng_dc_close(dc);
+	ck_assert_uint_eq(eng_diskcache_size_estimate(dc), 9 * ENTRY);
+	eng_diskcache_close(dc);
 	free(data);
 }
 END_TEST
@@ -349,11 +349,11 @@ START_TEST(test_stale_temporary_files)
 	ck_assert_ptr_nonnull(f);
 	fclose(f);
 	age_file(stale, 2 * 3600);
-	eng_dc *dc = open_tmp(0);
+	eng_diskcache *dc = open_tmp(0);
 	ck_assert(!exists(stale));
 	ck_assert(exists(fresh)); /* may belong to a writer at work */
 	expect_miss(dc, k);
-	eng_dc_close(dc);
+	eng_diskcache_close(dc);
 }
 END_TEST
 
@@ -368,33 +368,33 @@ START_TEST(test_unusable_directory)
 		char dir[512];
 		snprintf(dir, sizeof(dir), "%s", tmp_path("%s", dirs[i]));
 		msg[0] = 0;
-		ck_assert_ptr_null(eng_dc_open(dir, 0, msg, sizeof(msg)));
+		ck_assert_ptr_null(eng_diskcache_open(dir, 0, msg, sizeof(msg)));
 		/* one sentence naming the directory */
 		ck_assert_msg(strstr(msg, dir) != NULL && !strchr(msg, '\n') && msg[strlen(msg) - 1] == '.', "%s",
 			      msg);
 	}
 	/* put failures are errors with a message, not crashes: the fan-out directory is a file */
-	eng_dc *dc = open_tmp(0);
+	eng_diskcache *dc = open_tmp(0);
 	char k[33];
 	key_of("blocked", k);
 	f = fopen(tmp_path("%.2s", k), "w");
 	ck_assert_ptr_nonnull(f);
 	fclose(f);
-	ck_assert_int_eq(eng_dc_put(dc, k, "abc", 3), ENG_EIO);
-	ck_assert_msg(strstr(eng_dc_errmsg(dc), tmp_dir) != NULL, "%s", eng_dc_errmsg(dc));
+	ck_assert_int_eq(eng_diskcache_put(dc, k, "abc", 3), ENG_EIO);
+	ck_assert_msg(strstr(eng_diskcache_errmsg(dc), tmp_dir) != NULL, "%s", eng_diskcache_errmsg(dc));
 	expect_miss(dc, k);
 	/* an entry larger than the whole cache is refused */
-	eng_dc_close(dc);
+	eng_diskcache_close(dc);
 	dc = open_tmp(100);
 	key_of("large", k);
-	ck_assert_int_eq(eng_dc_put(dc, k, msg, sizeof(msg)), ENG_EINVAL);
-	eng_dc_close(dc);
+	ck_assert_int_eq(eng_diskcache_put(dc, k, msg, sizeof(msg)), ENG_EINVAL);
+	eng_diskcache_close(dc);
 }
 END_TEST
 
-/* eng_dc_open(NULL) with XDG_CACHE_HOME and HOME set as given (NULL: unset), restored afterwards;
+/* eng_diskcache_open(NULL) with XDG_CACHE_HOME and HOME set as given (NULL: unset), restored afterwards;
  * dir_out gets the directory opened, or the message. */
-static eng_dc *open_default_with(const char *xdg, const char *home, char *dir_out, size_t cap)
+static eng_diskcache *open_default_with(const char *xdg, const char *home, char *dir_out, size_t cap)
 {
 	char *old_xdg = getenv("XDG_CACHE_HOME"), *old_home = getenv("HOME");
 	old_xdg = old_xdg ? strdup(old_xdg) : NULL;
@@ -402,8 +402,8 @@ static eng_dc *open_default_with(const char *xdg, const char *home, char *dir_ou
 	xdg ? setenv("XDG_CACHE_HOME", xdg, 1) : unsetenv("XDG_CACHE_HOME");
 	home ? setenv("HOME", home, 1) : unsetenv("HOME");
 	char msg[512] = "";
-	eng_dc *dc = eng_dc_open(NULL, 0, msg, sizeof(msg));
-	snprintf(dir_out, cap, "%s", dc ? eng_dc_dir(dc) : msg);
+	eng_diskcache *dc = eng_diskcache_open(NULL, 0, msg, sizeof(msg));
+	snprintf(dir_out, cap, "%s", dc ? eng_diskcache_dir(dc) : msg);
 	old_xdg ? setenv("XDG_CACHE_HOME", old_xdg, 1) : unsetenv("XDG_CACHE_HOME");
 	old_home ? setenv("HOME", old_home, 1) : unsetenv("HOME");
 	free(old_xdg);
@@ -416,19 +416,19 @@ START_TEST(test_default_directory)
 	char xdg[512], home[512], got[600], want[600];
 	snprintf(xdg, sizeof(xdg), "%s", tmp_path("%s", "xdg"));
 	snprintf(home, sizeof(home), "%s", tmp_path("%s", "home"));
-	eng_dc *dc = open_default_with(xdg, home, got, sizeof(got));
+	eng_diskcache *dc = open_default_with(xdg, home, got, sizeof(got));
 	snprintf(want, sizeof(want), "%s/tensord", xdg);
 	ck_assert_ptr_nonnull(dc);
 	ck_assert_str_eq(got, want);
 	struct stat st;
 	ck_assert_int_eq(stat(want, &st), 0);
 	ck_assert_int_eq(st.st_mode & 0777, 0700);
-	eng_dc_close(dc);
+	eng_diskcache_close(dc);
 	dc = open_default_with(NULL, home, got, sizeof(got));
 	snprintf(want, sizeof(want), "%s/.cache/tensord", home);
 	ck_assert_ptr_nonnull(dc);
 	ck_assert_str_eq(got, want);
-	eng_dc_close(dc);
+	eng_diskcache_close(dc);
 	ck_assert_ptr_null(open_default_with(NULL, NULL, got, sizeof(got)));
 	ck_assert_msg(strstr(got, "HOME") != NULL, "%s", got);
 }
@@ -439,24 +439,24 @@ END_TEST
 static int hammer(const char *key, const unsigned char *want, size_t n, int rounds, bool writer, int *hits)
 {
 	char msg[512];
-	eng_dc *dc = eng_dc_open(tmp_dir, 0, msg, sizeof(msg));
+	eng_diskcache *dc = eng_diskcache_open(tmp_dir, 0, msg, sizeof(msg));
 	if (!dc)
 		return -1;
 	int bad = 0;
 	for (int i = 0; i < rounds; i++) {
-		if (writer && eng_dc_put(dc, key, want, n) != ENG_OK) {
+		if (writer && eng_diskcache_put(dc, key, want, n) != ENG_OK) {
 			bad = -1;
 			break;
 		}
 		void *got;
 		size_t len;
-		if (eng_dc_get(dc, key, &got, &len) == ENG_OK) {
+		if (eng_diskcache_get(dc, key, &got, &len) == ENG_OK) {
 			bad += len != n || memcmp(got, want, n) != 0;
 			++*hits;
 			free(got);
 		}
 	}
-	eng_dc_close(dc);
+	eng_diskcache_close(dc);
 	return bad;
 }
 
@@ -488,13 +488,13 @@ START_TEST(test_concurrent_writers_never_tear)
 	for (int i = 0; i < NCHILD; i++)
 		ck_assert_msg(WIFEXITED(status[i]) && WEXITSTATUS(status[i]) == 0, "child %d: status %d", i, status[i]);
 	ck_assert_int_eq(bad, 0);
-	eng_dc *dc = open_tmp(0);
+	eng_diskcache *dc = open_tmp(0);
 	expect_hit(dc, k, data, n);
 	/* one entry and no temporary files are left */
-	ck_assert_uint_eq(eng_dc_size_estimate(dc), n + ENG_DC_HEADER_SIZE);
+	ck_assert_uint_eq(eng_diskcache_size_estimate(dc), n + ENG_DISKCACHE_HEADER_SIZE);
 	char sub[3] = {k[0], k[1], 0};
 	ck_assert_int_eq(count_files(sub), 1);
-	eng_dc_close(dc);
+	eng_diskcache_close(dc);
 	free(data);
 }
 END_TEST
@@ -559,17 +559,17 @@ START_TEST(test_cpu_blob_load_round_trip)
 	ck_assert_uint_gt(n, 4);
 	ck_assert(memcmp(blob, "\177ELF", 4) == 0);
 	/* through the disk cache: keyed by cache_id and source, stored, read back, loaded */
-	eng_dc *dc = open_tmp(0);
+	eng_diskcache *dc = open_tmp(0);
 	const char *id = dev.ops->cache_id(dev.ctx);
 	const void *parts[2] = {id, srcs[0]};
 	size_t lens[2] = {strlen(id), strlen(srcs[0])};
 	char key[33];
-	eng_dc_key(parts, lens, 2, key);
-	ck_assert_int_eq(eng_dc_put(dc, key, blob, n), ENG_OK);
+	eng_diskcache_key(parts, lens, 2, key);
+	ck_assert_int_eq(eng_diskcache_put(dc, key, blob, n), ENG_OK);
 	void *got;
 	size_t gn;
-	ck_assert_int_eq(eng_dc_get(dc, key, &got, &gn), ENG_OK);
-	eng_dc_close(dc);
+	ck_assert_int_eq(eng_diskcache_get(dc, key, &got, &gn), ENG_OK);
+	eng_diskcache_close(dc);
 	/* the module holds both kernels; the originals may go first */
 	dev.ops->program_free(dev.ctx, progs[0]);
 	dev.ops->program_free(dev.ctx, progs[1]);

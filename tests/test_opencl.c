@@ -148,9 +148,9 @@ static const char KSRC_HELPERS[] =
 	"__kernel void tk_helpers(__global int *restrict b0, __global float *restrict b1, __global const int *restrict b2,\n"
 	"                         __global const float *restrict b3, long start, long end)\n"
 	"{\n  const long i = start + (long)get_global_id(0);\n  if (i >= end) return;\n"
-	"  b0[i] = i < 4 ? tsd_idiv_int32_t(b2[i], b2[i + 4]) : i < 8 ? tsd_mod_int32_t(b2[i - 4], b2[i])\n"
-	"         : i < 12 ? tsd_f2i_int32_t(b3[i]) : (int)tsd_f2i_uint8_t(b3[i]);\n"
-	"  b1[i] = tsd_f16r(b3[i]);\n}\n";
+	"  b0[i] = i < 4 ? eng_idiv_int32_t(b2[i], b2[i + 4]) : i < 8 ? eng_mod_int32_t(b2[i - 4], b2[i])\n"
+	"         : i < 12 ? eng_f2i_int32_t(b3[i]) : (int)eng_f2i_uint8_t(b3[i]);\n"
+	"  b1[i] = eng_f16r(b3[i]);\n}\n";
 
 START_TEST(test_handwritten_kernels)
 {
@@ -380,20 +380,20 @@ static void *run_on_cl(bk_device *dev, eng_tensor *t, eng_strbuf *sources)
 	ck_assert(srcs && names && cs && cn && progs);
 	for (int i = 0; i < sch.n; i++) {
 		eng_strbuf sb;
-		eng_sb_init(&sb);
+		eng_strbuf_init(&sb);
 		snprintf(names[i], sizeof(names[i]), "tk_graph%d", i);
 		ck_assert_int_eq(eng_render_cstyle(&bt, &sch.items[i].ir, names[i], &sb), ENG_OK);
-		cs[i] = srcs[i] = eng_sb_take(&sb);
+		cs[i] = srcs[i] = eng_strbuf_take(&sb);
 		cn[i] = names[i];
 		if (sources)
-			eng_sb_puts(sources, srcs[i]);
+			eng_strbuf_puts(sources, srcs[i]);
 	}
 	eng_status st = dev->ops->compile(dev->ctx, cs, sch.n, cn, progs, &err);
 	ck_assert_msg(st == ENG_OK, "%s\n%s", err.msg, srcs[0]);
 	clbufs m = {.n = 0};
 	for (int i = 0; i < sch.n; i++) {
 		const eng_kernel_ir *ir = &sch.items[i].ir;
-		void *h[ENG_MAX_KBUFS];
+		void *h[ENG_MAX_KERNEL_BUFS];
 		for (int k = 0; k < ir->nbufs; k++)
 			h[k] = ocl_buffer(dev, &m, ir->bufs[k].node, ir->bufs[k].output);
 		bk_launch l = {.nparallel = ir->nparallel, .cost = ir->flops + ir->bytes};
@@ -513,7 +513,7 @@ static void engine_dtypes(bk_device *dev, eng_ctx *ctx, tu_rng *r)
 	/* float16: storage via vload_half / vstore_half, every op rounded */
 	eng_tensor *h = tu_rand(ctx, r, ENG_F16, 2, s, -4, 4), *g = tu_rand(ctx, r, ENG_F16, 2, s, -4, 4);
 	/* exactly the reference's rounding after every op, on both backends (the CPU prelude's
-	 * tsd_f16r keeps gcc from fusing a float16 multiply-add past the rounding) */
+	 * eng_f16r keeps gcc from fusing a float16 multiply-add past the rounding) */
 	eng_tensor *arith = eng_sub(eng_add(eng_mul(h, g), h), eng_mul_s(g, 0.37));
 	check_graph_ref(dev, arith, F16_TOL, 0, "float16 arithmetic");
 	eng_tensor *arith2 = eng_sub(eng_add(eng_mul(g, h), g), eng_mul_s(h, 0.61)); /* a new graph: */
@@ -559,12 +559,12 @@ static void engine_views_and_assign(bk_device *dev, eng_ctx *ctx, tu_rng *r)
 static void check_vector(bk_device *dev, eng_tensor *t, const char *const *want, bool want_absent, const char *what)
 {
 	eng_strbuf sb;
-	eng_sb_init(&sb);
+	eng_strbuf_init(&sb);
 	check_graph_src(dev, t, F32_TOL, 1e-4, what, &sb);
 	for (int i = 0; want[i]; i++)
 		ck_assert_msg(!strstr(sb.s ? sb.s : "", want[i]) == want_absent, "%s: \"%s\" %s the kernels:\n%s", what,
 			      want[i], want_absent ? "in" : "not in", sb.s ? sb.s : "");
-	eng_sb_free(&sb);
+	eng_strbuf_free(&sb);
 }
 
 /* The wide tile as vectors (PoCL prefers 16 floats): consecutive loads and stores, gathers

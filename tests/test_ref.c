@@ -102,7 +102,7 @@ static eng_node *vec(fx *f, eng_dtype dt, int64_t n, const double *v)
 	return buf(f, dt, 1, &n, v);
 }
 
-static eng_node *cnst(fx *f, eng_dtype dt, int ndim, const int64_t *shape, eng_cval c)
+static eng_node *cnst(fx *f, eng_dtype dt, int ndim, const int64_t *shape, eng_const_value c)
 {
 	eng_node_desc d = {.op = ENG_OP_CONST, .dtype = dt, .ndim = ndim, .shape = shape, .c = c};
 	return hold(f, eng_node_get(f->g, &d));
@@ -206,9 +206,9 @@ START_TEST(leaf_const_index)
 	fx f;
 	fx_init(&f);
 	int64_t s22[2] = {2, 2}, s23[2] = {2, 3};
-	expect(cnst(&f, ENG_F32, 2, s22, (eng_cval){.f = 2.5}), 0, 2.5, 2.5, 2.5, 2.5);
-	expect(cnst(&f, ENG_I32, 1, s22, (eng_cval){.i = -3}), 0, -3, -3);
-	expect(cnst(&f, ENG_BOOL, 0, NULL, (eng_cval){.i = 1}), 0, 1);
+	expect(cnst(&f, ENG_F32, 2, s22, (eng_const_value){.f = 2.5}), 0, 2.5, 2.5, 2.5, 2.5);
+	expect(cnst(&f, ENG_I32, 1, s22, (eng_const_value){.i = -3}), 0, -3, -3);
+	expect(cnst(&f, ENG_BOOL, 0, NULL, (eng_const_value){.i = 1}), 0, 1);
 	eng_node_desc d = {
 		.op = ENG_OP_INDEX, .dtype = ENG_I32, .ndim = 2, .shape = s23, .axis = 1};
 	expect(hold(&f, eng_node_get(f.g, &d)), 0, 0, 1, 2, 0, 1, 2);
@@ -511,7 +511,7 @@ START_TEST(bufferops_and_graph)
 	expect(xx, 0, 2, 4);
 	expect(bin(&f, ENG_OP_MUL, xx, bin(&f, ENG_OP_SUB, xx, x)), 0, 2, 8);
 	/* a long chain: ((x + 1) + 1) ... 150 times */
-	eng_node *one = cnst(&f, ENG_F32, 1, x->shape, (eng_cval){.f = 1});
+	eng_node *one = cnst(&f, ENG_F32, 1, x->shape, (eng_const_value){.f = 1});
 	eng_node *c = x;
 	for (int i = 0; i < 150; i++)
 		c = bin(&f, ENG_OP_ADD, c, one);

@@ -91,7 +91,7 @@ static void cpu_identity(eng_strbuf *sb)
 	}
 	if (f)
 		fclose(f);
-	eng_sb_printf(sb, " cpu=%s cpuflags=%016llx", model ? model : "?", (unsigned long long)flags);
+	eng_strbuf_printf(sb, " cpu=%s cpuflags=%016llx", model ? model : "?", (unsigned long long)flags);
 	free(line);
 	free(model);
 }
@@ -105,15 +105,15 @@ const char *cpu_cache_id(void *dev)
 	cc_path(d->cc, path, sizeof(path));
 	cc_version(d->cc, version, sizeof(version));
 	eng_strbuf sb;
-	eng_sb_init(&sb);
-	eng_sb_printf(&sb, "cpu-abi%d cc=%s (%s) flags=", BK_ABI_VERSION, path, version[0] ? version : d->cc);
+	eng_strbuf_init(&sb);
+	eng_strbuf_printf(&sb, "cpu-abi%d cc=%s (%s) flags=", BK_ABI_VERSION, path, version[0] ? version : d->cc);
 	for (int i = 0; cpu_cc_flags[i]; i++)
-		eng_sb_printf(&sb, "%s%s", i ? " " : "", cpu_cc_flags[i]);
+		eng_strbuf_printf(&sb, "%s%s", i ? " " : "", cpu_cc_flags[i]);
 	cpu_identity(&sb);
-	eng_sb_printf(&sb, " prelude=%016llx", (unsigned long long)eng_hash_str(cpu_prelude()));
+	eng_strbuf_printf(&sb, " prelude=%016llx", (unsigned long long)eng_hash_str(cpu_prelude()));
 	/* out of memory: no identity, so nothing is cached (an empty id would match anything) */
-	d->cache_id = sb.failed ? NULL : eng_sb_take(&sb);
-	eng_sb_free(&sb);
+	d->cache_id = sb.failed ? NULL : eng_strbuf_take(&sb);
+	eng_strbuf_free(&sb);
 	return d->cache_id ? d->cache_id : "";
 }
 

@@ -10,12 +10,12 @@ static const char c_prelude[] =
 	"#define exp2f __builtin_exp2f\n#define log2f __builtin_log2f\n#define sinf __builtin_sinf\n"
 	"#define sqrtf __builtin_sqrtf\n#define truncf __builtin_truncf\n#define memcpy __builtin_memcpy\n"
 	BK_PRELUDE_HELPERS
-	"static inline int32_t tsd_as_int32_t(float x) { int32_t r; memcpy(&r, &x, 4); return r; }\n"
-	"static inline float tsd_as_float(int32_t x) { float r; memcpy(&r, &x, 4); return r; }\n"
+	"static inline int32_t eng_as_int32_t(float x) { int32_t r; memcpy(&r, &x, 4); return r; }\n"
+	"static inline float eng_as_float(int32_t x) { float r; memcpy(&r, &x, 4); return r; }\n"
 	/* float16 rounding the compiler cannot fold into a neighbouring multiply-add (with
 	 * -ffp-contract=fast and AVX512-FP16, gcc would fuse a*b+c into one float16 FMA and skip
 	 * the rounding after the multiply) */
-	"static inline float tsd_f16r(float x)\n{\n  float r = (float)(_Float16)x;\n"
+	"static inline float eng_f16r(float x)\n{\n  float r = (float)(_Float16)x;\n"
 	"#if defined(__x86_64__)\n  __asm__(\"\" : \"+x\"(r));\n"
 	"#elif defined(__aarch64__)\n  __asm__(\"\" : \"+w\"(r));\n"
 	"#else\n  volatile float v = r;\n  r = v;\n#endif\n  return r;\n}\n";
@@ -35,7 +35,7 @@ const bk_dialect cpu_dialect = {
 	.types = &c_types,
 	.nan = "__builtin_nanf(\"\")",
 	.inf = "__builtin_inff()",
-	.f16_round = "tsd_f16r",
+	.f16_round = "eng_f16r",
 	.simd_pragma = "#pragma omp simd",
 	.unroll_pragma = "#pragma GCC unroll",
 	.prelude = c_prelude,

@@ -21,13 +21,13 @@ const char *ocl_cache_id(void *dev)
 	ocl_device_str(&d->api, d->device, CL_DRIVER_VERSION, driver, sizeof(driver));
 	ocl_device_str(&d->api, d->device, CL_DEVICE_VERSION, version, sizeof(version));
 	eng_strbuf sb;
-	eng_sb_init(&sb);
-	eng_sb_printf(&sb, "cl-abi%d platform=%s (%s) device=%s driver=%s version=%s options=%s prelude=%016llx",
+	eng_strbuf_init(&sb);
+	eng_strbuf_printf(&sb, "cl-abi%d platform=%s (%s) device=%s driver=%s version=%s options=%s prelude=%016llx",
 		      BK_ABI_VERSION, plat, pver, d->name, driver, version, ocl_build_options,
 		      (unsigned long long)eng_hash_str(ocl_prelude()));
 	/* out of memory: no identity, so nothing is cached (an empty id would match anything) */
-	d->cache_id = sb.failed ? NULL : eng_sb_take(&sb);
-	eng_sb_free(&sb);
+	d->cache_id = sb.failed ? NULL : eng_strbuf_take(&sb);
+	eng_strbuf_free(&sb);
 	return d->cache_id ? d->cache_id : "";
 }
 

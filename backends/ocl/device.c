@@ -34,7 +34,7 @@ static void describe(const ocl_api *api, cl_platform_id p, cl_device_id dev, int
 	api->clGetDeviceInfo(dev, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof(wg), &wg, NULL);
 	api->clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof(type), &type, NULL);
 	api->clGetDeviceInfo(dev, CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, sizeof(vec), &vec, NULL);
-	eng_sb_printf(sb,
+	eng_strbuf_printf(sb,
 		      "CL:%d %s | %s | vendor %s | platform %s | %s | driver %s | %u compute units | "
 		      "%.1f GiB | max work-group %zu | float vectors of %u | fp16 %s\n",
 		      i, name, type_name(type), vendor, plat, version, driver, units, (double)mem / (1 << 30), wg, vec,
@@ -56,7 +56,7 @@ eng_status ocl_list(char *out, size_t len, int *ndevices, bk_err *err)
 		return st;
 	st = ocl_enumerate(&api, plats, devs, &n, err);
 	eng_strbuf sb;
-	eng_sb_init(&sb);
+	eng_strbuf_init(&sb);
 	for (int i = 0; i < n && !st; i++)
 		describe(&api, plats[i], devs[i], i, &sb);
 	ocl_api_close(&api);
@@ -68,7 +68,7 @@ eng_status ocl_list(char *out, size_t len, int *ndevices, bk_err *err)
 		snprintf(out, len, "%s", sb.s);
 	if (!st && ndevices)
 		*ndevices = n;
-	eng_sb_free(&sb);
+	eng_strbuf_free(&sb);
 	return st;
 }
 

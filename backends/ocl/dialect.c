@@ -10,10 +10,10 @@ static const char prelude[] =
 	/* the precise built-ins (never native_*: results must match the CPU's) */
 	"#define exp2f exp2\n#define log2f log2\n#define sinf sin\n#define sqrtf sqrt\n#define truncf trunc\n"
 	BK_PRELUDE_HELPERS
-	"static inline int32_t tsd_as_int32_t(float x) { return as_int(x); }\n"
-	"static inline float tsd_as_float(int32_t x) { return as_float(x); }\n"
+	"static inline int32_t eng_as_int32_t(float x) { return as_int(x); }\n"
+	"static inline float eng_as_float(int32_t x) { return as_float(x); }\n"
 	/* float16 rounding without cl_khr_fp16: a round trip through half storage, to nearest even */
-	"static inline float tsd_f16r(float x) { ushort h; vstore_half_rte(x, 0, (half *)&h); "
+	"static inline float eng_f16r(float x) { ushort h; vstore_half_rte(x, 0, (half *)&h); "
 	"return vload_half(0, (const half *)&h); }\n";
 
 static const bk_ctypes ocl_types = {
@@ -34,7 +34,7 @@ const bk_dialect ocl_dialect = {
 	.thread_idx = "(long)get_global_id(0)",
 	.nan = "NAN",
 	.inf = "INFINITY",
-	.f16_round = "tsd_f16r",
+	.f16_round = "eng_f16r",
 	.f16_load = "vload_half",
 	.f16_store = "vstore_half_rte",
 	.simd_pragma = "",

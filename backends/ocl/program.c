@@ -120,22 +120,22 @@ eng_status ocl_compile(void *dev, const char *const *srcs, int nkern, const char
 	if (st)
 		return st;
 	eng_strbuf sb;
-	eng_sb_init(&sb);
-	eng_sb_puts(&sb, ocl_prelude());
+	eng_strbuf_init(&sb);
+	eng_strbuf_puts(&sb, ocl_prelude());
 	for (int i = 0; i < nkern; i++) {
-		eng_sb_puts(&sb, "\n");
-		eng_sb_puts(&sb, srcs[i]);
+		eng_strbuf_puts(&sb, "\n");
+		eng_strbuf_puts(&sb, srcs[i]);
 	}
 	ocl_module *mod = sb.failed ? NULL : calloc(1, sizeof(*mod));
 	if (!mod) {
-		eng_sb_free(&sb);
+		eng_strbuf_free(&sb);
 		snprintf(err->msg, sizeof(err->msg), "out of memory");
 		return ENG_ENOMEM;
 	}
 	cl_int rc;
 	const char *text = sb.s;
 	mod->prog = d->api.clCreateProgramWithSource(d->context, 1, &text, NULL, &rc);
-	eng_sb_free(&sb);
+	eng_strbuf_free(&sb);
 	if (!mod->prog) {
 		free(mod);
 		return ocl_fail(d, rc, "clCreateProgramWithSource", err);

@@ -19,7 +19,7 @@
 #define STALE_TMP 3600 /* seconds after which a leftover temporary file is removed */
 #define TMP_MARK  ".tmp."
 
-struct eng_dc {
+struct eng_diskcache {
 	char *dir;
 	uint64_t max;	/* size limit */
 	uint64_t total; /* estimate of the entries' bytes */
@@ -33,9 +33,9 @@ typedef struct dc_file {
 	char rel[KEY_LEN + 4]; /* "xx/<key>" */
 } dc_file;
 
-static eng_status dc_fail(eng_dc *dc, eng_status st, const char *fmt, ...)
+static eng_status dc_fail(eng_diskcache *dc, eng_status st, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-static eng_status dc_fail(eng_dc *dc, eng_status st, const char *fmt, ...)
+static eng_status dc_fail(eng_diskcache *dc, eng_status st, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -68,7 +68,7 @@ static uint64_t get_le(const unsigned char *p, int nbytes)
 	return v;
 }
 
-static void entry_path(const eng_dc *dc, const char *key, char path[PATH_MAX])
+static void entry_path(const eng_diskcache *dc, const char *key, char path[PATH_MAX])
 {
 	snprintf(path, PATH_MAX, "%s/%.2s/%s", dc->dir, key, key);
 }
@@ -128,7 +128,7 @@ static int cmp_mtime(const void *x, const void *y)
 
 /* Scan one fan-out directory: entries are appended to *files (when the array can grow),
  * temporary files older than STALE_TMP are removed. Returns the entries' bytes. */
-static uint64_t scan_sub(eng_dc *dc, const char *sub, dc_file **files, size_t *n, size_t *cap)
+static uint64_t scan_sub(eng_diskcache *dc, const char *sub, dc_file **files, size_t *n, size_t *cap)
 {
 	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s/%s", dc->dir, sub);
@@ -171,7 +171,7 @@ static uint64_t scan_sub(eng_dc *dc, const char *sub, dc_file **files, size_t *n
 
 /* Measure the directory (exact total), drop stale temporary files, and if it holds more than
  * the limit remove the least recently used entries until it is under 90% of it. */
-static void dc_scan(eng_dc *dc)
+static void dc_scan(eng_diskcache *dc)
 {
 	DIR *d = opendir(dc->dir);
 	if (!d)
@@ -221,7 +221,7 @@ static bool dir_usable(const char *dir, char *msg, size_t msglen)
 	return true;
 }
 
-eng_dc *eng_dc_open(const char *dir, uint64_t max_bytes, char *msg, size_t msglen)
+eng_diskcache *eng_diskcache_open(const char *dir, uint64_t max_bytes, char *msg, size_t msglen)
 {
 	char def[PATH_MAX];
 	if (!dir) {
@@ -243,18 +243,18 @@ eng_dc *eng_dc_open(const char *dir, uint64_t max_bytes, char *msg, size_t msgle
 	}
 	if (!dir_usable(dir, msg, msglen))
 		return NULL;
-	eng_dc *dc = calloc(1, sizeof(*dc));
+	eng_diskcache *dc = calloc(1, sizeof(*dc));
 	if (!dc || !(dc->dir = strdup(dir))) {
 		free(dc);
 		snprintf(msg, msglen, "kernel disk cache disabled: out of memory.");
 		return NULL;
 	}
-	dc->max = max_bytes ? max_bytes : ENG_DC_DEFAULT_MAX_BYTES;
+	dc->max = max_bytes ? max_bytes : ENG_DISKCACHE_DEFAULT_MAX_BYTES;
 	dc_scan(dc);
 	return dc;
 }
 
-void eng_dc_close(eng_dc *dc)
+void eng_diskcache_close(eng_diskcache *dc)
 {
 	if (!dc)
 		return;
@@ -262,19 +262,19 @@ void eng_dc_close(eng_dc *dc)
 	free(dc);
 }
 
-const char *eng_dc_errmsg(const eng_dc *dc) { return dc->msg; }
-const char *eng_dc_dir(const eng_dc *dc) { return dc->dir; }
-uint64_t eng_dc_size_estimate(const eng_dc *dc) { return dc->total; }
+const char *eng_diskcache_errmsg(const eng_diskcache *dc) { return dc->msg; }
+const char *eng_diskcache_dir(const eng_diskcache *dc) { return dc->dir; }
+uint64_t eng_diskcache_size_estimate(const eng_diskcache *dc) { return dc->total; }
 
 /* Validate the header of an entry of file_size bytes under key. */
 static bool header_ok(const unsigned char *h, const char *key, uint64_t file_size)
 {
-	return !memcmp(h, "TSDK", 4) && get_le(h + 4, 4) == ENG_DC_FORMAT &&
-	       get_le(h + 8, 8) == file_size - ENG_DC_HEADER_SIZE && !memcmp(h + 24, key, KEY_LEN);
+	return !memcmp(h, "TSDK", 4) && get_le(h + 4, 4) == ENG_DISKCACHE_FORMAT &&
+	       get_le(h + 8, 8) == file_size - ENG_DISKCACHE_HEADER_SIZE && !memcmp(h + 24, key, KEY_LEN);
 }
 
 /* Remove a bad entry, unless another process has already replaced the file we read. */
-static void discard(eng_dc *dc, const char *path, const struct stat *read_st)
+static void discard(eng_diskcache *dc, const char *path, const struct stat *read_st)
 {
 	struct stat now;
 	if (stat(path, &now) == 0 && now.st_ino == read_st->st_ino && now.st_dev == read_st->st_dev &&
@@ -282,7 +282,7 @@ static void discard(eng_dc *dc, const char *path, const struct stat *read_st)
 		dc->total -= dc->total < (uint64_t)now.st_size ? dc->total : (uint64_t)now.st_size;
 }
 
-eng_status eng_dc_get(eng_dc *dc, const char key[33], void **bytes, size_t *n)
+eng_status eng_diskcache_get(eng_diskcache *dc, const char key[33], void **bytes, size_t *n)
 {
 	*bytes = NULL;
 	*n = 0;
@@ -294,18 +294,18 @@ eng_status eng_dc_get(eng_dc *dc, const char key[33], void **bytes, size_t *n)
 	if (fd < 0)
 		return ENG_ENOTFOUND;
 	struct stat st;
-	unsigned char h[ENG_DC_HEADER_SIZE];
+	unsigned char h[ENG_DISKCACHE_HEADER_SIZE];
 	void *buf = NULL;
 	eng_status res = ENG_ENOTFOUND;
-	bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= ENG_DC_HEADER_SIZE &&
+	bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= ENG_DISKCACHE_HEADER_SIZE &&
 		  read_full(fd, h, sizeof(h)) && header_ok(h, key, (uint64_t)st.st_size);
-	size_t len = ok ? (size_t)(st.st_size - ENG_DC_HEADER_SIZE) : 0;
+	size_t len = ok ? (size_t)(st.st_size - ENG_DISKCACHE_HEADER_SIZE) : 0;
 	if (ok && !(buf = malloc(len ? len : 1))) {
 		res = dc_fail(dc, ENG_ENOMEM, "disk cache: out of memory reading %zu bytes", len);
 		close(fd);
 		return res;
 	}
-	ok = ok && read_full(fd, buf, len) && eng_dc_checksum(buf, len) == get_le(h + 16, 8);
+	ok = ok && read_full(fd, buf, len) && eng_diskcache_checksum(buf, len) == get_le(h + 16, 8);
 	if (ok) {
 		futimens(fd, NULL); /* recently used: eviction goes by modification time */
 		*bytes = buf;
@@ -320,11 +320,11 @@ eng_status eng_dc_get(eng_dc *dc, const char key[33], void **bytes, size_t *n)
 	return res;
 }
 
-eng_status eng_dc_put(eng_dc *dc, const char key[33], const void *bytes, size_t n)
+eng_status eng_diskcache_put(eng_diskcache *dc, const char key[33], const void *bytes, size_t n)
 {
 	if (!key_ok(key))
 		return dc_fail(dc, ENG_EINVAL, "disk cache: malformed key");
-	uint64_t size = (uint64_t)n + ENG_DC_HEADER_SIZE;
+	uint64_t size = (uint64_t)n + ENG_DISKCACHE_HEADER_SIZE;
 	if (size > dc->max)
 		return dc_fail(dc, ENG_EINVAL, "disk cache: an entry of %zu bytes exceeds the limit of %llu", n,
 			       (unsigned long long)dc->max);
@@ -335,11 +335,11 @@ eng_status eng_dc_put(eng_dc *dc, const char key[33], const void *bytes, size_t 
 	int fd = mkdir_p(sub) < 0 ? -1 : mkostemp(tmp, O_CLOEXEC);
 	if (fd < 0)
 		return dc_fail(dc, ENG_EIO, "disk cache: cannot create a file in %s: %s", sub, strerror(errno));
-	unsigned char h[ENG_DC_HEADER_SIZE];
+	unsigned char h[ENG_DISKCACHE_HEADER_SIZE];
 	memcpy(h, "TSDK", 4);
-	put_le(h + 4, ENG_DC_FORMAT, 4);
+	put_le(h + 4, ENG_DISKCACHE_FORMAT, 4);
 	put_le(h + 8, n, 8);
-	put_le(h + 16, eng_dc_checksum(bytes, n), 8);
+	put_le(h + 16, eng_diskcache_checksum(bytes, n), 8);
 	memcpy(h + 24, key, KEY_LEN);
 	bool ok = write_full(fd, h, sizeof(h)) && write_full(fd, bytes, n);
 	int err = errno;

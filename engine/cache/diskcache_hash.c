@@ -84,12 +84,12 @@ static void dh_u64(dc_hash *h, uint64_t v)
 	dh_update(h, b, 8);
 }
 
-void eng_dc_key(const void *const parts[], const size_t lens[], int nparts, char out[33])
+void eng_diskcache_key(const void *const parts[], const size_t lens[], int nparts, char out[33])
 {
 	dc_hash h;
 	uint64_t r[2];
 	dh_init(&h);
-	dh_u64(&h, ENG_DC_FORMAT);
+	dh_u64(&h, ENG_DISKCACHE_FORMAT);
 	for (int i = 0; i < nparts; i++) {
 		dh_u64(&h, lens[i]);
 		dh_update(&h, parts[i], lens[i]);
@@ -98,7 +98,7 @@ void eng_dc_key(const void *const parts[], const size_t lens[], int nparts, char
 	snprintf(out, 33, "%016" PRIx64 "%016" PRIx64, r[0], r[1]);
 }
 
-uint64_t eng_dc_checksum(const void *bytes, size_t n)
+uint64_t eng_diskcache_checksum(const void *bytes, size_t n)
 {
 	dc_hash h;
 	uint64_t r[2];

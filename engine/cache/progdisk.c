@@ -9,7 +9,7 @@
 #include "diskcache.h"
 
 /* The device's disk cache, opened on first use; NULL when disabled or unusable. */
-static eng_dc *disk(eng_device *dev)
+static eng_diskcache *disk(eng_device *dev)
 {
 	const bk_device_ops *ops = dev->bk.ops;
 	if (dev->disk_state == 0) {
@@ -20,7 +20,7 @@ static eng_dc *disk(eng_device *dev)
 		if (!id || !*id)
 			return NULL;
 		char msg[512] = "";
-		dev->disk = eng_dc_open(dev->disk_dir[0] ? dev->disk_dir : NULL, dev->disk_max, msg, sizeof(msg));
+		dev->disk = eng_diskcache_open(dev->disk_dir[0] ? dev->disk_dir : NULL, dev->disk_max, msg, sizeof(msg));
 		if (!dev->disk) {
 			fprintf(stderr, "tensord: %s\n", msg);
 			return NULL;
@@ -35,7 +35,7 @@ static void kernel_key(eng_device *dev, const char *src, char key[33])
 	const char *id = dev->bk.ops->cache_id(dev->bk.ctx);
 	const void *parts[3] = {"kernel", id, src};
 	size_t lens[3] = {6, strlen(id), strlen(src)};
-	eng_dc_key(parts, lens, 3, key);
+	eng_diskcache_key(parts, lens, 3, key);
 }
 
 static void module_key(eng_device *dev, const void *bytes, size_t n, char key[33])
@@ -43,12 +43,12 @@ static void module_key(eng_device *dev, const void *bytes, size_t n, char key[33
 	const char *id = dev->bk.ops->cache_id(dev->bk.ctx);
 	const void *parts[3] = {"module", id, bytes};
 	size_t lens[3] = {6, strlen(id), n};
-	eng_dc_key(parts, lens, 3, key);
+	eng_diskcache_key(parts, lens, 3, key);
 }
 
-int eng_pd_lookup(eng_device *dev, const char *const *srcs, const char *const *names, bk_program **progs, int n)
+int eng_progdisk_lookup(eng_device *dev, const char *const *srcs, const char *const *names, bk_program **progs, int n)
 {
-	eng_dc *dc = disk(dev);
+	eng_diskcache *dc = disk(dev);
 	if (!dc || n <= 0)
 		return 0;
 	char (*mod)[33] = calloc(n, sizeof(*mod));
@@ -65,7 +65,7 @@ int eng_pd_lookup(eng_device *dev, const char *const *srcs, const char *const *n
 		void *p;
 		size_t len;
 		kernel_key(dev, srcs[i], key);
-		if (eng_dc_get(dc, key, &p, &len))
+		if (eng_diskcache_get(dc, key, &p, &len))
 			continue;
 		/* payload: module key (32 hex), the symbol, NUL */
 		if (len > 33 && len < 1024 && ((char *)p)[len - 1] == 0 && strlen((char *)p + 32) == len - 33 &&
@@ -88,7 +88,7 @@ int eng_pd_lookup(eng_device *dev, const char *const *srcs, const char *const *n
 			}
 		void *bytes;
 		size_t len;
-		if (eng_dc_get(dc, mod[i], &bytes, &len))
+		if (eng_diskcache_get(dc, mod[i], &bytes, &len))
 			continue;
 		bk_err err;
 		if (!dev->bk.ops->load(dev->bk.ctx, bytes, len, lnames, m, lprogs, &err)) {
@@ -110,17 +110,17 @@ out:
 	return loaded;
 }
 
-static void warn_once(eng_device *dev, eng_dc *dc)
+static void warn_once(eng_device *dev, eng_diskcache *dc)
 {
 	if (!dev->disk_warned)
 		fprintf(stderr, "tensord: kernel disk cache: %s (further write errors not reported)\n",
-			eng_dc_errmsg(dc));
+			eng_diskcache_errmsg(dc));
 	dev->disk_warned = true;
 }
 
-void eng_pd_store(eng_device *dev, const char *const *srcs, bk_program *const *progs, int n)
+void eng_progdisk_store(eng_device *dev, const char *const *srcs, bk_program *const *progs, int n)
 {
-	eng_dc *dc = disk(dev);
+	eng_diskcache *dc = disk(dev);
 	if (!dc)
 		return;
 	const void *last = NULL;
@@ -134,7 +134,7 @@ void eng_pd_store(eng_device *dev, const char *const *srcs, bk_program *const *p
 			continue;
 		if (bytes != last) { /* kernels of one module come together: store it once */
 			module_key(dev, bytes, len, mkey);
-			if (eng_dc_put(dc, mkey, bytes, len)) {
+			if (eng_diskcache_put(dc, mkey, bytes, len)) {
 				warn_once(dev, dc);
 				last = NULL;
 				continue;
@@ -149,7 +149,7 @@ void eng_pd_store(eng_device *dev, const char *const *srcs, bk_program *const *p
 		memcpy(payload + 32, symbol, sl + 1);
 		char kkey[33];
 		kernel_key(dev, srcs[i], kkey);
-		if (eng_dc_put(dc, kkey, payload, 32 + sl + 1))
+		if (eng_diskcache_put(dc, kkey, payload, 32 + sl + 1))
 			warn_once(dev, dc);
 		free(payload);
 	}

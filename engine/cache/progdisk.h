@@ -12,10 +12,10 @@
 /* For each i with progs[i] NULL, look srcs[i] up on disk and load what is there (kernels of
  * one module load together); progs[i] stays NULL on a miss. Returns how many were loaded.
  * Never fails: a broken or unreadable entry is a miss (and is removed by the store). */
-int eng_pd_lookup(eng_device *dev, const char *const *srcs, const char *const *names, bk_program **progs, int n);
+int eng_progdisk_lookup(eng_device *dev, const char *const *srcs, const char *const *names, bk_program **progs, int n);
 
 /* Store freshly compiled programs (their modules and index entries). Failures to write are
  * reported once per device on stderr and otherwise ignored. */
-void eng_pd_store(eng_device *dev, const char *const *srcs, bk_program *const *progs, int n);
+void eng_progdisk_store(eng_device *dev, const char *const *srcs, bk_program *const *progs, int n);
 
 #endif

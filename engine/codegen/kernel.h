@@ -7,7 +7,7 @@
 
 #define ENG_MAX_LOOPS 64
 #define ENG_MAX_PHASES 32
-#define ENG_MAX_KBUFS 64
+#define ENG_MAX_KERNEL_BUFS 64
 #define ENG_MAX_STORES 16
 
 /* What kernels are built for: par parallel iterations per kernel wanted (the CPU: its
@@ -48,12 +48,12 @@ typedef struct eng_phase {
 	uint32_t dims; /* output dims its value depends on */
 } eng_phase;
 
-typedef struct eng_kbuf {
+typedef struct eng_kernel_buf {
 	const eng_node *node; /* the node whose buffer this is */
 	eng_dtype dtype;
 	int64_t numel;
 	bool output;
-} eng_kbuf;
+} eng_kernel_buf;
 
 typedef struct eng_kstore {
 	int buf;
@@ -82,7 +82,7 @@ typedef struct eng_stmt {
 typedef struct eng_kernel_ir {
 	eng_uops *uops;
 	int nbufs;
-	eng_kbuf bufs[ENG_MAX_KBUFS];
+	eng_kernel_buf bufs[ENG_MAX_KERNEL_BUFS];
 	int ndim;
 	int64_t shape[ENG_MAX_DIMS]; /* output shape shared by all stores */
 	int nloops;

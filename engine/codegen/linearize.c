@@ -280,20 +280,20 @@ eng_status eng_linearize(eng_kernel_ir *ir, const eng_target *t, char *err, size
 	/* store index: row-major offset of the output element */
 	int64_t st[ENG_MAX_DIMS];
 	eng_contiguous_strides(ir->ndim, ir->shape, st);
-	eng_uop *idx = u_ic(u, 0);
+	eng_uop *idx = u_int_const(u, 0);
 	for (int d = 0; d < ir->ndim; d++) {
-		eng_uop *x = u_ic(u, 0);
+		eng_uop *x = u_int_const(u, 0);
 		for (int v = 0; v < ir->nloops; v++) {
 			if (ir->loops[v].dim != d)
 				continue;
 			if (ir->loops[v].kind == L_OUTER) {
 				int64_t t = ir->tiledim[0] == d ? ir->tile[0] : ir->tiledim[1] == d ? ir->tile[1] : 1;
-				x = u_add(u, x, u_mulc(u, u_var(u, v, ir->loops[v].n), t));
+				x = u_add(u, x, u_mul_const(u, u_var(u, v, ir->loops[v].n), t));
 			} else if (ir->loops[v].kind == L_TILE) {
 				x = u_add(u, x, u_var(u, v, ir->loops[v].n));
 			}
 		}
-		idx = u_add(u, idx, u_mulc(u, x, st[d]));
+		idx = u_add(u, idx, u_mul_const(u, x, st[d]));
 	}
 	/* every value first, then the stores: an in-place store must not run before another
 	 * value of the same element has read the old contents */

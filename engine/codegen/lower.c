@@ -54,11 +54,11 @@ static int buf_slot(lctx *c, const eng_node *n, bool output)
 	for (int i = 0; i < ir->nbufs; i++)
 		if (ir->bufs[i].node == n && ir->bufs[i].output == output)
 			return i;
-	if (ir->nbufs == ENG_MAX_KBUFS) {
+	if (ir->nbufs == ENG_MAX_KERNEL_BUFS) {
 		fail(c, ENG_ERANGE, "kernel reads more than 64 buffers");
 		return 0;
 	}
-	ir->bufs[ir->nbufs] = (eng_kbuf){.node = n, .dtype = n->dtype, .numel = eng_node_numel(n), .output = output};
+	ir->bufs[ir->nbufs] = (eng_kernel_buf){.node = n, .dtype = n->dtype, .numel = eng_node_numel(n), .output = output};
 	return ir->nbufs++;
 }
 
@@ -66,9 +66,9 @@ static eng_uop *flat_index(eng_uops *u, int ndim, const int64_t *shape, eng_uop 
 {
 	int64_t st[ENG_MAX_DIMS];
 	eng_contiguous_strides(ndim, shape, st);
-	eng_uop *acc = u_ic(u, 0);
+	eng_uop *acc = u_int_const(u, 0);
 	for (int d = 0; d < ndim; d++)
-		acc = u_add(u, acc, u_mulc(u, idx[d], st[d]));
+		acc = u_add(u, acc, u_mul_const(u, idx[d], st[d]));
 	return acc;
 }
 
@@ -82,7 +82,7 @@ static void reshape_index(eng_uops *u, int sn, const int64_t *sshape, int dn, co
 {
 	int a[ENG_MAX_DIMS], b[ENG_MAX_DIMS], na = 0, nb = 0;
 	for (int d = 0; d < sn; d++) {
-		si[d] = u_ic(u, 0);
+		si[d] = u_int_const(u, 0);
 		if (sshape[d] == 0)
 			na = nb = -1; /* empty: nothing is ever read */
 		else if (sshape[d] > 1 && na >= 0)
@@ -108,16 +108,16 @@ static void reshape_index(eng_uops *u, int sn, const int64_t *sshape, int dn, co
 			si[a[ga]] = idx[b[gb]];
 			continue;
 		}
-		eng_uop *flat = u_ic(u, 0);
+		eng_uop *flat = u_int_const(u, 0);
 		int64_t st = 1;
 		for (int k = ib - 1; k >= gb; k--) {
-			flat = u_add(u, flat, u_mulc(u, idx[b[k]], st));
+			flat = u_add(u, flat, u_mul_const(u, idx[b[k]], st));
 			st *= dshape[b[k]];
 		}
 		st = 1;
 		for (int k = ia - 1; k >= ga; k--) {
-			eng_uop *q = u_divc(u, flat, st);
-			si[a[k]] = k == ga ? q : u_modc(u, q, sshape[a[k]]);
+			eng_uop *q = u_div_const(u, flat, st);
+			si[a[k]] = k == ga ? q : u_mod_const(u, q, sshape[a[k]]);
 			st *= sshape[a[k]];
 		}
 	}
@@ -144,7 +144,7 @@ static eng_uop *acc_ref(lctx *c, int p, eng_dtype dt)
 	eng_kernel_ir *ir = c->ir;
 	eng_uop *t[2];
 	for (int k = 0; k < 2; k++)
-		t[k] = ir->tiledim[k] >= 0 ? u_var(ir->uops, ir->tilevar[k], ir->tile[k]) : u_ic(ir->uops, 0);
+		t[k] = ir->tiledim[k] >= 0 ? u_var(ir->uops, ir->tilevar[k], ir->tile[k]) : u_int_const(ir->uops, 0);
 	/* accumulators are laid out [narrow][wide]: the wide tile loop is innermost */
 	return u_acc(ir->uops, p, dt, t[1], t[0]);
 }
@@ -165,7 +165,7 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 		 * this kernel. Store the largest unexpanded piece around it instead. */
 		c->must_store = store_candidate(c, c->npath - 1, stop);
 		c->st = ENG_ESTATE;
-		return u_ic(u, 0);
+		return u_int_const(u, 0);
 	}
 	/* share an existing phase with the same outer index */
 	eng_uop *key[ENG_MAX_DIMS + 1];
@@ -179,7 +179,7 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 	}
 	if (ir->nphases == ENG_MAX_PHASES || c->nphase_stack == ENG_MAX_PHASES) {
 		fail(c, ENG_ERANGE, "kernel needs more than 32 reductions");
-		return u_ic(u, 0);
+		return u_int_const(u, 0);
 	}
 	eng_phase ph = {.op = n->op, .dtype = n->dtype, .node = n};
 	memcpy(ph.key, key, sizeof(key));
@@ -188,24 +188,24 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 	const eng_node *s = n->src[0];
 	for (int d = 0; d < n->ndim; d++) {
 		if (!((n->arg.axes >> d) & 1) || s->shape[d] == 1) {
-			ridx[d] = (n->arg.axes >> d) & 1 ? u_ic(u, 0) : idx[d];
+			ridx[d] = (n->arg.axes >> d) & 1 ? u_int_const(u, 0) : idx[d];
 			continue;
 		}
 		if (ir->nloops == ENG_MAX_LOOPS) {
 			fail(c, ENG_ERANGE, "kernel needs more than 64 loops");
-			return u_ic(u, 0);
+			return u_int_const(u, 0);
 		}
 		int v = ir->nloops++;
 		ir->loops[v] = (eng_loop){.n = s->shape[d], .kind = L_REDUCE, .dim = -1};
 		eng_uops_set_var_rank(u, v, 1);
 		ph.red[ph.nred++] = v;
-		ridx[d] = s->shape[d] == 0 ? u_ic(u, 0) : u_var(u, v, s->shape[d]);
+		ridx[d] = s->shape[d] == 0 ? u_int_const(u, 0) : u_var(u, v, s->shape[d]);
 	}
 	c->phase_path[c->nphase_stack++] = c->npath - 1;
 	ph.value = lower(c, s, ridx, valid);
 	c->nphase_stack--;
 	if (c->st)
-		return u_ic(u, 0);
+		return u_int_const(u, 0);
 	int p = ir->nphases++;
 	ir->phases[p] = ph;
 	return acc_ref(c, p, n->dtype);
@@ -227,38 +227,38 @@ static eng_uop *lower_movement(lctx *c, const eng_node *n, eng_uop *const *idx, 
 		break;
 	case ENG_OP_EXPAND:
 		for (int d = 0; d < n->ndim; d++)
-			si[d] = s->shape[d] == n->shape[d] ? idx[d] : u_ic(u, 0);
+			si[d] = s->shape[d] == n->shape[d] ? idx[d] : u_int_const(u, 0);
 		break;
 	case ENG_OP_SHRINK:
 		for (int d = 0; d < n->ndim; d++)
-			si[d] = u_addc(u, idx[d], n->arg.pairs[d][0]);
+			si[d] = u_add_const(u, idx[d], n->arg.pairs[d][0]);
 		break;
 	case ENG_OP_FLIP:
 		for (int d = 0; d < n->ndim; d++)
-			si[d] = (n->arg.axes >> d) & 1 ? u_add(u, u_ic(u, n->shape[d] - 1), u_mulc(u, idx[d], -1)) : idx[d];
+			si[d] = (n->arg.axes >> d) & 1 ? u_add(u, u_int_const(u, n->shape[d] - 1), u_mul_const(u, idx[d], -1)) : idx[d];
 		break;
 	case ENG_OP_PAD:
 		cond = u_bool(u, true);
 		for (int d = 0; d < n->ndim; d++) {
 			int64_t lo = n->arg.pairs[d][0];
-			si[d] = u_addc(u, idx[d], -lo);
+			si[d] = u_add_const(u, idx[d], -lo);
 			if (!lo && !n->arg.pairs[d][1])
 				continue;
 			/* lo <= idx < lo + size */
-			eng_uop *ge = u_lt(u, u_ic(u, lo - 1), idx[d]);
-			eng_uop *lt = u_lt(u, idx[d], u_ic(u, lo + s->shape[d]));
+			eng_uop *ge = u_lt(u, u_int_const(u, lo - 1), idx[d]);
+			eng_uop *lt = u_lt(u, idx[d], u_int_const(u, lo + s->shape[d]));
 			cond = u_and(u, cond, u_and(u, ge, lt));
 		}
 		break;
 	default:
 		fail(c, ENG_EINVAL, "unknown movement op");
-		return u_ic(u, 0);
+		return u_int_const(u, 0);
 	}
 	if (!cond)
 		return lower(c, s, si, valid);
 	eng_uop *v2 = valid ? u_and(u, valid, cond) : cond;
 	eng_uop *val = lower(c, s, si, v2);
-	return u_where(u, n->dtype, cond, val, u_const(u, n->dtype, (eng_cval){.i = 0}));
+	return u_where(u, n->dtype, cond, val, u_const(u, n->dtype, (eng_const_value){.i = 0}));
 }
 
 static eng_uop *lower_node(lctx *c, const eng_node *n, eng_uop *const *idx, eng_uop *valid, bool as_root)
@@ -278,7 +278,7 @@ static eng_uop *lower_node(lctx *c, const eng_node *n, eng_uop *const *idx, eng_
 		if (n->op == ENG_OP_INDEX)
 			return n->dtype == ENG_I64 ? idx[n->arg.axis] : u_alu(u, ENG_OP_CAST, n->dtype, idx[n->arg.axis], NULL, NULL);
 		fail(c, ENG_ESTATE, "buffer node without storage");
-		return u_ic(u, 0);
+		return u_int_const(u, 0);
 	case ENG_KIND_UNARY:
 	case ENG_KIND_BINARY:
 	case ENG_KIND_TERNARY:
@@ -295,7 +295,7 @@ static eng_uop *lower_node(lctx *c, const eng_node *n, eng_uop *const *idx, eng_
 		return lower(c, n->src[0], idx, valid); /* CONTIGUOUS, COPY, DETACH: the value */
 	default:
 		fail(c, ENG_EINVAL, "unknown op kind");
-		return u_ic(u, 0);
+		return u_int_const(u, 0);
 	}
 }
 
@@ -354,10 +354,10 @@ static void memo_put(lctx *c, const eng_node *n, eng_uop *const *idx, eng_uop *v
 static eng_uop *lower(lctx *c, const eng_node *n, eng_uop *const *idx, eng_uop *valid)
 {
 	if (c->st)
-		return c->ir->uops ? u_ic(c->ir->uops, 0) : NULL;
+		return c->ir->uops ? u_int_const(c->ir->uops, 0) : NULL;
 	if (c->npath == MAXPATH) {
 		fail(c, ENG_ERANGE, "graph too deep for one kernel");
-		return u_ic(c->ir->uops, 0);
+		return u_int_const(c->ir->uops, 0);
 	}
 	uint64_t h = memo_hash(n, idx, valid);
 	memo_entry *e = memo_find(c, n, idx, valid, h);
@@ -421,7 +421,7 @@ static eng_status lower_all(lctx *c)
 			for (int k = 0; k < 2; k++)
 				if (ir->tiledim[k] == d)
 					ir->tilevar[k] = tv;
-			x = u_add(u, u_mulc(u, x, t), u_var(u, tv, t));
+			x = u_add(u, u_mul_const(u, x, t), u_var(u, tv, t));
 		}
 		c->outidx[d] = x;
 	}

@@ -155,7 +155,7 @@ static void full_range(eng_uop *k)
 	}
 }
 
-eng_uop *u_const(eng_uops *u, eng_dtype dt, eng_cval c)
+eng_uop *u_const(eng_uops *u, eng_dtype dt, eng_const_value c)
 {
 	eng_uop k = {.kind = U_CONST, .dtype = dt};
 	k.arg.c = c;
@@ -166,13 +166,13 @@ eng_uop *u_const(eng_uops *u, eng_dtype dt, eng_cval c)
 	return intern(u, &k);
 }
 
-eng_uop *u_ic(eng_uops *u, int64_t v) { return u_const(u, ENG_I64, (eng_cval){.i = v}); }
-eng_uop *u_bool(eng_uops *u, bool v) { return u_const(u, ENG_BOOL, (eng_cval){.i = v}); }
+eng_uop *u_int_const(eng_uops *u, int64_t v) { return u_const(u, ENG_I64, (eng_const_value){.i = v}); }
+eng_uop *u_bool(eng_uops *u, bool v) { return u_const(u, ENG_BOOL, (eng_const_value){.i = v}); }
 
 eng_uop *u_var(eng_uops *u, int var, int64_t n)
 {
 	if (n <= 1)
-		return u_ic(u, 0);
+		return u_int_const(u, 0);
 	eng_uop k = {.kind = U_VAR, .dtype = ENG_I64, .vmin = 0, .vmax = n - 1};
 	k.arg.var = var;
 	eng_uop *x = intern(u, &k);
@@ -183,7 +183,7 @@ eng_uop *u_var(eng_uops *u, int var, int64_t n)
 eng_uop *u_load(eng_uops *u, int buf, eng_dtype dt, eng_uop *idx, eng_uop *valid)
 {
 	if (valid && u_is_const(valid) && !valid->arg.c.i) /* never read: the value is masked */
-		return u_const(u, dt, (eng_cval){.i = 0});
+		return u_const(u, dt, (eng_const_value){.i = 0});
 	eng_uop k = {.kind = U_LOAD, .dtype = dt, .nsrc = valid && !u_is_true(valid) ? 2 : 1};
 	k.src[0] = idx;
 	k.src[1] = k.nsrc == 2 ? valid : NULL;
@@ -267,7 +267,7 @@ eng_uop *u_alu(eng_uops *u, eng_op op, eng_dtype dt, eng_uop *a, eng_uop *b, eng
 	    (a->dtype == ENG_I64 || a->dtype == ENG_BOOL) && u_is_const(a) && u_is_const(b)) {
 		int64_t r;
 		if (fold_int(op, a->arg.c.i, b->arg.c.i, &r))
-			return dt == ENG_BOOL ? u_bool(u, r != 0) : u_ic(u, r);
+			return dt == ENG_BOOL ? u_bool(u, r != 0) : u_int_const(u, r);
 	}
 	full_range(&k);
 	if (dt == ENG_BOOL)
@@ -343,7 +343,7 @@ static eng_uop *term(eng_uops *u, eng_uop *base, int64_t coef)
 	if (coef == 1)
 		return base;
 	int64_t lo = sat_mul(base->vmin, coef), hi = sat_mul(base->vmax, coef);
-	return raw_bin(u, ENG_OP_MUL, base, u_ic(u, coef), lo < hi ? lo : hi, lo < hi ? hi : lo);
+	return raw_bin(u, ENG_OP_MUL, base, u_int_const(u, coef), lo < hi ? lo : hi, lo < hi ? hi : lo);
 }
 
 /* Terms in sums: non-variables first, then variables by loop rank (innermost last), so an
@@ -390,9 +390,9 @@ static eng_uop *lin_build(eng_uops *u, lin *l)
 		acc = acc ? raw_bin(u, ENG_OP_ADD, acc, t, sat_add(acc->vmin, t->vmin), sat_add(acc->vmax, t->vmax)) : t;
 	}
 	if (!acc)
-		return u_ic(u, l->c);
+		return u_int_const(u, l->c);
 	if (l->c)
-		acc = raw_bin(u, ENG_OP_ADD, acc, u_ic(u, l->c), sat_add(acc->vmin, l->c), sat_add(acc->vmax, l->c));
+		acc = raw_bin(u, ENG_OP_ADD, acc, u_int_const(u, l->c), sat_add(acc->vmin, l->c), sat_add(acc->vmax, l->c));
 	return acc;
 }
 
@@ -407,12 +407,12 @@ eng_uop *u_add(eng_uops *u, eng_uop *a, eng_uop *b)
 	return lin_build(u, &l);
 }
 
-eng_uop *u_addc(eng_uops *u, eng_uop *a, int64_t c) { return c ? u_add(u, a, u_ic(u, c)) : a; }
+eng_uop *u_add_const(eng_uops *u, eng_uop *a, int64_t c) { return c ? u_add(u, a, u_int_const(u, c)) : a; }
 
-eng_uop *u_mulc(eng_uops *u, eng_uop *a, int64_t c)
+eng_uop *u_mul_const(eng_uops *u, eng_uop *a, int64_t c)
 {
 	if (c == 0)
-		return u_ic(u, 0);
+		return u_int_const(u, 0);
 	if (c == 1)
 		return a;
 	lin l;
@@ -456,46 +456,46 @@ static bool split_mod(eng_uops *u, eng_uop *a, int64_t c, eng_uop **q, eng_uop *
 	return (*r)->vmin >= 0;
 }
 
-eng_uop *u_divc(eng_uops *u, eng_uop *a, int64_t c)
+eng_uop *u_div_const(eng_uops *u, eng_uop *a, int64_t c)
 {
 	if (c == 1)
 		return a;
 	if (u_is_const(a))
-		return u_ic(u, a->arg.c.i / c);
+		return u_int_const(u, a->arg.c.i / c);
 	if (a->vmin >= 0 && a->vmax < c)
-		return u_ic(u, 0);
+		return u_int_const(u, 0);
 	if (a->vmin >= 0 && a->vmin / c == a->vmax / c)
-		return u_ic(u, a->vmin / c);
+		return u_int_const(u, a->vmin / c);
 	/* (x / c1) / c -> x / (c1 * c) */
 	if (a->kind == U_ALU && a->op == ENG_OP_IDIV && a->dtype == ENG_I64 && u_is_const(a->src[1]) &&
 	    a->src[0]->vmin >= 0 && a->src[1]->arg.c.i < (INT64_MAX / c))
-		return u_divc(u, a->src[0], a->src[1]->arg.c.i * c);
+		return u_div_const(u, a->src[0], a->src[1]->arg.c.i * c);
 	eng_uop *q, *r;
 	if (a->vmin >= 0 && split_mod(u, a, c, &q, &r))
-		return u_add(u, q, r->vmax < c ? u_ic(u, 0) : u_divc(u, r, c));
+		return u_add(u, q, r->vmax < c ? u_int_const(u, 0) : u_div_const(u, r, c));
 	int64_t lo = a->vmin / c, hi = a->vmax / c;
-	return raw_bin(u, ENG_OP_IDIV, a, u_ic(u, c), lo, hi);
+	return raw_bin(u, ENG_OP_IDIV, a, u_int_const(u, c), lo, hi);
 }
 
-eng_uop *u_modc(eng_uops *u, eng_uop *a, int64_t c)
+eng_uop *u_mod_const(eng_uops *u, eng_uop *a, int64_t c)
 {
 	if (c == 1)
-		return u_ic(u, 0);
+		return u_int_const(u, 0);
 	if (u_is_const(a))
-		return u_ic(u, a->arg.c.i % c);
+		return u_int_const(u, a->arg.c.i % c);
 	if (a->vmin >= 0 && a->vmax < c)
 		return a;
 	/* (x % m) % c -> x % c when c divides m */
 	if (a->kind == U_ALU && a->op == ENG_OP_MOD && a->dtype == ENG_I64 && u_is_const(a->src[1]) &&
 	    a->src[0]->vmin >= 0 && a->src[1]->arg.c.i % c == 0)
-		return u_modc(u, a->src[0], c);
+		return u_mod_const(u, a->src[0], c);
 	eng_uop *q, *r;
 	if (a->vmin >= 0 && split_mod(u, a, c, &q, &r))
-		return r->vmax < c ? r : u_modc(u, r, c);
+		return r->vmax < c ? r : u_mod_const(u, r, c);
 	int64_t lo = a->vmin >= 0 ? 0 : -(c - 1), hi = c - 1;
 	if (a->vmin >= 0 && a->vmax < hi)
 		hi = a->vmax;
-	return raw_bin(u, ENG_OP_MOD, a, u_ic(u, c), lo, hi);
+	return raw_bin(u, ENG_OP_MOD, a, u_int_const(u, c), lo, hi);
 }
 
 eng_uop *u_lt(eng_uops *u, eng_uop *a, eng_uop *b)

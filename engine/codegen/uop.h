@@ -24,7 +24,7 @@ struct eng_uop {
 	uint8_t nsrc;
 	eng_uop *src[3];
 	union {
-		eng_cval c;
+		eng_const_value c;
 		int var;
 		int buf;
 		int acc;
@@ -48,8 +48,8 @@ void eng_uops_set_var_rank(eng_uops *u, int var, int rank);
 /* Non-zero after an allocation failure; every constructor then returns a dummy constant. */
 bool eng_uops_failed(const eng_uops *u);
 
-eng_uop *u_const(eng_uops *u, eng_dtype dt, eng_cval c);
-eng_uop *u_ic(eng_uops *u, int64_t v); /* int64 constant */
+eng_uop *u_const(eng_uops *u, eng_dtype dt, eng_const_value c);
+eng_uop *u_int_const(eng_uops *u, int64_t v); /* int64 constant */
 eng_uop *u_bool(eng_uops *u, bool v);
 eng_uop *u_var(eng_uops *u, int var, int64_t n); /* values 0..n-1 */
 eng_uop *u_load(eng_uops *u, int buf, eng_dtype dt, eng_uop *idx, eng_uop *valid);
@@ -58,10 +58,10 @@ eng_uop *u_acc(eng_uops *u, int phase, eng_dtype dt, eng_uop *ta, eng_uop *tb);
 eng_uop *u_alu(eng_uops *u, eng_op op, eng_dtype dt, eng_uop *a, eng_uop *b, eng_uop *c);
 /* Simplifying int64 index arithmetic. c > 0 for div/mod. */
 eng_uop *u_add(eng_uops *u, eng_uop *a, eng_uop *b);
-eng_uop *u_mulc(eng_uops *u, eng_uop *a, int64_t c);
-eng_uop *u_addc(eng_uops *u, eng_uop *a, int64_t c);
-eng_uop *u_divc(eng_uops *u, eng_uop *a, int64_t c);
-eng_uop *u_modc(eng_uops *u, eng_uop *a, int64_t c);
+eng_uop *u_mul_const(eng_uops *u, eng_uop *a, int64_t c);
+eng_uop *u_add_const(eng_uops *u, eng_uop *a, int64_t c);
+eng_uop *u_div_const(eng_uops *u, eng_uop *a, int64_t c);
+eng_uop *u_mod_const(eng_uops *u, eng_uop *a, int64_t c);
 /* Bool: a < b for int64 a, b; and; not. */
 eng_uop *u_lt(eng_uops *u, eng_uop *a, eng_uop *b);
 eng_uop *u_and(eng_uops *u, eng_uop *a, eng_uop *b);

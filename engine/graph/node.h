@@ -30,10 +30,10 @@ eng_op_kind eng_op_kind_of(eng_op op);
 int eng_op_nsrc(eng_op op);
 
 /* A scalar constant: f for float dtypes, i for integer and bool dtypes. */
-typedef union eng_cval {
+typedef union eng_const_value {
 	double f;
 	int64_t i;
-} eng_cval;
+} eng_const_value;
 
 typedef struct eng_buffer eng_buffer;
 typedef struct eng_graph eng_graph;
@@ -49,7 +49,7 @@ struct eng_node {
 	int64_t shape[ENG_MAX_DIMS];
 	eng_node *src[3];
 	union {
-		eng_cval c;                    /* CONST; BUFFER: c.i is the buffer version */
+		eng_const_value c;                    /* CONST; BUFFER: c.i is the buffer version */
 		uint32_t axes;                   /* RSUM/RMAX/RPROD/FLIP: bit d set = axis d */
 		int axis;                        /* INDEX */
 		int8_t perm[ENG_MAX_DIMS];       /* PERMUTE: output axis d reads source axis perm[d] */
@@ -73,7 +73,7 @@ typedef struct eng_node_desc {
 	int ndim;
 	const int64_t *shape;
 	eng_node *src[3];
-	eng_cval c;
+	eng_const_value c;
 	uint32_t axes;
 	int axis;
 	const int8_t *perm;

@@ -7,7 +7,7 @@
 
 static size_t ptr_hash(const void *p) { return (size_t)(((uintptr_t)p >> 4) * 0x9e3779b97f4a7c15ull); }
 
-int eng_nset_index(const eng_nset *s, const eng_node *x)
+int eng_nodeset_index(const eng_nodeset *s, const eng_node *x)
 {
 	if (!s->cap)
 		return -1;
@@ -19,7 +19,7 @@ int eng_nset_index(const eng_nset *s, const eng_node *x)
 	}
 }
 
-bool eng_nset_has(const eng_nset *s, const eng_node *x) { return eng_nset_index(s, x) >= 0; }
+bool eng_nodeset_has(const eng_nodeset *s, const eng_node *x) { return eng_nodeset_index(s, x) >= 0; }
 
 static void place(int *tab, size_t cap, const eng_node *x, int v)
 {
@@ -30,9 +30,9 @@ static void place(int *tab, size_t cap, const eng_node *x, int v)
 		}
 }
 
-bool eng_nset_add(eng_nset *s, const eng_node *x)
+bool eng_nodeset_add(eng_nodeset *s, const eng_node *x)
 {
-	if (eng_nset_has(s, x))
+	if (eng_nodeset_has(s, x))
 		return true;
 	if ((s->n + 1) * 2 > s->cap) {
 		size_t nc = s->cap ? s->cap * 2 : 64;
@@ -57,7 +57,7 @@ bool eng_nset_add(eng_nset *s, const eng_node *x)
 	return true;
 }
 
-void eng_nset_free(eng_nset *s)
+void eng_nodeset_free(eng_nodeset *s)
 {
 	free(s->tab);
 	free(s->list);

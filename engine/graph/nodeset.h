@@ -8,18 +8,18 @@
 
 #include "node.h"
 
-typedef struct eng_nset {
+typedef struct eng_nodeset {
 	int *tab;               /* cap slots: member index + 1, 0 = empty */
 	const eng_node **list;  /* members in insertion order */
 	size_t n, cap;
-} eng_nset;
+} eng_nodeset;
 
-/* Zero-initialise an eng_nset before use. */
-bool eng_nset_has(const eng_nset *s, const eng_node *x);
+/* Zero-initialise an eng_nodeset before use. */
+bool eng_nodeset_has(const eng_nodeset *s, const eng_node *x);
 /* x's position in list, or -1. */
-int eng_nset_index(const eng_nset *s, const eng_node *x);
+int eng_nodeset_index(const eng_nodeset *s, const eng_node *x);
 /* Add x (no-op if present). False on ENOMEM (the set is unchanged). */
-bool eng_nset_add(eng_nset *s, const eng_node *x);
-void eng_nset_free(eng_nset *s);
+bool eng_nodeset_add(eng_nodeset *s, const eng_node *x);
+void eng_nodeset_free(eng_nodeset *s);
 
 #endif

@@ -51,7 +51,7 @@ static eng_status check_named(eng_ctx *ctx, const char *fn, const char *path, co
 			st = eng_set_error(ctx, ENG_EINVAL,
 					   "safetensors %s: %s: tensor %d has an empty name", fn,
 					   path, i);
-		else if (!eng_st_utf8_valid(name, strlen(name)) || !strcmp(name, "__metadata__"))
+		else if (!eng_safetensors_utf8_valid(name, strlen(name)) || !strcmp(name, "__metadata__"))
 			st = eng_set_error(
 				ctx, ENG_EINVAL,
 				"safetensors %s: %s: tensor name '%.200s' is not allowed", fn, path,
@@ -107,8 +107,8 @@ static eng_status write_file(eng_ctx *ctx, const char *tmp, int fd, const eng_na
 			     const int *ord, int n)
 {
 	eng_strbuf hdr;
-	eng_sb_init(&hdr);
-	eng_st_header_write(&hdr, ts, ord, n);
+	eng_strbuf_init(&hdr);
+	eng_safetensors_header_write(&hdr, ts, ord, n);
 	size_t maxbytes = 0;
 	for (int i = 0; i < n; i++)
 		maxbytes = nbytes_of(ts[i].t) > maxbytes ? nbytes_of(ts[i].t) : maxbytes;
@@ -139,7 +139,7 @@ io_fail:
 			   strerror(errno));
 out:
 	free(buf);
-	eng_sb_free(&hdr);
+	eng_strbuf_free(&hdr);
 	return st;
 }
 
@@ -211,12 +211,12 @@ out:
 }
 
 /* One tensor's data as a new tensor in the current scope (buf holds at least its bytes). */
-static eng_tensor *read_tensor(eng_ctx *ctx, const char *path, int fd, const eng_st_header *h,
-			       const eng_st_entry *e, unsigned char *buf)
+static eng_tensor *read_tensor(eng_ctx *ctx, const char *path, int fd, const eng_safetensors_header *h,
+			       const eng_safetensors_entry *e, unsigned char *buf)
 {
 	size_t nb = (size_t)(e->end - e->begin);
 	errno = 0;
-	if (eng_st_pread_all(fd, buf, nb, h->data_start + e->begin) != (ssize_t)nb) {
+	if (eng_safetensors_pread_all(fd, buf, nb, h->data_start + e->begin) != (ssize_t)nb) {
 		eng_set_error(ctx, ENG_EIO,
 			      "safetensors: %s: tensor '%.200s': cannot read its data: %s", path,
 			      e->name, errno ? strerror(errno) : "file shrank while reading");
@@ -235,7 +235,7 @@ static eng_tensor *read_tensor(eng_ctx *ctx, const char *path, int fd, const eng
 }
 
 /* Every tensor of the file, in the header's order, into out[0..h->n); all or nothing. */
-static eng_status read_all(eng_ctx *ctx, const char *path, int fd, const eng_st_header *h,
+static eng_status read_all(eng_ctx *ctx, const char *path, int fd, const eng_safetensors_header *h,
 			   eng_tensor **out)
 {
 	uint64_t maxbytes = 1;
@@ -259,7 +259,7 @@ static eng_status read_all(eng_ctx *ctx, const char *path, int fd, const eng_st_
 }
 
 /* Open path and read its header. Returns the descriptor, or -1 with the error set. */
-static int open_file(eng_ctx *ctx, const char *path, eng_st_header *h)
+static int open_file(eng_ctx *ctx, const char *path, eng_safetensors_header *h)
 {
 	memset(h, 0, sizeof(*h));
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
@@ -268,7 +268,7 @@ static int open_file(eng_ctx *ctx, const char *path, eng_st_header *h)
 			      strerror(errno));
 		return -1;
 	}
-	if (eng_st_header_read(ctx, path, fd, h)) {
+	if (eng_safetensors_header_read(ctx, path, fd, h)) {
 		close(fd);
 		return -1;
 	}
@@ -285,7 +285,7 @@ eng_status eng_safetensors_load(eng_ctx *ctx, const char *path, eng_named **out,
 	*n = 0;
 	if (!path || !*path)
 		return eng_set_error(ctx, ENG_EINVAL, "safetensors load: path is empty");
-	eng_st_header h;
+	eng_safetensors_header h;
 	int fd = open_file(ctx, path, &h);
 	if (fd < 0)
 		return eng_error(ctx);
@@ -311,7 +311,7 @@ eng_status eng_safetensors_load(eng_ctx *ctx, const char *path, eng_named **out,
 		free(res);
 	}
 	free(ts);
-	eng_st_header_free(&h);
+	eng_safetensors_header_free(&h);
 	return st;
 }
 
@@ -333,23 +333,23 @@ static void note(eng_strbuf *msg, int *bad, const char *fmt, ...)
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
 	if (msg->len < 3000) {
-		eng_sb_puts(msg, *bad ? "; " : "");
-		eng_sb_puts(msg, line);
+		eng_strbuf_puts(msg, *bad ? "; " : "");
+		eng_strbuf_puts(msg, line);
 	} else if (strcmp(msg->s + msg->len - 3, "...")) {
-		eng_sb_puts(msg, "; ...");
+		eng_strbuf_puts(msg, "; ...");
 	}
 	(*bad)++;
 }
 
 /* Compare the model (keys: its names sorted) with the file; every mismatch goes into msg.
  * src[i] receives the entry index for ts[i]. Returns the number of mismatches. */
-static int match(const eng_named *ts, const name_key *keys, int n, const eng_st_header *h, int *src,
+static int match(const eng_named *ts, const name_key *keys, int n, const eng_safetensors_header *h, int *src,
 		 eng_strbuf *msg)
 {
 	int bad = 0, i = 0, j = 0;
 	char fs[160], ms[160];
 	while (i < n || j < h->n) {
-		const eng_st_entry *e = j < h->n ? &h->e[h->by_name[j]] : NULL;
+		const eng_safetensors_entry *e = j < h->n ? &h->e[h->by_name[j]] : NULL;
 		int c = i >= n ? 1 : !e ? -1 : strcmp(keys[i].name, e->name);
 		if (c < 0) {
 			note(msg, &bad, "'%.200s' missing in the file", keys[i].name);
@@ -365,11 +365,11 @@ static int match(const eng_named *ts, const name_key *keys, int n, const eng_st_
 		src[keys[i].i] = h->by_name[j];
 		if (eng_tensor_dtype(t) != e->dtype)
 			note(msg, &bad, "'%.200s': dtype %s in the file, %s in the model", e->name,
-			     eng_st_dtype_name(e->dtype), eng_st_dtype_name(eng_tensor_dtype(t)));
+			     eng_safetensors_dtype_name(e->dtype), eng_safetensors_dtype_name(eng_tensor_dtype(t)));
 		if (eng_ndim(t) != e->ndim ||
 		    memcmp(eng_shape(t), e->shape, sizeof(int64_t) * (size_t)e->ndim)) {
-			eng_st_fmt_shape(fs, sizeof(fs), e->ndim, e->shape);
-			eng_st_fmt_shape(ms, sizeof(ms), eng_ndim(t), eng_shape(t));
+			eng_safetensors_fmt_shape(fs, sizeof(fs), e->ndim, e->shape);
+			eng_safetensors_fmt_shape(ms, sizeof(ms), eng_ndim(t), eng_shape(t));
 			note(msg, &bad, "'%.200s': shape %s in the file, %s in the model", e->name,
 			     fs, ms);
 		}
@@ -387,7 +387,7 @@ eng_status eng_safetensors_load_into(eng_ctx *ctx, const char *path, const eng_n
 	eng_status st = check_named(ctx, "load_into", path, ts, n, &keys);
 	if (st)
 		return st;
-	eng_st_header h;
+	eng_safetensors_header h;
 	int fd = open_file(ctx, path, &h);
 	if (fd < 0) {
 		free(keys);
@@ -396,7 +396,7 @@ eng_status eng_safetensors_load_into(eng_ctx *ctx, const char *path, const eng_n
 	int *src = malloc(sizeof(*src) * (size_t)(n ? n : 1));
 	eng_tensor **loaded = calloc((size_t)(h.n ? h.n : 1), sizeof(*loaded));
 	eng_strbuf msg;
-	eng_sb_init(&msg);
+	eng_strbuf_init(&msg);
 	if (!src || !loaded) {
 		st = eng_set_error(ctx, ENG_ENOMEM, "safetensors: %s: out of memory", path);
 		goto out;
@@ -421,10 +421,10 @@ eng_status eng_safetensors_load_into(eng_ctx *ctx, const char *path, const eng_n
 	}
 out:
 	close(fd);
-	eng_sb_free(&msg);
+	eng_strbuf_free(&msg);
 	free(loaded);
 	free(src);
 	free(keys);
-	eng_st_header_free(&h);
+	eng_safetensors_header_free(&h);
 	return st;
 }

@@ -28,7 +28,7 @@ static const struct {
 };
 #define N_ST_DTYPES ((int)(sizeof(st_dtypes) / sizeof(st_dtypes[0])))
 
-const char *eng_st_dtype_name(eng_dtype dt)
+const char *eng_safetensors_dtype_name(eng_dtype dt)
 {
 	for (int i = 0; i < N_ST_DTYPES; i++)
 		if (st_dtypes[i].engine == (int)dt)
@@ -49,7 +49,7 @@ static eng_status bad(eng_ctx *ctx, eng_status code, const char *path, const cha
 	return eng_set_error(ctx, code, "safetensors: %s: %s", path, msg);
 }
 
-bool eng_st_utf8_valid(const char *str, size_t n)
+bool eng_safetensors_utf8_valid(const char *str, size_t n)
 {
 	const unsigned char *s = (const unsigned char *)str;
 	for (size_t i = 0; i < n;) {
@@ -75,7 +75,7 @@ bool eng_st_utf8_valid(const char *str, size_t n)
 	return true;
 }
 
-ssize_t eng_st_pread_all(int fd, void *buf, size_t n, uint64_t off)
+ssize_t eng_safetensors_pread_all(int fd, void *buf, size_t n, uint64_t off)
 {
 	size_t got = 0;
 	while (got < n) {
@@ -103,7 +103,7 @@ static bool json_uint(const cJSON *j, uint64_t *out)
 	return true;
 }
 
-void eng_st_fmt_shape(char *buf, size_t len, int ndim, const int64_t *shape)
+void eng_safetensors_fmt_shape(char *buf, size_t len, int ndim, const int64_t *shape)
 {
 	size_t used = (size_t)snprintf(buf, len, "[");
 	for (int i = 0; i < ndim && used < len; i++)
@@ -136,7 +136,7 @@ static eng_status parse_dtype(eng_ctx *ctx, const char *path, const char *name, 
 
 /* One "name": {"dtype", "shape", "data_offsets"} entry. */
 static eng_status parse_entry(eng_ctx *ctx, const char *path, const cJSON *item, uint64_t data_size,
-			      eng_st_entry *e)
+			      eng_safetensors_entry *e)
 {
 	const char *name = item->string;
 	if (!cJSON_IsObject(item))
@@ -165,7 +165,7 @@ static eng_status parse_entry(eng_ctx *ctx, const char *path, const cJSON *item,
 		e->shape[d] = (int64_t)v;
 	}
 	char sh[160];
-	eng_st_fmt_shape(sh, sizeof(sh), ndim, e->shape);
+	eng_safetensors_fmt_shape(sh, sizeof(sh), ndim, e->shape);
 	int64_t numel;
 	if (!eng_shape_numel(ndim, e->shape, &numel))
 		return bad(ctx, ENG_ERANGE, path,
@@ -195,7 +195,7 @@ static eng_status parse_entry(eng_ctx *ctx, const char *path, const cJSON *item,
 		return bad(ctx, ENG_EINVAL, path,
 			   "tensor '%.200s': data_offsets [%llu, %llu] hold %llu bytes but shape "
 			   "%s of %s needs %llu",
-			   name, b, en, en - b, sh, eng_st_dtype_name(e->dtype),
+			   name, b, en, en - b, sh, eng_safetensors_dtype_name(e->dtype),
 			   (unsigned long long)want);
 	return ENG_OK;
 }
@@ -220,7 +220,7 @@ static int cmp_begin(const void *a, const void *b)
 }
 
 /* No name twice, no two non-empty byte ranges sharing a byte; fills h->by_name. */
-static eng_status check_names_and_ranges(eng_ctx *ctx, const char *path, eng_st_header *h)
+static eng_status check_names_and_ranges(eng_ctx *ctx, const char *path, eng_safetensors_header *h)
 {
 	sort_key *k = malloc(sizeof(*k) * (size_t)(h->n ? h->n : 1));
 	if (!k)
@@ -273,9 +273,9 @@ static eng_status check_metadata(eng_ctx *ctx, const char *path, const cJSON *me
 
 /* Parse the JSON text and fill h's entries. */
 static eng_status parse_json(eng_ctx *ctx, const char *path, const char *text, size_t len,
-			     eng_st_header *h)
+			     eng_safetensors_header *h)
 {
-	if (!eng_st_utf8_valid(text, len))
+	if (!eng_safetensors_utf8_valid(text, len))
 		return bad(ctx, ENG_EINVAL, path, "header is not valid UTF-8");
 	const char *end = NULL;
 	cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, false);
@@ -310,7 +310,7 @@ static eng_status parse_json(eng_ctx *ctx, const char *path, const char *text, s
 				goto out;
 			continue;
 		}
-		eng_st_entry *e = &h->e[h->n];
+		eng_safetensors_entry *e = &h->e[h->n];
 		if ((st = parse_entry(ctx, path, item, h->data_size, e)))
 			goto out;
 		if (!(e->name = strdup(item->string))) {
@@ -325,7 +325,7 @@ out:
 	return st;
 }
 
-eng_status eng_st_header_read(eng_ctx *ctx, const char *path, int fd, eng_st_header *h)
+eng_status eng_safetensors_header_read(eng_ctx *ctx, const char *path, int fd, eng_safetensors_header *h)
 {
 	memset(h, 0, sizeof(*h));
 	struct stat sb;
@@ -340,16 +340,16 @@ eng_status eng_st_header_read(eng_ctx *ctx, const char *path, int fd, eng_st_hea
 			   "file is %llu bytes, too short for the 8-byte header length",
 			   (unsigned long long)size);
 	errno = 0;
-	if (eng_st_pread_all(fd, lenb, 8, 0) != 8)
+	if (eng_safetensors_pread_all(fd, lenb, 8, 0) != 8)
 		return bad(ctx, ENG_EIO, path, "cannot read the header length: %s",
 			   errno ? strerror(errno) : "short read");
 	uint64_t hlen = 0;
 	for (int i = 7; i >= 0; i--)
 		hlen = hlen << 8 | lenb[i];
-	if (hlen > ENG_ST_MAX_HEADER)
+	if (hlen > ENG_SAFETENSORS_MAX_HEADER)
 		return bad(ctx, ENG_EINVAL, path,
 			   "header length %llu exceeds the limit of %llu bytes",
-			   (unsigned long long)hlen, (unsigned long long)ENG_ST_MAX_HEADER);
+			   (unsigned long long)hlen, (unsigned long long)ENG_SAFETENSORS_MAX_HEADER);
 	if (hlen > size - 8)
 		return bad(ctx, ENG_EIO, path,
 			   "header length %llu exceeds the file (%llu bytes after the length)",
@@ -362,18 +362,18 @@ eng_status eng_st_header_read(eng_ctx *ctx, const char *path, int fd, eng_st_hea
 				     "safetensors: %s: out of memory for the header", path);
 	eng_status st;
 	errno = 0;
-	if (eng_st_pread_all(fd, text, hlen, 8) != (ssize_t)hlen)
+	if (eng_safetensors_pread_all(fd, text, hlen, 8) != (ssize_t)hlen)
 		st = bad(ctx, ENG_EIO, path, "cannot read the header: %s",
 			 errno ? strerror(errno) : "short read");
 	else
 		st = parse_json(ctx, path, text, hlen, h);
 	free(text);
 	if (st)
-		eng_st_header_free(h);
+		eng_safetensors_header_free(h);
 	return st;
 }
 
-void eng_st_header_free(eng_st_header *h)
+void eng_safetensors_header_free(eng_safetensors_header *h)
 {
 	for (int i = 0; i < h->n; i++)
 		free(h->e[i].name);
@@ -384,40 +384,40 @@ void eng_st_header_free(eng_st_header *h)
 
 static void put_json_string(eng_strbuf *out, const char *s)
 {
-	eng_sb_puts(out, "\"");
+	eng_strbuf_puts(out, "\"");
 	for (; *s; s++) {
 		unsigned char c = (unsigned char)*s;
 		if (c == '"' || c == '\\')
-			eng_sb_printf(out, "\\%c", c);
+			eng_strbuf_printf(out, "\\%c", c);
 		else if (c < 0x20)
-			eng_sb_printf(out, "\\u%04x", c);
+			eng_strbuf_printf(out, "\\u%04x", c);
 		else
-			eng_sb_printf(out, "%c", c);
+			eng_strbuf_printf(out, "%c", c);
 	}
-	eng_sb_puts(out, "\"");
+	eng_strbuf_puts(out, "\"");
 }
 
-void eng_st_header_write(eng_strbuf *out, const eng_named *ts, const int *ord, int n)
+void eng_safetensors_header_write(eng_strbuf *out, const eng_named *ts, const int *ord, int n)
 {
 	size_t start = out->len;
 	uint64_t off = 0;
-	eng_sb_puts(out, "{");
+	eng_strbuf_puts(out, "{");
 	for (int k = 0; k < n; k++) {
 		const eng_named *t = &ts[ord[k]];
 		uint64_t nbytes =
 			(uint64_t)eng_numel(t->t) * eng_dtype_size(eng_tensor_dtype(t->t));
 		if (k)
-			eng_sb_puts(out, ",");
+			eng_strbuf_puts(out, ",");
 		put_json_string(out, t->name);
-		eng_sb_printf(out, ":{\"dtype\":\"%s\",\"shape\":[",
-			      eng_st_dtype_name(eng_tensor_dtype(t->t)));
+		eng_strbuf_printf(out, ":{\"dtype\":\"%s\",\"shape\":[",
+			      eng_safetensors_dtype_name(eng_tensor_dtype(t->t)));
 		for (int d = 0; d < eng_ndim(t->t); d++)
-			eng_sb_printf(out, "%s%lld", d ? "," : "", (long long)eng_shape(t->t)[d]);
-		eng_sb_printf(out, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
+			eng_strbuf_printf(out, "%s%lld", d ? "," : "", (long long)eng_shape(t->t)[d]);
+		eng_strbuf_printf(out, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
 			      (unsigned long long)(off + nbytes));
 		off += nbytes;
 	}
-	eng_sb_puts(out, "}");
+	eng_strbuf_puts(out, "}");
 	while ((out->len - start) % 8)
-		eng_sb_puts(out, " ");
+		eng_strbuf_puts(out, " ");
 }

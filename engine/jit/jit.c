@@ -26,8 +26,8 @@ typedef struct jbuf {
 } jbuf;
 
 typedef struct jlaunch {
-	eng_sc_kernel k;
-	int b[ENG_MAX_KBUFS]; /* jbuf of each kernel buffer */
+	eng_schedcache_kernel k;
+	int b[ENG_MAX_KERNEL_BUFS]; /* jbuf of each kernel buffer */
 	uint64_t assign;
 } jlaunch;
 
@@ -464,7 +464,7 @@ static eng_status replay(eng_jit *j, jsig *s, eng_tensor *const *bin, eng_tensor
 	}
 	for (int i = 0; i < s->nl && !st; i++) {
 		const jlaunch *l = &s->l[i];
-		void *h[ENG_MAX_KBUFS];
+		void *h[ENG_MAX_KERNEL_BUFS];
 		for (int q = 0; q < l->k.nbufs; q++)
 			h[q] = res[l->b[q]]->handle;
 		bk_launch bl = {.nparallel = l->k.nparallel, .cost = l->k.cost};

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-bool eng_capture_add(eng_capture *c, const eng_sc_kernel *k, eng_node *const *nodes, eng_buffer *const *outs)
+bool eng_capture_add(eng_capture *c, const eng_schedcache_kernel *k, eng_node *const *nodes, eng_buffer *const *outs)
 {
 	if (c->n == c->cap) {
 		int nc = c->cap ? c->cap * 2 : 16;

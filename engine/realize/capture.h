@@ -7,8 +7,8 @@
 #include "schedule/schedcache.h"
 
 typedef struct eng_cap_launch {
-	eng_sc_kernel k;                /* program, launch size, which buffers it writes */
-	eng_buffer *buf[ENG_MAX_KBUFS]; /* the buffers as captured (one reference each) */
+	eng_schedcache_kernel k;                /* program, launch size, which buffers it writes */
+	eng_buffer *buf[ENG_MAX_KERNEL_BUFS]; /* the buffers as captured (one reference each) */
 	uint64_t assign;                /* bit i: buffer i is written in place by an assign */
 } eng_cap_launch;
 
@@ -19,7 +19,7 @@ typedef struct eng_capture {
 
 /* Record one launch: buffer i is outs[i] where set (a written buffer), else nodes[i]->buf.
  * False on ENOMEM. */
-bool eng_capture_add(eng_capture *c, const eng_sc_kernel *k, eng_node *const *nodes, eng_buffer *const *outs);
+bool eng_capture_add(eng_capture *c, const eng_schedcache_kernel *k, eng_node *const *nodes, eng_buffer *const *outs);
 /* Drop the launches and their buffer references. */
 void eng_capture_free(eng_capture *c);
 

@@ -17,7 +17,7 @@ eng_status eng_device_caches_open(eng_device *d)
 	snprintf(d->disk_dir, sizeof(d->disk_dir), "%s", dir ? dir : "");
 	d->disk_max = o->disk_cache_max;
 	d->progs = eng_progcache_create();
-	d->scache = o->no_schedule_cache ? NULL : eng_sc_create(0);
+	d->scache = o->no_schedule_cache ? NULL : eng_schedcache_create(0);
 	if (!d->progs || (!o->no_schedule_cache && !d->scache)) {
 		eng_device_caches_close(d);
 		return eng_set_error(d->ctx, ENG_ENOMEM, "%s: out of memory for its caches", d->name);
@@ -27,9 +27,9 @@ eng_status eng_device_caches_open(eng_device *d)
 
 void eng_device_caches_close(eng_device *d)
 {
-	eng_sc_destroy(d->scache);
+	eng_schedcache_destroy(d->scache);
 	d->scache = NULL;
-	eng_dc_close(d->disk);
+	eng_diskcache_close(d->disk);
 	d->disk = NULL;
 	if (d->progs)
 		eng_progcache_destroy(d->progs, &d->bk);

@@ -51,33 +51,33 @@ static void base_name(const eng_kernel_ir *ir, char *out, size_t len)
 static eng_status render_item(eng_ctx *ctx, eng_device *dev, eng_sched_item *it, kprep *k)
 {
 	eng_strbuf b;
-	eng_sb_init(&b);
+	eng_strbuf_init(&b);
 	eng_status s = eng_render_cstyle(&dev->target, &it->ir, "KERNEL_NAME", &b);
 	if (s) {
-		eng_sb_free(&b);
+		eng_strbuf_free(&b);
 		if (s == ENG_EINVAL)
 			return eng_set_error(ctx, s, "render: %s cannot run kernels as work-groups of %d threads", dev->name,
 					     it->ir.group);
 		return eng_set_error(ctx, s, "render: out of memory");
 	}
-	char *body = eng_sb_take(&b);
+	char *body = eng_strbuf_take(&b);
 	char base[64];
 	base_name(&it->ir, base, sizeof(base));
 	snprintf(k->name, sizeof(k->name), "%s_%08llx", base, (unsigned long long)(eng_hash_str(body) & 0xffffffffu));
 	char *p = strstr(body, "KERNEL_NAME");
-	eng_sb_init(&b);
+	eng_strbuf_init(&b);
 	if (p) {
 		*p = 0;
-		eng_sb_puts(&b, body);
-		eng_sb_puts(&b, k->name);
-		eng_sb_puts(&b, p + strlen("KERNEL_NAME"));
+		eng_strbuf_puts(&b, body);
+		eng_strbuf_puts(&b, k->name);
+		eng_strbuf_puts(&b, p + strlen("KERNEL_NAME"));
 	}
 	free(body);
 	if (b.failed || !p) {
-		eng_sb_free(&b);
+		eng_strbuf_free(&b);
 		return eng_set_error(ctx, ENG_ENOMEM, "render: out of memory");
 	}
-	k->src = eng_sb_take(&b);
+	k->src = eng_strbuf_take(&b);
 	snprintf(it->ir.name, sizeof(it->ir.name), "%s", k->name);
 	return ENG_OK;
 }
@@ -110,7 +110,7 @@ static eng_status compile_missing(eng_ctx *ctx, eng_device *dev, kprep *ks, int 
 		goto out;
 	/* the disk cache first: loaded kernels join the memory cache, the rest compile together */
 	double t0 = now_ms();
-	int loaded = eng_pd_lookup(dev, srcs, names, progs, m);
+	int loaded = eng_progdisk_lookup(dev, srcs, names, progs, m);
 	if (loaded) {
 		ctx->stats.disk_loads += (uint64_t)loaded;
 		if (ctx->debug >= 2)
@@ -143,7 +143,7 @@ static eng_status compile_missing(eng_ctx *ctx, eng_device *dev, kprep *ks, int 
 	}
 	if (ctx->debug >= 2)
 		fprintf(stderr, "compiled %d kernel%s in %.2f ms\n", nc, nc == 1 ? "" : "s", now_ms() - t0);
-	eng_pd_store(dev, srcs, progs, nc);
+	eng_progdisk_store(dev, srcs, progs, nc);
 	for (int j = 0; j < nc; j++) {
 		if (!eng_progcache_put(dev->progs, srcs[j], progs[j])) {
 			for (int r = j; r < nc; r++)
@@ -166,11 +166,11 @@ out:
 
 /* Launch one kernel whose buffer i belongs to node nodes[i]: outputs get a fresh buffer (an
  * assign writes into its target's), and the nodes hold their values afterwards. */
-static eng_status launch_kernel(eng_ctx *ctx, eng_device *dev, const eng_sc_kernel *k, eng_node *const *nodes,
+static eng_status launch_kernel(eng_ctx *ctx, eng_device *dev, const eng_schedcache_kernel *k, eng_node *const *nodes,
 				double *total_ms)
 {
-	void *handles[ENG_MAX_KBUFS];
-	eng_buffer *outs[ENG_MAX_KBUFS] = {0};
+	void *handles[ENG_MAX_KERNEL_BUFS];
+	eng_buffer *outs[ENG_MAX_KERNEL_BUFS] = {0};
 	eng_status s = ENG_OK;
 	for (int i = 0; i < k->nbufs; i++) {
 		eng_node *r = nodes[i];
@@ -259,11 +259,11 @@ static eng_status give_empty(eng_ctx *ctx, eng_device *dev, eng_node *e)
 }
 
 /* A schedule cache hit: bind the cached kernels to this graph's nodes and launch them. */
-static eng_status run_cached(eng_ctx *ctx, eng_device *dev, const eng_sc_entry *e, const eng_sc_walk *w)
+static eng_status run_cached(eng_ctx *ctx, eng_device *dev, const eng_schedcache_entry *e, const eng_schedcache_walk *w)
 {
 	int nk, ne;
-	const eng_sc_kernel *ks = eng_sc_kernels(e, &nk);
-	const int *empty = eng_sc_empty(e, &ne);
+	const eng_schedcache_kernel *ks = eng_schedcache_kernels(e, &nk);
+	const int *empty = eng_schedcache_empty(e, &ne);
 	eng_status s = ENG_OK;
 	ctx->stats.schedule_hits++;
 	if (ctx->debug >= 1)
@@ -272,7 +272,7 @@ static eng_status run_cached(eng_ctx *ctx, eng_device *dev, const eng_sc_entry *
 		s = give_empty(ctx, dev, (eng_node *)w->nodes.list[empty[i]]);
 	double total = 0;
 	for (int i = 0; i < nk && !s; i++) {
-		eng_node *nodes[ENG_MAX_KBUFS];
+		eng_node *nodes[ENG_MAX_KERNEL_BUFS];
 		for (int j = 0; j < ks[i].nbufs; j++)
 			nodes[j] = (eng_node *)w->nodes.list[ks[i].node[j]];
 		s = launch_kernel(ctx, dev, &ks[i], nodes, &total);
@@ -281,7 +281,7 @@ static eng_status run_cached(eng_ctx *ctx, eng_device *dev, const eng_sc_entry *
 }
 
 /* The launch description of a freshly scheduled kernel; node numbers from w (if given). */
-static bool describe_kernel(const eng_sched_item *it, const kprep *k, const eng_sc_walk *w, eng_sc_kernel *out,
+static bool describe_kernel(const eng_sched_item *it, const kprep *k, const eng_schedcache_walk *w, eng_schedcache_kernel *out,
 			    eng_node **nodes)
 {
 	const eng_kernel_ir *ir = &it->ir;
@@ -294,7 +294,7 @@ static bool describe_kernel(const eng_sched_item *it, const kprep *k, const eng_
 		nodes[i] = (eng_node *)ir->bufs[i].node;
 		if (ir->bufs[i].output)
 			out->outputs |= (uint64_t)1 << i;
-		out->node[i] = w ? eng_nset_index(&w->nodes, nodes[i]) : -1;
+		out->node[i] = w ? eng_nodeset_index(&w->nodes, nodes[i]) : -1;
 		numbered &= out->node[i] >= 0;
 	}
 	out->nparallel = ir->nparallel;
@@ -305,19 +305,19 @@ static bool describe_kernel(const eng_sched_item *it, const kprep *k, const eng_
 }
 
 /* Remember how w's graph was realized, if every buffer of every kernel is one of its nodes. */
-static void cache_schedule(eng_ctx *ctx, eng_device *dev, const eng_sc_walk *w, const eng_schedule *sch,
+static void cache_schedule(eng_ctx *ctx, eng_device *dev, const eng_schedcache_walk *w, const eng_schedule *sch,
 			   const kprep *ks)
 {
-	eng_sc_kernel *sk = calloc(sch->n ? sch->n : 1, sizeof(*sk));
+	eng_schedcache_kernel *sk = calloc(sch->n ? sch->n : 1, sizeof(*sk));
 	int *empty = calloc(sch->nempty ? sch->nempty : 1, sizeof(int));
 	bool ok = sk && empty;
 	for (int i = 0; i < sch->n && ok; i++) {
-		eng_node *nodes[ENG_MAX_KBUFS];
+		eng_node *nodes[ENG_MAX_KERNEL_BUFS];
 		ok = describe_kernel(&sch->items[i], &ks[i], w, &sk[i], nodes);
 	}
 	for (int i = 0; i < sch->nempty && ok; i++)
-		ok = (empty[i] = eng_nset_index(&w->nodes, sch->empty[i])) >= 0;
-	if (ok && !eng_sc_insert(dev->scache, w, sk, sch->n, empty, sch->nempty) && ctx->debug >= 1)
+		ok = (empty[i] = eng_nodeset_index(&w->nodes, sch->empty[i])) >= 0;
+	if (ok && !eng_schedcache_insert(dev->scache, w, sk, sch->n, empty, sch->nempty) && ctx->debug >= 1)
 		fprintf(stderr, "schedule cache: out of memory, not cached\n");
 	free(sk);
 	free(empty);
@@ -330,13 +330,13 @@ static eng_status realize_on(eng_ctx *ctx, eng_device *dev, eng_node *const *nod
 		return eng_set_error(ctx, ENG_EDEVICE, "%s: device is unusable after an earlier failure: %s", dev->name,
 				     dev->failmsg);
 	double t0 = now_ms();
-	eng_sc_walk w;
-	bool walked = dev->scache && eng_sc_walk_build(&w, nodes, n);
+	eng_schedcache_walk w;
+	bool walked = dev->scache && eng_schedcache_walk_build(&w, nodes, n);
 	if (walked) {
-		const eng_sc_entry *e = eng_sc_lookup(dev->scache, &w);
+		const eng_schedcache_entry *e = eng_schedcache_lookup(dev->scache, &w);
 		if (e) {
 			eng_status s = run_cached(ctx, dev, e, &w);
-			eng_sc_walk_free(&w);
+			eng_schedcache_walk_free(&w);
 			return s;
 		}
 	}
@@ -344,7 +344,7 @@ static eng_status realize_on(eng_ctx *ctx, eng_device *dev, eng_node *const *nod
 	eng_status s = eng_schedule_build_on(ctx, &dev->plan, nodes, n, &sch);
 	if (s) {
 		if (walked)
-			eng_sc_walk_free(&w);
+			eng_schedcache_walk_free(&w);
 		return s;
 	}
 	for (int i = 0; i < sch.nempty && !s; i++)
@@ -376,8 +376,8 @@ static eng_status realize_on(eng_ctx *ctx, eng_device *dev, eng_node *const *nod
 		cache_schedule(ctx, dev, &w, &sch, ks);
 	double total = 0;
 	for (int i = 0; i < sch.n && !s; i++) {
-		eng_sc_kernel k;
-		eng_node *kn[ENG_MAX_KBUFS];
+		eng_schedcache_kernel k;
+		eng_node *kn[ENG_MAX_KERNEL_BUFS];
 		describe_kernel(&sch.items[i], &ks[i], NULL, &k, kn);
 		s = launch_kernel(ctx, dev, &k, kn, &total);
 	}
@@ -386,7 +386,7 @@ static eng_status realize_on(eng_ctx *ctx, eng_device *dev, eng_node *const *nod
 	free(ks);
 	eng_schedule_free(&sch);
 	if (walked)
-		eng_sc_walk_free(&w);
+		eng_schedcache_walk_free(&w);
 	return s;
 }
 
@@ -421,8 +421,8 @@ static eng_status transfer(eng_ctx *ctx, eng_node *c)
  * device (recursively: it may hold copies itself), then move the bytes. */
 static eng_status run_transfers(eng_ctx *ctx, eng_node *const *nodes, int n)
 {
-	eng_sc_walk w; /* the graph under the roots, sources first (so inner copies come first) */
-	if (!eng_sc_walk_build(&w, nodes, n))
+	eng_schedcache_walk w; /* the graph under the roots, sources first (so inner copies come first) */
+	if (!eng_schedcache_walk_build(&w, nodes, n))
 		return eng_set_error(ctx, ENG_ENOMEM, "out of memory planning copies between devices");
 	eng_status s = ENG_OK;
 	for (size_t i = 0; i < w.nodes.n && !s; i++) {
@@ -434,7 +434,7 @@ static eng_status run_transfers(eng_ctx *ctx, eng_node *const *nodes, int n)
 		if (!s)
 			s = transfer(ctx, c);
 	}
-	eng_sc_walk_free(&w);
+	eng_schedcache_walk_free(&w);
 	return s;
 }
 

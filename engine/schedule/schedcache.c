@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool put(eng_sc_walk *w, int64_t v)
+static bool put(eng_schedcache_walk *w, int64_t v)
 {
 	if (w->nw == w->capw) {
 		size_t nc = w->capw ? w->capw * 2 : 1024;
@@ -20,7 +20,7 @@ static bool put(eng_sc_walk *w, int64_t v)
 }
 
 /* The arguments of n that are not in its shape, dtype or sources. */
-static bool put_args(eng_sc_walk *w, const eng_node *n)
+static bool put_args(eng_schedcache_walk *w, const eng_node *n)
 {
 	switch (n->op) {
 	case ENG_OP_CONST:
@@ -51,7 +51,7 @@ static bool put_args(eng_sc_walk *w, const eng_node *n)
 	}
 }
 
-static bool describe(eng_sc_walk *w, const eng_node *n)
+static bool describe(eng_schedcache_walk *w, const eng_node *n)
 {
 	bool leaf = n->buf != NULL;
 	int nsrc = leaf ? 0 : n->nsrc;
@@ -64,7 +64,7 @@ static bool describe(eng_sc_walk *w, const eng_node *n)
 	if (leaf)
 		return true; /* which buffer it is comes after the walk */
 	for (int i = 0; i < nsrc; i++)
-		if (!put(w, eng_nset_index(&w->nodes, n->src[i])))
+		if (!put(w, eng_nodeset_index(&w->nodes, n->src[i])))
 			return false;
 	return put_args(w, n);
 }
@@ -84,7 +84,7 @@ static int cmp_leaf(const void *a, const void *b)
 
 /* Leaves sharing a buffer matter (an assign's target read elsewhere): record, per leaf, the
  * first leaf with the same buffer and the version difference. */
-static bool describe_aliases(eng_sc_walk *w)
+static bool describe_aliases(eng_schedcache_walk *w)
 {
 	size_t nl = 0;
 	for (size_t i = 0; i < w->nodes.n; i++)
@@ -118,7 +118,7 @@ static bool describe_aliases(eng_sc_walk *w)
 	return ok;
 }
 
-bool eng_sc_walk_build(eng_sc_walk *w, eng_node *const *nodes, int n)
+bool eng_schedcache_walk_build(eng_schedcache_walk *w, eng_node *const *nodes, int n)
 {
 	typedef struct frame {
 		const eng_node *n;
@@ -129,7 +129,7 @@ bool eng_sc_walk_build(eng_sc_walk *w, eng_node *const *nodes, int n)
 	frame *st = malloc(cap * sizeof(*st));
 	bool ok = st != NULL;
 	for (int r = 0; r < n && ok; r++) {
-		if (eng_nset_has(&w->nodes, nodes[r]))
+		if (eng_nodeset_has(&w->nodes, nodes[r]))
 			continue;
 		st[sp++] = (frame){nodes[r], 0};
 		while (sp && ok) {
@@ -137,7 +137,7 @@ bool eng_sc_walk_build(eng_sc_walk *w, eng_node *const *nodes, int n)
 			const eng_node *x = f->n;
 			if (!x->buf && f->next < x->nsrc) {
 				const eng_node *s = x->src[f->next++];
-				if (eng_nset_has(&w->nodes, s))
+				if (eng_nodeset_has(&w->nodes, s))
 					continue;
 				if (sp == cap) {
 					frame *ns = realloc(st, 2 * cap * sizeof(*st));
@@ -152,15 +152,15 @@ bool eng_sc_walk_build(eng_sc_walk *w, eng_node *const *nodes, int n)
 				continue;
 			}
 			sp--;
-			ok = eng_nset_add(&w->nodes, x) && describe(w, x);
+			ok = eng_nodeset_add(&w->nodes, x) && describe(w, x);
 		}
 	}
 	free(st);
 	ok = ok && describe_aliases(w) && put(w, n);
 	for (int r = 0; r < n && ok; r++)
-		ok = put(w, eng_nset_index(&w->nodes, nodes[r]));
+		ok = put(w, eng_nodeset_index(&w->nodes, nodes[r]));
 	if (!ok) {
-		eng_sc_walk_free(w);
+		eng_schedcache_walk_free(w);
 		return false;
 	}
 	uint64_t h = 0xcbf29ce484222325ull;
@@ -173,20 +173,20 @@ bool eng_sc_walk_build(eng_sc_walk *w, eng_node *const *nodes, int n)
 	return true;
 }
 
-void eng_sc_walk_free(eng_sc_walk *w)
+void eng_schedcache_walk_free(eng_schedcache_walk *w)
 {
-	eng_nset_free(&w->nodes);
+	eng_nodeset_free(&w->nodes);
 	free(w->words);
 	memset(w, 0, sizeof(*w));
 }
 
 /* ---- the table ---- */
 
-struct eng_sc_entry {
+struct eng_schedcache_entry {
 	uint64_t hash, last_use;
 	int64_t *words;
 	size_t nw;
-	eng_sc_kernel *ks;
+	eng_schedcache_kernel *ks;
 	int nk;
 	int *empty;
 	int nempty;
@@ -194,13 +194,13 @@ struct eng_sc_entry {
 };
 
 struct eng_schedcache {
-	eng_sc_entry **e;
+	eng_schedcache_entry **e;
 	int n, cap;
 	size_t bytes, max_bytes;
 	uint64_t clock;
 };
 
-eng_schedcache *eng_sc_create(size_t max_bytes)
+eng_schedcache *eng_schedcache_create(size_t max_bytes)
 {
 	eng_schedcache *c = calloc(1, sizeof(*c));
 	if (c)
@@ -208,7 +208,7 @@ eng_schedcache *eng_sc_create(size_t max_bytes)
 	return c;
 }
 
-static void entry_free(eng_sc_entry *e)
+static void entry_free(eng_schedcache_entry *e)
 {
 	if (!e)
 		return;
@@ -218,7 +218,7 @@ static void entry_free(eng_sc_entry *e)
 	free(e);
 }
 
-void eng_sc_destroy(eng_schedcache *c)
+void eng_schedcache_destroy(eng_schedcache *c)
 {
 	if (!c)
 		return;
@@ -228,10 +228,10 @@ void eng_sc_destroy(eng_schedcache *c)
 	free(c);
 }
 
-const eng_sc_entry *eng_sc_lookup(eng_schedcache *c, const eng_sc_walk *w)
+const eng_schedcache_entry *eng_schedcache_lookup(eng_schedcache *c, const eng_schedcache_walk *w)
 {
 	for (int i = 0; i < c->n; i++) {
-		eng_sc_entry *e = c->e[i];
+		eng_schedcache_entry *e = c->e[i];
 		if (e->hash == w->hash && e->nw == w->nw && !memcmp(e->words, w->words, w->nw * sizeof(*w->words))) {
 			e->last_use = ++c->clock;
 			return e;
@@ -240,13 +240,13 @@ const eng_sc_entry *eng_sc_lookup(eng_schedcache *c, const eng_sc_walk *w)
 	return NULL;
 }
 
-const eng_sc_kernel *eng_sc_kernels(const eng_sc_entry *e, int *n)
+const eng_schedcache_kernel *eng_schedcache_kernels(const eng_schedcache_entry *e, int *n)
 {
 	*n = e->nk;
 	return e->ks;
 }
 
-const int *eng_sc_empty(const eng_sc_entry *e, int *n)
+const int *eng_schedcache_empty(const eng_schedcache_entry *e, int *n)
 {
 	*n = e->nempty;
 	return e->empty;
@@ -263,10 +263,10 @@ static void evict_one(eng_schedcache *c)
 	c->e[old] = c->e[--c->n];
 }
 
-bool eng_sc_insert(eng_schedcache *c, const eng_sc_walk *w, const eng_sc_kernel *ks, int nk, const int *empty,
+bool eng_schedcache_insert(eng_schedcache *c, const eng_schedcache_walk *w, const eng_schedcache_kernel *ks, int nk, const int *empty,
 		   int nempty)
 {
-	eng_sc_entry *e = calloc(1, sizeof(*e));
+	eng_schedcache_entry *e = calloc(1, sizeof(*e));
 	if (!e)
 		return false;
 	e->hash = w->hash;
@@ -292,7 +292,7 @@ bool eng_sc_insert(eng_schedcache *c, const eng_sc_walk *w, const eng_sc_kernel 
 		evict_one(c);
 	if (c->n == c->cap) {
 		int nc = c->cap ? c->cap * 2 : 16;
-		eng_sc_entry **ne = realloc(c->e, nc * sizeof(*ne));
+		eng_schedcache_entry **ne = realloc(c->e, nc * sizeof(*ne));
 		if (!ne) {
 			entry_free(e);
 			return false;

@@ -14,42 +14,42 @@
 
 /* A graph in canonical form. nodes.list[i] is node number i: realized nodes (those holding a
  * buffer) are leaves; sources come before their users. words describes the structure. */
-typedef struct eng_sc_walk {
-	eng_nset nodes;
+typedef struct eng_schedcache_walk {
+	eng_nodeset nodes;
 	int64_t *words;
 	size_t nw, capw;
 	uint64_t hash;
-} eng_sc_walk;
+} eng_schedcache_walk;
 
 /* Number the graph under nodes[0..n) and describe it. False on ENOMEM. */
-bool eng_sc_walk_build(eng_sc_walk *w, eng_node *const *nodes, int n);
-void eng_sc_walk_free(eng_sc_walk *w);
+bool eng_schedcache_walk_build(eng_schedcache_walk *w, eng_node *const *nodes, int n);
+void eng_schedcache_walk_free(eng_schedcache_walk *w);
 
 /* One kernel launch, its buffers named by node number. */
-typedef struct eng_sc_kernel {
+typedef struct eng_schedcache_kernel {
 	bk_program *prog; /* owned by the device's program cache */
 	char name[96];
 	int nbufs;
-	int node[ENG_MAX_KBUFS];
+	int node[ENG_MAX_KERNEL_BUFS];
 	uint64_t outputs; /* bit i: buffer i is written */
 	int64_t nparallel;
 	double cost, flops, bytes;
-} eng_sc_kernel;
+} eng_schedcache_kernel;
 
-typedef struct eng_sc_entry eng_sc_entry;
+typedef struct eng_schedcache_entry eng_schedcache_entry;
 typedef struct eng_schedcache eng_schedcache;
 
 /* A cache holding at most max_bytes of descriptions (0: a default of 64 MiB). */
-eng_schedcache *eng_sc_create(size_t max_bytes);
-void eng_sc_destroy(eng_schedcache *c);
+eng_schedcache *eng_schedcache_create(size_t max_bytes);
+void eng_schedcache_destroy(eng_schedcache *c);
 
 /* The entry for a graph of w's structure, or NULL. Valid until the next insert. */
-const eng_sc_entry *eng_sc_lookup(eng_schedcache *c, const eng_sc_walk *w);
-const eng_sc_kernel *eng_sc_kernels(const eng_sc_entry *e, int *n);
-const int *eng_sc_empty(const eng_sc_entry *e, int *n); /* zero-element nodes to give buffers */
+const eng_schedcache_entry *eng_schedcache_lookup(eng_schedcache *c, const eng_schedcache_walk *w);
+const eng_schedcache_kernel *eng_schedcache_kernels(const eng_schedcache_entry *e, int *n);
+const int *eng_schedcache_empty(const eng_schedcache_entry *e, int *n); /* zero-element nodes to give buffers */
 
 /* Remember the kernels (and empty nodes) that realized w's graph. False on ENOMEM. */
-bool eng_sc_insert(eng_schedcache *c, const eng_sc_walk *w, const eng_sc_kernel *ks, int nk, const int *empty,
+bool eng_schedcache_insert(eng_schedcache *c, const eng_schedcache_walk *w, const eng_schedcache_kernel *ks, int nk, const int *empty,
 		   int nempty);
 
 #endif

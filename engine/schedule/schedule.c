@@ -10,7 +10,7 @@
 
 #include "codegen/lower.h"
 
-static bool in_set(void *arg, const eng_node *n) { return eng_nset_has(arg, n); }
+static bool in_set(void *arg, const eng_node *n) { return eng_nodeset_has(arg, n); }
 
 static int cmp_id(const void *a, const void *b)
 {
@@ -20,13 +20,13 @@ static int cmp_id(const void *a, const void *b)
 
 
 /* Find nodes that must be stored regardless of fusion: buffer-level ops. */
-static bool collect_forced(const eng_node *n, eng_nset *seen, eng_nset *store)
+static bool collect_forced(const eng_node *n, eng_nodeset *seen, eng_nodeset *store)
 {
-	if (n->buf || eng_nset_has(seen, n))
+	if (n->buf || eng_nodeset_has(seen, n))
 		return true;
-	if (!eng_nset_add(seen, n))
+	if (!eng_nodeset_add(seen, n))
 		return false;
-	if (eng_op_kind_of(n->op) == ENG_KIND_BUFFEROP && n->op != ENG_OP_DETACH && !eng_nset_add(store, n))
+	if (eng_op_kind_of(n->op) == ENG_KIND_BUFFEROP && n->op != ENG_OP_DETACH && !eng_nodeset_add(store, n))
 		return false;
 	for (int i = 0; i < n->nsrc; i++)
 		if (!collect_forced(n->src[i], seen, store))
@@ -108,7 +108,7 @@ static bool same_shape(const eng_node *a, const eng_node *b)
 	return a->ndim == b->ndim && !memcmp(a->shape, b->shape, sizeof(int64_t) * a->ndim);
 }
 
-static eng_status trial(eng_ctx *ctx, const eng_target *par, eng_nset *store, const eng_node *const *roots, int nroots,
+static eng_status trial(eng_ctx *ctx, const eng_target *par, eng_nodeset *store, const eng_node *const *roots, int nroots,
 			bool optimize, eng_kernel_ir *ir, const eng_node **must)
 {
 	eng_lower_opts o = {.is_stored = in_set, .arg = store, .optimize = optimize, .target = *par};
@@ -129,21 +129,21 @@ static eng_status sched_oom(eng_ctx *ctx)
 }
 
 /* Phase 1: the requested nodes, the buffer-level ops they reach, and the targets of assigns. */
-static eng_status collect_stores(eng_ctx *ctx, eng_node *const *nodes, int n, eng_nset *store)
+static eng_status collect_stores(eng_ctx *ctx, eng_node *const *nodes, int n, eng_nodeset *store)
 {
-	eng_nset seen = {0};
+	eng_nodeset seen = {0};
 	eng_status st = ENG_OK;
 	for (int i = 0; i < n && !st; i++)
 		if (!nodes[i]->buf &&
-		    (!eng_nset_add(store, nodes[i]) || !collect_forced(nodes[i], &seen, store)))
+		    (!eng_nodeset_add(store, nodes[i]) || !collect_forced(nodes[i], &seen, store)))
 			st = sched_oom(ctx);
 	/* an assign writes into its target's buffer: the target must exist first */
 	for (size_t i = 0; i < store->n && !st; i++)
 		if (store->list[i]->op == ENG_OP_ASSIGN && !store->list[i]->src[0]->buf &&
-		    (!eng_nset_add(store, store->list[i]->src[0]) ||
+		    (!eng_nodeset_add(store, store->list[i]->src[0]) ||
 		     !collect_forced(store->list[i]->src[0], &seen, store)))
 			st = sched_oom(ctx);
-	eng_nset_free(&seen);
+	eng_nodeset_free(&seen);
 	return st;
 }
 
@@ -151,14 +151,14 @@ static eng_status collect_stores(eng_ctx *ctx, eng_node *const *nodes, int n, en
  * than one kernel would compute as a phase (computing it once is cheaper), and repeat.
  * One lowering per member and pass: the phases are only used from a pass that changed
  * nothing, when every member's lowering saw the final stored set. */
-static eng_status grow_stores(eng_ctx *ctx, const eng_target *par, eng_nset *store)
+static eng_status grow_stores(eng_ctx *ctx, const eng_target *par, eng_nodeset *store)
 {
 	eng_status st = ENG_OK;
 	for (int iter = 0;; iter++) {
 		if (iter > 10000)
 			return eng_set_error(ctx, ENG_ESTATE, "scheduler did not converge");
 		bool changed = false;
-		eng_nset seen_phase = {0}, shared = {0};
+		eng_nodeset seen_phase = {0}, shared = {0};
 		for (size_t i = 0; i < store->n && !st; i++) {
 			const eng_node *r = store->list[i];
 			if (eng_node_numel(r) == 0)
@@ -167,7 +167,7 @@ static eng_status grow_stores(eng_ctx *ctx, const eng_target *par, eng_nset *sto
 			const eng_node *must = NULL;
 			st = trial(ctx, par, store, &r, 1, false, &ir, &must);
 			if (st == ENG_ESTATE && must) {
-				st = eng_nset_add(store, must) ? ENG_OK : ENG_ENOMEM;
+				st = eng_nodeset_add(store, must) ? ENG_OK : ENG_ENOMEM;
 				changed = true;
 			}
 			for (int p = 0; p < ir.nphases && !st && !changed; p++) {
@@ -178,18 +178,18 @@ static eng_status grow_stores(eng_ctx *ctx, const eng_target *par, eng_nset *sto
 					dup = ir.phases[q].node == ph;
 				if (dup)
 					continue;
-				if ((eng_nset_has(&seen_phase, ph) && !eng_nset_add(&shared, ph)) ||
-				    !eng_nset_add(&seen_phase, ph))
+				if ((eng_nodeset_has(&seen_phase, ph) && !eng_nodeset_add(&shared, ph)) ||
+				    !eng_nodeset_add(&seen_phase, ph))
 					st = ENG_ENOMEM;
 			}
 			eng_kernel_ir_free(&ir);
 		}
 		for (size_t i = 0; i < shared.n && !st && !changed; i++)
-			if (!eng_nset_add(store, shared.list[i]))
+			if (!eng_nodeset_add(store, shared.list[i]))
 				st = ENG_ENOMEM;
 		changed |= shared.n > 0;
-		eng_nset_free(&seen_phase);
-		eng_nset_free(&shared);
+		eng_nodeset_free(&seen_phase);
+		eng_nodeset_free(&shared);
 		if (st == ENG_ENOMEM)
 			return sched_oom(ctx);
 		if (st || !changed)
@@ -199,7 +199,7 @@ static eng_status grow_stores(eng_ctx *ctx, const eng_target *par, eng_nset *sto
 
 /* Phase 3: one member per stored node, in topological (creation) order, with the buffers its
  * kernel reads; *nk counts the members that get a kernel (not of zero elements). */
-static eng_status make_members(eng_ctx *ctx, const eng_target *par, eng_nset *store, member **out_m,
+static eng_status make_members(eng_ctx *ctx, const eng_target *par, eng_nodeset *store, member **out_m,
 			       int *nk)
 {
 	int nm = (int)store->n;
@@ -228,7 +228,7 @@ static eng_status make_members(eng_ctx *ctx, const eng_target *par, eng_nset *st
 			eng_kernel_ir_free(&ir);
 			return st;
 		}
-		m[i].ndeps = eng_lower_inputs(&ir, m[i].deps, ENG_MAX_KBUFS);
+		m[i].ndeps = eng_lower_inputs(&ir, m[i].deps, ENG_MAX_KERNEL_BUFS);
 		eng_kernel_ir_free(&ir);
 		if (m[i].node->op == ENG_OP_ASSIGN && !m[i].node->src[0]->buf)
 			m[i].deps[m[i].ndeps++] = m[i].node->src[0];
@@ -289,7 +289,7 @@ static void join_mutual_assigns(member *m, int nm)
 /* Phase 6: the kernels (out->items, unordered): independent same-shaped outputs merged into
  * one where they still lower and the kernel graph stays acyclic; zero-element nodes go to
  * out->empty. */
-static eng_status group_outputs(eng_ctx *ctx, const eng_target *par, eng_nset *store, member *m,
+static eng_status group_outputs(eng_ctx *ctx, const eng_target *par, eng_nodeset *store, member *m,
 				int nm, int nk, eng_schedule *out)
 {
 	out->items = calloc(nk ? nk : 1, sizeof(*out->items));
@@ -424,7 +424,7 @@ static eng_status order_items(eng_ctx *ctx, const member *m, int nm, eng_schedul
 }
 
 /* Phase 8: the final lowering of each kernel, with optimisations. */
-static eng_status lower_items(eng_ctx *ctx, const eng_target *par, eng_nset *store,
+static eng_status lower_items(eng_ctx *ctx, const eng_target *par, eng_nodeset *store,
 			      eng_schedule *out)
 {
 	for (int i = 0; i < out->n; i++) {
@@ -445,7 +445,7 @@ static eng_status lower_items(eng_ctx *ctx, const eng_target *par, eng_nset *sto
 eng_status eng_schedule_build_on(eng_ctx *ctx, const eng_target *par, eng_node *const *nodes, int n,
 				 eng_schedule *out)
 {
-	eng_nset store = {0};
+	eng_nodeset store = {0};
 	member *m = NULL;
 	int nk = 0;
 	memset(out, 0, sizeof(*out));
@@ -467,7 +467,7 @@ eng_status eng_schedule_build_on(eng_ctx *ctx, const eng_target *par, eng_node *
 			st = lower_items(ctx, par, &store, out);
 	}
 	free(m);
-	eng_nset_free(&store);
+	eng_nodeset_free(&store);
 	if (st)
 		eng_schedule_free(out);
 	return st;

@@ -65,9 +65,9 @@ static int64_t sat_i64(double v)
 	return (int64_t)v;
 }
 
-eng_cval eng_build_scalar(eng_dtype dt, double v)
+eng_const_value eng_build_scalar(eng_dtype dt, double v)
 {
-	eng_cval c;
+	eng_const_value c;
 	memset(&c, 0, sizeof(c));
 	switch (dt) {
 	case ENG_BOOL:
@@ -92,7 +92,7 @@ eng_cval eng_build_scalar(eng_dtype dt, double v)
 	return c;
 }
 
-eng_node *eng_build_const(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *shape, eng_cval c)
+eng_node *eng_build_const(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *shape, eng_const_value c)
 {
 	eng_node_desc d = {.op = ENG_OP_CONST, .dtype = dt, .ndim = ndim, .shape = shape, .c = c};
 	return eng_build_node(ctx, &d);

@@ -37,7 +37,7 @@ eng_tensor *eng_cast(const eng_tensor *a, eng_dtype dt)
 		/* fold with the same rules kernels follow: float -> int saturates (NaN -> 0), int ->
 		 * int wraps, anything -> bool is != 0 */
 		eng_node *s = a->node;
-		eng_cval c;
+		eng_const_value c;
 		if (eng_dtype_is_float(s->dtype) && !eng_dtype_is_float(dt) && dt != ENG_BOOL) {
 			double v = s->arg.c.f, lo = dt == ENG_U8 ? 0 : dt == ENG_I32 ? -2147483648.0 : -9223372036854775808.0;
 			double hi = dt == ENG_U8 ? 255 : dt == ENG_I32 ? 2147483647.0 : 9223372036854775807.0;
@@ -48,8 +48,8 @@ eng_tensor *eng_cast(const eng_tensor *a, eng_dtype dt)
 			c = eng_build_scalar(dt, (double)s->arg.c.i);
 		} else {
 			c.i = s->arg.c.i;
-			c = dt == ENG_BOOL ? (eng_cval){.i = c.i != 0} : dt == ENG_U8 ? (eng_cval){.i = (uint8_t)c.i}
-			  : dt == ENG_I32 ? (eng_cval){.i = (int32_t)(uint32_t)(uint64_t)c.i} : c;
+			c = dt == ENG_BOOL ? (eng_const_value){.i = c.i != 0} : dt == ENG_U8 ? (eng_const_value){.i = (uint8_t)c.i}
+			  : dt == ENG_I32 ? (eng_const_value){.i = (int32_t)(uint32_t)(uint64_t)c.i} : c;
 		}
 		return eng_tensor_wrap(a->ctx, eng_build_const(a->ctx, dt, s->ndim, s->shape, c));
 	}

@@ -36,9 +36,9 @@ eng_tensor *eng_build_ref(eng_ctx *ctx, eng_node *n);
 /* ndim and shape valid for function fn (dims, sizes, element limit), else the error is set. */
 bool eng_build_check_shape(eng_ctx *ctx, const char *fn, int ndim, const int64_t *shape);
 /* v as a constant of dtype dt (integers saturate and wrap as casts do, bool is v != 0). */
-eng_cval eng_build_scalar(eng_dtype dt, double v);
+eng_const_value eng_build_scalar(eng_dtype dt, double v);
 /* A constant node of dtype dt and shape, or NULL with the error set. */
-eng_node *eng_build_const(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *shape, eng_cval c);
+eng_node *eng_build_const(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *shape, eng_const_value c);
 /* An axis list (negative axes count from the end, no repeats) as a bit mask; naxes 0 is
  * every axis. false with the error set, naming fn. */
 bool eng_build_axes_mask(eng_ctx *ctx, const char *fn, int ndim, const int *axes, int naxes, uint32_t *mask);

@@ -6,12 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-void eng_sb_init(eng_strbuf *b) { memset(b, 0, sizeof(*b)); }
+void eng_strbuf_init(eng_strbuf *b) { memset(b, 0, sizeof(*b)); }
 
-void eng_sb_free(eng_strbuf *b)
+void eng_strbuf_free(eng_strbuf *b)
 {
 	free(b->s);
-	eng_sb_init(b);
+	eng_strbuf_init(b);
 }
 
 static bool reserve(eng_strbuf *b, size_t extra)
@@ -33,7 +33,7 @@ static bool reserve(eng_strbuf *b, size_t extra)
 	return true;
 }
 
-void eng_sb_printf(eng_strbuf *b, const char *fmt, ...)
+void eng_strbuf_printf(eng_strbuf *b, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -47,7 +47,7 @@ void eng_sb_printf(eng_strbuf *b, const char *fmt, ...)
 	b->len += (size_t)n;
 }
 
-void eng_sb_puts(eng_strbuf *b, const char *s)
+void eng_strbuf_puts(eng_strbuf *b, const char *s)
 {
 	size_t n = strlen(s);
 	if (!reserve(b, n))
@@ -56,11 +56,11 @@ void eng_sb_puts(eng_strbuf *b, const char *s)
 	b->len += n;
 }
 
-char *eng_sb_take(eng_strbuf *b)
+char *eng_strbuf_take(eng_strbuf *b)
 {
 	char *s = b->s;
 	if (!s)
 		s = calloc(1, 1);
-	eng_sb_init(b);
+	eng_strbuf_init(b);
 	return s;
 }

@@ -11,11 +11,11 @@ typedef struct eng_strbuf {
 	bool failed; /* an allocation failed; s holds what fit */
 } eng_strbuf;
 
-void eng_sb_init(eng_strbuf *b);
-void eng_sb_free(eng_strbuf *b);
-void eng_sb_printf(eng_strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void eng_sb_puts(eng_strbuf *b, const char *s);
+void eng_strbuf_init(eng_strbuf *b);
+void eng_strbuf_free(eng_strbuf *b);
+void eng_strbuf_printf(eng_strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void eng_strbuf_puts(eng_strbuf *b, const char *s);
 /* Detach the string (caller frees); the buffer is reset. */
-char *eng_sb_take(eng_strbuf *b);
+char *eng_strbuf_take(eng_strbuf *b);
 
 #endif
