@@ -482,8 +482,8 @@ static eng_ctx *ctx_with_cache(const char *dir, const char *cc)
 	o.debug = 0;
 	o.cache_dir = dir;
 	char bopts[300];
-	snprintf(bopts, sizeof(bopts), "CPU.cc=%s", cc ? cc : "cc");
-	o.backend_opts = bopts;
+	snprintf(bopts, sizeof(bopts), "CPU.cc=%s", cc ? cc : "");
+	o.backend_opts = cc ? bopts : NULL; /* NULL: $CC or cc */
 	char err[256];
 	eng_ctx *ctx = tu_ctx_track(eng_ctx_create(&o, err, sizeof(err)));
 	ck_assert_msg(ctx != NULL, "%s", err);
@@ -514,11 +514,12 @@ static eng_stats run_graph(eng_ctx *ctx, float *out)
 	return d;
 }
 
-static char *temp_dir(void)
+/* A new directory's name into d (the caller's array: nothing to free when an assertion ends
+ * the test early). */
+static void temp_dir(char d[32])
 {
-	char *d = strdup("/tmp/tensord-test-XXXXXX");
+	snprintf(d, 32, "/tmp/tensord-test-XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(d));
-	return d;
 }
 
 static void remove_tree(const char *dir)
@@ -559,7 +560,8 @@ static void flip_last_byte(const char *path)
 
 START_TEST(test_disk_cache_across_contexts)
 {
-	char *dir = temp_dir();
+	char dir[32];
+	temp_dir(dir);
 	float a[240], b[240], c[240];
 	eng_ctx *c1 = ctx_with_cache(dir, NULL);
 	eng_stats d1 = run_graph(c1, a);
@@ -586,7 +588,6 @@ START_TEST(test_disk_cache_across_contexts)
 	ck_assert_uint_eq(d4.compiles, 0);
 	tu_ctx_free(c4);
 	remove_tree(dir);
-	free(dir);
 }
 END_TEST
 
@@ -596,14 +597,14 @@ START_TEST(test_disk_cache_other_compiler_misses)
 		fprintf(stderr, "jit: test_disk_cache_other_compiler_misses SKIPPED (no clang)\n");
 		return;
 	}
-	char *dir = temp_dir();
+	char dir[32];
+	temp_dir(dir);
 	float a[240], b[240];
 	eng_ctx *c1 = ctx_with_cache(dir, NULL);
 	if (strncmp(eng_device_name(c1, 0), "CPU", 3)) { /* the compiler is the CPU backend's */
 		fprintf(stderr, "jit: test_disk_cache_other_compiler_misses SKIPPED on %s\n", eng_device_name(c1, 0));
 		tu_ctx_free(c1);
 		remove_tree(dir);
-		free(dir);
 		return;
 	}
 	run_graph(c1, a);
@@ -615,14 +616,14 @@ START_TEST(test_disk_cache_other_compiler_misses)
 	expect_close(b, a, 240, "clang vs cc");
 	tu_ctx_free(c2);
 	remove_tree(dir);
-	free(dir);
 }
 END_TEST
 
 START_TEST(test_disk_cache_unusable_dir)
 {
 	/* a directory under a regular file cannot exist: compile without the cache, correctly */
-	char *dir = temp_dir(), path[600];
+	char dir[32], path[600];
+	temp_dir(dir);
 	snprintf(path, sizeof(path), "%s/file", dir);
 	FILE *f = fopen(path, "w");
 	ck_assert_ptr_nonnull(f);
@@ -634,7 +635,6 @@ START_TEST(test_disk_cache_unusable_dir)
 	ck_assert_uint_eq(d.compiles, 1);
 	tu_ctx_free(c);
 	remove_tree(dir);
-	free(dir);
 }
 END_TEST
 

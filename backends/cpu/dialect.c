@@ -12,19 +12,44 @@ static const char c_prelude[] =
 	BK_PRELUDE_HELPERS
 	"static inline int32_t eng_as_int32_t(float x) { int32_t r; memcpy(&r, &x, 4); return r; }\n"
 	"static inline float eng_as_float(int32_t x) { float r; memcpy(&r, &x, 4); return r; }\n"
-	/* float16 rounding the compiler cannot fold into a neighbouring multiply-add (with
-	 * -ffp-contract=fast and AVX512-FP16, gcc would fuse a*b+c into one float16 FMA and skip
-	 * the rounding after the multiply) */
-	"static inline float eng_f16r(float x)\n{\n  float r = (float)(_Float16)x;\n"
-	"#if defined(__x86_64__)\n  __asm__(\"\" : \"+x\"(r));\n"
-	"#elif defined(__aarch64__)\n  __asm__(\"\" : \"+w\"(r));\n"
-	"#else\n  volatile float v = r;\n  r = v;\n#endif\n  return r;\n}\n";
+	/* float16 is stored as IEEE binary16 bits (uint16_t), never as _Float16, which clang
+	 * accepts only on CPUs with AVX512-FP16: conversions with round to nearest even, by F16C
+	 * (every AVX-512 x86-64 has it; -march=native turns it on) or by bit arithmetic. A value
+	 * rounded to float16 goes through the conversions, so the compiler cannot contract the
+	 * rounding away into a neighbouring multiply-add. */
+	"typedef __UINT16_TYPE__ uint16_t;\n"
+	"#if defined(__F16C__)\n"
+	"typedef float eng_v4sf __attribute__((vector_size(16)));\n"
+	"typedef short eng_v8hi __attribute__((vector_size(16)));\n"
+	"static inline uint16_t eng_f2h(float x) { eng_v8hi r = __builtin_ia32_vcvtps2ph((eng_v4sf){x, 0, 0, 0}, 0); return (uint16_t)r[0]; }\n"
+	"static inline float eng_h2f(uint16_t h) { eng_v4sf r = __builtin_ia32_vcvtph2ps((eng_v8hi){(short)h, 0, 0, 0, 0, 0, 0, 0}); return r[0]; }\n"
+	"#else\n"
+	"static inline uint16_t eng_f2h(float x)\n{\n"
+	"  uint32_t u, r;\n  memcpy(&u, &x, 4);\n"
+	"  uint32_t sign = (u >> 16) & 0x8000u;\n  u &= 0x7fffffffu;\n"
+	"  if (u > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((u >> 13) & 0x3ffu)); /* NaN, quiet */\n"
+	"  if (u >= 0x47800000u) return (uint16_t)(sign | 0x7c00u); /* >= 65536 and Inf: Inf */\n"
+	"  if (u < 0x38800000u) { /* below 2^-14: subnormal or zero; the add rounds to nearest even */\n"
+	"    float f;\n    memcpy(&f, &u, 4);\n    f += 0.5f;\n    memcpy(&r, &f, 4);\n    return (uint16_t)(sign | (r - 0x3f000000u));\n  }\n"
+	"  r = u + 0xc8000fffu + ((u >> 13) & 1u); /* rebias the exponent, round to nearest even */\n"
+	"  return (uint16_t)(sign | (r >> 13));\n}\n"
+	"static inline float eng_h2f(uint16_t h)\n{\n"
+	"  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, u;\n"
+	"  float f;\n"
+	"  if (e == 0x1fu)\n    u = sign | 0x7f800000u | (m << 13) | (m ? 0x400000u : 0); /* NaN: quiet, as F16C */\n"
+	"  else if (e)\n    u = sign | ((e + 112u) << 23) | (m << 13);\n"
+	"  else {\n    f = (float)m * 5.9604644775390625e-08f; /* m * 2^-24, exact */\n    memcpy(&u, &f, 4);\n    u |= sign;\n  }\n"
+	"  memcpy(&f, &u, 4);\n  return f;\n}\n"
+	"#endif\n"
+	"static inline float eng_f16r(float x) { return eng_h2f(eng_f2h(x)); }\n"
+	"static inline float eng_f16_load(int64_t i, const uint16_t *p) { return eng_h2f(p[i]); }\n"
+	"static inline void eng_f16_store(float v, int64_t i, uint16_t *p) { p[i] = eng_f2h(v); }\n";
 
 static const bk_ctypes c_types = {
 	.compute = {[ENG_BOOL] = "_Bool", [ENG_U8] = "uint8_t", [ENG_I32] = "int32_t", [ENG_I64] = "int64_t",
 		    [ENG_F16] = "float", [ENG_F32] = "float"},
 	.storage = {[ENG_BOOL] = "uint8_t", [ENG_U8] = "uint8_t", [ENG_I32] = "int32_t", [ENG_I64] = "int64_t",
-		    [ENG_F16] = "_Float16", [ENG_F32] = "float"},
+		    [ENG_F16] = "uint16_t", [ENG_F32] = "float"},
 	.u32 = "uint32_t",
 	.u64 = "uint64_t",
 };
@@ -36,6 +61,8 @@ const bk_dialect cpu_dialect = {
 	.nan = "__builtin_nanf(\"\")",
 	.inf = "__builtin_inff()",
 	.f16_round = "eng_f16r",
+	.f16_load = "eng_f16_load",
+	.f16_store = "eng_f16_store",
 	.simd_pragma = "#pragma omp simd",
 	.unroll_pragma = "#pragma GCC unroll",
 	.prelude = c_prelude,

@@ -83,7 +83,7 @@ eng_const_value eng_build_scalar(eng_dtype dt, double v)
 		c.i = sat_i64(v);
 		break;
 	case ENG_F16:
-		c.f = (double)(_Float16)v;
+		c.f = eng_f16_round(v);
 		break;
 	default:
 		c.f = (double)(float)v;

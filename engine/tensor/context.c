@@ -313,7 +313,7 @@ double eng_item(eng_tensor *t)
 		uint8_t u8;
 		int32_t i32;
 		int64_t i64;
-		_Float16 f16;
+		uint16_t f16;
 		float f32;
 	} v;
 	if (eng_tensor_read(t, &v, eng_dtype_size(t->node->dtype)))
@@ -327,7 +327,7 @@ double eng_item(eng_tensor *t)
 	case ENG_I64:
 		return (double)v.i64;
 	case ENG_F16:
-		return (double)v.f16;
+		return eng_f16_to_double(v.f16);
 	case ENG_F32:
 		return v.f32;
 	default:

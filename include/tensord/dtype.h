@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef enum eng_dtype {
 	ENG_BOOL,
@@ -18,6 +19,10 @@ typedef enum eng_dtype {
 
 /* Bytes per element. */
 size_t eng_dtype_size(eng_dtype dt);
+/* float16 buffers hold IEEE binary16 bits. v rounded to the nearest float16 value (ties to
+ * even; past the largest, Inf; NaN stays NaN), and the value of binary16 bits h. */
+double eng_f16_round(double v);
+double eng_f16_to_double(uint16_t h);
 /* Short name, e.g. "float32"; "?" for an invalid value. */
 const char *eng_dtype_name(eng_dtype dt);
 /* Parse a name ("float32", "f32", "int64", ...); returns false if unknown. */
