@@ -141,6 +141,8 @@ int eng_device_add(eng_ctx *ctx, const char *spec, char *err, size_t errlen)
 	return d->index;
 }
 
+const char *eng_device_default_spec(void) { return bk_backend_at(0)->name; }
+
 void eng_device_destroy(eng_device *d)
 {
 	if (!d)

@@ -66,7 +66,7 @@ eng_ctx *eng_ctx_create(const eng_ctx_opts *opts, char *err, size_t errlen)
 		eng_ctx_opts_default(&o);
 	const char *dev = o.device ? o.device : getenv("DEV");
 	if (!dev || !*dev)
-		dev = "CPU";
+		dev = eng_device_default_spec();
 	eng_ctx *ctx = calloc(1, sizeof(*ctx));
 	if (!ctx) {
 		snprintf(err, errlen, "out of memory");
