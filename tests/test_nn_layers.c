@@ -528,7 +528,8 @@ static void log_softmax_row(const double *l, int C, double *out)
 		out[c] = l[c] - mx - log(se);
 }
 
-/* PyTorch's cross_entropy with label smoothing and ignore_index, by hand. */
+/* PyTorch's cross_entropy with label smoothing and ignore_index, by hand; a label outside
+ * [0, C) that is not ignored makes it NaN, as the engine's loss does for lazy labels. */
 static double sparse_ce(const double *logits, const int64_t *labels, int N, int C, double ls,
 			int64_t ignore)
 {
@@ -538,7 +539,7 @@ static double sparse_ce(const double *logits, const int64_t *labels, int N, int 
 		if (labels[i] == ignore)
 			continue;
 		log_softmax_row(logits + i * C, C, lp);
-		double nll = labels[i] >= 0 && labels[i] < C ? -lp[labels[i]] : 0, smooth = 0;
+		double nll = labels[i] >= 0 && labels[i] < C ? -lp[labels[i]] : NAN, smooth = 0;
 		for (int c = 0; c < C; c++)
 			smooth += -lp[c] / C;
 		sum += (1 - ls) * nll + ls * smooth;
@@ -565,7 +566,7 @@ START_TEST(sparse_cross_entropy)
 	const int N = 6, C = 5;
 	double lv[30], want;
 	eng_tensor *logits = tu_quant(ctx, &r, ENG_F32, 2, (int64_t[]){N, C}, -4, 4, 0.125, lv);
-	int64_t lab[6] = {0, 4, 2, 2, 1, 3}, lab_ign[6] = {0, -100, 2, -100, 1, 7};
+	int64_t lab[6] = {0, 4, 2, 2, 1, 3}, lab_ign[6] = {0, -100, 2, -100, 1, 4};
 	int64_t all_ign[6] = {-100, -100, -100, -100, -100, -100};
 	double ld[6], ldi[6], lda[6];
 	for (int i = 0; i < N; i++)
@@ -621,6 +622,79 @@ START_TEST(sparse_cross_entropy)
 	eng_tensor *short_lab = eng_zeros(ctx, ENG_I32, 1, (int64_t[]){N - 1});
 	ck_assert_ptr_null(eng_loss_sparse_cross_entropy(logits, short_lab, 0, -100));
 	expect_error(ctx, ENG_ESHAPE, "loss_sparse_cross_entropy");
+	tu_ctx_free(ctx);
+}
+END_TEST
+
+/* A label outside [0, C) that is not the ignore index: an error naming the row when the labels
+ * are realized, a NaN loss when they are lazy; the same through both entry points. */
+START_TEST(sparse_cross_entropy_out_of_range)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	tu_rng r = {76};
+	const int N = 4, C = 5;
+	double lv[20];
+	eng_tensor *logits = tu_quant(ctx, &r, ENG_F32, 2, (int64_t[]){N, C}, -4, 4, 0.125, lv);
+	static const double too_big[4] = {0, 1, 5, 2}, negative[4] = {3, -1, 0, 4};
+	static const double ignored[4] = {0, -100, 4, 1};
+	eng_tensor *known_big = tu_from_doubles(ctx, ENG_I64, 1, (int64_t[]){N}, too_big);
+	eng_tensor *known_neg = tu_from_doubles(ctx, ENG_I32, 1, (int64_t[]){N}, negative);
+	eng_tensor *known_ign = tu_from_doubles(ctx, ENG_I64, 1, (int64_t[]){N}, ignored);
+	/* realized labels: checked when the loss is built */
+	ck_assert_ptr_null(eng_sparse_cross_entropy(logits, known_big));
+	expect_error(ctx, ENG_EINVAL, "sparse_cross_entropy: label 5 in row 2 is outside [0, 5)");
+	ck_assert_ptr_null(eng_loss_sparse_cross_entropy(logits, known_big, 0.1, -100));
+	expect_error(ctx, ENG_EINVAL, "loss_sparse_cross_entropy: label 5 in row 2");
+	ck_assert_ptr_null(eng_loss_sparse_cross_entropy(logits, known_neg, 0, -100));
+	expect_error(ctx, ENG_EINVAL, "label -1 in row 1");
+	/* -100 is only the nn loss's ignore index: the engine's loss ignores nothing */
+	ck_assert_ptr_null(eng_sparse_cross_entropy(logits, known_ign));
+	expect_error(ctx, ENG_EINVAL, "label -100 in row 1");
+	ck_assert_ptr_null(eng_loss_sparse_cross_entropy(logits, known_ign, 0, -7));
+	expect_error(ctx, ENG_EINVAL, "label -100 in row 1");
+	eng_tensor *ok = eng_loss_sparse_cross_entropy(logits, known_ign, 0, -100);
+	ck_assert_msg(ok != NULL, "%s", eng_errmsg(ctx));
+	/* lazy labels (a cast of realized ones): not read at build time; the loss is NaN */
+	eng_tensor *lazy_big = eng_cast(known_big, ENG_I32);
+	eng_tensor *lazy_neg = eng_cast(known_neg, ENG_I64);
+	eng_tensor *lazy_u8 = eng_cast(known_big, ENG_U8); /* unsigned: only the upper bound */
+	eng_tensor *lazy_ign = eng_cast(known_ign, ENG_I32);
+	ck_assert(eng_tensor_node(lazy_big)->buf == NULL && eng_tensor_node(lazy_u8)->buf == NULL);
+	eng_tensor *nan_losses[] = {
+		eng_sparse_cross_entropy(logits, lazy_big),
+		eng_sparse_cross_entropy(logits, lazy_neg),
+		eng_sparse_cross_entropy(logits, lazy_u8),
+		eng_sparse_cross_entropy(logits, lazy_ign),
+		eng_loss_sparse_cross_entropy(logits, lazy_big, 0, -100),
+		eng_loss_sparse_cross_entropy(logits, lazy_neg, 0.1, -100),
+		eng_loss_sparse_cross_entropy(logits, lazy_u8, 0.1, -100),
+		eng_loss_sparse_cross_entropy(logits, lazy_ign, 0, 3), /* -100 not ignored here */
+	};
+	for (int k = 0; k < N_OF(nan_losses); k++) {
+		ck_assert_msg(nan_losses[k] != NULL, "lazy case %d: %s", k, eng_errmsg(ctx));
+		double v = eng_item(nan_losses[k]);
+		ck_assert_msg(isnan(v), "lazy case %d: loss %g, want NaN", k, v);
+	}
+	/* an ignored row stays out of the mean, lazy or not, with or without smoothing */
+	tu_batch *bt = tu_batch_new(ctx);
+	int64_t lab_ign[4] = {0, -100, 4, 1};
+	for (int ls = 0; ls < 2; ls++) {
+		double want = sparse_ce(lv, lab_ign, N, C, 0.2 * ls, -100);
+		tu_batch_want(bt, eng_loss_sparse_cross_entropy(logits, lazy_ign, 0.2 * ls, -100),
+			      &want, 1, 1e-5, 1e-6, "lazy labels, ignored row, smoothing %g",
+			      0.2 * ls);
+		tu_batch_want(bt, eng_loss_sparse_cross_entropy(logits, known_ign, 0.2 * ls, -100),
+			      &want, 1, 1e-5, 1e-6, "realized labels, ignored row, smoothing %g",
+			      0.2 * ls);
+	}
+	tu_batch_check(bt);
+	/* the NaN guard costs no kernel: lazy labels are still two (rows, then the batch) */
+	tu_rng r2 = {77};
+	eng_tensor *fresh = tu_rand(ctx, &r2, ENG_F32, 2, (int64_t[]){32, 10}, -3, 3);
+	eng_tensor *flab = tu_rand(ctx, &r2, ENG_I64, 1, (int64_t[]){32}, 0, 9);
+	uint64_t k0 = kernels_of(ctx, eng_sparse_cross_entropy(fresh, eng_cast(flab, ENG_I32)));
+	ck_assert_msg(k0 == 2, "sparse CE of lazy labels took %llu kernels",
+		      (unsigned long long)k0);
 	tu_ctx_free(ctx);
 }
 END_TEST
@@ -772,6 +846,7 @@ Suite *nnlayers_suite(void)
 		dropout,
 		batchnorm_train_eval,
 		sparse_cross_entropy,
+		sparse_cross_entropy_out_of_range,
 		dense_losses,
 		layer_errors,
 	};

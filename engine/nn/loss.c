@@ -21,75 +21,12 @@ static bool same_shape(const eng_tensor *a, const eng_tensor *b, const char *fn)
 	return false;
 }
 
-/* Whether v is a value of integer dtype dt (else no element can equal it). */
-static bool int_fits(eng_dtype dt, int64_t v)
-{
-	switch (dt) {
-	case ENG_U8:
-		return v >= 0 && v <= UINT8_MAX;
-	case ENG_I32:
-		return v >= INT32_MIN && v <= INT32_MAX;
-	default:
-		return dt == ENG_I64;
-	}
-}
-
+/* The engine's sparse cross-entropy (tensor/functional.c) with its two options exposed. */
 eng_tensor *eng_loss_sparse_cross_entropy(const eng_tensor *logits, const eng_tensor *labels,
 					  double label_smoothing, int64_t ignore_index)
 {
-	static const char fn[] = "loss_sparse_cross_entropy";
-	if (!logits || !labels)
-		return NULL;
-	eng_ctx *ctx = logits->ctx;
-	if (!eng_same_ctx(logits, labels, fn))
-		return NULL;
-	const eng_node *nl = logits->node, *ny = labels->node;
-	if (!eng_dtype_is_int(ny->dtype)) {
-		eng_set_error(ctx, ENG_EDTYPE, "%s: labels must be integers, got %s", fn,
-			      eng_dtype_name(ny->dtype));
-		return NULL;
-	}
-	if (nl->ndim != 2 || ny->ndim != 1 || ny->shape[0] != nl->shape[0] || nl->shape[1] < 1 ||
-	    nl->shape[1] > INT32_MAX) {
-		eng_set_error(ctx, ENG_ESHAPE,
-			      "%s: need logits (N, C >= 1) and labels (N); got %d-d logits and %d-d"
-			      " labels or mismatched N",
-			      fn, nl->ndim, ny->ndim);
-		return NULL;
-	}
-	if (!(label_smoothing >= 0 && label_smoothing < 1)) {
-		eng_set_error(ctx, ENG_EINVAL, "%s: label_smoothing must be in [0, 1), got %g", fn,
-			      label_smoothing);
-		return NULL;
-	}
-	int64_t C = nl->shape[1];
-	eng_dtype dt = eng_dtype_float_of(nl->dtype);
-	double ls = label_smoothing, on = 1.0 - ls + ls / (double)C, off = ls / (double)C;
-	int ax1 = 1;
-	eng_scope_begin(ctx);
-	/* per row: -sum over classes of log_softmax * smoothed target (one reduction) */
-	eng_tensor *lp = eng_cast(eng_log_softmax(logits, 1), ENG_F32);
-	eng_tensor *hit =
-		eng_eq(eng_unsqueeze(labels, 1), eng_index(ctx, ENG_I32, 2, nl->shape, 1));
-	eng_tensor *picked = ls == 0 ? eng_where(hit, lp, eng_scalar(ctx, ENG_F32, 0))
-				     : eng_mul(lp, eng_where(hit, eng_scalar(ctx, ENG_F32, on),
-							     eng_scalar(ctx, ENG_F32, off)));
-	eng_tensor *row = eng_sum(picked, &ax1, 1, false);
-	/* then the batch: the mean over the rows not ignored */
-	eng_tensor *r;
-	if (int_fits(ny->dtype, ignore_index)) {
-		eng_tensor *keep = eng_cast(
-			eng_ne(labels, eng_scalar(ctx, ny->dtype, (double)ignore_index)), ENG_F32);
-		eng_tensor *cnt =
-			eng_maximum(eng_sum(keep, NULL, 0, false), eng_scalar(ctx, ENG_F32, 1));
-		r = eng_div(eng_neg(eng_sum(eng_mul(row, keep), NULL, 0, false)), cnt);
-	} else {
-		r = eng_mul_s(eng_sum(row, NULL, 0, false),
-			      nl->shape[0] ? -1.0 / (double)nl->shape[0] : 0);
-	}
-	r = eng_keep(eng_cast(r, dt));
-	eng_scope_end(ctx);
-	return r;
+	return eng_sparse_ce(logits, labels, label_smoothing, &ignore_index,
+			     "loss_sparse_cross_entropy");
 }
 
 eng_tensor *eng_loss_cross_entropy(const eng_tensor *logits, const eng_tensor *target)

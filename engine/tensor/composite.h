@@ -117,4 +117,10 @@ static inline eng_tensor *sum_as(const eng_tensor *x, const int *axes, int naxes
 	return eng_cast(eng_sum(x, axes, naxes, false), dt);
 }
 
+/* Sparse cross-entropy, the one implementation behind eng_sparse_cross_entropy (engine.h)
+ * and eng_loss_sparse_cross_entropy (nn.h), whose comment gives the contract; ignore_index
+ * NULL ignores no row, fn names the caller in errors. */
+eng_tensor *eng_sparse_ce(const eng_tensor *logits, const eng_tensor *labels,
+			  double label_smoothing, const int64_t *ignore_index, const char *fn);
+
 #endif

@@ -2,6 +2,7 @@
  * and sparse cross-entropy, each a broadcast product or compare plus one reduction. */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "composite.h"
@@ -266,36 +267,140 @@ eng_tensor *eng_layernorm(const eng_tensor *x, double eps)
 	return r;
 }
 
-/* -(sum of log_softmax(logits)[i, labels[i]]) / N, as one reduction over both axes. Labels
- * outside [0, C) contribute 0. */
-eng_tensor *eng_sparse_cross_entropy(const eng_tensor *logits, const eng_tensor *labels)
+/* Whether v is a value of integer dtype dt (else no element can equal it). */
+static bool int_fits(eng_dtype dt, int64_t v)
+{
+	switch (dt) {
+	case ENG_U8:
+		return v >= 0 && v <= UINT8_MAX;
+	case ENG_I32:
+		return v >= INT32_MIN && v <= INT32_MAX;
+	default:
+		return dt == ENG_I64;
+	}
+}
+
+/* Labels that are realized are read back (N integers) and checked now, so a bad label is an
+ * error at the call that names its row rather than a wrong number later. Lazy labels are not
+ * computed here (that would realize part of the graph early): the loss guards them instead. */
+static eng_status check_known_labels(const eng_tensor *labels, int64_t C, const int64_t *ignore,
+				     const char *fn)
+{
+	eng_ctx *ctx = labels->ctx;
+	const eng_node *ny = labels->node;
+	int64_t n = eng_node_numel(ny);
+	if (!ny->buf || n == 0)
+		return ENG_OK;
+	size_t isz = eng_dtype_size(ny->dtype);
+	unsigned char *raw = malloc((size_t)n * isz);
+	if (!raw)
+		return eng_set_error(ctx, ENG_ENOMEM, "%s: out of memory reading the labels", fn);
+	eng_status s = eng_buffer_read(ny->buf, raw, (size_t)n * isz);
+	for (int64_t i = 0; i < n && !s; i++) {
+		int64_t v;
+		if (ny->dtype == ENG_U8)
+			v = raw[i];
+		else if (ny->dtype == ENG_I32)
+			v = ((const int32_t *)raw)[i];
+		else
+			v = ((const int64_t *)raw)[i];
+		if ((v < 0 || v >= C) && !(ignore && v == *ignore))
+			s = eng_set_error(ctx, ENG_EINVAL,
+					  "%s: label %lld in row %lld is outside [0, %lld)%s", fn,
+					  (long long)v, (long long)i, (long long)C,
+					  ignore ? " and not the ignore index" : "");
+	}
+	free(raw);
+	return s;
+}
+
+/* Rows whose label is outside [0, C) and not the ignore index, as bool (N); NULL when the
+ * labels' dtype cannot hold such a label. Call inside a scope. */
+static eng_tensor *bad_labels(const eng_tensor *labels, int64_t C, const int64_t *ignore)
+{
+	eng_ctx *ctx = labels->ctx;
+	eng_dtype dt = labels->node->dtype;
+	eng_tensor *bad = NULL;
+	if (!eng_dtype_is_unsigned(dt))
+		bad = eng_lt(labels, eng_scalar(ctx, dt, 0));
+	if (int_fits(dt, C)) { /* > C - 1: one compare, where >= C lowers to two */
+		eng_tensor *high = eng_gt(labels, eng_scalar(ctx, dt, (double)(C - 1)));
+		bad = bad ? eng_or(bad, high) : high;
+	}
+	if (bad && ignore && int_fits(dt, *ignore) && (*ignore < 0 || *ignore >= C))
+		bad = eng_and(bad, eng_ne(labels, eng_scalar(ctx, dt, (double)*ignore)));
+	return bad;
+}
+
+/* The one sparse cross-entropy (see eng_loss_sparse_cross_entropy in nn.h for the contract);
+ * ignore_index NULL: no row is ignored. Per row, -sum over classes of log_softmax times the
+ * smoothed target is one reduction; the batch mean is the second kernel. */
+eng_tensor *eng_sparse_ce(const eng_tensor *logits, const eng_tensor *labels,
+			  double label_smoothing, const int64_t *ignore_index, const char *fn)
 {
 	if (!logits || !labels)
 		return NULL;
 	eng_ctx *ctx = logits->ctx;
-	const eng_node *nl = logits->node, *ny = labels->node;
-	if (!eng_same_ctx(logits, labels, "sparse_cross_entropy") ||
-	    !int_arg(labels, "sparse_cross_entropy", "labels"))
+	if (!eng_same_ctx(logits, labels, fn))
 		return NULL;
-	if (nl->ndim != 2 || ny->ndim != 1 || ny->shape[0] != nl->shape[0] || nl->shape[1] < 1) {
-		eng_set_error(
-			ctx, ENG_ESHAPE,
-			"sparse_cross_entropy: need logits (N, C >= 1) and labels (N); got %d-d"
-			" logits and %d-d labels or mismatched N",
-			nl->ndim, ny->ndim);
+	const eng_node *nl = logits->node, *ny = labels->node;
+	if (!eng_dtype_is_int(ny->dtype)) {
+		eng_set_error(ctx, ENG_EDTYPE, "%s: labels must be integers, got %s", fn,
+			      eng_dtype_name(ny->dtype));
 		return NULL;
 	}
+	/* C > INT32_MAX: the class index below is int32 */
+	if (nl->ndim != 2 || ny->ndim != 1 || ny->shape[0] != nl->shape[0] || nl->shape[1] < 1 ||
+	    nl->shape[1] > INT32_MAX) {
+		eng_set_error(ctx, ENG_ESHAPE,
+			      "%s: need logits (N, C >= 1) and labels (N); got %d-d logits and %d-d"
+			      " labels or mismatched N",
+			      fn, nl->ndim, ny->ndim);
+		return NULL;
+	}
+	if (!(label_smoothing >= 0 && label_smoothing < 1)) {
+		eng_set_error(ctx, ENG_EINVAL, "%s: label_smoothing must be in [0, 1), got %g", fn,
+			      label_smoothing);
+		return NULL;
+	}
+	int64_t N = nl->shape[0], C = nl->shape[1];
+	if (check_known_labels(labels, C, ignore_index, fn))
+		return NULL;
 	eng_dtype dt = eng_dtype_float_of(nl->dtype);
+	double ls = label_smoothing, on = 1.0 - ls + ls / (double)C, off = ls / (double)C;
+	bool has_ignore = ignore_index && int_fits(ny->dtype, *ignore_index);
+	int ax1 = 1;
 	eng_scope_begin(ctx);
-	eng_tensor *lp = eng_log_softmax(logits, 1);
+	eng_tensor *lp = eng_cast(eng_log_softmax(logits, 1), ENG_F32);
 	eng_tensor *hit =
 		eng_eq(eng_unsqueeze(labels, 1), eng_index(ctx, ENG_I32, 2, nl->shape, 1));
-	eng_tensor *picked = eng_cast(eng_where(hit, lp, eng_scalar(ctx, dt, 0)), ENG_F32);
-	/* per-row loss first, then the batch mean: the row reductions fuse into one kernel */
-	int ax1 = 1;
+	eng_tensor *picked = ls == 0 ? eng_where(hit, lp, eng_scalar(ctx, ENG_F32, 0))
+				     : eng_mul(lp, eng_where(hit, eng_scalar(ctx, ENG_F32, on),
+							     eng_scalar(ctx, ENG_F32, off)));
 	eng_tensor *row = eng_sum(picked, &ax1, 1, false);
-	eng_tensor *r = eng_mul_s(eng_sum(row, NULL, 0, false), -1.0 / (double)nl->shape[0]);
+	/* A bad label the check above could not see (lazy labels, or a jit replay's new data)
+	 * makes its row, and so the loss, NaN: the lazy form of an error. Always in the graph,
+	 * since a replay reuses it with labels never checked. */
+	eng_tensor *bad = bad_labels(labels, C, ignore_index);
+	if (bad)
+		row = eng_where(bad, eng_scalar(ctx, ENG_F32, NAN), row);
+	/* then the batch: the mean over the rows not ignored */
+	eng_tensor *r;
+	if (has_ignore) {
+		eng_tensor *keep = eng_cast(
+			eng_ne(labels, eng_scalar(ctx, ny->dtype, (double)*ignore_index)), ENG_F32);
+		eng_tensor *cnt =
+			eng_maximum(eng_sum(keep, NULL, 0, false), eng_scalar(ctx, ENG_F32, 1));
+		r = eng_div(eng_neg(eng_sum(eng_mul(row, keep), NULL, 0, false)), cnt);
+	} else {
+		r = eng_mul_s(eng_sum(row, NULL, 0, false), N ? -1.0 / (double)N : 0);
+	}
 	r = eng_keep(eng_cast(r, dt));
 	eng_scope_end(ctx);
 	return r;
+}
+
+eng_tensor *eng_sparse_cross_entropy(const eng_tensor *logits, const eng_tensor *labels)
+{
+	return eng_sparse_ce(logits, labels, 0, NULL, "sparse_cross_entropy");
 }

@@ -292,8 +292,14 @@ eng_tensor *eng_gather(const eng_tensor *a, int axis, const eng_tensor *idx);
 eng_tensor *eng_embedding(const eng_tensor *table, const eng_tensor *idx);
 /* Layer normalisation over the last axis (no affine); eps >= 0. */
 eng_tensor *eng_layernorm(const eng_tensor *x, double eps);
-/* Mean over the batch of -log_softmax(logits)[label]; logits (N, C), labels (N) ints. A label
- * outside [0, C) contributes 0 but still counts in N. */
+/* Mean over the batch of -log_softmax(logits)[i, labels[i]]; logits (N, C), labels (N) of an
+ * integer dtype; float32 result (float16 for float16 logits); an empty batch gives 0. Every
+ * label must be in [0, C). Realized labels (eng_from_data, or computed and realized) are read
+ * back and checked here: an out-of-range one is EINVAL naming its row, and NULL is returned.
+ * Lazy labels cannot be checked without computing them, so an out-of-range one makes the loss
+ * NaN when it is realized (as does new data in a jit replay); its row gets no gradient.
+ * eng_loss_sparse_cross_entropy (nn.h) is the same loss with label smoothing and an ignore
+ * index. */
 eng_tensor *eng_sparse_cross_entropy(const eng_tensor *logits, const eng_tensor *labels);
 
 /* ---- autograd ----------------------------------------------------------------------

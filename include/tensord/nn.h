@@ -129,9 +129,12 @@ eng_tensor *eng_nn_dropout(const eng_tensor *x, double p, bool training);
 /* ---- losses (scalar results, mean over the batch) ---------------------------------------- */
 /* logits (N, C), labels (N) integer. Label smoothing ls in [0, 1): the row loss is
  * (1-ls)*nll + ls*mean over classes of -log_softmax, as PyTorch. Rows whose label equals
- * ignore_index (PyTorch uses -100) are left out of the mean; if every row is ignored the loss
- * is 0. Other labels outside [0, C) are data, not checked: they contribute a zero target to
- * the nll term. Results are float32 (float16 for float16 logits), as are the losses below. */
+ * ignore_index (PyTorch uses -100; it may be outside [0, C); one the labels' dtype cannot hold
+ * ignores nothing) are left out of the mean; if every row is ignored the loss is 0. Any other
+ * label outside [0, C) is an error when the labels are realized (EINVAL naming the row, NULL
+ * returned) and makes the loss NaN when they are lazy, as eng_sparse_cross_entropy (engine.h),
+ * which is this loss with ls = 0 and no ignore index. Results are float32 (float16 for
+ * float16 logits), as are the losses below. */
 eng_tensor *eng_loss_sparse_cross_entropy(const eng_tensor *logits, const eng_tensor *labels,
 					  double label_smoothing, int64_t ignore_index);
 /* Cross-entropy against target probabilities (N, C), same shape as logits:
