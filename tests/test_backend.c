@@ -13,7 +13,7 @@ static eng_ctx *ctx_with(const char *cc, int nthreads)
 	char err[256];
 	char bopts[512];
 	eng_ctx_opts_default(&o);
-	o.debug = 0;
+	o.debug = tu_debug();
 	if (cc)
 		snprintf(bopts, sizeof(bopts), "CPU.cc=%s,CPU.threads=%d", cc, nthreads);
 	else

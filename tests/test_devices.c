@@ -126,7 +126,7 @@ START_TEST(test_backend_options)
 	eng_ctx_opts o;
 	char err[512];
 	eng_ctx_opts_default(&o);
-	o.debug = 0;
+	o.debug = tu_debug();
 	o.device = "CPU";
 	o.backend_opts = "CPU.threads=2, CL.vector_width=4";
 	eng_ctx *ctx = eng_ctx_create(&o, err, sizeof(err));

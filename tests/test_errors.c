@@ -423,7 +423,7 @@ START_TEST(context_errors)
 	char err[256] = "";
 	eng_ctx_opts o;
 	eng_ctx_opts_default(&o);
-	o.debug = 0;
+	o.debug = tu_debug();
 	o.device = "NOSUCHDEV";
 	ck_assert(eng_ctx_create(&o, err, sizeof(err)) == NULL);
 	ck_assert_msg(strstr(err, "NOSUCHDEV"), "message: %s", err);

@@ -206,7 +206,7 @@ static void check_kernels_with(const char *cc)
 	snprintf(bopts, sizeof(bopts), "CPU.cc=%s", cc);
 	eng_ctx_opts o;
 	eng_ctx_opts_default(&o);
-	o.debug = 0;
+	o.debug = tu_debug();
 	o.device = "CPU";
 	o.backend_opts = bopts;
 	o.no_disk_cache = true;

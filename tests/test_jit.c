@@ -448,7 +448,7 @@ START_TEST(test_program_cache_compiles_each_kernel_once)
 	/* without the schedule cache, a kernel from another graph still hits the program cache */
 	eng_ctx_opts o;
 	eng_ctx_opts_default(&o);
-	o.debug = 0;
+	o.debug = tu_debug();
 	o.no_schedule_cache = true;
 	o.no_disk_cache = true;
 	char err[256];
@@ -479,7 +479,7 @@ static eng_ctx *ctx_with_cache(const char *dir, const char *cc)
 {
 	eng_ctx_opts o;
 	eng_ctx_opts_default(&o);
-	o.debug = 0;
+	o.debug = tu_debug();
 	o.cache_dir = dir;
 	char bopts[300];
 	snprintf(bopts, sizeof(bopts), "CPU.cc=%s", cc ? cc : "");

@@ -899,7 +899,7 @@ START_TEST(large_shapes)
 	eng_ctx_opts o;
 	char err[256];
 	eng_ctx_opts_default(&o);
-	o.debug = 0;
+	o.debug = tu_debug();
 	o.backend_opts = "CPU.threads=3";
 	eng_ctx *ctx = tu_ctx_track(eng_ctx_create(&o, err, sizeof(err)));
 	ck_assert_msg(ctx != NULL, "%s", err);

@@ -8,12 +8,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+int tu_debug(void)
+{
+	const char *e = getenv("TENSORD_TEST_DEBUG");
+	return e ? atoi(e) : 0;
+}
+
 eng_ctx *tu_ctx(void)
 {
 	eng_ctx_opts o;
 	char err[512] = "";
 	eng_ctx_opts_default(&o);
-	o.debug = 0;
+	o.debug = tu_debug();
 	o.no_disk_cache = true; /* compile counts must not depend on earlier runs */
 	eng_ctx *ctx = eng_ctx_create(&o, err, sizeof(err));
 	ck_assert_msg(ctx != NULL, "eng_ctx_create failed: %s", err);

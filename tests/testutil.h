@@ -12,8 +12,12 @@
 /* Per-test time limit (seconds) for test cases that compile kernels. */
 #define TU_TIMEOUT 120
 
-/* A context with opts.debug = 0; fails the running test if creation fails. The test frees it
- * with eng_ctx_destroy. */
+/* The DEBUG level test contexts use: $TENSORD_TEST_DEBUG, else 0 (quiet), so e.g. every
+ * kernel a suite generates can be printed with TENSORD_TEST_DEBUG=4. */
+int tu_debug(void);
+
+/* A context with opts.debug = tu_debug(); fails the running test if creation fails. The test
+ * frees it with eng_ctx_destroy. */
 eng_ctx *tu_ctx(void);
 
 /* The same, tracked: if the test fails before tu_ctx_free, the suite's teardown frees it (with
