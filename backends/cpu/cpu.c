@@ -36,8 +36,6 @@ static eng_status cpu_copy_out(void *dev, void *handle, size_t off, void *dst, s
 	return ENG_OK;
 }
 
-const char *cpu_prelude(void) { return cpu_dialect.prelude; }
-
 static eng_status cpu_compile_op(void *dev, const char *const *srcs, int nkern, const char *const *names,
 				 bk_program **progs, bk_err *err)
 {

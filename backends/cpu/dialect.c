@@ -67,3 +67,5 @@ const bk_dialect cpu_dialect = {
 	.unroll_pragma = "#pragma GCC unroll",
 	.prelude = c_prelude,
 };
+
+const char *cpu_prelude(void) { return cpu_dialect.prelude; }
