@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backends/cpu/cpu.h"
 #include "backends/registry.h"
 #include "cache/diskcache.h"
 #include "testutil.h"
@@ -508,6 +509,13 @@ END_TEST
 
 enum { NELEM = 1000 };
 
+/* Targets a device may not state. */
+static void target_without_dialect(void *dev, bk_target *t) { t->parallelism = 2; }
+static void target_with_groups(void *dev, bk_target *t)
+{
+	*t = (bk_target){.dialect = &cpu_dialect, .parallelism = 2, .reduce_group = 64}; /* C has no work-groups */
+}
+
 static bk_device cpu_device(void)
 {
 	bk_device dev;
@@ -628,6 +636,17 @@ START_TEST(test_cpu_cache_id_and_bad_modules)
 	ops.cache_id = NULL;
 	ops.program_blob = NULL;
 	ck_assert_int_eq(bk_device_check(&half, &tg, &err), ENG_OK);
+	ck_assert_ptr_eq(tg.dialect, &cpu_dialect);
+	/* the target is checked too: a dialect, parallelism, groups only with work-groups */
+	ops.target = target_without_dialect;
+	ck_assert_int_eq(bk_device_check(&half, &tg, &err), ENG_EINVAL);
+	ck_assert_msg(strstr(err.msg, "dialect"), "%s", err.msg);
+	ops.target = target_with_groups;
+	ck_assert_int_eq(bk_device_check(&half, &tg, &err), ENG_EINVAL);
+	ck_assert_msg(strstr(err.msg, "reduce_group"), "%s", err.msg);
+	ops.target = NULL;
+	ck_assert_int_eq(bk_device_check(&half, &tg, &err), ENG_EINVAL);
+	ck_assert_msg(strstr(err.msg, "target"), "%s", err.msg);
 	dev.ops->destroy(dev.ctx);
 }
 END_TEST
