@@ -1,4 +1,4 @@
-/* render.c: the OpenCL C dialect of the C-family renderer: kernels with __global buffer
+/* dialect.c: the OpenCL C dialect of the C-family renderer: kernels with __global buffer
  * parameters and one work-item per parallel iteration, and the prelude of OpenCL helpers. */
 #include "ocl.h"
 
