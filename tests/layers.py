@@ -90,27 +90,38 @@ def check_symbols(build, extra=()):
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
 
 
+def source_files(root, top):
+    """The C sources under top: those git tracks (a checkout), else every one not in a hidden
+    folder (a venv or a build tree must not count)."""
+    try:
+        out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "--", top], cwd=root, capture_output=True, text=True, check=True)
+        return [f for f in out.stdout.split() if f.endswith((".c", ".h"))]
+    except (OSError, subprocess.CalledProcessError):
+        found = []
+        for d, dirs, files in os.walk(os.path.join(root, top)):
+            dirs[:] = [x for x in dirs if not x.startswith(".")]
+            found += [os.path.relpath(os.path.join(d, f), root) for f in files if f.endswith((".c", ".h"))]
+        return found
+
+
 def check_includes(root):
     bad = []
     for top in ["backends"] + PUBLIC_ONLY:
-        for d, _, files in os.walk(os.path.join(root, top)):
-            for f in files:
-                if not f.endswith((".c", ".h")):
-                    continue
-                path = os.path.join(d, f)
-                rel = os.path.relpath(path, root)
-                for kind, inc in INCLUDE.findall(open(path, errors="replace").read()):
-                    if top == "backends":
-                        ok = (kind == "<" or inc.startswith(("backends/", "util/")) or "/" not in inc)
-                    else:
-                        local = kind == '"' and os.path.exists(os.path.normpath(os.path.join(d, inc)))
-                        ok = kind == "<" and not inc.startswith(("engine/", "backends/")) or \
-                            local and not os.path.normpath(os.path.join(d, inc)).startswith(
-                                tuple(os.path.join(root, p) + "/" for p in ("engine", "backends")))
-                    if not ok:
-                        bad.append(f"{rel} includes {inc}: " +
-                                   ("backends include the backend interface, engine/util and public headers only"
-                                    if top == "backends" else "only include/tensord/ headers here"))
+        for rel in source_files(root, top):
+            path = os.path.join(root, rel)
+            d = os.path.dirname(path)
+            for kind, inc in INCLUDE.findall(open(path, errors="replace").read()):
+                if top == "backends":
+                    ok = (kind == "<" or inc.startswith(("backends/", "util/")) or "/" not in inc)
+                else:
+                    local = kind == '"' and os.path.exists(os.path.normpath(os.path.join(d, inc)))
+                    ok = kind == "<" and not inc.startswith(("engine/", "backends/")) or \
+                        local and not os.path.normpath(os.path.join(d, inc)).startswith(
+                            tuple(os.path.join(root, p) + "/" for p in ("engine", "backends")))
+                if not ok:
+                    bad.append(f"{rel} includes {inc}: " +
+                               ("backends include the backend interface, engine/util and public headers only"
+                                if top == "backends" else "only include/tensord/ headers here"))
     return bad
 
 

@@ -22,7 +22,7 @@ static eng_diskcache *disk(eng_device *dev)
 		char msg[512] = "";
 		dev->disk = eng_diskcache_open(dev->disk_dir[0] ? dev->disk_dir : NULL, dev->disk_max, msg, sizeof(msg));
 		if (!dev->disk) {
-			fprintf(stderr, "tensord: %s\n", msg);
+			eng_logmsg(dev->ctx, 0, "tensord: %s", msg);
 			return NULL;
 		}
 		dev->disk_state = 1;
@@ -95,9 +95,9 @@ int eng_progdisk_lookup(eng_device *dev, const char *const *srcs, const char *co
 			for (int k = 0; k < m; k++)
 				progs[which[k]] = lprogs[k];
 			loaded += m;
-		} else if (dev->ctx->debug >= 1) {
-			fprintf(stderr, "tensord: cached module %s did not load (%s); compiling instead\n", mod[i],
-				err.msg);
+		} else {
+			eng_logmsg(dev->ctx, 1, "tensord: cached module %s did not load (%s); compiling instead", mod[i],
+				   err.msg);
 		}
 		free(bytes);
 	}
@@ -113,8 +113,8 @@ out:
 static void warn_once(eng_device *dev, eng_diskcache *dc)
 {
 	if (!dev->disk_warned)
-		fprintf(stderr, "tensord: kernel disk cache: %s (further write errors not reported)\n",
-			eng_diskcache_errmsg(dc));
+		eng_logmsg(dev->ctx, 0, "tensord: kernel disk cache: %s (further write errors not reported)",
+			   eng_diskcache_errmsg(dc));
 	dev->disk_warned = true;
 }
 

@@ -4,6 +4,7 @@
 #define ENG_CONTEXT_H
 
 #include <stdarg.h>
+#include <stdatomic.h>
 
 #include <tensord/engine.h>
 
@@ -32,12 +33,32 @@ struct eng_ctx {
 	int ngradt, capgradt;
 	int nscopes;                        /* 1 = only the root scope */
 	eng_tensor *scopes[ENG_MAX_SCOPES]; /* list heads */
+	/* cancellation (cancel.c) */
+	uint64_t deadline_ns;          /* CLOCK_MONOTONIC; 0: none */
+	bool (*abort_hook)(void *arg); /* NULL: none */
+	void *abort_arg;
+	atomic_int cancel;  /* eng_cancel, from any thread */
+	bool in_place_done; /* this call has launched an in-place update: it runs to its end */
+	/* the log (log.c) */
+	eng_log_fn log_fn; /* NULL: stderr */
+	void *log_arg;
 };
 
 /* Set the context error (only if none is set yet: the first error names the root cause) and
  * return code (status.c). */
 eng_status eng_set_error(eng_ctx *ctx, eng_status code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/* A computing call begins (cancel.c): a pending ECANCELED from the last call is cleared and the
+ * in-place rule restarts. */
+void eng_call_begin(eng_ctx *ctx);
+/* A cancellation check before `what` (e.g. "launching r_64_..."): ENG_ECANCELED with the error
+ * set if the call must stop, else ENG_OK (always once this call launched an in-place update). */
+eng_status eng_cancel_point(eng_ctx *ctx, const char *what);
+
+/* Write msg at level (0: warning, 1..5: a DEBUG line, printed when ctx->debug >= level) through
+ * the context's log callback (log.c). A trailing newline in the format is dropped. */
+void eng_logmsg(eng_ctx *ctx, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Checked arithmetic for shape products: false on overflow past INT64_MAX/ 2^40 elements (shape.c). */
 bool eng_shape_numel(int ndim, const int64_t *shape, int64_t *out);

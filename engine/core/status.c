@@ -25,8 +25,7 @@ eng_status eng_set_error(eng_ctx *ctx, eng_status code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(ctx->errmsg, sizeof(ctx->errmsg), fmt, ap);
 	va_end(ap);
-	if (ctx->debug >= 1)
-		fprintf(stderr, "tensord: error: %s: %s\n", eng_strerror(code), ctx->errmsg);
+	eng_logmsg(ctx, 1, "tensord: error: %s: %s", eng_strerror(code), ctx->errmsg);
 	return code;
 }
 

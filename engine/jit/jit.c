@@ -464,6 +464,10 @@ static eng_status replay(eng_jit *j, jsig *s, eng_tensor *const *bin, eng_tensor
 	}
 	for (int i = 0; i < s->nl && !st; i++) {
 		const jlaunch *l = &s->l[i];
+		char what[128];
+		snprintf(what, sizeof(what), "jit replay launching %s", l->k.name);
+		if ((st = eng_cancel_point(ctx, what)))
+			break;
 		void *h[ENG_MAX_KERNEL_BUFS];
 		for (int q = 0; q < l->k.nbufs; q++)
 			h[q] = res[l->b[q]]->handle;
@@ -484,8 +488,10 @@ static eng_status replay(eng_jit *j, jsig *s, eng_tensor *const *bin, eng_tensor
 			break;
 		}
 		for (int q = 0; q < l->k.nbufs; q++)
-			if ((l->assign >> q) & 1)
+			if ((l->assign >> q) & 1) {
 				res[l->b[q]]->version++;
+				ctx->in_place_done = true; /* the replay runs to its end now */
+			}
 		ctx->stats.kernels++;
 		ctx->stats.flops += (uint64_t)l->k.flops;
 		ctx->stats.bytes += (uint64_t)l->k.bytes;
@@ -520,7 +526,8 @@ eng_status eng_jit_call(eng_jit *j, eng_tensor *const *in, eng_tensor **out)
 		return eng_set_error(ctx, ENG_EINVAL, "jit: NULL input or output array");
 	for (int o = 0; o < j->nout; o++)
 		out[o] = NULL;
-	if (ctx->err)
+	eng_call_begin(ctx);
+	if (ctx->err || eng_cancel_point(ctx, "the jit call"))
 		return ctx->err;
 	if (ctx->capture)
 		return eng_set_error(ctx, ENG_ESTATE, "jit: called while another jit call is capturing");
@@ -547,8 +554,8 @@ eng_status eng_jit_call(eng_jit *j, eng_tensor *const *in, eng_tensor **out)
 			if (!st)
 				st = build_replay(j, s, &cap, bin, res);
 			eng_capture_free(&cap);
-			if (!st && ctx->debug >= 1)
-				fprintf(stderr, "jit: captured %d kernels, %zu intermediate bytes planned into %zu\n", s->nl,
+			if (!st)
+				eng_logmsg(ctx, 1, "jit: captured %d kernels, %zu intermediate bytes planned into %zu", s->nl,
 					s->temp_bytes, s->planned_bytes);
 		}
 		s->calls += !st;

@@ -113,9 +113,8 @@ static eng_status compile_missing(eng_ctx *ctx, eng_device *dev, kprep *ks, int 
 	int loaded = eng_progdisk_lookup(dev, srcs, names, progs, m);
 	if (loaded) {
 		ctx->stats.disk_loads += (uint64_t)loaded;
-		if (ctx->debug >= 2)
-			fprintf(stderr, "loaded %d kernel%s from the disk cache in %.2f ms\n", loaded, loaded == 1 ? "" : "s",
-				now_ms() - t0);
+		eng_logmsg(ctx, 2, "loaded %d kernel%s from the disk cache in %.2f ms", loaded, loaded == 1 ? "" : "s",
+			   now_ms() - t0);
 	}
 	int nc = 0; /* the misses, moved to the front */
 	for (int j = 0; j < m; j++) {
@@ -133,6 +132,10 @@ static eng_status compile_missing(eng_ctx *ctx, eng_device *dev, kprep *ks, int 
 	}
 	if (!nc)
 		goto found;
+	char what[64];
+	snprintf(what, sizeof(what), "compiling %d kernel%s", nc, nc == 1 ? "" : "s");
+	if ((s = eng_cancel_point(ctx, what)))
+		goto out;
 	bk_err berr;
 	t0 = now_ms();
 	s = dev->bk.ops->compile(dev->bk.ctx, srcs, nc, names, progs, &berr);
@@ -141,8 +144,7 @@ static eng_status compile_missing(eng_ctx *ctx, eng_device *dev, kprep *ks, int 
 		eng_set_error(ctx, s, "%s: compiling %d kernel%s: %s", dev->name, nc, nc == 1 ? "" : "s", berr.msg);
 		goto out;
 	}
-	if (ctx->debug >= 2)
-		fprintf(stderr, "compiled %d kernel%s in %.2f ms\n", nc, nc == 1 ? "" : "s", now_ms() - t0);
+	eng_logmsg(ctx, 2, "compiled %d kernel%s in %.2f ms", nc, nc == 1 ? "" : "s", now_ms() - t0);
 	eng_progdisk_store(dev, srcs, progs, nc);
 	for (int j = 0; j < nc; j++) {
 		if (!eng_progcache_put(dev->progs, srcs[j], progs[j])) {
@@ -227,7 +229,7 @@ static eng_status launch_kernel(eng_ctx *ctx, eng_device *dev, const eng_schedca
 	ctx->stats.kernel_ns += (uint64_t)(ms * 1e6);
 	if (ctx->debug >= 2) {
 		double gflops = ms > 0 ? k->flops / (ms * 1e6) : 0, gbs = ms > 0 ? k->bytes / (ms * 1e6) : 0;
-		fprintf(stderr, "*** %-4s %5llu %-36s arg %2d mem %6.3f GB tm %9.2fus/%9.2fms (%8.2f GFLOPS %7.2f GB/s)\n",
+		eng_logmsg(ctx, 2, "*** %-4s %5llu %-36s arg %2d mem %6.3f GB tm %9.2fus/%9.2fms (%8.2f GFLOPS %7.2f GB/s)",
 			dev->name, (unsigned long long)ctx->stats.kernels, k->name, k->nbufs, k->bytes / 1e9, ms * 1e3,
 			*total_ms, gflops, gbs);
 	}
@@ -235,18 +237,45 @@ static eng_status launch_kernel(eng_ctx *ctx, eng_device *dev, const eng_schedca
 		s = eng_set_error(ctx, ENG_ENOMEM, "jit: out of memory capturing a launch");
 		goto fail;
 	}
-	/* the roots now hold their values; an assign has a new version of its target */
+	/* the roots now hold their values; an assign has a new version of its target (and the
+	 * call can no longer be cancelled: see eng_cancel_point) */
 	for (int i = 0; i < k->nbufs; i++)
 		if (outs[i]) {
 			nodes[i]->buf = outs[i];
-			if (nodes[i]->op == ENG_OP_ASSIGN)
+			if (nodes[i]->op == ENG_OP_ASSIGN) {
 				outs[i]->version++;
+				ctx->in_place_done = true;
+			}
 		}
 	return ENG_OK;
 fail:
 	for (int i = 0; i < k->nbufs; i++)
 		eng_buffer_unref(outs[i]);
 	return s;
+}
+
+/* launch_kernel after a cancellation check. */
+static eng_status launch_checked(eng_ctx *ctx, eng_device *dev, const eng_schedcache_kernel *k, eng_node *const *nodes,
+				 double *total_ms)
+{
+	char what[128];
+	snprintf(what, sizeof(what), "launching %s", k->name);
+	eng_status s = eng_cancel_point(ctx, what);
+	return s ? s : launch_kernel(ctx, dev, k, nodes, total_ms);
+}
+
+/* DEBUG=5: a kernel's loop IR through the log. */
+static void log_ir(eng_ctx *ctx, const eng_kernel_ir *ir)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	if (!f)
+		return;
+	eng_kernel_ir_dump(ir, f);
+	if (!fclose(f) && text)
+		eng_logmsg(ctx, 5, "%s", text);
+	free(text);
 }
 
 /* Give zero-element nodes their (empty) buffers. */
@@ -266,8 +295,7 @@ static eng_status run_cached(eng_ctx *ctx, eng_device *dev, const eng_schedcache
 	const int *empty = eng_schedcache_empty(e, &ne);
 	eng_status s = ENG_OK;
 	ctx->stats.schedule_hits++;
-	if (ctx->debug >= 1)
-		fprintf(stderr, "schedule cache hit: %d kernels\n", nk);
+	eng_logmsg(ctx, 1, "schedule cache hit: %d kernels", nk);
 	for (int i = 0; i < ne && !s; i++)
 		s = give_empty(ctx, dev, (eng_node *)w->nodes.list[empty[i]]);
 	double total = 0;
@@ -275,7 +303,7 @@ static eng_status run_cached(eng_ctx *ctx, eng_device *dev, const eng_schedcache
 		eng_node *nodes[ENG_MAX_KERNEL_BUFS];
 		for (int j = 0; j < ks[i].nbufs; j++)
 			nodes[j] = (eng_node *)w->nodes.list[ks[i].node[j]];
-		s = launch_kernel(ctx, dev, &ks[i], nodes, &total);
+		s = launch_checked(ctx, dev, &ks[i], nodes, &total);
 	}
 	return s;
 }
@@ -317,8 +345,8 @@ static void cache_schedule(eng_ctx *ctx, eng_device *dev, const eng_schedcache_w
 	}
 	for (int i = 0; i < sch->nempty && ok; i++)
 		ok = (empty[i] = eng_nodeset_index(&w->nodes, sch->empty[i])) >= 0;
-	if (ok && !eng_schedcache_insert(dev->scache, w, sk, sch->n, empty, sch->nempty) && ctx->debug >= 1)
-		fprintf(stderr, "schedule cache: out of memory, not cached\n");
+	if (ok && !eng_schedcache_insert(dev->scache, w, sk, sch->n, empty, sch->nempty))
+		eng_logmsg(ctx, 1, "schedule cache: out of memory, not cached");
 	free(sk);
 	free(empty);
 }
@@ -357,18 +385,15 @@ static eng_status realize_on(eng_ctx *ctx, eng_device *dev, eng_node *const *nod
 	double t_sched = now_ms() - t0;
 	if (!s && sch.n) {
 		ctx->stats.schedules++;
-		if (ctx->debug >= 1)
-			fprintf(stderr, "scheduled %d kernels in %.2f ms\n", sch.n, t_sched);
+		eng_logmsg(ctx, 1, "scheduled %d kernels in %.2f ms", sch.n, t_sched);
 		for (int i = 0; i < sch.n; i++) {
 			eng_kernel_ir *ir = &sch.items[i].ir;
-			if (ctx->debug >= 3)
-				fprintf(stderr, "%s opts: %s | %d phases, %d outputs, parallel %lld%s%.0d\n", ks[i].name,
+			eng_logmsg(ctx, 3, "%s opts: %s | %d phases, %d outputs, parallel %lld%s%.0d", ks[i].name,
 					ir->opts[0] ? ir->opts : "none", ir->nphases, ir->nstores, (long long)ir->nparallel,
 					ir->group ? " in work-groups of " : "", ir->group);
 			if (ctx->debug >= 5)
-				eng_kernel_ir_dump(ir, stderr);
-			if (ctx->debug >= 4)
-				fprintf(stderr, "%s\n", ks[i].src);
+				log_ir(ctx, ir);
+			eng_logmsg(ctx, 4, "%s", ks[i].src);
 		}
 		s = compile_missing(ctx, dev, ks, sch.n);
 	}
@@ -379,7 +404,7 @@ static eng_status realize_on(eng_ctx *ctx, eng_device *dev, eng_node *const *nod
 		eng_schedcache_kernel k;
 		eng_node *kn[ENG_MAX_KERNEL_BUFS];
 		describe_kernel(&sch.items[i], &ks[i], NULL, &k, kn);
-		s = launch_kernel(ctx, dev, &k, kn, &total);
+		s = launch_checked(ctx, dev, &k, kn, &total);
 	}
 	for (int i = 0; i < sch.n && ks; i++)
 		free(ks[i].src);
@@ -389,6 +414,8 @@ static eng_status realize_on(eng_ctx *ctx, eng_device *dev, eng_node *const *nod
 		eng_schedcache_walk_free(&w);
 	return s;
 }
+
+static eng_status realize_all(eng_ctx *ctx, eng_node *const *nodes, int n);
 
 /* Move a copy's source (realized on its own device) into a new buffer on the copy's device,
  * through host memory. */
@@ -430,7 +457,9 @@ static eng_status run_transfers(eng_ctx *ctx, eng_node *const *nodes, int n)
 		if (c->buf || c->op != ENG_OP_COPY || c->src[0]->dev < 0 || c->src[0]->dev == c->dev)
 			continue; /* realized (a nested copy done by an earlier one), or not a transfer */
 		eng_node *src = c->src[0];
-		s = eng_realize_nodes(ctx, &src, 1);
+		s = realize_all(ctx, &src, 1);
+		if (!s)
+			s = eng_cancel_point(ctx, "a copy between devices");
 		if (!s)
 			s = transfer(ctx, c);
 	}
@@ -440,8 +469,21 @@ static eng_status run_transfers(eng_ctx *ctx, eng_node *const *nodes, int n)
 
 eng_status eng_realize_nodes(eng_ctx *ctx, eng_node *const *nodes, int n)
 {
+	eng_call_begin(ctx);
 	if (ctx->err)
 		return ctx->err; /* an earlier error is pending: don't compute on a broken graph */
+	int todo = 0;
+	for (int i = 0; i < n; i++)
+		todo += !nodes[i]->buf;
+	if (!todo)
+		return ENG_OK; /* computed already: nothing to cancel either */
+	eng_status s = eng_cancel_point(ctx, "realizing");
+	return s ? s : realize_all(ctx, nodes, n);
+}
+
+/* Every device's part of a realize: copies between devices first, then each device's roots. */
+static eng_status realize_all(eng_ctx *ctx, eng_node *const *nodes, int n)
+{
 	if (ctx->ndevs == 1) {
 		eng_status s = realize_on(ctx, ctx->devs[0], nodes, n);
 		return s ? s : eng_device_sync(ctx->devs[0]);

@@ -352,17 +352,19 @@ static eng_status group_outputs(eng_ctx *ctx, const eng_target *par, eng_nodeset
 }
 
 /* With DEBUG>=6, what each member reads and waits for: the trail to a dependency cycle. */
-static void dump_members(const member *m, int nm)
+static void dump_members(eng_ctx *ctx, const member *m, int nm)
 {
 	for (int i = 0; i < nm; i++) {
-		fprintf(stderr, "member %d %%%u %s (group %d) reads", i, m[i].node->id,
-			eng_op_name(m[i].node->op), m[i].group);
-		for (int k = 0; k < m[i].ndeps; k++)
-			fprintf(stderr, " %%%u", m[i].deps[k]->id);
-		fprintf(stderr, "; after");
-		for (int k = 0; k < m[i].nafter; k++)
-			fprintf(stderr, " %%%u", m[i].after[k]->id);
-		fprintf(stderr, "\n");
+		char line[1024];
+		size_t l = (size_t)snprintf(line, sizeof(line), "member %d %%%u %s (group %d) reads", i, m[i].node->id,
+					    eng_op_name(m[i].node->op), m[i].group);
+		for (int k = 0; k < m[i].ndeps && l < sizeof(line); k++)
+			l += (size_t)snprintf(line + l, sizeof(line) - l, " %%%u", m[i].deps[k]->id);
+		if (l < sizeof(line))
+			l += (size_t)snprintf(line + l, sizeof(line) - l, "; after");
+		for (int k = 0; k < m[i].nafter && l < sizeof(line); k++)
+			l += (size_t)snprintf(line + l, sizeof(line) - l, " %%%u", m[i].after[k]->id);
+		eng_logmsg(ctx, 6, "%s", line);
 	}
 }
 
@@ -406,7 +408,7 @@ static eng_status order_items(eng_ctx *ctx, const member *m, int nm, eng_schedul
 	if (tail != ni) {
 		free(order);
 		if (ctx->debug >= 6)
-			dump_members(m, nm);
+			dump_members(ctx, m, nm);
 		return eng_set_error(ctx, ENG_ESTATE,
 				     "scheduler: kernel dependencies form a cycle");
 	}

@@ -113,8 +113,8 @@ void eng_ctx_destroy(eng_ctx *ctx)
 		eng_tensor_free(ctx->scopes[0]);
 	free(ctx->gradt);
 	size_t leaked = eng_graph_destroy(ctx->graph);
-	if (leaked && ctx->debug >= 1)
-		fprintf(stderr, "tensord: %zu graph nodes still referenced at exit\n", leaked);
+	if (leaked)
+		eng_logmsg(ctx, 1, "tensord: %zu graph nodes still referenced at exit", leaked);
 	for (int i = 0; i < ctx->ndevs; i++) {
 		eng_device_caches_close(ctx->devs[i]);
 		eng_device_destroy(ctx->devs[i]);

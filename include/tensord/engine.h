@@ -46,7 +46,7 @@ typedef struct eng_ctx_opts {
 	uint64_t disk_cache_max; /* bytes; 0: 1 GiB. Least recently used entries go first */
 } eng_ctx_opts;
 
-/* Fill opts with defaults (debug -1, nthreads 0, device NULL, cc NULL, caches on). */
+/* Fill opts with defaults (debug -1, device NULL, backend_opts NULL, caches on). */
 void eng_ctx_opts_default(eng_ctx_opts *opts);
 /* Create a context: owns devices, the node graph and every tensor made through it.
  * opts may be NULL. On failure returns NULL and, if err is non-NULL, writes a message there.
@@ -76,6 +76,38 @@ typedef struct eng_stats {
 void eng_get_stats(const eng_ctx *ctx, eng_stats *out);
 void eng_reset_stats(eng_ctx *ctx);
 int eng_debug_level(const eng_ctx *ctx);
+
+/* ---- log --------------------------------------------------------------------------------
+ * What the engine prints (warnings, and DEBUG lines: schedules, kernels, sources, timings)
+ * goes to a log callback: level 0 for warnings and errors, 1..5 for a line that DEBUG=level
+ * prints. msg is one line or block without a trailing newline, valid during the call only.
+ * The callback runs on the thread using the context. The default (fn NULL) writes msg and a
+ * newline to stderr, as before. */
+typedef void (*eng_log_fn)(void *arg, int level, const char *msg);
+void eng_set_log(eng_ctx *ctx, eng_log_fn fn, void *arg);
+
+/* ---- cancellation and deadlines ----------------------------------------------------------
+ * A call that computes (eng_realize and whatever realizes: eng_tensor_read, eng_item, JIT
+ * calls) checks, before it starts, before each batch of compiles and between kernel launches:
+ * eng_cancel requests, the context's deadline and its abort hook. When one says stop, the call
+ * returns ENG_ECANCELED with a message naming why and where; the context stays usable and its
+ * next computing call starts afresh (a pending ECANCELED does not block it, unlike other
+ * errors). What a cancelled realize leaves behind: the kernels launched before the stop ran,
+ * so some intermediate nodes may hold values (harmless: they are cached results), but no
+ * in-place update (eng_assign: optimizer steps, running statistics) ran: once the first
+ * kernel writing an assign target has been launched, the realize runs to its end and succeeds
+ * (a training step is applied whole or not at all). A JIT replay follows the same rule. */
+/* Now on CLOCK_MONOTONIC, in nanoseconds: the clock of deadlines. */
+uint64_t eng_now_ns(void);
+/* Calls stop once eng_now_ns() >= deadline_ns; 0: no deadline. A deadline in the past makes
+ * every computing call return ENG_ECANCELED before computing anything. */
+void eng_set_deadline(eng_ctx *ctx, uint64_t deadline_ns);
+/* hook(arg) returning true stops the running call; called on the context's thread at each
+ * check, so it should be cheap. NULL: none. */
+void eng_set_abort_hook(eng_ctx *ctx, bool (*hook)(void *arg), void *arg);
+/* Safe from any thread (the only such function besides those needing no context): the call
+ * running on ctx, or else the next one, stops at its next check. */
+void eng_cancel(eng_ctx *ctx);
 
 /* ---- devices ------------------------------------------------------------------------
  * A context starts with one device: opts.device, else $DEV, else "CPU" ("CPU", "CPU:n", "CL"
