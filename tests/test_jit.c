@@ -638,10 +638,83 @@ START_TEST(test_disk_cache_unusable_dir)
 }
 END_TEST
 
+/* Serving: every batch bucket warmed with one call each, then every call a replay; the
+ * captures listed with their shapes and sizes, one dropped and captured again. */
+START_TEST(test_warmup_and_captures_for_serving)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	mlp m;
+	mlp_init(ctx, &m, 3);
+	eng_jit_opts jo;
+	eng_jit_opts_default(&jo);
+	jo.max_captures = 3;
+	eng_jit *j = eng_jit_create(ctx, mlp_fn, &m, 1, 1, &jo);
+	ck_assert_ptr_nonnull(j);
+	const int64_t buckets[3] = {1, 4, 16};
+	for (int b = 0; b < 3; b++) {
+		int64_t xs[2] = {buckets[b], 8};
+		eng_tensor *z = eng_zeros(ctx, ENG_F32, 2, xs);
+		ck_assert_msg(eng_jit_warmup(j, &z) == ENG_OK, "bucket %d: %s", b, eng_errmsg(ctx));
+		ck_assert_int_eq(eng_jit_warmup(j, &z), ENG_OK); /* captured already: nothing to do */
+	}
+	ck_assert_int_eq(eng_jit_signatures(j), 3);
+	eng_stats a, c;
+	eng_get_stats(ctx, &a);
+	tu_rng r = {5};
+	for (int b = 0; b < 3; b++) {
+		eng_scope_begin(ctx);
+		int64_t xs[2] = {buckets[b], 8};
+		eng_tensor *x = tu_rand(ctx, &r, ENG_F32, 2, xs, -2, 2), *out[1];
+		ck_assert_int_eq(eng_realize(&x, 1), ENG_OK);
+		eng_stats before;
+		eng_get_stats(ctx, &before);
+		ck_assert_msg(eng_jit_call(j, &x, out) == ENG_OK, "%s", eng_errmsg(ctx));
+		eng_get_stats(ctx, &c);
+		ck_assert_uint_eq(c.schedules, before.schedules); /* a replay: nothing scheduled */
+		float got[64], want[64];
+		read_f32(out[0], got, (size_t)buckets[b] * 4);
+		read_f32(mlp_forward(&m, x), want, (size_t)buckets[b] * 4);
+		expect_close(got, want, (size_t)buckets[b] * 4, "warmed replay vs plain");
+		eng_scope_end(ctx);
+	}
+	eng_get_stats(ctx, &c);
+	ck_assert_uint_eq(c.compiles, a.compiles);
+	for (int i = 0; i < 3; i++) {
+		eng_jit_sig_info si;
+		int nd = 0;
+		ck_assert_int_eq(eng_jit_signature_info(j, i, &si), ENG_OK);
+		const int64_t *sh = eng_jit_signature_shape(j, i, 0, &nd);
+		ck_assert(si.captured && si.calls == 3 && si.replays == 1 && si.kernels >= 2);
+		ck_assert(sh && nd == 2 && sh[0] == buckets[i] && sh[1] == 8);
+		ck_assert_uint_ge(si.kept_bytes, (8 * 16 + 16 + 16 * 4) * sizeof(float)); /* the weights */
+	}
+	ck_assert_int_eq(eng_jit_signature_info(j, 3, &(eng_jit_sig_info){0}), ENG_EINVAL);
+	ck_assert_ptr_null(eng_jit_signature_shape(j, 0, 1, NULL));
+	/* drop the middle bucket: the last moves down; its shapes start over */
+	ck_assert_int_eq(eng_jit_drop(j, 1), ENG_OK);
+	ck_assert_int_eq(eng_jit_drop(j, 7), ENG_EINVAL);
+	eng_clear_error(ctx);
+	ck_assert_int_eq(eng_jit_signatures(j), 2);
+	ck_assert_int_eq(eng_jit_signature_shape(j, 1, 0, NULL)[0], 16);
+	int64_t xs[2] = {4, 8};
+	eng_tensor *z = eng_zeros(ctx, ENG_F32, 2, xs), *out[1];
+	ck_assert_int_eq(eng_jit_call(j, &z, out), ENG_OK);
+	eng_jit_sig_info si;
+	ck_assert_int_eq(eng_jit_signature_info(j, 2, &si), ENG_OK);
+	ck_assert(!si.captured && si.calls == 1);
+	ck_assert_int_eq(eng_jit_warmup(j, &z), ENG_OK);
+	ck_assert_int_eq(eng_jit_signature_info(j, 2, &si), ENG_OK);
+	ck_assert(si.captured && si.calls == 2);
+	eng_jit_destroy(j);
+	tu_ctx_free(ctx);
+}
+END_TEST
+
 Suite *jit_suite(void)
 {
 	const TTest *const tests[] = {
 		test_replay_matches_plain_runs,
+		test_warmup_and_captures_for_serving,
 		test_inputs_are_strict,
 		test_outputs_are_not_overwritten,
 		test_captures_per_batch_size,

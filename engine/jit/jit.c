@@ -51,6 +51,7 @@ typedef struct jsig {
 	eng_buffer **blocks;
 	int nblocks;
 	size_t temp_bytes, planned_bytes;
+	uint64_t replays;
 } jsig;
 
 struct eng_jit {
@@ -544,6 +545,7 @@ eng_status eng_jit_call(eng_jit *j, eng_tensor *const *in, eng_tensor **out)
 		if (s->captured) {
 			st = replay(j, s, bin, res);
 			j->replays += !st;
+			s->replays += !st;
 		} else if (s->calls == 0) {
 			st = run_fn(j, bin, res);
 		} else {
@@ -571,5 +573,89 @@ eng_status eng_jit_call(eng_jit *j, eng_tensor *const *in, eng_tensor **out)
 	}
 	for (int o = 0; o < j->nout; o++)
 		out[o] = res[o];
+	return ENG_OK;
+}
+
+/* ---- serving ---- */
+
+/* The signature in[] falls in, or -1 (none yet, or inputs of another dtype or rank). */
+static int sig_of(const eng_jit *j, eng_tensor *const *in)
+{
+	if (!j->typed)
+		return -1;
+	for (int s = 0; s < j->nsigs; s++) {
+		bool same = true;
+		for (int k = 0; k < j->nin && same; k++)
+			same = in[k] && eng_ndim(in[k]) == j->ndim[k] &&
+			       !memcmp(j->sigs[s].shape[k], eng_shape(in[k]), j->ndim[k] * sizeof(int64_t));
+		if (same)
+			return s;
+	}
+	return -1;
+}
+
+eng_status eng_jit_warmup(eng_jit *j, eng_tensor *const *in)
+{
+	if (!j)
+		return ENG_EINVAL;
+	eng_ctx *ctx = j->ctx;
+	if (j->nin && !in)
+		return eng_set_error(ctx, ENG_EINVAL, "jit: NULL input array");
+	for (int round = 0; round < 2; round++) {
+		int s = sig_of(j, in);
+		if (s >= 0 && j->sigs[s].captured)
+			return ENG_OK;
+		eng_tensor *out[JIT_MAX_IO];
+		eng_status st = eng_jit_call(j, in, out);
+		for (int o = 0; o < j->nout && !st; o++)
+			eng_tensor_free(out[o]);
+		if (st)
+			return st;
+	}
+	int s = sig_of(j, in);
+	return s >= 0 && j->sigs[s].captured ? ENG_OK
+					     : eng_set_error(ctx, ENG_ESTATE, "jit: warm-up did not capture the step");
+}
+
+int eng_jit_signatures(const eng_jit *j) { return j ? j->nsigs : 0; }
+
+eng_status eng_jit_signature_info(const eng_jit *j, int i, eng_jit_sig_info *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!j || i < 0 || i >= j->nsigs)
+		return ENG_EINVAL;
+	const jsig *s = &j->sigs[i];
+	out->captured = s->captured;
+	out->calls = s->calls;
+	out->kernels = s->nl;
+	out->replays = s->replays;
+	out->temp_bytes = s->temp_bytes;
+	out->planned_bytes = s->planned_bytes;
+	for (int b = 0; b < s->nbufs; b++)
+		if (s->bufs[b].cls == J_FIXED && s->bufs[b].buf)
+			out->kept_bytes += s->bufs[b].buf->nbytes;
+	return ENG_OK;
+}
+
+const int64_t *eng_jit_signature_shape(const eng_jit *j, int i, int k, int *ndim)
+{
+	if (!j || i < 0 || i >= j->nsigs || k < 0 || k >= j->nin)
+		return NULL;
+	if (ndim)
+		*ndim = j->ndim[k];
+	return j->sigs[i].shape[k];
+}
+
+eng_status eng_jit_drop(eng_jit *j, int i)
+{
+	if (!j)
+		return ENG_EINVAL;
+	if (i < 0 || i >= j->nsigs)
+		return eng_set_error(j->ctx, ENG_EINVAL, "jit: no signature %d (%d known)", i, j->nsigs);
+	sig_drop_capture(&j->sigs[i], j->nout);
+	free(j->sigs[i].shape);
+	memmove(&j->sigs[i], &j->sigs[i + 1], (size_t)(j->nsigs - i - 1) * sizeof(*j->sigs));
+	j->nsigs--;
+	j->last = j->last == i ? -1 : j->last > i ? j->last - 1 : j->last;
 	return ENG_OK;
 }

@@ -57,4 +57,36 @@ typedef struct eng_jit_info {
 } eng_jit_info;
 void eng_jit_get_info(const eng_jit *j, eng_jit_info *out);
 
+/* ---- serving: warm-up, and the captures one by one ----
+ * Signatures are numbered 0..eng_jit_signatures()-1 in the order their shapes first came. */
+
+/* Make sure the step is captured for the shapes of in (example inputs, e.g. zeros of a batch
+ * bucket's shape) in one call: it calls the step as eng_jit_call does until it is captured
+ * (twice for new shapes, once after one plain call, not at all when captured), discarding the
+ * outputs. The calls are real: a step that updates state (an optimizer) applies its updates, so
+ * warm inference steps, or a training step on a copy. Errors as eng_jit_call. */
+eng_status eng_jit_warmup(eng_jit *j, eng_tensor *const *in);
+
+typedef struct eng_jit_sig_info {
+	bool captured;        /* replays from now on */
+	int calls;            /* calls with these shapes so far (replays included) */
+	int kernels;          /* launches in the capture */
+	uint64_t replays;     /* calls answered by replaying this capture */
+	size_t temp_bytes;    /* intermediate buffers of the capture, summed */
+	size_t planned_bytes; /* the memory they occupy after planning */
+	size_t kept_bytes;    /* other buffers the capture keeps alive (constants, parameters) */
+} eng_jit_sig_info;
+
+/* How many shape signatures j has seen (captured or not). */
+int eng_jit_signatures(const eng_jit *j);
+/* Signature i's info; ENG_EINVAL for an i out of range. */
+eng_status eng_jit_signature_info(const eng_jit *j, int i, eng_jit_sig_info *out);
+/* The shape of input k in signature i (static while the signature lives), its rank in *ndim;
+ * NULL when i or k is out of range. */
+const int64_t *eng_jit_signature_shape(const eng_jit *j, int i, int k, int *ndim);
+/* Forget signature i: its capture's launches and the buffers only it kept are freed, and the
+ * later signatures move down by one. Outputs already returned stay valid. A call with those
+ * shapes starts over (run, capture, replay). ENG_EINVAL for an i out of range. */
+eng_status eng_jit_drop(eng_jit *j, int i);
+
 #endif
