@@ -92,6 +92,10 @@ typedef struct bk_device_ops {
 			   bk_program **progs, bk_err *err);
 	/* The device's target facts (required). */
 	void (*target)(void *dev, bk_target *out);
+	/* Optional: a buffer handle over n bytes of host memory at ptr that kernels use in place
+	 * (no copy). The handle is never passed to free; the memory stays the caller's. NULL: the
+	 * device cannot use host memory (the engine uploads a copy instead). */
+	eng_status (*wrap_host)(void *dev, void *ptr, size_t n, void **handle, bk_err *err);
 } bk_device_ops;
 
 typedef struct bk_device {

@@ -9,7 +9,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=build/bin
-SUITES="${SUITES:-ops api nn random errors kernels nnlayers optim grad jit devices cancel}"
+SUITES="${SUITES:-ops api nn random errors kernels nnlayers optim grad jit devices cancel zerocopy}"
 backends=("$@")
 [ ${#backends[@]} -eq 0 ] && backends=(CPU CL)
 fail=0

@@ -24,6 +24,13 @@ static eng_status cpu_alloc(void *dev, size_t nbytes, void **handle, bk_err *err
 
 static void cpu_free(void *dev, void *handle) { free(handle); }
 
+/* Host memory is the CPU's memory: a kernel reads and writes it where it is. */
+static eng_status cpu_wrap_host(void *dev, void *ptr, size_t n, void **handle, bk_err *err)
+{
+	*handle = ptr;
+	return ENG_OK;
+}
+
 static eng_status cpu_copy_in(void *dev, void *handle, size_t off, const void *src, size_t n, bk_err *err)
 {
 	memcpy((char *)handle + off, src, n);
@@ -101,6 +108,7 @@ static const bk_device_ops cpu_ops = {
 	.program_blob = cpu_program_blob,
 	.load = cpu_load,
 	.target = cpu_target,
+	.wrap_host = cpu_wrap_host,
 };
 
 static eng_status cpu_open(int ordinal, const bk_opts *opts, int debug, bk_device *out, bk_err *err)

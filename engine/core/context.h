@@ -39,6 +39,9 @@ struct eng_ctx {
 	void *abort_arg;
 	atomic_int cancel;  /* eng_cancel, from any thread */
 	bool in_place_done; /* this call has launched an in-place update: it runs to its end */
+	/* eng_realize_into: the node whose kernel writes into the caller's buffer */
+	const struct eng_node *into_node;
+	struct eng_buffer *into_buf;
 	/* the log (log.c) */
 	eng_log_fn log_fn; /* NULL: stderr */
 	void *log_arg;

@@ -27,6 +27,35 @@ eng_buffer *eng_buffer_alloc(eng_device *dev, eng_dtype dt, int64_t numel)
 	return b;
 }
 
+eng_buffer *eng_buffer_wrap(eng_device *dev, eng_dtype dt, int64_t numel, void *data,
+			    void (*release)(void *arg, void *data), void *arg)
+{
+	if (!dev->bk.ops->wrap_host)
+		return NULL;
+	eng_buffer *b = calloc(1, sizeof(*b));
+	bk_err berr;
+	if (!b) {
+		eng_set_error(dev->ctx, ENG_ENOMEM, "out of memory");
+		return NULL;
+	}
+	b->dev = dev;
+	b->dtype = dt;
+	b->numel = numel;
+	b->nbytes = (size_t)numel * eng_dtype_size(dt);
+	b->refs = 1;
+	b->id = ++dev->ctx->next_buf_id;
+	b->dev_index = dev->index;
+	if (dev->bk.ops->wrap_host(dev->bk.ctx, data, b->nbytes, &b->handle, &berr)) {
+		free(b);
+		return NULL;
+	}
+	b->wrapped = true;
+	b->host = data;
+	b->release = release;
+	b->release_arg = arg;
+	return b;
+}
+
 eng_buffer *eng_buffer_ref(eng_buffer *b)
 {
 	if (b)
@@ -38,7 +67,12 @@ void eng_buffer_unref(eng_buffer *b)
 {
 	if (!b || --b->refs)
 		return;
-	b->dev->bk.ops->free(b->dev->bk.ctx, b->handle);
+	if (b->wrapped) { /* caller memory: give it back, the backend never owned it */
+		if (b->release)
+			b->release(b->release_arg, b->host);
+	} else {
+		b->dev->bk.ops->free(b->dev->bk.ctx, b->handle);
+	}
 	free(b);
 }
 

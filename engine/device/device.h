@@ -41,6 +41,12 @@ struct eng_buffer {
 	uint32_t id;
 	uint32_t version; /* bumped each time an assign writes the buffer */
 	int dev_index;    /* the context's index of dev */
+	/* Caller memory the buffer uses in place (eng_buffer_wrap): never freed through the
+	 * backend; release(release_arg, host) is called when the last reference goes. */
+	bool wrapped;
+	void *host;
+	void (*release)(void *arg, void *data);
+	void *release_arg;
 };
 typedef struct eng_buffer eng_buffer;
 
@@ -60,6 +66,12 @@ eng_status eng_device_fail(eng_device *d, eng_status s, const char *msg);
 
 /* Buffers on a device (buffer.c): a new buffer holds one reference; NULL sets the context error. */
 eng_buffer *eng_buffer_alloc(eng_device *dev, eng_dtype dt, int64_t numel);
+/* A buffer over caller memory data (nbytes) that kernels use in place, where the device can
+ * (bk_device_ops.wrap_host); release (may be NULL) is called with (arg, data) when the last
+ * reference goes. NULL without setting an error when the device cannot use host memory; NULL
+ * with the error set on ENOMEM. */
+eng_buffer *eng_buffer_wrap(eng_device *dev, eng_dtype dt, int64_t numel, void *data,
+			    void (*release)(void *arg, void *data), void *arg);
 eng_buffer *eng_buffer_ref(eng_buffer *b);
 void eng_buffer_unref(eng_buffer *b);
 eng_status eng_buffer_write(eng_buffer *b, const void *src, size_t nbytes);

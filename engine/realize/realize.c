@@ -184,6 +184,8 @@ static eng_status launch_kernel(eng_ctx *ctx, eng_device *dev, const eng_schedca
 					s = eng_set_error(ctx, ENG_ESTATE, "assign target has no buffer");
 					goto fail;
 				}
+			} else if (r == ctx->into_node && ctx->into_buf->dev == dev) {
+				b = eng_buffer_ref(ctx->into_buf); /* eng_realize_into: the caller's memory */
 			} else {
 				b = eng_buffer_alloc(dev, r->dtype, eng_node_numel(r));
 				if (!b) {

@@ -300,6 +300,37 @@ eng_status eng_tensor_read(eng_tensor *t, void *dst, size_t nbytes)
 	return eng_buffer_read(t->node->buf, dst, nbytes);
 }
 
+eng_status eng_realize_into(eng_tensor *t, void *dst, size_t nbytes)
+{
+	if (!t)
+		return ENG_EINVAL;
+	eng_ctx *ctx = t->ctx;
+	eng_node *n = t->node;
+	size_t want = (size_t)eng_node_numel(n) * eng_dtype_size(n->dtype);
+	if (nbytes != want || (want && !dst))
+		return eng_set_error(ctx, ENG_EINVAL, "realize_into: buffer is %zu bytes, tensor needs %zu", nbytes, want);
+	int dev = n->dev >= 0 ? n->dev : ctx->default_dev;
+	/* computed already, an in-place update, inside a JIT capture (it would keep dst): copy */
+	if (n->buf || n->op == ENG_OP_ASSIGN || n->op == ENG_OP_BUFFER || ctx->capture || !want)
+		return eng_tensor_read(t, dst, nbytes);
+	eng_buffer *b = eng_buffer_wrap(ctx->devs[dev], n->dtype, eng_node_numel(n), dst, NULL, NULL);
+	if (!b)
+		return ctx->err ? ctx->err : eng_tensor_read(t, dst, nbytes);
+	ctx->into_node = n;
+	ctx->into_buf = b;
+	eng_status s = eng_realize_nodes(ctx, &n, 1);
+	ctx->into_node = NULL;
+	ctx->into_buf = NULL;
+	if (!s && n->buf != b) /* the node was no kernel's own output (a view): copy it out */
+		s = eng_buffer_read(n->buf, dst, nbytes);
+	if (n->buf == b) { /* t forgets dst: its value was the caller's to keep */
+		n->buf = NULL;
+		eng_buffer_unref(b);
+	}
+	eng_buffer_unref(b);
+	return s;
+}
+
 double eng_item(eng_tensor *t)
 {
 	if (!t)

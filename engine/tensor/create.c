@@ -78,6 +78,40 @@ eng_tensor *eng_from_data(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *s
 	return t;
 }
 
+eng_tensor *eng_from_host(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *shape, void *data, size_t nbytes,
+			  void (*release)(void *release_arg, void *data), void *release_arg)
+{
+	static const char fn[] = "from_host";
+	if (!eng_dtype_valid(dt)) {
+		eng_set_error(ctx, ENG_EDTYPE, "%s: invalid dtype %d", fn, (int)dt);
+		return NULL;
+	}
+	if (!eng_build_check_shape(ctx, fn, ndim, shape))
+		return NULL;
+	int64_t numel;
+	eng_shape_numel(ndim, shape, &numel);
+	size_t want = (size_t)numel * eng_dtype_size(dt);
+	if (nbytes != want || (want && !data)) {
+		eng_set_error(ctx, ENG_EINVAL, "%s: %zu bytes at %p given, the tensor needs %zu", fn, nbytes, data, want);
+		return NULL;
+	}
+	eng_device *dev = ctx->devs[ctx->default_dev];
+	eng_buffer *b = eng_buffer_wrap(dev, dt, numel, data, release, release_arg);
+	if (!b && ctx->err)
+		return NULL;
+	if (!b) { /* the device cannot use host memory: one upload, then the memory is the caller's */
+		eng_tensor *t = eng_from_data(ctx, dt, ndim, shape, data);
+		if (t && release)
+			release(release_arg, data);
+		return t;
+	}
+	eng_node_desc d = {.op = ENG_OP_BUFFER, .dtype = dt, .ndim = ndim, .shape = shape, .buf = b,
+			   .c = {.i = b->version}};
+	eng_node *n = eng_build_node(ctx, &d);
+	eng_buffer_unref(b); /* the node holds it now (or, on ENOMEM, it is released here) */
+	return eng_tensor_wrap(ctx, n);
+}
+
 eng_tensor *eng_index(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *shape, int axis)
 {
 	if (!eng_build_check_shape(ctx, "index", ndim, shape))

@@ -159,12 +159,28 @@ void eng_tensor_dump_graph(const eng_tensor *t);
 eng_status eng_realize(eng_tensor *const *ts, int n);
 /* Realize t and copy its elements, row-major, into dst (nbytes must equal numel*itemsize). */
 eng_status eng_tensor_read(eng_tensor *t, void *dst, size_t nbytes);
+/* Compute t straight into dst (nbytes = numel * dtype size): on the CPU, when t is not yet
+ * computed and is a kernel's output, that kernel writes dst itself (no buffer, no copy), and
+ * t stays uncomputed afterwards (reading it again recomputes it); otherwise as eng_tensor_read
+ * (one copy). Nothing keeps dst after the call. */
+eng_status eng_realize_into(eng_tensor *t, void *dst, size_t nbytes);
 /* Realize a one-element tensor and return it as double (NaN and error set on failure). */
 double eng_item(eng_tensor *t);
 
 /* ---- creation (shape: ndim entries, each >= 0; ndim 0 is a scalar) --------------------- */
 eng_tensor *eng_from_data(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *shape,
 			  const void *data); /* copies numel*itemsize bytes from data */
+/* Zero-copy input: a tensor over the caller's memory data (nbytes = numel * dtype size,
+ * row-major). On a device that can use host memory (the CPU) nothing is copied: kernels read
+ * data where it is, so it must stay valid and unchanged until the engine calls
+ * release(release_arg, data), which it does once no tensor, graph node or JIT capture refers
+ * to it any more (during eng_tensor_free, eng_scope_end, a realize or eng_ctx_destroy, on the
+ * context's thread). Freeing or changing data before that is the caller's bug (reads of freed
+ * memory, wrong results). On other devices data is uploaded once and release is called before
+ * this returns. release may be NULL (then data must outlive the context). NULL with the error
+ * set on a bad shape, dtype or size (release is then not called). */
+eng_tensor *eng_from_host(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *shape, void *data, size_t nbytes,
+			  void (*release)(void *release_arg, void *data), void *release_arg);
 eng_tensor *eng_empty(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *shape);
 eng_tensor *eng_full(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *shape, double value);
 eng_tensor *eng_zeros(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *shape);
