@@ -231,7 +231,7 @@ static eng_status launch_kernel(eng_ctx *ctx, eng_device *dev, const eng_schedca
 			dev->name, (unsigned long long)ctx->stats.kernels, k->name, k->nbufs, k->bytes / 1e9, ms * 1e3,
 			*total_ms, gflops, gbs);
 	}
-	if (ctx->capture && !eng_capture_add(ctx->capture, k, nodes, outs)) {
+	if (ctx->capture && !eng_capture_add(ctx->capture, dev, k, nodes, outs)) {
 		s = eng_set_error(ctx, ENG_ENOMEM, "jit: out of memory capturing a launch");
 		goto fail;
 	}
@@ -438,10 +438,8 @@ static eng_status run_transfers(eng_ctx *ctx, eng_node *const *nodes, int n)
 	return s;
 }
 
-eng_status eng_realize_nodes(eng_ctx *ctx, eng_node *const *nodes, int n)
+static eng_status realize_all(eng_ctx *ctx, eng_node *const *nodes, int n)
 {
-	if (ctx->err)
-		return ctx->err; /* an earlier error is pending: don't compute on a broken graph */
 	if (ctx->ndevs == 1) {
 		eng_status s = realize_on(ctx, ctx->devs[0], nodes, n);
 		return s ? s : eng_device_sync(ctx->devs[0]);
@@ -462,5 +460,16 @@ eng_status eng_realize_nodes(eng_ctx *ctx, eng_node *const *nodes, int n)
 			s = eng_device_sync(ctx->devs[d]);
 	}
 	free(mine);
+	return s;
+}
+
+eng_status eng_realize_nodes(eng_ctx *ctx, eng_node *const *nodes, int n)
+{
+	if (ctx->err)
+		return ctx->err; /* an earlier error is pending: don't compute on a broken graph */
+	eng_status s = realize_all(ctx, nodes, n);
+	/* the program bound applies between realizes: every launch above has its program by now */
+	for (int d = 0; d < ctx->ndevs; d++)
+		eng_device_caches_bound(ctx->devs[d]);
 	return s;
 }
