@@ -153,7 +153,8 @@ void eng_alloc_put(eng_device *dev, void *handle, size_t size)
 	a->live -= size;
 	ctx->mem_live -= size;
 	eng_alloc_class(size, &cls);
-	eng_free_blk *f = cls >= 0 && !dev->failed ? malloc(sizeof(*f)) : NULL;
+	bool keep = cls >= 0 && !dev->failed && !ctx->dopts.no_alloc_cache;
+	eng_free_blk *f = keep ? malloc(sizeof(*f)) : NULL;
 	if (!f || (ctx->mem_limit && ctx->mem_live + ctx->mem_cached + size > ctx->mem_limit)) {
 		free(f); /* not worth keeping: over the limit, uncached size, or a failed device */
 		a->bk_frees++;

@@ -49,6 +49,7 @@ typedef struct eng_ctx_opts {
 	 * naming the request and the limit, and the context stays usable (eng_clear_error).
 	 * Freed buffers the allocator keeps for reuse count too, but are given back to make room. */
 	uint64_t mem_limit;
+	bool no_alloc_cache; /* true: freed buffers go straight back to the backend (for comparisons) */
 	/* Compiled programs each device keeps in memory; 0: 1024. Past it the least recently used
 	 * programs that no schedule-cache entry or JIT capture uses are unloaded after a realize. */
 	uint32_t prog_cache_max;
