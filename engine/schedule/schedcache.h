@@ -27,7 +27,7 @@ void eng_schedcache_walk_free(eng_schedcache_walk *w);
 
 /* One kernel launch, its buffers named by node number. */
 typedef struct eng_schedcache_kernel {
-	bk_program *prog; /* owned by the device's program cache */
+	bk_program *prog; /* owned by the device's program cache; pinned there (pin_fn) while an entry holds it */
 	char name[96];
 	int nbufs;
 	int node[ENG_MAX_KERNEL_BUFS];
