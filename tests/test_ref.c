@@ -31,6 +31,7 @@ static const bk_device_ops fake_ops = {
 
 typedef struct fx {
 	eng_graph *g;
+	eng_ctx ctx; /* only what the buffer allocator reads: its counters and no_alloc_cache */
 	eng_device dev;
 	eng_node *held[256]; /* every node we got a reference to, released at the end */
 	int nheld;
@@ -43,6 +44,8 @@ static void fx_init(fx *f)
 	f->g = eng_graph_create();
 	ck_assert(f->g != NULL);
 	f->dev.bk.ops = &fake_ops;
+	f->ctx.dopts.no_alloc_cache = true; /* released buffers go to fake_free at once */
+	f->dev.ctx = &f->ctx;
 }
 
 static void fx_done(fx *f)

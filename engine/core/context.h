@@ -26,6 +26,9 @@ struct eng_ctx {
 	eng_status err;
 	char errmsg[4096];
 	eng_stats stats;
+	/* device memory of all devices (engine/device/alloc.c): the limit (0: none), bytes in live
+	 * buffers, bytes in cached free blocks, the highest live figure */
+	uint64_t mem_limit, mem_live, mem_cached, mem_peak;
 	uint64_t seed, rng_counter;
 	uint32_t next_buf_id;
 	struct eng_capture *capture; /* the JIT's launch recorder while it captures, else NULL */

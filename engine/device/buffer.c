@@ -1,5 +1,5 @@
-/* buffer.c: reference-counted device buffers: allocation, release, and copies to and from host
- * memory through the owning device's backend. */
+/* buffer.c: reference-counted device buffers: allocation and release through the caching
+ * allocator (alloc.c), and copies to and from host memory through the owning device's backend. */
 #include <stdlib.h>
 
 #include "core/context.h"
@@ -8,9 +8,10 @@
 eng_buffer *eng_buffer_alloc(eng_device *dev, eng_dtype dt, int64_t numel)
 {
 	eng_buffer *b = calloc(1, sizeof(*b));
-	bk_err berr;
-	if (!b)
+	if (!b) {
+		eng_set_error(dev->ctx, ENG_ENOMEM, "out of host memory for a buffer record");
 		return NULL;
+	}
 	b->dev = dev;
 	b->dtype = dt;
 	b->numel = numel;
@@ -18,9 +19,7 @@ eng_buffer *eng_buffer_alloc(eng_device *dev, eng_dtype dt, int64_t numel)
 	b->refs = 1;
 	b->id = ++dev->ctx->next_buf_id;
 	b->dev_index = dev->index;
-	if (dev->bk.ops->alloc(dev->bk.ctx, b->nbytes ? b->nbytes : 1, &b->handle, &berr)) {
-		eng_set_error(dev->ctx, ENG_ENOMEM, "%s: cannot allocate %zu bytes: %s", dev->name,
-			      b->nbytes, berr.msg);
+	if (eng_alloc_get(dev, b->nbytes, &b->handle, &b->cap)) {
 		free(b);
 		return NULL;
 	}
@@ -67,11 +66,11 @@ void eng_buffer_unref(eng_buffer *b)
 {
 	if (!b || --b->refs)
 		return;
-	if (b->wrapped) { /* caller memory: give it back, the backend never owned it */
+	if (b->wrapped) { /* caller memory: give it back, neither the backend nor the cache owns it */
 		if (b->release)
 			b->release(b->release_arg, b->host);
 	} else {
-		b->dev->bk.ops->free(b->dev->bk.ctx, b->handle);
+		eng_alloc_put(b->dev, b->handle, b->cap);
 	}
 	free(b);
 }

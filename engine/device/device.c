@@ -147,6 +147,7 @@ void eng_device_destroy(eng_device *d)
 {
 	if (!d)
 		return;
+	eng_alloc_trim(d);
 	d->bk.ops->destroy(d->bk.ctx);
 	free(d);
 }

@@ -3,6 +3,7 @@
 #ifndef ENG_DEVICE_H
 #define ENG_DEVICE_H
 
+#include "alloc.h"
 #include "backends/backend.h"
 #include "codegen/kernel.h"
 #include "core/context.h"
@@ -28,13 +29,15 @@ typedef struct eng_device {
 	char failmsg[256];
 	char disk_dir[512]; /* empty: the default directory */
 	uint64_t disk_max;
+	eng_alloc alloc; /* cached free blocks and memory counters (alloc.c) */
 } eng_device;
 
 /* Device storage, reference-counted. numel elements of dtype, contiguous row-major. */
 struct eng_buffer {
 	eng_device *dev;  /* owning device */
 	void *handle;     /* backend handle; for the CPU backend a host pointer */
-	size_t nbytes;
+	size_t nbytes;    /* what was asked for */
+	size_t cap;       /* the block's size class: what it counts against the memory limit */
 	eng_dtype dtype;
 	int64_t numel;
 	uint32_t refs;
@@ -63,6 +66,15 @@ void eng_device_destroy(eng_device *d);
 eng_status eng_device_sync(eng_device *d);
 /* Mark d unusable after a device-level error (status s) and set the context error. */
 eng_status eng_device_fail(eng_device *d, eng_status s, const char *msg);
+
+/* The caching allocator (alloc.c). eng_alloc_get serves nbytes from a cached block of its size
+ * class or from the backend, after checking the context's memory limit (ENG_ENOMEM with a
+ * message, nothing allocated); *size is the block's size. eng_alloc_put takes a block back
+ * (the caller must hold no other use of it) and keeps it for reuse. eng_alloc_trim returns
+ * every cached block of dev to its backend and says how many bytes went. */
+eng_status eng_alloc_get(eng_device *dev, size_t nbytes, void **handle, size_t *size);
+void eng_alloc_put(eng_device *dev, void *handle, size_t size);
+uint64_t eng_alloc_trim(eng_device *dev);
 
 /* Buffers on a device (buffer.c): a new buffer holds one reference; NULL sets the context error. */
 eng_buffer *eng_buffer_alloc(eng_device *dev, eng_dtype dt, int64_t numel);

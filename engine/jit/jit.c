@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cache/progcache.h"
 #include "realize/capture.h"
 #include <tensord/dtype.h>
 #include "memplan.h"
@@ -27,6 +28,7 @@ typedef struct jbuf {
 
 typedef struct jlaunch {
 	eng_schedcache_kernel k;
+	const eng_device *dev; /* where it was captured (its program is pinned there if that is jsig.dev) */
 	int b[ENG_MAX_KERNEL_BUFS]; /* jbuf of each kernel buffer */
 	uint64_t assign;
 } jlaunch;
@@ -52,6 +54,7 @@ typedef struct jsig {
 	int nblocks;
 	size_t temp_bytes, planned_bytes;
 	uint64_t replays;
+	eng_device *dev; /* whose program cache holds the pins of l[*].k.prog */
 } jsig;
 
 struct eng_jit {
@@ -117,6 +120,10 @@ static void sig_drop_capture(jsig *s, int nout)
 		eng_buffer_unref(s->blocks[i]);
 	for (int i = 0; s->outs && i < nout; i++)
 		eng_buffer_unref(s->outs[i].fixed);
+	for (int i = 0; s->dev && i < s->nl; i++)
+		if (s->l[i].dev == s->dev)
+			eng_progcache_pin(s->dev->progs, s->l[i].k.prog, -1);
+	s->dev = NULL;
 	free(s->bufs);
 	free(s->l);
 	free(s->outs);
@@ -319,11 +326,15 @@ static eng_status build_replay(eng_jit *j, jsig *s, eng_capture *cap, eng_tensor
 		st = eng_set_error(ctx, ENG_ENOMEM, "jit: out of memory building the replay");
 		goto out;
 	}
+	s->dev = cap->n ? cap->l[0].dev : NULL;
 	for (int i = 0; i < cap->n; i++) {
 		const eng_cap_launch *cl = &cap->l[i];
 		jlaunch *jl = &s->l[i];
 		jl->k = cl->k;
+		jl->dev = cl->dev;
 		jl->assign = cl->assign;
+		if (cl->dev == s->dev) /* replay launches on one device; so trims leave it its programs */
+			eng_progcache_pin(s->dev->progs, cl->k.prog, +1);
 		for (int q = 0; q < cl->k.nbufs; q++) {
 			int b = find_buf(s->nbufs, keys, cl->buf[q]);
 			if (b < 0) {

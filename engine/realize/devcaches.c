@@ -9,6 +9,13 @@
 #include "realize.h"
 #include "schedule/schedcache.h"
 
+/* The schedule cache's pin hook: its entries keep their programs loaded. */
+static void pin_program(void *arg, const bk_program *prog, int delta)
+{
+	eng_device *d = arg;
+	eng_progcache_pin(d->progs, prog, delta);
+}
+
 eng_status eng_device_caches_open(eng_device *d)
 {
 	const eng_ctx_opts *o = &d->ctx->dopts;
@@ -17,7 +24,7 @@ eng_status eng_device_caches_open(eng_device *d)
 	snprintf(d->disk_dir, sizeof(d->disk_dir), "%s", dir ? dir : "");
 	d->disk_max = o->disk_cache_max;
 	d->progs = eng_progcache_create();
-	d->scache = o->no_schedule_cache ? NULL : eng_schedcache_create(0);
+	d->scache = o->no_schedule_cache ? NULL : eng_schedcache_create(0, pin_program, d);
 	if (!d->progs || (!o->no_schedule_cache && !d->scache)) {
 		eng_device_caches_close(d);
 		return eng_set_error(d->ctx, ENG_ENOMEM, "%s: out of memory for its caches", d->name);
@@ -34,4 +41,24 @@ void eng_device_caches_close(eng_device *d)
 	if (d->progs)
 		eng_progcache_destroy(d->progs, &d->bk);
 	d->progs = NULL;
+}
+
+void eng_device_caches_bound(eng_device *d)
+{
+	uint32_t max = d->ctx->dopts.prog_cache_max ? d->ctx->dopts.prog_cache_max : ENG_PROGCACHE_DEFAULT_MAX;
+	if (d->progs && eng_progcache_count(d->progs) > max) {
+		uint64_t gone = eng_progcache_evict(d->progs, &d->bk, max);
+		if (gone && d->ctx->debug >= 2)
+			fprintf(stderr, "%s: unloaded %llu least recently used programs (bound %u)\n", d->name,
+				(unsigned long long)gone, max);
+	}
+}
+
+uint64_t eng_device_caches_trim(eng_device *d, unsigned what)
+{
+	if (what & ENG_TRIM_SCHEDULES && d->scache)
+		eng_schedcache_clear(d->scache);
+	if (what & ENG_TRIM_PROGRAMS && d->progs)
+		eng_progcache_evict(d->progs, &d->bk, 0);
+	return what & ENG_TRIM_BUFFERS ? eng_alloc_trim(d) : 0;
 }

@@ -235,7 +235,7 @@ static eng_status launch_kernel(eng_ctx *ctx, eng_device *dev, const eng_schedca
 			dev->name, (unsigned long long)ctx->stats.kernels, k->name, k->nbufs, k->bytes / 1e9, ms * 1e3,
 			*total_ms, gflops, gbs);
 	}
-	if (ctx->capture && !eng_capture_add(ctx->capture, k, nodes, outs)) {
+	if (ctx->capture && !eng_capture_add(ctx->capture, dev, k, nodes, outs)) {
 		s = eng_set_error(ctx, ENG_ENOMEM, "jit: out of memory capturing a launch");
 		goto fail;
 	}
@@ -480,7 +480,12 @@ eng_status eng_realize_nodes(eng_ctx *ctx, eng_node *const *nodes, int n)
 	if (!todo)
 		return ENG_OK; /* computed already: nothing to cancel either */
 	eng_status s = eng_cancel_point(ctx, "realizing");
-	return s ? s : realize_all(ctx, nodes, n);
+	if (!s)
+		s = realize_all(ctx, nodes, n);
+	/* the program bound applies between realizes: every launch above has its program by now */
+	for (int d = 0; d < ctx->ndevs; d++)
+		eng_device_caches_bound(ctx->devs[d]);
+	return s;
 }
 
 /* Every device's part of a realize: copies between devices first, then each device's roots. */

@@ -13,6 +13,14 @@ eng_status eng_realize_nodes(eng_ctx *ctx, eng_node *const *nodes, int n);
 /* Attach the program cache, the schedule cache (unless the context turns it off) and the disk
  * cache settings to a newly opened device; ENG_ENOMEM sets the context error. */
 eng_status eng_device_caches_open(eng_device *d);
+/* Programs a device keeps when eng_ctx_opts.prog_cache_max is 0. */
+#define ENG_PROGCACHE_DEFAULT_MAX 1024
+/* Unload d's least recently used programs past the context's bound (those a schedule-cache
+ * entry or a capture pins stay). Called after a realize, never inside one: programs fetched for
+ * the realize in progress must stay loaded until it launches them. */
+void eng_device_caches_bound(eng_device *d);
+/* eng_trim for one device (what: ENG_TRIM_* bits); the device memory given back, in bytes. */
+uint64_t eng_device_caches_trim(eng_device *d, unsigned what);
 /* Free d's caches (its programs through the backend); d itself stays. */
 void eng_device_caches_close(eng_device *d);
 

@@ -198,14 +198,26 @@ struct eng_schedcache {
 	int n, cap;
 	size_t bytes, max_bytes;
 	uint64_t clock;
+	eng_schedcache_pin_fn pin;
+	void *pin_arg;
 };
 
-eng_schedcache *eng_schedcache_create(size_t max_bytes)
+eng_schedcache *eng_schedcache_create(size_t max_bytes, eng_schedcache_pin_fn pin, void *arg)
 {
 	eng_schedcache *c = calloc(1, sizeof(*c));
-	if (c)
+	if (c) {
 		c->max_bytes = max_bytes ? max_bytes : (size_t)64 << 20;
+		c->pin = pin;
+		c->pin_arg = arg;
+	}
 	return c;
+}
+
+/* Tell the programs' owner that an entry's kernels are kept (+1) or gone (-1). */
+static void pin_kernels(eng_schedcache *c, const eng_schedcache_entry *e, int delta)
+{
+	for (int i = 0; c->pin && i < e->nk; i++)
+		c->pin(c->pin_arg, e->ks[i].prog, delta);
 }
 
 static void entry_free(eng_schedcache_entry *e)
@@ -222,10 +234,21 @@ void eng_schedcache_destroy(eng_schedcache *c)
 {
 	if (!c)
 		return;
-	for (int i = 0; i < c->n; i++)
-		entry_free(c->e[i]);
+	eng_schedcache_clear(c);
 	free(c->e);
 	free(c);
+}
+
+int eng_schedcache_clear(eng_schedcache *c)
+{
+	int n = c->n;
+	for (int i = 0; i < c->n; i++) {
+		pin_kernels(c, c->e[i], -1);
+		entry_free(c->e[i]);
+	}
+	c->n = 0;
+	c->bytes = 0;
+	return n;
 }
 
 const eng_schedcache_entry *eng_schedcache_lookup(eng_schedcache *c, const eng_schedcache_walk *w)
@@ -259,6 +282,7 @@ static void evict_one(eng_schedcache *c)
 		if (c->e[i]->last_use < c->e[old]->last_use)
 			old = i;
 	c->bytes -= c->e[old]->bytes;
+	pin_kernels(c, c->e[old], -1);
 	entry_free(c->e[old]);
 	c->e[old] = c->e[--c->n];
 }
@@ -301,6 +325,7 @@ bool eng_schedcache_insert(eng_schedcache *c, const eng_schedcache_walk *w, cons
 		c->cap = nc;
 	}
 	e->last_use = ++c->clock;
+	pin_kernels(c, e, +1);
 	c->e[c->n++] = e;
 	c->bytes += e->bytes;
 	return true;

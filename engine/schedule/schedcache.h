@@ -27,7 +27,7 @@ void eng_schedcache_walk_free(eng_schedcache_walk *w);
 
 /* One kernel launch, its buffers named by node number. */
 typedef struct eng_schedcache_kernel {
-	bk_program *prog; /* owned by the device's program cache */
+	bk_program *prog; /* owned by the device's program cache; pinned there (pin_fn) while an entry holds it */
 	char name[96];
 	int nbufs;
 	int node[ENG_MAX_KERNEL_BUFS];
@@ -39,9 +39,16 @@ typedef struct eng_schedcache_kernel {
 typedef struct eng_schedcache_entry eng_schedcache_entry;
 typedef struct eng_schedcache eng_schedcache;
 
-/* A cache holding at most max_bytes of descriptions (0: a default of 64 MiB). */
-eng_schedcache *eng_schedcache_create(size_t max_bytes);
+/* Told (delta +1) about every program of an entry kept, and (delta -1) of one dropped, so the
+ * owner of the programs (the realize layer's program cache) never unloads one an entry names. */
+typedef void (*eng_schedcache_pin_fn)(void *arg, const bk_program *prog, int delta);
+
+/* A cache holding at most max_bytes of descriptions (0: a default of 64 MiB); pin (may be NULL)
+ * is called with arg as entries come and go. */
+eng_schedcache *eng_schedcache_create(size_t max_bytes, eng_schedcache_pin_fn pin, void *arg);
 void eng_schedcache_destroy(eng_schedcache *c);
+/* Drop every entry (their programs are unpinned); returns how many went. */
+int eng_schedcache_clear(eng_schedcache *c);
 
 /* The entry for a graph of w's structure, or NULL. Valid until the next insert. */
 const eng_schedcache_entry *eng_schedcache_lookup(eng_schedcache *c, const eng_schedcache_walk *w);

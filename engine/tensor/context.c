@@ -12,8 +12,6 @@
 #include "device/device.h"
 #include "realize/realize.h"
 
-void eng_get_stats(const eng_ctx *ctx, eng_stats *out) { *out = ctx->stats; }
-void eng_reset_stats(eng_ctx *ctx) { memset(&ctx->stats, 0, sizeof(ctx->stats)); }
 int eng_debug_level(const eng_ctx *ctx) { return ctx->debug; }
 
 void eng_manual_seed(eng_ctx *ctx, uint64_t seed)
@@ -90,6 +88,7 @@ eng_ctx *eng_ctx_create(const eng_ctx_opts *opts, char *err, size_t errlen)
 		return NULL;
 	}
 	ctx->dopts = o;
+	ctx->mem_limit = o.mem_limit;
 	snprintf(ctx->backend_opts, sizeof(ctx->backend_opts), "%s", o.backend_opts ? o.backend_opts : "");
 	snprintf(ctx->cache_dir, sizeof(ctx->cache_dir), "%s", o.cache_dir ? o.cache_dir : "");
 	ctx->dopts.backend_opts = ctx->backend_opts;

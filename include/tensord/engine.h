@@ -44,6 +44,15 @@ typedef struct eng_ctx_opts {
 	bool no_disk_cache;
 	const char *cache_dir;
 	uint64_t disk_cache_max; /* bytes; 0: 1 GiB. Least recently used entries go first */
+	/* Device memory limit in bytes for all the context's devices together; 0: none. A buffer
+	 * that would take the live total past it is not allocated: the call fails with ENG_ENOMEM
+	 * naming the request and the limit, and the context stays usable (eng_clear_error).
+	 * Freed buffers the allocator keeps for reuse count too, but are given back to make room. */
+	uint64_t mem_limit;
+	bool no_alloc_cache; /* true: freed buffers go straight back to the backend (for comparisons) */
+	/* Compiled programs each device keeps in memory; 0: 1024. Past it the least recently used
+	 * programs that no schedule-cache entry or JIT capture uses are unloaded after a realize. */
+	uint32_t prog_cache_max;
 } eng_ctx_opts;
 
 /* Fill opts with defaults (debug -1, device NULL, backend_opts NULL, caches on). */
@@ -72,9 +81,44 @@ typedef struct eng_stats {
 	uint64_t disk_loads; /* kernels loaded from the disk cache instead of compiled */
 	uint64_t schedules; /* realize calls that scheduled at least one kernel */
 	uint64_t schedule_hits; /* realize calls answered by the schedule cache */
+	/* Device memory, all devices together (eng_get_device_stats has them per device). */
+	uint64_t mem_live;   /* bytes in live buffers now (size-class rounded; not reset) */
+	uint64_t mem_peak;   /* highest mem_live since creation or the last reset */
+	uint64_t mem_cached; /* bytes of freed buffers kept for reuse now (not reset) */
+	uint64_t allocs;     /* buffer allocations */
+	uint64_t alloc_hits; /* of those, served by reusing a freed buffer */
 } eng_stats;
 void eng_get_stats(const eng_ctx *ctx, eng_stats *out);
+/* Zero the counters; peaks restart from what is live now. */
 void eng_reset_stats(eng_ctx *ctx);
+
+/* One device's memory and programs, for an operator watching a long-lived server: what it
+ * holds now, its high-water mark, and how well the caching allocator and program cache work. */
+typedef struct eng_device_stats {
+	uint64_t live_bytes;     /* bytes in live buffers (each rounded up to its size class) */
+	uint64_t peak_bytes;     /* highest live_bytes since creation or eng_reset_stats */
+	uint64_t cached_bytes;   /* freed buffers kept for reuse: held from the system, not live */
+	uint64_t allocs;         /* buffer allocations asked for */
+	uint64_t alloc_hits;     /* of those, served from the cache (no backend call) */
+	uint64_t backend_allocs; /* blocks the backend allocated */
+	uint64_t backend_frees;  /* blocks given back to the backend */
+	uint64_t programs;       /* compiled programs loaded now */
+	uint64_t program_evictions; /* programs unloaded by the bound or eng_trim */
+} eng_device_stats;
+/* Counters of device dev (0 .. eng_device_count-1); ENG_EINVAL for another index. Counts of
+ * events restart at eng_reset_stats; live, cached and program figures are current. */
+eng_status eng_get_device_stats(const eng_ctx *ctx, int dev, eng_device_stats *out);
+
+/* What eng_trim gives back. */
+#define ENG_TRIM_BUFFERS 1u   /* cached free device buffers, to the backend (the system) */
+#define ENG_TRIM_SCHEDULES 2u /* schedule-cache entries (the next realize of a graph schedules again) */
+#define ENG_TRIM_PROGRAMS 4u  /* compiled programs nothing uses any more (modules are unloaded) */
+#define ENG_TRIM_ALL 7u
+/* Give back what the context keeps only to be faster next time, on every device. Live tensors
+ * and JIT captures are untouched and keep working: a capture holds its buffers and programs.
+ * Programs used by a schedule-cache entry stay unless ENG_TRIM_SCHEDULES drops the entry too.
+ * Returns the bytes of device memory given back. */
+uint64_t eng_trim(eng_ctx *ctx, unsigned what);
 int eng_debug_level(const eng_ctx *ctx);
 
 /* ---- log --------------------------------------------------------------------------------
