@@ -4,6 +4,8 @@
 #include <check.h>
 #include <string.h>
 
+#include <tensord/jit.h>
+
 #include "device/device.h"
 #include "realize/realize.h"
 #include "tensor/tensor.h"
@@ -119,6 +121,70 @@ START_TEST(test_failed_device_is_isolated)
 }
 END_TEST
 
+static eng_status twice_plus_one(eng_ctx *ctx, eng_tensor *const *in, int nin, eng_tensor **out, int nout, void *user)
+{
+	out[0] = eng_add_s(eng_mul_s(in[0], 2.0), 1.0);
+	return out[0] ? ENG_OK : eng_error(ctx);
+}
+
+/* A failed device is replaced by a fresh one under the same index: new work runs, computed
+ * values are computed again, data and captures of the failed one are reported lost. */
+START_TEST(test_failed_device_reopened)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	int d1 = eng_device_open(ctx, "CPU:1");
+	ck_assert_int_eq(eng_device_reopen(ctx, d1), ENG_ESTATE); /* healthy: nothing to reopen */
+	ck_assert_int_eq(eng_device_reopen(ctx, 9), ENG_EINVAL);
+	eng_clear_error(ctx);
+	int64_t s[1] = {64};
+	float vals[64];
+	for (int i = 0; i < 64; i++)
+		vals[i] = (float)i;
+	eng_tensor *x = eng_keep_root(eng_from_data(ctx, ENG_F32, 1, s, vals)); /* a buffer on the CPU */
+	eng_tensor *y = eng_keep_root(eng_add_s(eng_to_device(x, d1), 1));
+	ck_assert_int_eq(eng_realize(&y, 1), ENG_OK);
+	/* a JIT captured on d1 */
+	ck_assert_int_eq(eng_set_default_device(ctx, d1), ENG_OK);
+	eng_tensor *data = eng_keep_root(eng_from_data(ctx, ENG_F32, 1, s, vals)); /* only on d1 */
+	eng_jit *j = eng_jit_create(ctx, twice_plus_one, NULL, 1, 1, NULL);
+	eng_tensor *in = eng_keep_root(eng_full(ctx, ENG_F32, 1, s, 3.0)), *out;
+	ck_assert_int_eq(eng_jit_warmup(j, &in), ENG_OK);
+	eng_device_fail(ctx->devs[d1], ENG_EDEVICE, "simulated device loss");
+	eng_clear_error(ctx);
+	ck_assert_int_eq(eng_device_reopen(ctx, d1), ENG_OK);
+	ck_assert_str_eq(eng_device_name(ctx, d1), "CPU:1");
+	ck_assert_int_eq(eng_device_count(ctx), 2);
+	/* computed values are computed again; data that lived only there is lost */
+	float got[64];
+	ck_assert_msg(eng_tensor_read(y, got, sizeof(got)) == ENG_OK, "%s", eng_errmsg(ctx));
+	for (int i = 0; i < 64; i++)
+		ck_assert_float_eq(got[i], (float)i + 1);
+	ck_assert_int_eq(eng_tensor_read(data, got, sizeof(got)), ENG_EDEVICE);
+	ck_assert_msg(strstr(eng_errmsg(ctx), "lost"), "%s", eng_errmsg(ctx));
+	eng_clear_error(ctx);
+	eng_tensor *z = eng_mul_s(data, 2);
+	ck_assert_int_eq(eng_realize(&z, 1), ENG_EDEVICE);
+	ck_assert_msg(strstr(eng_errmsg(ctx), "lost"), "%s", eng_errmsg(ctx));
+	eng_clear_error(ctx);
+	/* and so are its captures: an error until dropped, then captured anew */
+	eng_tensor *in2 = eng_full(ctx, ENG_F32, 1, s, 3.0);
+	ck_assert_int_eq(eng_jit_call(j, &in2, &out), ENG_EDEVICE);
+	ck_assert_msg(strstr(eng_errmsg(ctx), "reopened"), "%s", eng_errmsg(ctx));
+	eng_clear_error(ctx);
+	ck_assert_int_eq(eng_jit_drop(j, 0), ENG_OK);
+	ck_assert_int_eq(eng_jit_warmup(j, &in2), ENG_OK);
+	ck_assert_int_eq(eng_jit_call(j, &in2, &out), ENG_OK);
+	ck_assert_double_eq(eng_item(eng_shrink(out, (const int64_t[][2]){{5, 6}})), 7.0);
+	/* new work on the reopened device runs */
+	eng_tensor *w = eng_add_s(eng_to_device(x, d1), 1);
+	ck_assert_int_eq(eng_tensor_read(w, got, sizeof(got)), ENG_OK);
+	for (int i = 0; i < 64; i++)
+		ck_assert_float_eq(got[i], (float)i + 1);
+	eng_jit_destroy(j);
+	tu_ctx_free(ctx);
+}
+END_TEST
+
 /* Backend options: given in the context options, checked against what the backend takes,
  * with an error that names the option; another backend's options are left to it. */
 START_TEST(test_backend_options)
@@ -160,6 +226,7 @@ Suite *devices_suite(void)
 		test_gradient_across_a_copy,
 		test_failed_device_is_isolated,
 		test_backend_options,
+		test_failed_device_reopened,
 	};
 	return tu_suite("devices", tests, (int)(sizeof(tests) / sizeof(tests[0])), TU_TIMEOUT);
 }

@@ -14,6 +14,7 @@ struct eng_capture;
 
 #define ENG_MAX_SCOPES 64
 #define ENG_MAX_DEVICES 8
+#define ENG_MAX_RETIRED 16 /* devices replaced by eng_device_reopen, kept until the context ends */
 
 struct eng_ctx {
 	struct eng_graph *graph;
@@ -21,6 +22,8 @@ struct eng_ctx {
 	char backend_opts[1024], cache_dir[512];
 	struct eng_device *devs[ENG_MAX_DEVICES];
 	int ndevs;
+	struct eng_device *retired[ENG_MAX_RETIRED]; /* failed, replaced; their buffers are lost values */
+	int nretired;
 	int default_dev;
 	int debug;
 	eng_status err;

@@ -86,6 +86,9 @@ eng_status eng_buffer_write(eng_buffer *b, const void *src, size_t nbytes)
 
 eng_status eng_buffer_read(eng_buffer *b, void *dst, size_t nbytes)
 {
+	if (b->dev->failed)
+		return eng_set_error(b->dev->ctx, ENG_EDEVICE, "%s: the value was lost when the device failed: %s",
+				     b->dev->name, b->dev->failmsg);
 	bk_err berr;
 	eng_status s = b->dev->bk.ops->copy_out(b->dev->bk.ctx, b->handle, 0, dst, nbytes, &berr);
 	if (s)

@@ -87,21 +87,67 @@ static bool gather_opts(const eng_ctx *ctx, const bk_backend *be, bk_opts *o, ch
 	return true;
 }
 
+/* Parse spec into the backend, ordinal and canonical name; false with a message. */
+static bool resolve(const char *spec, const bk_backend **be, int *ordinal, char name[32], char *err, size_t errlen)
+{
+	if (!spec || !parse_spec(spec, be, ordinal)) {
+		char help[256];
+		spec_help(help, sizeof(help));
+		snprintf(err, errlen, "unknown device '%s' (use %s)", spec ? spec : "(null)", help);
+		return false;
+	}
+	if ((*be)->bare_zero && *ordinal == 0)
+		snprintf(name, 32, "%s", (*be)->name);
+	else
+		snprintf(name, 32, "%s:%d", (*be)->name, *ordinal);
+	return true;
+}
+
+eng_device *eng_device_create(eng_ctx *ctx, const char *spec, char *err, size_t errlen)
+{
+	const bk_backend *be;
+	char name[32];
+	int ordinal;
+	if (!resolve(spec, &be, &ordinal, name, err, errlen))
+		return NULL;
+	bk_opts opts;
+	char optbuf[sizeof(ctx->backend_opts)], msg[512];
+	if (!gather_opts(ctx, be, &opts, optbuf, sizeof(optbuf), msg, sizeof(msg))) {
+		snprintf(err, errlen, "%s: %s", name, msg);
+		return NULL;
+	}
+	eng_device *d = calloc(1, sizeof(*d));
+	bk_err berr = {{0}};
+	if (!d) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	if (be->open(ordinal, &opts, ctx->debug, &d->bk, &berr) != ENG_OK) {
+		snprintf(err, errlen, "%s: %s", name, berr.msg);
+		free(d);
+		return NULL;
+	}
+	if (bk_device_check(&d->bk, &d->target, &berr) != ENG_OK) {
+		snprintf(err, errlen, "%s: %s", name, berr.msg);
+		d->bk.ops->destroy(d->bk.ctx);
+		free(d);
+		return NULL;
+	}
+	d->plan = (eng_target){.par = d->target.parallelism, .group = d->target.reduce_group,
+			       .vector = d->target.vector_width};
+	snprintf(d->name, sizeof(d->name), "%s", name);
+	d->ctx = ctx;
+	d->index = -1;
+	return d;
+}
+
 int eng_device_add(eng_ctx *ctx, const char *spec, char *err, size_t errlen)
 {
 	const bk_backend *be;
 	char name[32];
 	int ordinal;
-	if (!spec || !parse_spec(spec, &be, &ordinal)) {
-		char help[256];
-		spec_help(help, sizeof(help));
-		snprintf(err, errlen, "unknown device '%s' (use %s)", spec ? spec : "(null)", help);
+	if (!resolve(spec, &be, &ordinal, name, err, errlen))
 		return -1;
-	}
-	if (be->bare_zero && ordinal == 0)
-		snprintf(name, sizeof(name), "%s", be->name);
-	else
-		snprintf(name, sizeof(name), "%s:%d", be->name, ordinal);
 	for (int i = 0; i < ctx->ndevs; i++)
 		if (!strcmp(ctx->devs[i]->name, name))
 			return i;
@@ -109,33 +155,9 @@ int eng_device_add(eng_ctx *ctx, const char *spec, char *err, size_t errlen)
 		snprintf(err, errlen, "%s: a context holds at most %d devices", name, ENG_MAX_DEVICES);
 		return -1;
 	}
-	bk_opts opts;
-	char optbuf[sizeof(ctx->backend_opts)], msg[512];
-	if (!gather_opts(ctx, be, &opts, optbuf, sizeof(optbuf), msg, sizeof(msg))) {
-		snprintf(err, errlen, "%s: %s", name, msg);
+	eng_device *d = eng_device_create(ctx, spec, err, errlen);
+	if (!d)
 		return -1;
-	}
-	eng_device *d = calloc(1, sizeof(*d));
-	bk_err berr = {{0}};
-	if (!d) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	if (be->open(ordinal, &opts, ctx->debug, &d->bk, &berr) != ENG_OK) {
-		snprintf(err, errlen, "%s: %s", name, berr.msg);
-		free(d);
-		return -1;
-	}
-	if (bk_device_check(&d->bk, &d->target, &berr) != ENG_OK) {
-		snprintf(err, errlen, "%s: %s", name, berr.msg);
-		d->bk.ops->destroy(d->bk.ctx);
-		free(d);
-		return -1;
-	}
-	d->plan = (eng_target){.par = d->target.parallelism, .group = d->target.reduce_group,
-			       .vector = d->target.vector_width};
-	snprintf(d->name, sizeof(d->name), "%s", name);
-	d->ctx = ctx;
 	d->index = ctx->ndevs;
 	ctx->devs[ctx->ndevs++] = d;
 	return d->index;

@@ -58,6 +58,9 @@ typedef struct eng_buffer eng_buffer;
  * its index (an existing one if already open), or -1 with a message in err. The device has
  * no caches yet (eng_device_caches_open). */
 int eng_device_add(eng_ctx *ctx, const char *spec, char *err, size_t errlen);
+/* A new device for spec with the context's options and target, not yet one of ctx's devices
+ * (index -1, no caches); NULL with a message in err. */
+eng_device *eng_device_create(eng_ctx *ctx, const char *spec, char *err, size_t errlen);
 /* The device a context opens when none is named: the first registered backend's ("CPU"). */
 const char *eng_device_default_spec(void);
 /* Free d and its backend device (its caches must be closed already). */

@@ -7,8 +7,6 @@
 #include <string.h>
 
 #include "device/device.h"
-#include "realize/realize.h"
-#include "tensor/tensor.h"
 
 struct eng_graph {
 	eng_node **buckets;
@@ -42,6 +40,16 @@ size_t eng_graph_destroy(eng_graph *g)
 }
 
 size_t eng_graph_live_nodes(const eng_graph *g) { return g->count; }
+
+void eng_graph_forget_values_on(eng_graph *g, const struct eng_device *dev)
+{
+	for (size_t i = 0; i < g->nbuckets; i++)
+		for (eng_node *n = g->buckets[i]; n; n = n->next)
+			if (n->op != ENG_OP_BUFFER && n->buf && n->buf->dev == dev) {
+				eng_buffer_unref(n->buf);
+				n->buf = NULL;
+			}
+}
 
 static uint64_t mix(uint64_t h, uint64_t v)
 {

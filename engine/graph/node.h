@@ -104,6 +104,10 @@ bool eng_node_set_vjp(eng_node *n, const eng_vjp *v);
 eng_graph *eng_graph_create(void);
 /* Frees the table; all nodes must have been released. Returns the count of leaked nodes. */
 size_t eng_graph_destroy(eng_graph *g);
+/* Computed values cached on nodes whose buffer lives on dev (a failed device) are forgotten,
+ * so rebuilding an expression computes it again; buffer nodes (data) keep theirs. */
+struct eng_device;
+void eng_graph_forget_values_on(eng_graph *g, const struct eng_device *dev);
 size_t eng_graph_live_nodes(const eng_graph *g);
 
 /* Return the unique node for desc with one new reference for the caller (NULL on ENOMEM).

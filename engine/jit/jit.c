@@ -440,9 +440,13 @@ static eng_status replay(eng_jit *j, jsig *s, eng_tensor *const *bin, eng_tensor
 	eng_buffer *fresh[JIT_MAX_IO] = {0};
 	eng_buffer *local[256], **res = s->nbufs <= 256 ? local : malloc(s->nbufs * sizeof(*res));
 	eng_status st = ENG_OK;
-	if (dev->failed) {
+	if (dev->failed || (s->dev && s->dev != dev)) {
 		if (res != local)
 			free(res);
+		if (!dev->failed)
+			return eng_set_error(ctx, ENG_EDEVICE, "jit: captured on %s before it was reopened: its buffers "
+					     "and programs are gone; drop the capture (eng_jit_drop) and capture again",
+					     dev->name);
 		return eng_set_error(ctx, ENG_EDEVICE, "%s: device is unusable after an earlier failure: %s", dev->name,
 				     dev->failmsg);
 	}

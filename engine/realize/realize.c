@@ -200,6 +200,12 @@ static eng_status launch_kernel(eng_ctx *ctx, eng_device *dev, const eng_schedca
 				s = eng_set_error(ctx, ENG_ESTATE, "kernel input %%%u was not computed", r->id);
 				goto fail;
 			}
+			if (b->dev != dev && b->dev->failed) {
+				s = eng_set_error(ctx, ENG_EDEVICE,
+						  "a value computed on %s was lost when that device failed (%s): compute it "
+						  "again", b->dev->name, b->dev->failmsg);
+				goto fail;
+			}
 			if (b->dev != dev) {
 				s = eng_set_error(ctx, ENG_EDEVICE,
 						  "a value computed on %s is used on %s; move it with eng_to_device",

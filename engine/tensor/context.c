@@ -50,6 +50,34 @@ int eng_device_open(eng_ctx *ctx, const char *spec)
 	return i;
 }
 
+eng_status eng_device_reopen(eng_ctx *ctx, int dev)
+{
+	if (dev < 0 || dev >= ctx->ndevs)
+		return eng_set_error(ctx, ENG_EINVAL, "device_reopen: no device %d (%d open)", dev, ctx->ndevs);
+	eng_device *old = ctx->devs[dev];
+	if (!old->failed)
+		return eng_set_error(ctx, ENG_ESTATE, "device_reopen: %s has not failed", old->name);
+	if (ctx->nretired == ENG_MAX_RETIRED)
+		return eng_set_error(ctx, ENG_ERANGE, "device_reopen: %s: a context reopens devices at most %d times",
+				     old->name, ENG_MAX_RETIRED);
+	char err[512];
+	eng_device *d = eng_device_create(ctx, old->name, err, sizeof(err));
+	if (!d)
+		return eng_set_error(ctx, ENG_EDEVICE, "device_reopen: %s", err);
+	d->index = dev;
+	if (eng_device_caches_open(d) != ENG_OK) {
+		eng_device_destroy(d);
+		return ctx->err;
+	}
+	/* the failed device stays (its buffers are lost values that still have owners) until the
+	 * context ends; what it caches goes now */
+	eng_graph_forget_values_on(ctx->graph, old);
+	eng_device_caches_trim(old, ENG_TRIM_ALL);
+	ctx->retired[ctx->nretired++] = old;
+	ctx->devs[dev] = d;
+	return ENG_OK;
+}
+
 eng_ctx *eng_ctx_create(const eng_ctx_opts *opts, char *err, size_t errlen)
 {
 	char dummy[8];
@@ -117,6 +145,10 @@ void eng_ctx_destroy(eng_ctx *ctx)
 	for (int i = 0; i < ctx->ndevs; i++) {
 		eng_device_caches_close(ctx->devs[i]);
 		eng_device_destroy(ctx->devs[i]);
+	}
+	for (int i = 0; i < ctx->nretired; i++) {
+		eng_device_caches_close(ctx->retired[i]);
+		eng_device_destroy(ctx->retired[i]);
 	}
 	free(ctx);
 }

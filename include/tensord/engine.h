@@ -165,6 +165,15 @@ eng_status eng_set_default_device(eng_ctx *ctx, int dev);
 int eng_default_device(const eng_ctx *ctx);
 int eng_tensor_device(const eng_tensor *t); /* where t lives (or will) */
 eng_tensor *eng_to_device(const eng_tensor *t, int dev); /* lazy copy; t itself if already there */
+/* Replace device dev, which failed (a lost GPU, or a backend error that marks the device
+ * unusable), by a freshly opened one under the same index and name. Values computed on the
+ * failed device are forgotten and computed again when needed; data that lived only there
+ * (eng_from_data, parameters, assign targets) is lost: using or reading it is an ENG_EDEVICE
+ * error saying so (load it again); JIT captures made on it must be dropped (eng_jit_drop) and
+ * captured again.
+ * The failed device's memory is given back when the context ends. ENG_ESTATE if dev has not
+ * failed; at most 16 reopens per context. */
+eng_status eng_device_reopen(eng_ctx *ctx, int dev);
 /* Every device this machine offers, one line each with its properties (needs no context). */
 eng_status eng_devices_list(char *out, size_t len);
 /* The settings each backend takes (for eng_ctx_opts.backend_opts), one line each:
