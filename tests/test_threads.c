@@ -1,8 +1,9 @@
 /* test_threads.c: contexts on several threads at once (engine.h's rule: one thread per context,
- * contexts independent): build, compile into one cold shared disk cache, realize, JIT-replay and
- * save/load, checked against the reference; and the CPU backend's shared worker pool. Run under
- * ThreadSanitizer by `make tsan`. */
+ * contexts independent): build, compile into one cold shared disk cache, realize, JIT-replay,
+ * train (autograd, SGD) and save/load, checked against the reference; and the CPU backend's
+ * shared worker pool. Run under ThreadSanitizer by `make tsan`. */
 #include <check.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 
 #include <tensord/io.h>
 #include <tensord/jit.h>
+#include <tensord/optim.h>
 #include "backends/cpu/pool.h"
 #include "testutil.h"
 
@@ -132,6 +134,57 @@ static bool run_jit(worker_job *j, eng_ctx *ctx, int batch)
 	return ok;
 }
 
+/* Three SGD steps (autograd, assigns, schedule-cache hits) on least squares, loss
+ * mean((x w - t)^2), checked against the same steps computed here in double. */
+static bool run_train(worker_job *j, eng_ctx *ctx)
+{
+	enum { N = 8, D = 4, STEPS = 3 };
+	const double lr = 0.1;
+	tu_rng r = {31 + (uint64_t)j->index};
+	float xv[N * D], tv[N], wv[D];
+	double w[D];
+	for (int i = 0; i < N * D; i++)
+		xv[i] = (float)tu_real(&r, -1, 1);
+	for (int i = 0; i < N; i++)
+		tv[i] = (float)tu_real(&r, -1, 1);
+	for (int k = 0; k < D; k++)
+		w[k] = wv[k] = (float)tu_real(&r, -0.5, 0.5);
+	int64_t xs[2] = {N, D}, ts[2] = {N, 1}, ws[2] = {D, 1};
+	eng_tensor *x = eng_from_data(ctx, ENG_F32, 2, xs, xv), *t = eng_from_data(ctx, ENG_F32, 2, ts, tv);
+	eng_tensor *wt = eng_from_data(ctx, ENG_F32, 2, ws, wv);
+	eng_optim_opts o;
+	eng_optim_opts_default(&o, ENG_OPTIM_SGD);
+	o.lr = lr;
+	eng_optim *opt = wt && !eng_set_requires_grad(wt, true) ? eng_optim_create(ctx, &wt, 1, &o) : NULL;
+	bool ok = opt || job_fail(j, "thread %d: optimizer: %s", j->index, eng_errmsg(ctx));
+	for (int step = 0; ok && step < STEPS; step++) {
+		eng_scope_begin(ctx);
+		eng_tensor *d = eng_sub(eng_matmul(x, wt), t);
+		eng_tensor *loss = eng_mul_s(eng_sum(eng_mul(d, d), NULL, 0, false), 1.0 / N);
+		ok = (loss && eng_backward(loss) == ENG_OK && eng_optim_step(opt, &loss, 1) == ENG_OK) ||
+		     job_fail(j, "thread %d: step %d: %s", j->index, step, eng_errmsg(ctx));
+		eng_scope_end(ctx);
+		double g[D] = {0};
+		for (int i = 0; i < N; i++) {
+			double e = -tv[i];
+			for (int k = 0; k < D; k++)
+				e += xv[i * D + k] * w[k];
+			for (int k = 0; k < D; k++)
+				g[k] += 2.0 / N * xv[i * D + k] * e;
+		}
+		for (int k = 0; k < D; k++)
+			w[k] -= lr * g[k];
+	}
+	float got[D];
+	ok = ok && (eng_tensor_read(wt, got, sizeof(got)) == ENG_OK ||
+		    job_fail(j, "thread %d: read weights: %s", j->index, eng_errmsg(ctx)));
+	for (int k = 0; ok && k < D; k++)
+		ok = fabs(got[k] - w[k]) <= 1e-5 + 1e-4 * fabs(w[k]) ||
+		     job_fail(j, "thread %d: weight %d after %d SGD steps: %g, want %g", j->index, k, STEPS, got[k], w[k]);
+	eng_optim_destroy(opt);
+	return ok;
+}
+
 /* Every thread saves the same tensor to one path at once (distinct temporary files, one
  * rename wins), then loads it back. */
 static bool run_save_load(worker_job *j, eng_ctx *ctx)
@@ -169,8 +222,8 @@ static void *thread_main(void *p)
 	if (!ctx)
 		job_fail(j, "thread %d: context: %s", j->index, err);
 	pthread_barrier_wait(j->barrier); /* start compiling together: the cache is cold */
-	if (ctx && run_graphs(j, ctx) && run_jit(j, ctx, 5))
-		run_jit(j, ctx, 3 + j->index);
+	if (ctx && run_graphs(j, ctx) && run_jit(j, ctx, 5) && run_jit(j, ctx, 3 + j->index))
+		run_train(j, ctx);
 	bool saving = ctx && !j->err[0];
 	pthread_barrier_wait(j->barrier);
 	if (saving)
