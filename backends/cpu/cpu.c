@@ -114,7 +114,7 @@ static eng_status cpu_open(int ordinal, const bk_opts *opts, int debug, bk_devic
 		snprintf(err->msg, sizeof(err->msg), "CPU device number %d is negative", ordinal);
 		return ENG_EINVAL;
 	}
-	if (bk_opts_int(opts, "threads", 0, 256, &nthreads, err))
+	if (bk_opts_int(opts, "threads", 0, CPU_POOL_MAX, &nthreads, err))
 		return ENG_EINVAL;
 	if (nthreads == 0)
 		nthreads = ncores > 0 ? (int)ncores : 1;
@@ -152,7 +152,7 @@ static eng_status cpu_list(char *out, size_t len, int *ndevices, bk_err *err)
 
 static const bk_option_spec cpu_options[] = {
 	{"cc", "CC", "the C compiler kernels are built with (gcc or clang; default cc)"},
-	{"threads", "TENSORD_CPU_THREADS", "worker threads a kernel is split over (0: one per online core)"},
+	{"threads", "TENSORD_CPU_THREADS", "threads a kernel is split over, of the process's shared pool (0: one per online core)"},
 	{NULL, NULL, NULL},
 };
 
