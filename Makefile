@@ -1,5 +1,6 @@
 # Makefile: builds the engine library, tests, examples and benchmarks of tensord.
-# `make` builds everything, `make test` runs the check suite, `make asan` runs it sanitized.
+# `make` builds everything, `make test` runs the check suite, `make asan` runs it sanitized,
+# `make tsan` runs the threads suite under ThreadSanitizer.
 
 CC      ?= cc
 BUILD   ?= build
@@ -30,7 +31,7 @@ $(BUILD)/examples/%.o $(BUILD)/bench/%.o: INC := -Iinclude
 # keep example and bench objects (make would delete them as intermediates)
 .SECONDARY:
 
-.PHONY: all test asan check clean examples bench demo deps train-check conformance layers
+.PHONY: all test asan tsan check clean examples bench demo deps train-check conformance layers
 all: $(LIB) $(TEST_BIN) $(EXAMPLE_BIN) $(BENCH_BIN)
 
 $(BUILD)/%.o: %.c
@@ -67,9 +68,15 @@ asan:
 	CK_FORK=no ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 		UBSAN_OPTIONS=print_stacktrace=1 build-asan/tests/run_tests
 
-# Every test: the layering check, the plain suite, the sanitized one, short training runs, then the backend
+# The threads suite (contexts on several threads, the shared worker pool) under ThreadSanitizer.
+# No suppressions: a report is a bug. halt_on_error makes the first report fail the run.
+tsan:
+	$(MAKE) -j2 BUILD=build-tsan OPT="-O1 -g -fsanitize=thread" LDFLAGS="-fsanitize=thread" build-tsan/tests/run_tests
+	CK_FORK=no CK_RUN_SUITE=threads TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build-tsan/tests/run_tests
+
+# Every test: the layering check, the plain suite, the sanitized ones, short training runs, then the backend
 # conformance run (CPU and OpenCL; an absent backend is reported SKIPPED). The README's test command.
-check: layers test asan train-check conformance
+check: layers test asan tsan train-check conformance
 
 # Dependencies point one way (docs/ARCHITECTURE.md, "Layers"): the objects' symbols and the
 # include lines are checked, and a planted backward call must be caught.
@@ -95,6 +102,6 @@ demo: deps
 	$(BUILD)/bin/fusion 256
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-tsan
 
 -include $(ENGINE_OBJ:.o=.d) $(TEST_OBJ:.o=.d)

@@ -75,7 +75,7 @@ static void cc_version(const char *cc, char *out, size_t cap)
 /* The CPU's model name and a hash of its feature flags (-march=native depends on them). */
 static void cpu_identity(eng_strbuf *sb)
 {
-	FILE *f = fopen("/proc/cpuinfo", "r");
+	FILE *f = fopen("/proc/cpuinfo", "re");
 	char *line = NULL, *model = NULL;
 	size_t cap = 0;
 	uint64_t flags = 0;

@@ -26,7 +26,7 @@ const char *const cpu_cc_flags[] = {"-O3", "-march=native", "-fPIC", "-shared", 
 static void slurp(const char *path, char *buf, size_t cap)
 {
 	buf[0] = 0;
-	FILE *f = fopen(path, "r");
+	FILE *f = fopen(path, "re");
 	if (!f)
 		return;
 	size_t n = fread(buf, 1, cap - 1, f);
@@ -38,7 +38,7 @@ static void slurp(const char *path, char *buf, size_t cap)
 static bool read_binary(const char *path, void **bytes, size_t *n)
 {
 	*bytes = NULL;
-	FILE *f = fopen(path, "rb");
+	FILE *f = fopen(path, "rbe");
 	long size = -1;
 	if (f && fseek(f, 0, SEEK_END) == 0 && (size = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
 	    (*bytes = malloc(size ? (size_t)size : 1)) && fread(*bytes, 1, (size_t)size, f) == (size_t)size) {
@@ -83,7 +83,7 @@ typedef struct part {
 
 static eng_status write_source(const part *p, const char *prelude, const char *const *srcs, bk_err *err)
 {
-	FILE *f = fopen(p->c, "w");
+	FILE *f = fopen(p->c, "we"); /* e: not inherited by compilers other threads start */
 	bool ok = f && fputs(prelude, f) >= 0;
 	for (int i = p->first; ok && i < p->first + p->count; i++)
 		ok = fputs("\n", f) >= 0 && fputs(srcs[i], f) >= 0;

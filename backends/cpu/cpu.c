@@ -1,5 +1,5 @@
 /* cpu.c: the CPU backend's device: host memory, launches that split a kernel's parallel loop
- * over the worker pool, its target, and the backend's registry entry (options, listing). */
+ * over the process's shared worker pool, its target, and the backend's registry entry. */
 #include "cpu.h"
 
 #include <stdio.h>
@@ -68,8 +68,9 @@ static eng_status cpu_launch(void *dev, bk_program *prog, void *const *bufs, int
 	cpu_dev *d = dev;
 	cpu_program *p = (cpu_program *)prog;
 	job j = {.fn = p->fn, .bufs = bufs};
-	/* spreading costs ~10us: only worth it for kernels doing enough work */
-	int ways = l->cost < 32768 ? 1 : cpu_pool_size(d->pool);
+	/* spreading costs ~10us: only worth it for kernels doing enough work; a device asking for
+	 * fewer threads than the shared pool has uses that many ways of it */
+	int ways = l->cost < 32768 ? 1 : d->nthreads;
 	cpu_pool_run(d->pool, run_range, &j, l->nparallel > 0 ? l->nparallel : 1, ways);
 	return ENG_OK;
 }
@@ -86,7 +87,7 @@ static void cpu_target(void *dev, bk_target *t)
 static void cpu_destroy(void *dev)
 {
 	cpu_dev *d = dev;
-	cpu_pool_destroy(d->pool);
+	cpu_pool_release(d->pool);
 	free(d->cache_id);
 	free(d);
 }
@@ -115,13 +116,13 @@ static eng_status cpu_open(int ordinal, const bk_opts *opts, int debug, bk_devic
 {
 	long ncores = sysconf(_SC_NPROCESSORS_ONLN);
 	int nthreads = ncores > 0 ? (int)ncores : 1;
-	/* CPU:n for n > 0 are more devices on the same cores (own pool, own caches): a stand-in
-	 * for a second device in tests, or separate queues */
+	/* CPU:n for n > 0 are more devices on the same cores (own caches, the shared pool): a
+	 * stand-in for a second device in tests, or separate queues */
 	if (ordinal < 0) {
 		snprintf(err->msg, sizeof(err->msg), "CPU device number %d is negative", ordinal);
 		return ENG_EINVAL;
 	}
-	if (bk_opts_int(opts, "threads", 0, 256, &nthreads, err))
+	if (bk_opts_int(opts, "threads", 0, CPU_POOL_MAX, &nthreads, err))
 		return ENG_EINVAL;
 	if (nthreads == 0)
 		nthreads = ncores > 0 ? (int)ncores : 1;
@@ -138,7 +139,7 @@ static eng_status cpu_open(int ordinal, const bk_opts *opts, int debug, bk_devic
 	snprintf(d->cc, sizeof(d->cc), "%s", cc && *cc ? cc : "cc");
 	d->debug = debug;
 	d->nthreads = nthreads;
-	d->pool = cpu_pool_create(nthreads);
+	d->pool = cpu_pool_acquire(nthreads);
 	if (!d->pool) {
 		free(d);
 		snprintf(err->msg, sizeof(err->msg), "cannot start worker threads");
@@ -159,7 +160,7 @@ static eng_status cpu_list(char *out, size_t len, int *ndevices, bk_err *err)
 
 static const bk_option_spec cpu_options[] = {
 	{"cc", "CC", "the C compiler kernels are built with (gcc or clang; default cc)"},
-	{"threads", "TENSORD_CPU_THREADS", "worker threads a kernel is split over (0: one per online core)"},
+	{"threads", "TENSORD_CPU_THREADS", "threads a kernel is split over, of the process's shared pool (0: one per online core)"},
 	{NULL, NULL, NULL},
 };
 

@@ -23,8 +23,8 @@ typedef struct cpu_program {
 
 typedef struct cpu_dev {
 	char cc[256];
-	cpu_pool *pool;
-	int nthreads;
+	cpu_pool *pool; /* the process's shared pool (pool.h), one reference */
+	int nthreads;   /* ways a kernel is split (the threads option; the pool grows to it) */
 	int debug;
 	char *cache_id; /* made on first use (cache.c), owned */
 } cpu_dev;

@@ -1,5 +1,5 @@
-/* pool.c: persistent worker threads for the CPU backend (see pool.h). Workers sleep on a
- * condition variable between jobs; a generation counter tells them a new job is posted. */
+/* pool.c: the process's shared pool of persistent worker threads (see pool.h). Workers sleep on
+ * a condition variable between jobs; a generation counter tells them a new job is posted. */
 #include "pool.h"
 
 #include <pthread.h>
@@ -8,14 +8,15 @@
 
 typedef struct worker {
 	struct cpu_pool *pool;
-	int index;
+	int index;     /* its chunk of a job: 1.. (the caller takes chunk 0) */
+	uint64_t seen; /* the generation it last ran, set before it starts */
 } worker;
 
 struct cpu_pool {
-	int n; /* threads including the caller */
-	pthread_t *threads;
-	worker *workers;
-	pthread_mutex_t mu;
+	int refs;		/* devices holding the pool (under shared_mu) */
+	int n;			/* threads including the caller (changes under run_mu and mu) */
+	pthread_mutex_t run_mu; /* held by the thread whose job is on the workers */
+	pthread_mutex_t mu;	/* the job fields and the generation */
 	pthread_cond_t work, done;
 	uint64_t gen;
 	int pending; /* workers still running the current job */
@@ -25,7 +26,15 @@ struct cpu_pool {
 	void *arg;
 	int64_t total;
 	int ways;
+	pthread_t threads[CPU_POOL_MAX];
+	worker workers[CPU_POOL_MAX];
 };
+
+/* The one pool of the process: every CPU device of every context shares it, so contexts on
+ * several threads do not start a pool each and oversubscribe the cores. A synchronised
+ * process-wide resource: shared and its refs change only under shared_mu. */
+static pthread_mutex_t shared_mu = PTHREAD_MUTEX_INITIALIZER;
+static cpu_pool *shared;
 
 static void chunk(int64_t n, int ways, int i, int64_t *s, int64_t *e)
 {
@@ -37,7 +46,7 @@ static void *worker_main(void *p)
 {
 	worker *w = p;
 	cpu_pool *pool = w->pool;
-	uint64_t seen = 0;
+	uint64_t seen = w->seen;
 	pthread_mutex_lock(&pool->mu);
 	for (;;) {
 		while (pool->gen == seen && !pool->quit)
@@ -46,16 +55,16 @@ static void *worker_main(void *p)
 			break;
 		seen = pool->gen;
 		int ways = pool->ways;
+		if (w->index >= ways)
+			continue; /* not part of this job (the caller does not wait for it) */
 		cpu_range_fn fn = pool->fn;
 		void *arg = pool->arg;
 		int64_t total = pool->total;
 		pthread_mutex_unlock(&pool->mu);
-		if (w->index < ways) {
-			int64_t s, e;
-			chunk(total, ways, w->index, &s, &e);
-			if (e > s)
-				fn(arg, s, e);
-		}
+		int64_t s, e;
+		chunk(total, ways, w->index, &s, &e);
+		if (e > s)
+			fn(arg, s, e);
 		pthread_mutex_lock(&pool->mu);
 		if (--pool->pending == 0)
 			pthread_cond_signal(&pool->done);
@@ -64,72 +73,103 @@ static void *worker_main(void *p)
 	return NULL;
 }
 
-cpu_pool *cpu_pool_create(int nthreads)
+/* Start workers until the pool has nthreads threads (or thread creation fails: it then runs
+ * with those it has). Waits for a running job, so workers never join one halfway. */
+static void pool_grow(cpu_pool *p, int nthreads)
 {
-	cpu_pool *p = calloc(1, sizeof(*p));
-	if (!p)
-		return NULL;
-	p->n = nthreads < 1 ? 1 : nthreads;
-	pthread_mutex_init(&p->mu, NULL);
-	pthread_cond_init(&p->work, NULL);
-	pthread_cond_init(&p->done, NULL);
-	if (p->n > 1) {
-		p->threads = calloc(p->n - 1, sizeof(*p->threads));
-		p->workers = calloc(p->n - 1, sizeof(*p->workers));
-		if (!p->threads || !p->workers) {
-			free(p->threads);
-			free(p->workers);
-			p->n = 1;
-			return p;
-		}
-		for (int i = 0; i < p->n - 1; i++) {
-			p->workers[i] = (worker){.pool = p, .index = i + 1};
-			if (pthread_create(&p->threads[i], NULL, worker_main, &p->workers[i])) {
-				p->n = i + 1; /* run with the threads we got */
-				break;
-			}
-		}
+	if (nthreads > CPU_POOL_MAX)
+		nthreads = CPU_POOL_MAX;
+	pthread_mutex_lock(&p->run_mu);
+	pthread_mutex_lock(&p->mu);
+	while (p->n < nthreads) {
+		worker *w = &p->workers[p->n - 1];
+		*w = (worker){.pool = p, .index = p->n, .seen = p->gen};
+		if (pthread_create(&p->threads[p->n - 1], NULL, worker_main, w))
+			break;
+		p->n++;
 	}
-	return p;
+	pthread_mutex_unlock(&p->mu);
+	pthread_mutex_unlock(&p->run_mu);
 }
 
-void cpu_pool_destroy(cpu_pool *p)
+static void pool_destroy(cpu_pool *p)
 {
-	if (!p)
-		return;
 	pthread_mutex_lock(&p->mu);
 	p->quit = true;
 	pthread_cond_broadcast(&p->work);
 	pthread_mutex_unlock(&p->mu);
 	for (int i = 0; i < p->n - 1; i++)
 		pthread_join(p->threads[i], NULL);
+	pthread_mutex_destroy(&p->run_mu);
 	pthread_mutex_destroy(&p->mu);
 	pthread_cond_destroy(&p->work);
 	pthread_cond_destroy(&p->done);
-	free(p->threads);
-	free(p->workers);
 	free(p);
 }
 
-int cpu_pool_size(const cpu_pool *p) { return p->n; }
+cpu_pool *cpu_pool_acquire(int nthreads)
+{
+	pthread_mutex_lock(&shared_mu);
+	if (!shared && (shared = calloc(1, sizeof(*shared)))) {
+		shared->n = 1;
+		pthread_mutex_init(&shared->run_mu, NULL);
+		pthread_mutex_init(&shared->mu, NULL);
+		pthread_cond_init(&shared->work, NULL);
+		pthread_cond_init(&shared->done, NULL);
+	}
+	cpu_pool *p = shared;
+	if (p) {
+		pool_grow(p, nthreads);
+		p->refs++;
+	}
+	pthread_mutex_unlock(&shared_mu);
+	return p;
+}
+
+void cpu_pool_release(cpu_pool *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&shared_mu);
+	if (--p->refs == 0) {
+		shared = NULL;
+		pool_destroy(p); /* no device is left to post a job */
+	}
+	pthread_mutex_unlock(&shared_mu);
+}
+
+int cpu_pool_size(cpu_pool *p)
+{
+	pthread_mutex_lock(&p->mu);
+	int n = p->n;
+	pthread_mutex_unlock(&p->mu);
+	return n;
+}
 
 void cpu_pool_run(cpu_pool *p, cpu_range_fn fn, void *arg, int64_t n, int ways)
 {
-	if (ways > p->n)
-		ways = p->n;
 	if (ways > n)
 		ways = (int)n;
-	if (ways <= 1) {
+	/* busy with another thread's job (or called from inside one): run here, whole */
+	if (ways <= 1 || pthread_mutex_trylock(&p->run_mu)) {
 		if (n > 0)
 			fn(arg, 0, n);
 		return;
 	}
 	pthread_mutex_lock(&p->mu);
+	if (ways > p->n)
+		ways = p->n;
+	if (ways <= 1) {
+		pthread_mutex_unlock(&p->mu);
+		pthread_mutex_unlock(&p->run_mu);
+		fn(arg, 0, n);
+		return;
+	}
 	p->fn = fn;
 	p->arg = arg;
 	p->total = n;
 	p->ways = ways;
-	p->pending = p->n - 1;
+	p->pending = ways - 1;
 	p->gen++;
 	pthread_cond_broadcast(&p->work);
 	pthread_mutex_unlock(&p->mu);
@@ -140,4 +180,5 @@ void cpu_pool_run(cpu_pool *p, cpu_range_fn fn, void *arg, int64_t n, int ways)
 	while (p->pending)
 		pthread_cond_wait(&p->done, &p->mu);
 	pthread_mutex_unlock(&p->mu);
+	pthread_mutex_unlock(&p->run_mu);
 }

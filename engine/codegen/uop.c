@@ -347,21 +347,30 @@ static eng_uop *term(eng_uops *u, eng_uop *base, int64_t coef)
 }
 
 /* Terms in sums: non-variables first, then variables by loop rank (innermost last), so an
- * index reads "invariant part + inner variable" and vectorizers see consecutive addresses. */
-static const eng_uops *sort_ctx;
-
-static int term_rank(const eng_uop *x)
+ * index reads "invariant part + inner variable" and vectorizers see consecutive addresses.
+ * The rank comes from u, so the sort takes u as an argument (no process-wide comparison
+ * context: contexts on other threads lower kernels at the same time). */
+static int term_rank(const eng_uops *u, const eng_uop *x)
 {
-	return x->kind == U_VAR ? 1 + sort_ctx->var_rank[x->arg.var & 63] : 0;
+	return x->kind == U_VAR ? 1 + u->var_rank[x->arg.var & 63] : 0;
 }
 
-static int cmp_terms(const void *pa, const void *pb)
+static bool term_before(const eng_uops *u, const eng_uop *a, const eng_uop *b)
 {
-	const eng_uop *a = *(eng_uop *const *)pa, *b = *(eng_uop *const *)pb;
-	int ra = term_rank(a), rb = term_rank(b);
-	if (ra != rb)
-		return ra < rb ? -1 : 1;
-	return a->id < b->id ? -1 : a->id > b->id;
+	int ra = term_rank(u, a), rb = term_rank(u, b);
+	return ra != rb ? ra < rb : a->id < b->id;
+}
+
+/* Insertion sort of a sum's terms (at most MAXTERMS of them). */
+static void sort_terms(const eng_uops *u, eng_uop **t, int n)
+{
+	for (int i = 1; i < n; i++) {
+		eng_uop *x = t[i];
+		int j = i;
+		for (; j > 0 && term_before(u, x, t[j - 1]); j--)
+			t[j] = t[j - 1];
+		t[j] = x;
+	}
 }
 
 void eng_uops_set_var_rank(eng_uops *u, int var, int rank)
@@ -378,8 +387,7 @@ static eng_uop *lin_build(eng_uops *u, lin *l)
 	for (int i = 0; i < l->n; i++)
 		if (l->coef[i])
 			order[n++] = l->base[i];
-	sort_ctx = u;
-	qsort(order, n, sizeof(order[0]), cmp_terms);
+	sort_terms(u, order, n);
 	eng_uop *acc = NULL;
 	for (int i = 0; i < n; i++) {
 		int64_t coef = 0;

@@ -2,6 +2,7 @@
  * points of io.h and the tensor data; the JSON header is safetensors_header.c's. */
 #include <assert.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -18,6 +19,11 @@
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 	       "safetensors data is little-endian: this host needs byte swapping");
+
+/* Temporary file names of saves in progress: process id, thread id and this counter, so two
+ * threads (or processes) saving the same path never write the same temporary file. The one
+ * process-wide mutable of this file, an atomic. */
+static atomic_ulong save_seq;
 
 typedef struct name_key {
 	const char *name;
@@ -167,7 +173,7 @@ eng_status eng_safetensors_save(eng_ctx *ctx, const char *path, const eng_named 
 	free(keys);
 	eng_tensor **all = malloc(sizeof(*all) * (size_t)(n ? n : 1));
 	int *ord = malloc(sizeof(*ord) * (size_t)(n ? n : 1));
-	size_t tlen = strlen(path) + 32;
+	size_t tlen = strlen(path) + 80;
 	char *tmp = malloc(tlen);
 	if (!all || !ord || !tmp) {
 		st = eng_set_error(ctx, ENG_ENOMEM, "safetensors save: %s: out of memory", path);
@@ -185,8 +191,9 @@ eng_status eng_safetensors_save(eng_ctx *ctx, const char *path, const eng_named 
 			if (eng_dtype_size(eng_tensor_dtype(ts[i].t)) == sz)
 				ord[m++] = i;
 	assert(m == n);
-	snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	snprintf(tmp, tlen, "%s.tmp.%ld.%ld.%lu", path, (long)getpid(), (long)gettid(),
+		 atomic_fetch_add(&save_seq, 1));
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		st = eng_set_error(ctx, ENG_EIO, "safetensors save: %s: cannot create %s: %s", path,
 				   tmp, strerror(errno));

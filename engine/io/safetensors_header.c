@@ -5,6 +5,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -278,7 +279,12 @@ static eng_status parse_json(eng_ctx *ctx, const char *path, const char *text, s
 	if (!eng_safetensors_utf8_valid(text, len))
 		return bad(ctx, ENG_EINVAL, path, "header is not valid UTF-8");
 	const char *end = NULL;
+	/* cJSON's parser writes a process-wide error position (global_error) on every call, so
+	 * parses on different threads are serialised: a synchronised process-wide resource. */
+	static pthread_mutex_t parse_mu = PTHREAD_MUTEX_INITIALIZER;
+	pthread_mutex_lock(&parse_mu);
 	cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, false);
+	pthread_mutex_unlock(&parse_mu);
 	if (!root)
 		return bad(ctx, ENG_EINVAL, path,
 			   "header is not valid JSON (error near byte %zu of %zu)",

@@ -59,7 +59,15 @@ typedef struct eng_ctx_opts {
 void eng_ctx_opts_default(eng_ctx_opts *opts);
 /* Create a context: owns devices, the node graph and every tensor made through it.
  * opts may be NULL. On failure returns NULL and, if err is non-NULL, writes a message there.
- * A context is used from one thread at a time. */
+ *
+ * Threads: a context, and everything made through it (tensors, JITs, named tensors), is used by
+ * one thread at a time (the caller serialises; it may move between threads). Contexts on
+ * different threads are fully independent: any number may be created, used and destroyed
+ * concurrently, also on one disk cache directory and one file path. What they share is
+ * synchronised inside the engine: the CPU backend's worker pool (one per process, started with
+ * the first CPU device and joined when the last one goes) and the JSON parser of the
+ * safetensors loader. The engine reads the environment (getenv) but never changes it: a
+ * program that calls setenv or putenv while contexts are being created races with it. */
 eng_ctx *eng_ctx_create(const eng_ctx_opts *opts, char *err, size_t errlen);
 /* Free the context and everything it owns (all tensors, buffers, compiled kernels). */
 void eng_ctx_destroy(eng_ctx *ctx);
