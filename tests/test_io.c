@@ -676,7 +676,7 @@ START_TEST(test_idx_files)
 		write_idx(path, gz, 0x08, 9, dims, data, 0);
 		expect_idx_error(ctx, path, ENG_EINVAL, "9 dimensions");
 		write_idx(path, gz, 0x08, 3, big, data, 0);
-		expect_idx_error(ctx, path, ENG_ERANGE, "2^34");
+		expect_idx_error(ctx, path, ENG_ERANGE, "too many elements");
 		write_idx(path, gz, 0x08, 3, dims, data, 0);
 		expect_idx_error(ctx, path, ENG_EIO, "24 data bytes missing");
 		write_maybe_gz(path, gz, "\x00\x00\x08\x03\x00\x00\x00\x02",

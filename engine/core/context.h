@@ -39,7 +39,9 @@ struct eng_ctx {
 eng_status eng_set_error(eng_ctx *ctx, eng_status code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-/* Checked arithmetic for shape products: false on overflow past INT64_MAX/ 2^40 elements (shape.c). */
+/* Checked arithmetic for shape products (shape.c): false on a negative dim or when the product
+ * of the non-zero dims passes 2^40, so no product of a valid shape's dims, in any order,
+ * overflows int64; *out is the element count (0 if any dim is 0). */
 bool eng_shape_numel(int ndim, const int64_t *shape, int64_t *out);
 
 #endif
