@@ -383,6 +383,11 @@ static eng_status parse_json(eng_ctx *ctx, const char *path, const char *text, s
 				goto out;
 			continue;
 		}
+		if (h->n == ENG_SAFETENSORS_MAX_TENSORS) { /* prescan allowed one for __metadata__ */
+			st = bad(ctx, ENG_EINVAL, path, "header has more than the limit of %d tensors",
+				 ENG_SAFETENSORS_MAX_TENSORS);
+			goto out;
+		}
 		eng_safetensors_entry *e = &h->e[h->n];
 		if ((st = parse_entry(ctx, path, item, h->data_size, e)))
 			goto out;
