@@ -722,7 +722,8 @@ static void write_idx(const char *path, bool gz, int type, int ndim, const uint3
 	for (int i = 0; i < ndim; i++)
 		for (int b = 0; b < 4; b++)
 			*p++ = (unsigned char)(dims[i % 3] >> (24 - 8 * b));
-	memcpy(p, data, ndata);
+	if (ndata)
+		memcpy(p, data, ndata);
 	write_maybe_gz(path, gz, buf, (size_t)(p - buf) + ndata);
 	free(buf);
 }
