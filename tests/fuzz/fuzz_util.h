@@ -66,9 +66,20 @@ static void fuzz_check_status(eng_ctx *ctx, bool ok)
 	}
 }
 
-/* Read t back whole: its buffer must hold numel elements. */
+/* Read t back whole: its buffer must hold numel elements. Also take numel of t with its axes
+ * reversed: the products then run in another order (a [0, 2^40, 2^40] shape overflowed int64
+ * as [2^40, 2^40, 0]: UBSan reports it). */
 static void fuzz_read_back(eng_tensor *t)
 {
+	int perm[ENG_MAX_DIMS];
+	for (int i = 0; i < eng_ndim(t); i++)
+		perm[i] = eng_ndim(t) - 1 - i;
+	eng_tensor *rev = eng_permute(t, perm);
+	if (!rev || eng_numel(rev) != eng_numel(t)) {
+		fprintf(stderr, "fuzz: the reversed tensor has another size\n");
+		abort();
+	}
+	eng_tensor_free(rev);
 	size_t n = (size_t)eng_numel(t) * eng_dtype_size(eng_tensor_dtype(t));
 	void *buf = malloc(n ? n : 1);
 	if (!buf || eng_tensor_read(t, buf, n)) {
