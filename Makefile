@@ -1,6 +1,7 @@
 # Makefile: builds the engine library, tests, examples and benchmarks of tensord.
 # `make` builds everything, `make test` runs the check suite, `make asan` runs it sanitized,
-# `make tsan` runs the threads suite under ThreadSanitizer.
+# `make tsan` runs the threads suite under ThreadSanitizer, `make fuzz` the loader fuzz targets
+# for a bounded time.
 
 CC      ?= cc
 BUILD   ?= build
@@ -31,7 +32,7 @@ $(BUILD)/examples/%.o $(BUILD)/bench/%.o: INC := -Iinclude
 # keep example and bench objects (make would delete them as intermediates)
 .SECONDARY:
 
-.PHONY: all test asan tsan check clean examples bench demo deps train-check conformance layers
+.PHONY: all test asan tsan check clean examples bench demo deps train-check conformance layers fuzz
 all: $(LIB) $(TEST_BIN) $(EXAMPLE_BIN) $(BENCH_BIN)
 
 $(BUILD)/%.o: %.c
@@ -74,9 +75,37 @@ tsan:
 	$(MAKE) -j2 BUILD=build-tsan OPT="-O1 -g -fsanitize=thread" LDFLAGS="-fsanitize=thread" build-tsan/tests/run_tests
 	CK_FORK=no CK_RUN_SUITE=threads TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build-tsan/tests/run_tests
 
-# Every test: the layering check, the plain suite, the sanitized ones, short training runs, then the backend
-# conformance run (CPU and OpenCL; an absent backend is reported SKIPPED). The README's test command.
-check: layers test asan tsan train-check conformance
+# libFuzzer targets for the file loaders (tests/fuzz/), which take untrusted input: the engine
+# built with clang under ASan and UBSan into build-fuzz, each target run FUZZ_SECONDS from the
+# committed seed corpus (new inputs go to build-fuzz/corpus/). Any crash, leak, sanitizer report
+# or failed check in a target fails the run; the input is kept as build-fuzz/crash-<target>-*.
+FUZZ_SECONDS ?= 45
+FUZZ_TARGETS := safetensors idx
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(INC) -fsanitize=fuzzer $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+fuzz:
+	$(MAKE) -j2 BUILD=build-fuzz CC=clang OPT="-O1 -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link" \
+		LDFLAGS="$(FUZZ_SAN)" $(FUZZ_TARGETS:%=build-fuzz/fuzz/fuzz_%)
+	@for t in $(FUZZ_TARGETS); do \
+		mkdir -p build-fuzz/corpus/$$t || exit 1; \
+		dict=; [ -f tests/fuzz/$$t.dict ] && dict=-dict=tests/fuzz/$$t.dict; \
+		echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
+		UBSAN_OPTIONS=print_stacktrace=1 build-fuzz/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) \
+			-max_len=65536 -rss_limit_mb=2048 -print_final_stats=1 $$dict \
+			-artifact_prefix=build-fuzz/crash-$$t- build-fuzz/corpus/$$t tests/fuzz/corpus/$$t \
+			2>build-fuzz/fuzz-$$t.log || { tail -60 build-fuzz/fuzz-$$t.log; \
+			echo "fuzz: $$t FAILED (log: build-fuzz/fuzz-$$t.log)"; exit 1; }; \
+		grep -E '^stat::number_of_executed_units|^Done' build-fuzz/fuzz-$$t.log; \
+	done
+
+# Every test: the layering check, the plain suite, the sanitized ones, the loader fuzzers, short
+# training runs, then the backend conformance run (CPU and OpenCL; an absent backend is reported
+# SKIPPED). The README's test command.
+check: layers test asan tsan fuzz train-check conformance
 
 # Dependencies point one way (docs/ARCHITECTURE.md, "Layers"): the objects' symbols and the
 # include lines are checked, and a planted backward call must be caught.
@@ -102,6 +131,6 @@ demo: deps
 	$(BUILD)/bin/fusion 256
 
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf build build-asan build-tsan build-fuzz
 
 -include $(ENGINE_OBJ:.o=.d) $(TEST_OBJ:.o=.d)

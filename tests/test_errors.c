@@ -163,6 +163,15 @@ START_TEST(size_errors)
 		    "full");
 	EXPECT_NULL(ctx, eng_zeros(ctx, ENG_F32, 3, (int64_t[]){0, INT64_MAX, INT64_MAX}),
 		    ENG_ERANGE, "full");
+	/* a zero dim does not excuse the others: permuted, [2^40, 2^40, 0] overflowed numel */
+	int64_t zhuge[3] = {0, (int64_t)1 << 40, (int64_t)1 << 40};
+	EXPECT_NULL(ctx, eng_zeros(ctx, ENG_F32, 3, zhuge), ENG_ERANGE, "full");
+	EXPECT_NULL(ctx, eng_empty(ctx, ENG_F32, 3, zhuge), ENG_ERANGE, "empty");
+	EXPECT_NULL(ctx, eng_from_data(ctx, ENG_F32, 3, (int64_t[]){BIG, 0, BIG}, dummy), ENG_ERANGE,
+		    "from_data");
+	eng_tensor *zok = eng_zeros(ctx, ENG_F32, 3, (int64_t[]){0, (int64_t)1 << 20, (int64_t)1 << 20});
+	ck_assert_msg(zok != NULL, "%s", eng_errmsg(ctx));
+	ck_assert_int_eq(eng_numel(eng_permute(zok, (int[]){2, 1, 0})), 0);
 	eng_tensor *one = eng_zeros(ctx, ENG_F32, 2, s11);
 	EXPECT_NULL(ctx, eng_expand(one, 2, huge), ENG_ERANGE, "expand");
 	EXPECT_NULL(ctx,

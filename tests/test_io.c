@@ -8,12 +8,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include <tensord/io.h>
+#include "io/io_limits.h"
 #include "testutil.h"
 
 extern char **environ;
@@ -495,6 +497,27 @@ static const corrupt_case corrupt[] = {
 	{"{\"__metadata__\": []}", "", 0, ENG_EINVAL, "__metadata__"},
 	{"{\"m\": {\"dtype\": \"BOOL\", \"shape\": [2], \"data_offsets\": [0, 2]}}", "\x01\x02", 2,
 	 ENG_EINVAL, "'m': BOOL element 1 is 2"},
+	/* issue 11: a zero dim must not hide an overflowing shape */
+	{"{\"w\": {\"dtype\": \"U8\", \"shape\": [0, 1099511627776, 1099511627776], "
+	 "\"data_offsets\": [0, 0]}}",
+	 "", 0, ENG_ERANGE, "too many elements"},
+	{"{\"w\": {\"dtype\": \"U8\", \"shape\": [2, 1048576, 0, 1048576], "
+	 "\"data_offsets\": [0, 0]}}",
+	 "", 0, ENG_ERANGE, "too many elements"},
+	/* issue 11: the 14-byte file that read past the buffer in upstream cJSON 1.7.15-1.7.17 */
+	{"{\"\":0,", "", 0, ENG_EINVAL, "not valid JSON"},
+	/* issue 11: NUL characters would truncate names ("__metadata__\u0000x" read as metadata) */
+	{"{\"__metadata__\\u0000x\": {\"dtype\": \"U8\", \"shape\": [1], \"data_offsets\": [0, 1]}}",
+	 "a", 1, ENG_EINVAL, "\\u0000"},
+	{"{\"w\\u0000x\": {\"dtype\": \"U8\", \"shape\": [1], \"data_offsets\": [0, 1]}}", "a", 1,
+	 ENG_EINVAL, "\\u0000"},
+	{"{\"w\": {\"dtype\": \"U8\\u0000\", \"shape\": [1], \"data_offsets\": [0, 1]}}", "a", 1,
+	 ENG_EINVAL, "\\u0000"},
+	/* an escaped backslash then "u0000" is an ordinary name, not a NUL */
+	{"{\"w\\\\u0000\": 3}", "", 0, ENG_EINVAL, "entry is not an object"},
+	/* issue 11: an empty name loaded but could not be saved */
+	{"{\"\": {\"dtype\": \"U8\", \"shape\": [1], \"data_offsets\": [0, 1]}}", "a", 1,
+	 ENG_EINVAL, "empty name"},
 };
 
 static void expect_load_error(eng_ctx *ctx, const char *path, eng_status code, const char *part,
@@ -549,6 +572,82 @@ START_TEST(test_corrupt_files)
 	ck_assert_msg(strstr(eng_errmsg(ctx), "outside the data"), "%s", eng_errmsg(ctx));
 	eng_clear_error(ctx);
 	ck_assert_double_eq(eng_item(eng_sum(m[0].t, NULL, 0, false)), 0.0);
+	td_close(&d);
+	tu_ctx_free(ctx);
+}
+END_TEST
+
+/* A safetensors file with n tensors named t0, t1, ... of shape [0] (issue 11: 1.5 M of them in
+ * a 99 MB header took 2.1 GB). */
+static void write_many(const char *path, int n)
+{
+	size_t cap = 64 + (size_t)n * 64, len = 0;
+	char *json = malloc(cap);
+	ck_assert_ptr_nonnull(json);
+	len += (size_t)snprintf(json, cap, "{");
+	for (int i = 0; i < n; i++)
+		len += (size_t)snprintf(json + len, cap - len,
+					"%s\"t%d\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]}",
+					i ? "," : "", i);
+	snprintf(json + len, cap - len, "}");
+	write_st(path, json, "", 0);
+	free(json);
+}
+
+/* Hostile safetensors files beyond the table: counts, raw NULs, sizes past the loader's cap. */
+START_TEST(test_hostile_safetensors)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	tmpdir d;
+	td_open(&d);
+	const char *path = td_file(&d, "hostile.safetensors");
+
+	/* the tensor count is capped before cJSON builds its tree */
+	write_many(path, ENG_SAFETENSORS_MAX_TENSORS + 1);
+	expect_load_error(ctx, path, ENG_EINVAL, "limit of 100000 tensors", "too many tensors");
+	write_many(path, 1000);
+	eng_named *got;
+	int n;
+	ck_assert_msg(eng_safetensors_load(ctx, path, &got, &n) == ENG_OK, "%s", eng_errmsg(ctx));
+	ck_assert_int_eq(n, 1000);
+	eng_named_free(got, n);
+
+	/* and so are JSON values: one long shape array */
+	size_t cap = 2 * (size_t)ENG_SAFETENSORS_MAX_VALUES + 128, len = 0;
+	char *json = malloc(cap);
+	ck_assert_ptr_nonnull(json);
+	len += (size_t)snprintf(json, cap, "{\"w\":{\"dtype\":\"U8\",\"data_offsets\":[0,1],\"shape\":[1");
+	for (uint64_t i = 0; i < ENG_SAFETENSORS_MAX_VALUES; i++)
+		json[len++] = ',', json[len++] = '1';
+	snprintf(json + len, cap - len, "]}}");
+	write_st(path, json, "a", 1);
+	free(json);
+	expect_load_error(ctx, path, ENG_EINVAL, "JSON values", "too many values");
+
+	/* a raw NUL byte inside a name */
+	static const char nul_name[] =
+		"{\"w\0x\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}";
+	unsigned char file[8 + sizeof(nul_name) + 1];
+	memset(file, 0, 8);
+	file[0] = sizeof(nul_name) - 1;
+	memcpy(file + 8, nul_name, sizeof(nul_name) - 1);
+	file[8 + sizeof(nul_name) - 1] = 'a';
+	write_bytes(path, file, 8 + sizeof(nul_name));
+	expect_load_error(ctx, path, ENG_EINVAL, "NUL byte", "raw NUL");
+
+	/* more data than the loader may allocate is refused before reading any (a sparse file) */
+	char big[160];
+	uint64_t nb = ENG_IO_MAX_BYTES + 8;
+	snprintf(big, sizeof(big), "{\"w\":{\"dtype\":\"U8\",\"shape\":[%llu],\"data_offsets\":[0,%llu]}}",
+		 (unsigned long long)nb, (unsigned long long)nb);
+	write_st(path, big, "", 0);
+	ck_assert_int_eq(truncate(path, (off_t)(8 + strlen(big) + nb)), 0);
+	expect_load_error(ctx, path, ENG_ENOMEM, "loader's limit", "past the cap");
+
+	/* a FIFO fails at once (no writer: it would block) */
+	const char *fifo = td_file(&d, "fifo.safetensors");
+	ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+	expect_load_error(ctx, fifo, ENG_EIO, "not a regular file", "FIFO");
 	td_close(&d);
 	tu_ctx_free(ctx);
 }
@@ -623,7 +722,8 @@ static void write_idx(const char *path, bool gz, int type, int ndim, const uint3
 	for (int i = 0; i < ndim; i++)
 		for (int b = 0; b < 4; b++)
 			*p++ = (unsigned char)(dims[i % 3] >> (24 - 8 * b));
-	memcpy(p, data, ndata);
+	if (ndata)
+		memcpy(p, data, ndata);
 	write_maybe_gz(path, gz, buf, (size_t)(p - buf) + ndata);
 	free(buf);
 }
@@ -676,7 +776,7 @@ START_TEST(test_idx_files)
 		write_idx(path, gz, 0x08, 9, dims, data, 0);
 		expect_idx_error(ctx, path, ENG_EINVAL, "9 dimensions");
 		write_idx(path, gz, 0x08, 3, big, data, 0);
-		expect_idx_error(ctx, path, ENG_ERANGE, "2^34");
+		expect_idx_error(ctx, path, ENG_ERANGE, "too many elements");
 		write_idx(path, gz, 0x08, 3, dims, data, 0);
 		expect_idx_error(ctx, path, ENG_EIO, "24 data bytes missing");
 		write_maybe_gz(path, gz, "\x00\x00\x08\x03\x00\x00\x00\x02",
@@ -712,6 +812,120 @@ START_TEST(test_idx_files)
 }
 END_TEST
 
+/* Lower the soft address-space limit to what the process maps now plus extra bytes; *old is
+ * for restore_as. Sanitizer builds map terabytes of shadow memory and cannot run under a
+ * limit: false there (the caller skips its memory check). */
+static bool limit_as(struct rlimit *old, uint64_t extra)
+{
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+	(void)old;
+	(void)extra;
+	return false;
+#else
+	FILE *f = fopen("/proc/self/statm", "r");
+	unsigned long long pages = 0;
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fscanf(f, "%llu", &pages), 1);
+	fclose(f);
+	ck_assert_int_eq(getrlimit(RLIMIT_AS, old), 0);
+	struct rlimit lim = *old;
+	lim.rlim_cur = (rlim_t)(pages * (uint64_t)sysconf(_SC_PAGESIZE) + extra);
+	ck_assert_int_eq(setrlimit(RLIMIT_AS, &lim), 0);
+	return true;
+#endif
+}
+
+static void restore_as(const struct rlimit *old)
+{
+	ck_assert_int_eq(setrlimit(RLIMIT_AS, old), 0);
+}
+
+/* Issue 11's IDX findings: allocations the header claims before the data arrives, errors
+ * without the idx: prefix, FIFOs that block. */
+START_TEST(test_idx_hostile)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	tmpdir d;
+	td_open(&d);
+	const char *path = td_file(&d, "claims.idx"), *gz = td_file(&d, "claims.idx.gz");
+	/* 12 bytes claiming 65536 x 262144 = 16 GiB: a truncation error, with no 16 GiB
+	 * allocation (run under an address-space limit of 256 MiB more than now) */
+	static const unsigned char claim[12] = {0, 0, 8, 2, 0, 1, 0, 0, 0, 4, 0, 0};
+	write_bytes(path, claim, sizeof(claim));
+	write_maybe_gz(gz, true, claim, sizeof(claim));
+	struct rlimit old;
+	bool limited = limit_as(&old, (uint64_t)256 << 20);
+	eng_clear_error(ctx);
+	eng_tensor *t = eng_idx_load(ctx, path);
+	eng_status st1 = eng_error(ctx);
+	char msg1[512];
+	snprintf(msg1, sizeof(msg1), "%s", eng_errmsg(ctx));
+	eng_clear_error(ctx);
+	eng_tensor *t2 = eng_idx_load(ctx, gz);
+	eng_status st2 = eng_error(ctx);
+	char msg2[512];
+	snprintf(msg2, sizeof(msg2), "%s", eng_errmsg(ctx));
+	if (limited)
+		restore_as(&old);
+	ck_assert_ptr_null(t);
+	ck_assert_ptr_null(t2);
+	ck_assert_msg(st1 == ENG_EIO && strstr(msg1, "idx: ") && strstr(msg1, path) &&
+			      strstr(msg1, "truncated: 17179869184 data bytes missing (0 of"),
+		      "raw: %s", msg1);
+	ck_assert_msg(st2 == ENG_EIO && strstr(msg2, gz) && strstr(msg2, "truncated"), "gzip: %s",
+		      msg2);
+
+	/* a gzip of a 64 MiB IDX loads within 64 MiB plus an eighth (and slack), not twice */
+	uint32_t dims[3] = {1024, 256, 256};
+	uint8_t *zero = calloc(1, (size_t)64 << 20);
+	ck_assert_ptr_nonnull(zero);
+	zero[12345] = 7;
+	write_idx(gz, true, 0x08, 3, dims, zero, (size_t)64 << 20);
+	free(zero);
+	limited = limit_as(&old, (uint64_t)100 << 20);
+	eng_clear_error(ctx);
+	t = eng_idx_load(ctx, gz);
+	if (limited)
+		restore_as(&old);
+	ck_assert_msg(t != NULL, "%s", eng_errmsg(ctx));
+	unsigned char *b = bytes_of(t);
+	ck_assert_int_eq(b[12345], 7);
+	ck_assert_int_eq(b[((size_t)64 << 20) - 1], 0);
+	free(b);
+	eng_tensor_free(t);
+
+	/* shape errors carry the idx: prefix and the path: a zero dim next to huge ones */
+	uint32_t zero_huge[3] = {0, 0xffffffffu, 0xffffffffu};
+	write_idx(path, false, 0x08, 3, zero_huge, NULL, 0);
+	expect_idx_error(ctx, path, ENG_ERANGE, "too many elements");
+	ck_assert_msg(!strncmp(eng_errmsg(ctx), "idx: ", 5), "%s", eng_errmsg(ctx));
+	/* within the engine's 2^40 elements, past the loader's 2^34 bytes */
+	uint32_t over_cap[3] = {65536, 65536, 8};
+	write_idx(path, false, 0x08, 3, over_cap, NULL, 0);
+	expect_idx_error(ctx, path, ENG_ENOMEM, "loader's limit of 17179869184");
+	/* and an explicit cap, as a context's memory limit will set it */
+	uint8_t data[24] = {0};
+	uint32_t small[3] = {2, 3, 4};
+	write_idx(path, false, 0x08, 3, small, data, 24);
+	eng_clear_error(ctx);
+	ck_assert_ptr_null(eng_idx_load_max(ctx, path, 23));
+	ck_assert_msg(eng_error(ctx) == ENG_ENOMEM && strstr(eng_errmsg(ctx), "limit of 23"), "%s",
+		      eng_errmsg(ctx));
+	eng_clear_error(ctx);
+	t = eng_idx_load_max(ctx, path, 24);
+	ck_assert_msg(t != NULL, "%s", eng_errmsg(ctx));
+	eng_tensor_free(t);
+
+	/* a FIFO without a writer would block in open or read: refused at once; so are directories */
+	const char *fifo = td_file(&d, "fifo.idx");
+	ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+	expect_idx_error(ctx, fifo, ENG_EIO, "not a regular file");
+	expect_idx_error(ctx, d.path, ENG_EIO, "not a regular file");
+	td_close(&d);
+	tu_ctx_free(ctx);
+}
+END_TEST
+
 /* Load one Fashion-MNIST file; fails with the package to install if it is absent. */
 static eng_tensor *fmnist(eng_ctx *ctx, const char *name)
 {
@@ -723,6 +937,45 @@ static eng_tensor *fmnist(eng_ctx *ctx, const char *name)
 	ck_assert_msg(t != NULL, "%s", eng_errmsg(ctx));
 	return t;
 }
+
+/* The context's memory limit caps what a loader may allocate: a file larger than what the
+ * limit leaves is refused before anything is allocated, naming the sizes. */
+START_TEST(test_loaders_follow_the_memory_limit)
+{
+	eng_ctx_opts o;
+	char err[256];
+	eng_ctx_opts_default(&o);
+	o.debug = tu_debug();
+	o.no_disk_cache = true;
+	o.mem_limit = 1 << 20;
+	eng_ctx *ctx = tu_ctx_track(eng_ctx_create(&o, err, sizeof(err)));
+	ck_assert_msg(ctx != NULL, "%s", err);
+	tmpdir d;
+	td_open(&d);
+	enum { N = 1536 * 1024 };
+	uint8_t *data = calloc(N, 1);
+	ck_assert_ptr_nonnull(data);
+	uint32_t dims[2] = {1536, 1024}, small[2] = {512, 1024};
+	const char *path = td_file(&d, "big.idx");
+	write_idx(path, 0, 0x08, 2, dims, data, N);
+	eng_stats a, b;
+	eng_get_stats(ctx, &a);
+	ck_assert_ptr_null(eng_idx_load(ctx, path));
+	ck_assert_int_eq(eng_error(ctx), ENG_ENOMEM);
+	ck_assert_msg(!strncmp(eng_errmsg(ctx), "idx: ", 5) && strstr(eng_errmsg(ctx), "1572864") &&
+			      strstr(eng_errmsg(ctx), "1048576"), "%s", eng_errmsg(ctx));
+	eng_get_stats(ctx, &b);
+	ck_assert_uint_eq(b.allocs, a.allocs); /* refused before allocating */
+	eng_clear_error(ctx);
+	path = td_file(&d, "small.idx");
+	write_idx(path, 0, 0x08, 2, small, data, N / 3);
+	eng_tensor *t = eng_idx_load(ctx, path);
+	ck_assert_msg(t != NULL, "%s", eng_errmsg(ctx));
+	free(data);
+	td_close(&d);
+	tu_ctx_free(ctx);
+}
+END_TEST
 
 START_TEST(test_fashion_mnist)
 {
@@ -767,7 +1020,8 @@ Suite *io_suite(void)
 	const TTest *const tests[] = {
 		test_roundtrip_every_dtype, test_save_errors,	 test_load_into,
 		test_corrupt_files,	    test_python_interop, test_idx_files,
-		test_fashion_mnist,
+		test_fashion_mnist,	    test_hostile_safetensors, test_idx_hostile,
+		test_loaders_follow_the_memory_limit,
 	};
 	return tu_suite("io", tests, (int)(sizeof(tests) / sizeof(tests[0])), TU_TIMEOUT);
 }

@@ -69,7 +69,9 @@ eng_status eng_cancel_point(eng_ctx *ctx, const char *what);
  * the context's log callback (log.c). A trailing newline in the format is dropped. */
 void eng_logmsg(eng_ctx *ctx, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* Checked arithmetic for shape products: false on overflow past INT64_MAX/ 2^40 elements (shape.c). */
+/* Checked arithmetic for shape products (shape.c): false on a negative dim or when the product
+ * of the non-zero dims passes 2^40, so no product of a valid shape's dims, in any order,
+ * overflows int64; *out is the element count (0 if any dim is 0). */
 bool eng_shape_numel(int ndim, const int64_t *shape, int64_t *out);
 
 #endif

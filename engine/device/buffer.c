@@ -77,8 +77,13 @@ void eng_buffer_unref(eng_buffer *b)
 
 eng_status eng_buffer_write(eng_buffer *b, const void *src, size_t nbytes)
 {
+	return eng_buffer_write_at(b, 0, src, nbytes);
+}
+
+eng_status eng_buffer_write_at(eng_buffer *b, size_t off, const void *src, size_t n)
+{
 	bk_err berr;
-	eng_status s = b->dev->bk.ops->copy_in(b->dev->bk.ctx, b->handle, 0, src, nbytes, &berr);
+	eng_status s = b->dev->bk.ops->copy_in(b->dev->bk.ctx, b->handle, off, src, n, &berr);
 	if (s)
 		eng_set_error(b->dev->ctx, s, "%s: copy in: %s", b->dev->name, berr.msg);
 	return s;

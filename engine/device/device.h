@@ -90,6 +90,9 @@ eng_buffer *eng_buffer_wrap(eng_device *dev, eng_dtype dt, int64_t numel, void *
 eng_buffer *eng_buffer_ref(eng_buffer *b);
 void eng_buffer_unref(eng_buffer *b);
 eng_status eng_buffer_write(eng_buffer *b, const void *src, size_t nbytes);
+/* Copy n bytes from host memory to byte offset off of b (off + n <= b->nbytes): lets a loader
+ * fill a buffer piece by piece as data arrives, with no host copy of the whole. */
+eng_status eng_buffer_write_at(eng_buffer *b, size_t off, const void *src, size_t n);
 eng_status eng_buffer_read(eng_buffer *b, void *dst, size_t nbytes);
 
 #endif

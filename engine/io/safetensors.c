@@ -15,6 +15,7 @@
 #include "realize/realize.h"
 #include "tensor/tensor.h"
 #include <tensord/io.h>
+#include "io_limits.h"
 #include "safetensors_header.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -217,45 +218,71 @@ out:
 	return st;
 }
 
-/* One tensor's data as a new tensor in the current scope (buf holds at least its bytes). */
+/* The most bytes read per pread: data goes from the file to the device buffer through this. */
+#define ST_CHUNK ((uint64_t)1 << 20)
+
+/* One tensor's data as a new tensor in the current scope, read straight into its buffer in
+ * pieces through buf (cap bytes): no host copy of the whole tensor. */
 static eng_tensor *read_tensor(eng_ctx *ctx, const char *path, int fd, const eng_safetensors_header *h,
-			       const eng_safetensors_entry *e, unsigned char *buf)
+			       const eng_safetensors_entry *e, unsigned char *buf, uint64_t cap)
 {
-	size_t nb = (size_t)(e->end - e->begin);
-	errno = 0;
-	if (eng_safetensors_pread_all(fd, buf, nb, h->data_start + e->begin) != (ssize_t)nb) {
-		eng_set_error(ctx, ENG_EIO,
-			      "safetensors: %s: tensor '%.200s': cannot read its data: %s", path,
-			      e->name, errno ? strerror(errno) : "file shrank while reading");
+	uint64_t nb = e->end - e->begin;
+	eng_tensor *t = eng_empty(ctx, e->dtype, e->ndim, e->shape); /* shape checked in the header */
+	if (!t)
 		return NULL;
+	for (uint64_t off = 0; off < nb;) {
+		size_t n = (size_t)(nb - off < cap ? nb - off : cap);
+		errno = 0;
+		if (eng_safetensors_pread_all(fd, buf, n, h->data_start + e->begin + off) != (ssize_t)n) {
+			eng_set_error(ctx, ENG_EIO,
+				      "safetensors: %s: tensor '%.200s': cannot read its data: %s", path,
+				      e->name, errno ? strerror(errno) : "file shrank while reading");
+			goto fail;
+		}
+		if (e->dtype == ENG_BOOL)
+			for (size_t i = 0; i < n; i++)
+				if (buf[i] > 1) {
+					eng_set_error(ctx, ENG_EINVAL,
+						      "safetensors: %s: tensor '%.200s': BOOL element "
+						      "%llu is %u (not 0 or 1)",
+						      path, e->name, (unsigned long long)(off + i), buf[i]);
+					goto fail;
+				}
+		if (eng_buffer_write_at(t->node->buf, (size_t)off, buf, n))
+			goto fail;
+		off += n;
 	}
-	if (e->dtype == ENG_BOOL)
-		for (size_t i = 0; i < nb; i++)
-			if (buf[i] > 1) {
-				eng_set_error(ctx, ENG_EINVAL,
-					      "safetensors: %s: tensor '%.200s': BOOL element %zu "
-					      "is %u (not 0 or 1)",
-					      path, e->name, i, buf[i]);
-				return NULL;
-			}
-	return eng_from_data(ctx, e->dtype, e->ndim, e->shape, buf);
+	return t;
+fail:
+	eng_tensor_free(t);
+	return NULL;
 }
 
-/* Every tensor of the file, in the header's order, into out[0..h->n); all or nothing. */
+/* Every tensor of the file, in the header's order, into out[0..h->n); all or nothing. The
+ * total is bounded by the file's size (the header checked every range) and by the loaders'
+ * cap (eng_io_max_bytes), checked before anything is allocated. */
 static eng_status read_all(eng_ctx *ctx, const char *path, int fd, const eng_safetensors_header *h,
 			   eng_tensor **out)
 {
-	uint64_t maxbytes = 1;
-	for (int i = 0; i < h->n; i++)
-		maxbytes = h->e[i].end - h->e[i].begin > maxbytes ? h->e[i].end - h->e[i].begin
-								  : maxbytes;
-	unsigned char *buf = malloc((size_t)maxbytes);
+	uint64_t maxbytes = 1, total = 0;
+	for (int i = 0; i < h->n; i++) {
+		uint64_t nb = h->e[i].end - h->e[i].begin;
+		maxbytes = nb > maxbytes ? nb : maxbytes;
+		total += nb; /* no overflow: the ranges are disjoint inside the file */
+	}
+	if (total > eng_io_max_bytes(ctx))
+		return eng_set_error(ctx, ENG_ENOMEM,
+				     "safetensors: %s: the tensors hold %llu bytes, more than the "
+				     "loader's limit of %llu",
+				     path, (unsigned long long)total,
+				     (unsigned long long)eng_io_max_bytes(ctx));
+	uint64_t cap = maxbytes < ST_CHUNK ? maxbytes : ST_CHUNK;
+	unsigned char *buf = malloc((size_t)cap);
 	if (!buf)
-		return eng_set_error(ctx, ENG_ENOMEM, "safetensors: %s: out of memory (%llu bytes)",
-				     path, (unsigned long long)maxbytes);
+		return eng_set_error(ctx, ENG_ENOMEM, "safetensors: %s: out of memory", path);
 	int i = 0;
 	for (; i < h->n; i++)
-		if (!(out[i] = read_tensor(ctx, path, fd, h, &h->e[i], buf)))
+		if (!(out[i] = read_tensor(ctx, path, fd, h, &h->e[i], buf, cap)))
 			break;
 	free(buf);
 	if (i == h->n)

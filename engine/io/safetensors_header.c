@@ -16,6 +16,17 @@
 #include "device/device.h"
 #include "realize/realize.h"
 #include "tensor/tensor.h"
+#include "io_limits.h"
+
+/* cJSON_ParseWithLengthOpts needs 1.7.13+; 1.7.15 is Debian 12's. Upstream 1.7.15-1.7.17 can
+ * read past a buffer that is not NUL-terminated (CVE-2023-53154, fixed in 1.7.18 and in
+ * Debian's 1.7.15-1+deb12u3): the header is always passed terminated, so that bug cannot reach
+ * past it here. The other known cJSON bugs (CVE-2023-50471/50472, CVE-2024-31755,
+ * CVE-2025-57052) are in functions this file does not call. A patched 1.7.15 reports the same
+ * version as an unpatched one, so no check here can tell them apart. */
+#if CJSON_VERSION_MAJOR * 10000 + CJSON_VERSION_MINOR * 100 + CJSON_VERSION_PATCH < 10715
+#error "tensord needs cJSON 1.7.15 or newer (cJSON_ParseWithLengthOpts)"
+#endif
 
 /* Every safetensors dtype; engine -1 marks those the engine has no equivalent for. */
 static const struct {
@@ -272,12 +283,65 @@ static eng_status check_metadata(eng_ctx *ctx, const char *path, const cJSON *me
 	return ENG_OK;
 }
 
-/* Parse the JSON text and fill h's entries. */
+/* Before cJSON sees the text: no NUL characters, raw or escaped (cJSON keeps strings as C
+ * strings, so "__metadata__\u0000x" would become "__metadata__"), and no more top-level
+ * entries or JSON values than the limits (cJSON allocates the whole tree first). A lexer that
+ * only tracks strings, escapes and nesting. */
+static eng_status prescan(eng_ctx *ctx, const char *path, const char *text, size_t len)
+{
+	bool in_str = false;
+	int depth = 0;
+	uint64_t top = 0, values = 1;
+	for (size_t i = 0; i < len; i++) {
+		char c = text[i];
+		if (!c)
+			return bad(ctx, ENG_EINVAL, path, "header has a NUL byte at byte %zu", i);
+		if (in_str) {
+			if (c == '"') {
+				in_str = false;
+			} else if (c == '\\' && i + 1 < len) {
+				if (text[i + 1] == 'u' && i + 5 < len && !memcmp(text + i + 2, "0000", 4))
+					return bad(ctx, ENG_EINVAL, path,
+						   "header has a \\u0000 escape at byte %zu (names "
+						   "and strings may not contain NUL characters)",
+						   i);
+				i++; /* the escaped character */
+			}
+			continue;
+		}
+		if (c == '"') {
+			in_str = true;
+		} else if (c == '{' || c == '[') {
+			depth++;
+			values++;
+			top += depth == 1 && c == '{'; /* the first member, if any */
+		} else if (c == '}' || c == ']') {
+			depth--;
+		} else if (c == ',') {
+			values++;
+			top += depth == 1;
+		}
+	}
+	if (top > (uint64_t)ENG_SAFETENSORS_MAX_TENSORS + 1) /* + __metadata__ */
+		return bad(ctx, ENG_EINVAL, path,
+			   "header has %llu entries, more than the limit of %d tensors",
+			   (unsigned long long)top, ENG_SAFETENSORS_MAX_TENSORS);
+	if (values > ENG_SAFETENSORS_MAX_VALUES)
+		return bad(ctx, ENG_EINVAL, path,
+			   "header has about %llu JSON values, more than the limit of %llu",
+			   (unsigned long long)values, (unsigned long long)ENG_SAFETENSORS_MAX_VALUES);
+	return ENG_OK;
+}
+
+/* Parse the JSON text (len bytes, NUL-terminated at text[len]) and fill h's entries. */
 static eng_status parse_json(eng_ctx *ctx, const char *path, const char *text, size_t len,
 			     eng_safetensors_header *h)
 {
 	if (!eng_safetensors_utf8_valid(text, len))
 		return bad(ctx, ENG_EINVAL, path, "header is not valid UTF-8");
+	eng_status pst = prescan(ctx, path, text, len);
+	if (pst)
+		return pst;
 	const char *end = NULL;
 	/* cJSON's parser writes a process-wide error position (global_error) on every call, so
 	 * parses on different threads are serialised: a synchronised process-wide resource. */
@@ -302,6 +366,11 @@ static eng_status parse_json(eng_ctx *ctx, const char *path, const char *text, s
 		goto out;
 	}
 	int count = cJSON_GetArraySize(root);
+	if (count > ENG_SAFETENSORS_MAX_TENSORS + 1) { /* prescan counted the same, kept for safety */
+		st = bad(ctx, ENG_EINVAL, path, "header has %d entries, more than the limit of %d tensors",
+			 count, ENG_SAFETENSORS_MAX_TENSORS);
+		goto out;
+	}
 	h->e = calloc((size_t)(count ? count : 1), sizeof(*h->e));
 	h->by_name = calloc((size_t)(count ? count : 1), sizeof(*h->by_name));
 	if (!h->e || !h->by_name) {
@@ -311,10 +380,19 @@ static eng_status parse_json(eng_ctx *ctx, const char *path, const char *text, s
 	const cJSON *item;
 	cJSON_ArrayForEach(item, root)
 	{
+		if (!item->string[0]) { /* eng_safetensors_save refuses it: do not load it either */
+			st = bad(ctx, ENG_EINVAL, path, "a tensor has an empty name");
+			goto out;
+		}
 		if (!strcmp(item->string, "__metadata__")) {
 			if ((st = check_metadata(ctx, path, item)))
 				goto out;
 			continue;
+		}
+		if (h->n == ENG_SAFETENSORS_MAX_TENSORS) { /* prescan allowed one for __metadata__ */
+			st = bad(ctx, ENG_EINVAL, path, "header has more than the limit of %d tensors",
+				 ENG_SAFETENSORS_MAX_TENSORS);
+			goto out;
 		}
 		eng_safetensors_entry *e = &h->e[h->n];
 		if ((st = parse_entry(ctx, path, item, h->data_size, e)))
@@ -362,10 +440,11 @@ eng_status eng_safetensors_header_read(eng_ctx *ctx, const char *path, int fd, e
 			   (unsigned long long)hlen, (unsigned long long)(size - 8));
 	h->data_start = 8 + hlen;
 	h->data_size = size - h->data_start;
-	char *text = malloc(hlen ? hlen : 1);
+	char *text = malloc(hlen + 1); /* terminated: see the cJSON note at the top */
 	if (!text)
 		return eng_set_error(ctx, ENG_ENOMEM,
 				     "safetensors: %s: out of memory for the header", path);
+	text[hlen] = '\0';
 	eng_status st;
 	errno = 0;
 	if (eng_safetensors_pread_all(fd, text, hlen, 8) != (ssize_t)hlen)

@@ -17,8 +17,10 @@ eng_status eng_safetensors_save(eng_ctx *ctx, const char *path, const eng_named 
 
 /* Load every tensor of a safetensors file. On success *out is a malloc'd array of *n entries
  * whose names are malloc'd too (free with eng_named_free); the tensors belong to the current
- * scope. Every header field is validated (dtypes, shapes, offsets inside the file, no
- * overlaps, sizes matching); any problem is an error naming the tensor and field. */
+ * scope. The file is untrusted input: only a regular file is read; every header field is
+ * validated (dtypes, shapes, offsets inside the file, no overlaps, sizes matching, names
+ * non-empty and without NUL characters, at most 100 000 tensors); any problem is an error
+ * naming the file, tensor and field. Tensor data goes straight into the tensors' buffers. */
 eng_status eng_safetensors_load(eng_ctx *ctx, const char *path, eng_named **out, int *n);
 void eng_named_free(eng_named *ts, int n);
 
@@ -28,9 +30,12 @@ void eng_named_free(eng_named *ts, int n);
 eng_status eng_safetensors_load_into(eng_ctx *ctx, const char *path, const eng_named *ts, int n);
 
 /* Load an IDX file (as used by MNIST and Fashion-MNIST), gzip-compressed or raw, as a uint8
- * tensor of the file's shape. Only the unsigned-byte element type is accepted. Missing files,
- * bad magic numbers, absurd dimensions and truncated data are errors with the path in the
- * message. */
+ * tensor of the file's shape. Only the unsigned-byte element type is accepted. Every error
+ * message starts "idx: <path>: ": missing or non-regular files (a FIFO is refused, not waited
+ * on), bad magic numbers, dimensions past the engine's shape limit or the loader's byte cap
+ * (ENG_ENOMEM, 16 GiB today), truncated or excess data. Nothing is allocated for data the file
+ * does not hold: a raw file's length is checked first, a gzip stream's buffer is allocated
+ * once an eighth of its data has arrived; the data is read into the tensor's buffer. */
 eng_tensor *eng_idx_load(eng_ctx *ctx, const char *path);
 
 #endif
