@@ -48,9 +48,9 @@ void eng_device_caches_bound(eng_device *d)
 	uint32_t max = d->ctx->dopts.prog_cache_max ? d->ctx->dopts.prog_cache_max : ENG_PROGCACHE_DEFAULT_MAX;
 	if (d->progs && eng_progcache_count(d->progs) > max) {
 		uint64_t gone = eng_progcache_evict(d->progs, &d->bk, max);
-		if (gone && d->ctx->debug >= 2)
-			fprintf(stderr, "%s: unloaded %llu least recently used programs (bound %u)\n", d->name,
-				(unsigned long long)gone, max);
+		if (gone)
+			eng_logmsg(d->ctx, 2, "%s: unloaded %llu least recently used programs (bound %u)", d->name,
+				   (unsigned long long)gone, max);
 	}
 }
 
