@@ -5,7 +5,8 @@
 #include "core/context.h"
 #include "device.h"
 
-eng_buffer *eng_buffer_alloc(eng_device *dev, eng_dtype dt, int64_t numel)
+/* A buffer record of numel dt elements on dev with one reference, no storage yet. */
+static eng_buffer *new_record(eng_device *dev, eng_dtype dt, int64_t numel)
 {
 	eng_buffer *b = calloc(1, sizeof(*b));
 	if (!b) {
@@ -19,6 +20,14 @@ eng_buffer *eng_buffer_alloc(eng_device *dev, eng_dtype dt, int64_t numel)
 	b->refs = 1;
 	b->id = ++dev->ctx->next_buf_id;
 	b->dev_index = dev->index;
+	return b;
+}
+
+eng_buffer *eng_buffer_alloc(eng_device *dev, eng_dtype dt, int64_t numel)
+{
+	eng_buffer *b = new_record(dev, dt, numel);
+	if (!b)
+		return NULL;
 	if (eng_alloc_get(dev, b->nbytes, &b->handle, &b->cap)) {
 		free(b);
 		return NULL;
@@ -31,19 +40,10 @@ eng_buffer *eng_buffer_wrap(eng_device *dev, eng_dtype dt, int64_t numel, void *
 {
 	if (!dev->bk.ops->wrap_host)
 		return NULL;
-	eng_buffer *b = calloc(1, sizeof(*b));
+	eng_buffer *b = new_record(dev, dt, numel);
 	bk_err berr;
-	if (!b) {
-		eng_set_error(dev->ctx, ENG_ENOMEM, "out of memory");
+	if (!b)
 		return NULL;
-	}
-	b->dev = dev;
-	b->dtype = dt;
-	b->numel = numel;
-	b->nbytes = (size_t)numel * eng_dtype_size(dt);
-	b->refs = 1;
-	b->id = ++dev->ctx->next_buf_id;
-	b->dev_index = dev->index;
 	if (dev->bk.ops->wrap_host(dev->bk.ctx, data, b->nbytes, &b->handle, &berr)) {
 		free(b);
 		return NULL;

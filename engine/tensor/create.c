@@ -35,24 +35,34 @@ eng_tensor *eng_full_like(const eng_tensor *t, double value)
 	return t ? eng_full(t->ctx, t->node->dtype, t->node->ndim, t->node->shape, value) : NULL;
 }
 
-static eng_tensor *new_buffer(eng_ctx *ctx, const char *fn, eng_dtype dt, int ndim, const int64_t *shape)
+/* dt and shape valid for fn, and the element count; false with the error set. */
+static bool check_buffer_args(eng_ctx *ctx, const char *fn, eng_dtype dt, int ndim, const int64_t *shape,
+			      int64_t *numel)
 {
 	if (!eng_dtype_valid(dt)) {
 		eng_set_error(ctx, ENG_EDTYPE, "%s: invalid dtype %d", fn, (int)dt);
-		return NULL;
+		return false;
 	}
-	if (!eng_build_check_shape(ctx, fn, ndim, shape))
-		return NULL;
-	int64_t numel;
-	eng_shape_numel(ndim, shape, &numel);
-	eng_buffer *b = eng_buffer_alloc(ctx->devs[ctx->default_dev], dt, numel);
-	if (!b)
-		return NULL;
-	eng_node_desc d = {.op = ENG_OP_BUFFER, .dtype = dt, .ndim = ndim, .shape = shape, .buf = b,
+	return eng_build_check_shape(ctx, fn, ndim, shape) && eng_shape_numel(ndim, shape, numel);
+}
+
+/* A tensor for buffer b (its reference is taken over: the node holds it, or on ENOMEM it goes). */
+static eng_tensor *buffer_tensor(eng_ctx *ctx, eng_buffer *b, int ndim, const int64_t *shape)
+{
+	eng_node_desc d = {.op = ENG_OP_BUFFER, .dtype = b->dtype, .ndim = ndim, .shape = shape, .buf = b,
 			   .c = {.i = b->version}};
 	eng_node *n = eng_build_node(ctx, &d);
-	eng_buffer_unref(b); /* the node holds it now */
+	eng_buffer_unref(b);
 	return eng_tensor_wrap(ctx, n);
+}
+
+static eng_tensor *new_buffer(eng_ctx *ctx, const char *fn, eng_dtype dt, int ndim, const int64_t *shape)
+{
+	int64_t numel;
+	if (!check_buffer_args(ctx, fn, dt, ndim, shape, &numel))
+		return NULL;
+	eng_buffer *b = eng_buffer_alloc(ctx->devs[ctx->default_dev], dt, numel);
+	return b ? buffer_tensor(ctx, b, ndim, shape) : NULL;
 }
 
 eng_tensor *eng_empty(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *shape)
@@ -82,14 +92,9 @@ eng_tensor *eng_from_host(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *s
 			  void (*release)(void *release_arg, void *data), void *release_arg)
 {
 	static const char fn[] = "from_host";
-	if (!eng_dtype_valid(dt)) {
-		eng_set_error(ctx, ENG_EDTYPE, "%s: invalid dtype %d", fn, (int)dt);
-		return NULL;
-	}
-	if (!eng_build_check_shape(ctx, fn, ndim, shape))
-		return NULL;
 	int64_t numel;
-	eng_shape_numel(ndim, shape, &numel);
+	if (!check_buffer_args(ctx, fn, dt, ndim, shape, &numel))
+		return NULL;
 	size_t want = (size_t)numel * eng_dtype_size(dt);
 	if (nbytes != want || (want && !data)) {
 		eng_set_error(ctx, ENG_EINVAL, "%s: %zu bytes at %p given, the tensor needs %zu", fn, nbytes, data, want);
@@ -105,11 +110,7 @@ eng_tensor *eng_from_host(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *s
 			release(release_arg, data);
 		return t;
 	}
-	eng_node_desc d = {.op = ENG_OP_BUFFER, .dtype = dt, .ndim = ndim, .shape = shape, .buf = b,
-			   .c = {.i = b->version}};
-	eng_node *n = eng_build_node(ctx, &d);
-	eng_buffer_unref(b); /* the node holds it now (or, on ENOMEM, it is released here) */
-	return eng_tensor_wrap(ctx, n);
+	return buffer_tensor(ctx, b, ndim, shape);
 }
 
 eng_tensor *eng_index(eng_ctx *ctx, eng_dtype dt, int ndim, const int64_t *shape, int axis)
