@@ -175,7 +175,7 @@ static dmn_cfg_status parse_list(const dmn_cfg_key *k, const cJSON *j, const cha
 	char got[80], at[160];
 	fmt_json(got, sizeof(got), j);
 	if (!cJSON_IsArray(j))
-		return fail(err, errlen, DMN_CFG_ETYPE, "%s: expected a %s (a JSON array), got %s", where,
+		return fail(err, errlen, DMN_CFG_ETYPE, "%s: expected a JSON array (%s), got %s", where,
 			    dmn_cfg_type_name(k->type), got);
 	int n = cJSON_GetArraySize(j);
 	if (n > DMN_CFG_LIST_MAX)
