@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* clang-format off */
 const dmn_cfg_key dmn_cfg_keys[] = {
 #define DMN_CFG(key, type, lo, hi, choices, def, doc) \
 	{#key, DMN_CFG_##type, (double)(lo), (double)(hi), choices, def, doc, offsetof(dmn_config, key)},
@@ -22,10 +23,11 @@ const dmn_cfg_key dmn_cfg_keys[] = {
 const int dmn_cfg_nkeys = (int)(sizeof(dmn_cfg_keys) / sizeof(dmn_cfg_keys[0]));
 
 static const char *const type_names[DMN_CFG_TYPE_COUNT] = {
-	[DMN_CFG_STR] = "string",     [DMN_CFG_INT] = "int",     [DMN_CFG_U64] = "uint64",
-	[DMN_CFG_BOOL] = "bool",      [DMN_CFG_DBL] = "double",  [DMN_CFG_ENUM] = "enum",
+	[DMN_CFG_STR] = "string", [DMN_CFG_INT] = "int", [DMN_CFG_U64] = "uint64",
+	[DMN_CFG_BOOL] = "bool", [DMN_CFG_DBL] = "double", [DMN_CFG_ENUM] = "enum",
 	[DMN_CFG_STR_LIST] = "string list", [DMN_CFG_INT_LIST] = "int list",
 };
+/* clang-format on */
 
 const char *dmn_cfg_type_name(dmn_cfg_type type)
 {
@@ -137,49 +139,55 @@ static void val_free(const dmn_cfg_key *k, val *v)
 }
 
 /* One number of an integer key or list: integral and inside [lo, hi]. */
-static dmn_cfg_status parse_int(const dmn_cfg_key *k, const cJSON *j, const char *where, double *out, char *err,
-				size_t errlen)
+static dmn_cfg_status parse_int(const dmn_cfg_key *k, const cJSON *j, const char *where,
+				double *out, char *err, size_t errlen)
 {
 	char got[80], lo[32], hi[32];
 	fmt_json(got, sizeof(got), j);
-	if (!cJSON_IsNumber(j) || !isfinite(j->valuedouble) || j->valuedouble != floor(j->valuedouble))
-		return fail(err, errlen, DMN_CFG_ETYPE, "%s: expected an integer, got %s", where, got);
+	if (!cJSON_IsNumber(j) || !isfinite(j->valuedouble) ||
+	    j->valuedouble != floor(j->valuedouble))
+		return fail(err, errlen, DMN_CFG_ETYPE, "%s: expected an integer, got %s", where,
+			    got);
 	fmt_num(lo, sizeof(lo), k->lo);
 	fmt_num(hi, sizeof(hi), k->hi);
 	if (j->valuedouble < k->lo || j->valuedouble > k->hi)
-		return fail(err, errlen, DMN_CFG_ERANGE, "%s: %s is out of range [%s, %s]", where, got, lo, hi);
+		return fail(err, errlen, DMN_CFG_ERANGE, "%s: %s is out of range [%s, %s]", where,
+			    got, lo, hi);
 	*out = j->valuedouble;
 	return DMN_CFG_OK;
 }
 
 /* One string of a string key or list, its length inside [lo, hi]; *out is a copy. */
-static dmn_cfg_status parse_str(const dmn_cfg_key *k, const cJSON *j, const char *where, char **out, char *err,
-				size_t errlen)
+static dmn_cfg_status parse_str(const dmn_cfg_key *k, const cJSON *j, const char *where, char **out,
+				char *err, size_t errlen)
 {
 	char got[80];
 	fmt_json(got, sizeof(got), j);
 	if (!cJSON_IsString(j))
-		return fail(err, errlen, DMN_CFG_ETYPE, "%s: expected a string, got %s", where, got);
+		return fail(err, errlen, DMN_CFG_ETYPE, "%s: expected a string, got %s", where,
+			    got);
 	size_t len = strlen(j->valuestring);
 	if ((double)len < k->lo || (double)len > k->hi)
-		return fail(err, errlen, DMN_CFG_ERANGE, "%s: %s is %zu bytes long; the length must be within [%.0f, %.0f]",
+		return fail(err, errlen, DMN_CFG_ERANGE,
+			    "%s: %s is %zu bytes long; the length must be within [%.0f, %.0f]",
 			    where, got, len, k->lo, k->hi);
 	if (!(*out = strdup(j->valuestring)))
 		return fail(err, errlen, DMN_CFG_ENOMEM, "%s: out of memory", where);
 	return DMN_CFG_OK;
 }
 
-static dmn_cfg_status parse_list(const dmn_cfg_key *k, const cJSON *j, const char *where, val *v, char *err,
-				 size_t errlen)
+static dmn_cfg_status parse_list(const dmn_cfg_key *k, const cJSON *j, const char *where, val *v,
+				 char *err, size_t errlen)
 {
 	char got[80], at[160];
 	fmt_json(got, sizeof(got), j);
 	if (!cJSON_IsArray(j))
-		return fail(err, errlen, DMN_CFG_ETYPE, "%s: expected a JSON array (%s), got %s", where,
-			    dmn_cfg_type_name(k->type), got);
+		return fail(err, errlen, DMN_CFG_ETYPE, "%s: expected a JSON array (%s), got %s",
+			    where, dmn_cfg_type_name(k->type), got);
 	int n = cJSON_GetArraySize(j);
 	if (n > DMN_CFG_LIST_MAX)
-		return fail(err, errlen, DMN_CFG_ERANGE, "%s: %d elements, at most %d", where, n, DMN_CFG_LIST_MAX);
+		return fail(err, errlen, DMN_CFG_ERANGE, "%s: %d elements, at most %d", where, n,
+			    DMN_CFG_LIST_MAX);
 	bool str = k->type == DMN_CFG_STR_LIST;
 	void *arr = n ? calloc((size_t)n, str ? sizeof(char *) : sizeof(int64_t)) : NULL;
 	if (n && !arr)
@@ -210,8 +218,8 @@ static dmn_cfg_status parse_list(const dmn_cfg_key *k, const cJSON *j, const cha
 }
 
 /* Check j against key k and make it a value. where names it in messages ("file: key", "--key"). */
-static dmn_cfg_status parse_val(const dmn_cfg_key *k, const cJSON *j, const char *where, val *v, char *err,
-				size_t errlen)
+static dmn_cfg_status parse_val(const dmn_cfg_key *k, const cJSON *j, const char *where, val *v,
+				char *err, size_t errlen)
 {
 	char got[80], lo[32], hi[32];
 	double d = 0;
@@ -231,16 +239,19 @@ static dmn_cfg_status parse_val(const dmn_cfg_key *k, const cJSON *j, const char
 		return st;
 	case DMN_CFG_BOOL:
 		if (!cJSON_IsBool(j))
-			return fail(err, errlen, DMN_CFG_ETYPE, "%s: expected true or false, got %s", where, got);
+			return fail(err, errlen, DMN_CFG_ETYPE,
+				    "%s: expected true or false, got %s", where, got);
 		v->b = cJSON_IsTrue(j);
 		return DMN_CFG_OK;
 	case DMN_CFG_DBL:
 		if (!cJSON_IsNumber(j) || !isfinite(j->valuedouble))
-			return fail(err, errlen, DMN_CFG_ETYPE, "%s: expected a number, got %s", where, got);
+			return fail(err, errlen, DMN_CFG_ETYPE, "%s: expected a number, got %s",
+				    where, got);
 		fmt_num(lo, sizeof(lo), k->lo);
 		fmt_num(hi, sizeof(hi), k->hi);
 		if (j->valuedouble < k->lo || j->valuedouble > k->hi)
-			return fail(err, errlen, DMN_CFG_ERANGE, "%s: %s is out of range [%s, %s]", where, got, lo, hi);
+			return fail(err, errlen, DMN_CFG_ERANGE, "%s: %s is out of range [%s, %s]",
+				    where, got, lo, hi);
 		v->d = j->valuedouble;
 		return DMN_CFG_OK;
 	case DMN_CFG_ENUM:
@@ -256,8 +267,8 @@ static dmn_cfg_status parse_val(const dmn_cfg_key *k, const cJSON *j, const char
 				c += cl + (c[cl] == '|');
 			}
 		}
-		return fail(err, errlen, cJSON_IsString(j) ? DMN_CFG_ERANGE : DMN_CFG_ETYPE, "%s: expected one of %s, got %s",
-			    where, k->choices, got);
+		return fail(err, errlen, cJSON_IsString(j) ? DMN_CFG_ERANGE : DMN_CFG_ETYPE,
+			    "%s: expected one of %s, got %s", where, k->choices, got);
 	case DMN_CFG_STR_LIST:
 	case DMN_CFG_INT_LIST:
 		return parse_list(k, j, where, v, err, errlen);
@@ -327,7 +338,8 @@ dmn_cfg_status dmn_config_defaults(dmn_config *cfg, char *err, size_t errlen)
 		cJSON *j = cJSON_Parse(k->def);
 		if (!j) {
 			dmn_config_free(cfg);
-			return fail(err, errlen, DMN_CFG_EPARSE, "%s: %s is not JSON (config.def)", where, k->def);
+			return fail(err, errlen, DMN_CFG_EPARSE, "%s: %s is not JSON (config.def)",
+				    where, k->def);
 		}
 		val v;
 		dmn_cfg_status st = parse_val(k, j, where, &v, err, errlen);
@@ -353,11 +365,12 @@ static void line_col(const char *text, size_t pos, int *line, int *col)
 	}
 }
 
-dmn_cfg_status dmn_config_apply_json(dmn_config *cfg, const char *text, size_t len, const char *origin,
-				     char *err, size_t errlen)
+dmn_cfg_status dmn_config_apply_json(dmn_config *cfg, const char *text, size_t len,
+				     const char *origin, char *err, size_t errlen)
 {
 	if (memchr(text, 0, len))
-		return fail(err, errlen, DMN_CFG_EPARSE, "%s: malformed JSON: a NUL byte at offset %zu", origin,
+		return fail(err, errlen, DMN_CFG_EPARSE,
+			    "%s: malformed JSON: a NUL byte at offset %zu", origin,
 			    (size_t)((const char *)memchr(text, 0, len) - text));
 	/* cJSON checks for trailing garbage only up to a terminating NUL inside the length. */
 	char *buf = malloc(len + 1);
@@ -377,27 +390,31 @@ dmn_cfg_status dmn_config_apply_json(dmn_config *cfg, const char *text, size_t l
 			near[m++] = buf[i] >= 32 && buf[i] < 127 ? buf[i] : '?';
 		near[m] = 0;
 		free(buf);
-		return fail(err, errlen, DMN_CFG_EPARSE, "%s:%d:%d: malformed JSON near \"%s\"", origin, line, col, near);
+		return fail(err, errlen, DMN_CFG_EPARSE, "%s:%d:%d: malformed JSON near \"%s\"",
+			    origin, line, col, near);
 	}
 	free(buf);
 	dmn_cfg_status st = DMN_CFG_OK;
 	val vals[sizeof(dmn_cfg_keys) / sizeof(dmn_cfg_keys[0])];
 	bool seen[sizeof(dmn_cfg_keys) / sizeof(dmn_cfg_keys[0])] = {0};
 	if (!cJSON_IsObject(root)) {
-		st = fail(err, errlen, DMN_CFG_EPARSE, "%s: the top level must be a JSON object", origin);
+		st = fail(err, errlen, DMN_CFG_EPARSE, "%s: the top level must be a JSON object",
+			  origin);
 		goto out;
 	}
 	/* Check everything first, commit after: a rejected file changes nothing. */
 	for (const cJSON *c = root->child; c; c = c->next) {
 		const dmn_cfg_key *k = dmn_cfg_find(c->string);
 		if (!k) {
-			st = fail(err, errlen, DMN_CFG_EKEY, "%s: unknown key \"%.64s\" (did you mean \"%s\"?)", origin,
+			st = fail(err, errlen, DMN_CFG_EKEY,
+				  "%s: unknown key \"%.64s\" (did you mean \"%s\"?)", origin,
 				  c->string, dmn_cfg_nearest(c->string)->name);
 			goto out;
 		}
 		int i = (int)(k - dmn_cfg_keys);
 		if (seen[i]) {
-			st = fail(err, errlen, DMN_CFG_EKEY, "%s: duplicate key \"%s\"", origin, k->name);
+			st = fail(err, errlen, DMN_CFG_EKEY, "%s: duplicate key \"%s\"", origin,
+				  k->name);
 			goto out;
 		}
 		char where[4200];
@@ -426,7 +443,8 @@ dmn_cfg_status dmn_config_apply_file(dmn_config *cfg, const char *path, char *er
 	struct stat sb;
 	if (fstat(fd, &sb) || !S_ISREG(sb.st_mode) || sb.st_size > (off_t)DMN_CFG_FILE_MAX) {
 		close(fd);
-		return fail(err, errlen, DMN_CFG_EIO, "%s: not a regular file of at most %u bytes", path, DMN_CFG_FILE_MAX);
+		return fail(err, errlen, DMN_CFG_EIO, "%s: not a regular file of at most %u bytes",
+			    path, DMN_CFG_FILE_MAX);
 	}
 	size_t cap = (size_t)sb.st_size, len = 0;
 	char *buf = malloc(cap + 1);
@@ -446,7 +464,8 @@ dmn_cfg_status dmn_config_apply_file(dmn_config *cfg, const char *path, char *er
 	close(fd);
 	if (len < cap) {
 		free(buf);
-		return fail(err, errlen, DMN_CFG_EIO, "%s: read %zu of %zu bytes: %s", path, len, cap, strerror(rerr));
+		return fail(err, errlen, DMN_CFG_EIO, "%s: read %zu of %zu bytes: %s", path, len,
+			    cap, strerror(rerr));
 	}
 	dmn_cfg_status st = dmn_config_apply_json(cfg, buf, len, path, err, errlen);
 	free(buf);
@@ -492,12 +511,13 @@ static cJSON *flag_json(const dmn_cfg_key *k, const char *value)
 	}
 }
 
-dmn_cfg_status dmn_config_set(dmn_config *cfg, const char *key, const char *value, char *err, size_t errlen)
+dmn_cfg_status dmn_config_set(dmn_config *cfg, const char *key, const char *value, char *err,
+			      size_t errlen)
 {
 	const dmn_cfg_key *k = dmn_cfg_find(key);
 	if (!k)
-		return fail(err, errlen, DMN_CFG_EKEY, "unknown flag --%.64s (did you mean --%s?)", key,
-			    dmn_cfg_nearest(key)->name);
+		return fail(err, errlen, DMN_CFG_EKEY, "unknown flag --%.64s (did you mean --%s?)",
+			    key, dmn_cfg_nearest(key)->name);
 	char where[80];
 	snprintf(where, sizeof(where), "--%s", k->name);
 	cJSON *j = flag_json(k, value);

@@ -7,21 +7,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DMN_VERSION "0.1.0"
-#define DMN_CFG_LIST_MAX 256 /* elements in one list key */
+#define DMN_VERSION	 "0.1.0"
+#define DMN_CFG_LIST_MAX 256	    /* elements in one list key */
 #define DMN_CFG_FILE_MAX (1u << 20) /* bytes in a config file */
-#define DMN_IPC_PATH_MAX 107 /* a Unix socket path: sun_path less its NUL */
+#define DMN_IPC_PATH_MAX 107	    /* a Unix socket path: sun_path less its NUL */
 
 /* Every function returns one of these, with a message in err naming where and why. */
 typedef enum dmn_cfg_status {
 	DMN_CFG_OK,
-	DMN_CFG_EIO,      /* the file cannot be read (or is too large) */
-	DMN_CFG_EPARSE,   /* malformed JSON, or not an object */
-	DMN_CFG_EKEY,     /* unknown key (the message names the nearest known one), or a duplicate */
-	DMN_CFG_ETYPE,    /* a value (or a list element) of the wrong type */
-	DMN_CFG_ERANGE,   /* a number, length or list size outside the key's bounds */
+	DMN_CFG_EIO,	/* the file cannot be read (or is too large) */
+	DMN_CFG_EPARSE, /* malformed JSON, or not an object */
+	DMN_CFG_EKEY,	/* unknown key (the message names the nearest known one), or a duplicate */
+	DMN_CFG_ETYPE,	/* a value (or a list element) of the wrong type */
+	DMN_CFG_ERANGE, /* a number, length or list size outside the key's bounds */
 	DMN_CFG_EINVALID, /* a value wrong by itself (address, path) or with another key */
-	DMN_CFG_EUSAGE,   /* a bad command line */
+	DMN_CFG_EUSAGE,	  /* a bad command line */
 	DMN_CFG_ENOMEM,
 	DMN_CFG_STATUS_COUNT
 } dmn_cfg_status;
@@ -51,12 +51,12 @@ typedef struct dmn_intlist {
 	int64_t *v; /* owned by the list */
 } dmn_intlist;
 
-#define DMN_CFG_CTYPE_STR char *
-#define DMN_CFG_CTYPE_INT int64_t
-#define DMN_CFG_CTYPE_U64 uint64_t
-#define DMN_CFG_CTYPE_BOOL bool
-#define DMN_CFG_CTYPE_DBL double
-#define DMN_CFG_CTYPE_ENUM int /* index into the key's choices */
+#define DMN_CFG_CTYPE_STR      char *
+#define DMN_CFG_CTYPE_INT      int64_t
+#define DMN_CFG_CTYPE_U64      uint64_t
+#define DMN_CFG_CTYPE_BOOL     bool
+#define DMN_CFG_CTYPE_DBL      double
+#define DMN_CFG_CTYPE_ENUM     int /* index into the key's choices */
 #define DMN_CFG_CTYPE_STR_LIST dmn_strlist
 #define DMN_CFG_CTYPE_INT_LIST dmn_intlist
 
@@ -72,7 +72,7 @@ typedef struct dmn_config {
 typedef struct dmn_cfg_key {
 	const char *name;
 	dmn_cfg_type type;
-	double lo, hi;       /* bounds (config.def says what they bound per type) */
+	double lo, hi;	     /* bounds (config.def says what they bound per type) */
 	const char *choices; /* ENUM only: "a|b|c" */
 	const char *def;     /* the default as JSON text */
 	const char *doc;
@@ -97,7 +97,7 @@ void dmn_env_current(dmn_env *env);
  * not fit in cap bytes. */
 dmn_cfg_status dmn_runtime_dir(const char *xdg_runtime_dir, char *out, size_t cap);
 
-const char *dmn_cfg_type_name(dmn_cfg_type type); /* "string", "int", ... */
+const char *dmn_cfg_type_name(dmn_cfg_type type);  /* "string", "int", ... */
 const dmn_cfg_key *dmn_cfg_find(const char *name); /* NULL if no such key */
 /* The known key closest to name (edit distance), for "did you mean". Never NULL. */
 const dmn_cfg_key *dmn_cfg_nearest(const char *name);
@@ -111,13 +111,18 @@ void dmn_config_free(dmn_config *cfg);
 /* Apply the JSON object in text[0..len) over cfg: unknown keys, duplicates, wrong types and
  * values out of bounds are rejected, and then cfg is unchanged. origin names the text in
  * messages (a path). text need not be NUL-terminated; it is not kept. */
-dmn_cfg_status dmn_config_apply_json(dmn_config *cfg, const char *text, size_t len, const char *origin,
-				     char *err, size_t errlen);
+dmn_cfg_status dmn_config_apply_json(dmn_config *cfg, const char *text, size_t len,
+				     const char *origin, char *err, size_t errlen);
+/* Threads: cJSON's parser writes a process-wide error position, so a parse must not run while
+ * another thread parses JSON (the engine's safetensors loader serialises its own parses with a
+ * private mutex). Load configs before the executors start, or on a reload under a lock the
+ * server shares with model loading. */
 /* The same for the file at path (a regular file of at most DMN_CFG_FILE_MAX bytes). */
 dmn_cfg_status dmn_config_apply_file(dmn_config *cfg, const char *path, char *err, size_t errlen);
 /* Set one key from a command-line value: a string as is; numbers and bools as JSON; a list as
  * a JSON array or comma-separated elements ("1,2,4", "ipc:///a,ipc:///b"; "" is empty). */
-dmn_cfg_status dmn_config_set(dmn_config *cfg, const char *key, const char *value, char *err, size_t errlen);
+dmn_cfg_status dmn_config_set(dmn_config *cfg, const char *key, const char *value, char *err,
+			      size_t errlen);
 
 /* After the file and flags: replace ${RUNTIME_DIR}, fill allowed_uids with env's uid when
  * empty, and check what needs several keys or a whole value (addresses, paths, buckets against
@@ -138,8 +143,8 @@ typedef struct dmn_cli {
 /* The whole startup sequence: defaults, then the --config file, then every --key value flag in
  * order, then dmn_config_finish with env. --help and --version stop before any loading (cfg
  * then holds the defaults). The result is cfg's to free in every case. */
-dmn_cfg_status dmn_config_from_args(dmn_config *cfg, dmn_cli *cli, int argc, char *const *argv, const dmn_env *env,
-				    char *err, size_t errlen);
+dmn_cfg_status dmn_config_from_args(dmn_config *cfg, dmn_cli *cli, int argc, char *const *argv,
+				    const dmn_env *env, char *err, size_t errlen);
 
 /* The --help text, generated from the table: usage, then every key with its type, default,
  * bounds and description. The caller frees it with free(); NULL when out of memory. */

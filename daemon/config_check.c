@@ -1,5 +1,5 @@
 /* config_check.c: what the load resolves from the environment (the runtime directory, the
- * daemon's uid) and the checks that need a whole value or several keys (addresses, paths, buckets). */
+ * daemon's uid) and the checks needing a whole value or several keys (addresses, paths). */
 #include "config.h"
 
 #include <arpa/inet.h>
@@ -82,12 +82,13 @@ static bool is_loopback(const char *host)
 }
 
 /* scheme://HOST:PORT (HOST may be [v6]), the host loopback unless remote is allowed. */
-static dmn_cfg_status check_hostport(const char *where, const char *url, const char *scheme, bool remote,
-				     char *err, size_t errlen)
+static dmn_cfg_status check_hostport(const char *where, const char *url, const char *scheme,
+				     bool remote, char *err, size_t errlen)
 {
 	size_t sl = strlen(scheme);
 	if (strncmp(url, scheme, sl))
-		return fail(err, errlen, DMN_CFG_EINVALID, "%s: \"%s\" must start with %s", where, url, scheme);
+		return fail(err, errlen, DMN_CFG_EINVALID, "%s: \"%s\" must start with %s", where,
+			    url, scheme);
 	const char *h = url + sl, *colon;
 	char host[256];
 	if (*h == '[') {
@@ -107,13 +108,14 @@ static dmn_cfg_status check_hostport(const char *where, const char *url, const c
 		goto bad;
 	if (!remote && !is_loopback(host))
 		return fail(err, errlen, DMN_CFG_EINVALID,
-			    "%s: \"%s\" is not a loopback address (127.0.0.0/8, ::1 or localhost); set tcp_allow_remote "
-			    "to true to listen on other addresses",
+			    "%s: \"%s\" is not a loopback address (127.0.0.0/8, ::1 or localhost); "
+			    "set tcp_allow_remote to true to listen on other addresses",
 			    where, url);
 	return DMN_CFG_OK;
 bad:
-	return fail(err, errlen, DMN_CFG_EINVALID, "%s: \"%s\" is not %sHOST:PORT (port 0..65535, IPv6 in brackets)",
-		    where, url, scheme);
+	return fail(err, errlen, DMN_CFG_EINVALID,
+		    "%s: \"%s\" is not %sHOST:PORT (port 0..65535, IPv6 in brackets)", where, url,
+		    scheme);
 }
 
 /* A relative path with no ".." component (so it stays inside the directory it is joined to). */
@@ -132,51 +134,64 @@ static dmn_cfg_status check(const dmn_config *c, char *err, size_t errlen)
 	char where[64];
 	dmn_cfg_status st;
 	if (!c->listen.n && !c->tcp_listen.n)
-		return fail(err, errlen, DMN_CFG_EINVALID, "listen and tcp_listen are both empty: nothing to listen on");
+		return fail(err, errlen, DMN_CFG_EINVALID,
+			    "listen and tcp_listen are both empty: nothing to listen on");
 	for (int i = 0; i < c->listen.n; i++) {
 		const char *a = c->listen.v[i];
 		if (strncmp(a, "ipc:///", 7))
 			return fail(err, errlen, DMN_CFG_EINVALID,
-				    "listen[%d]: \"%s\" is not ipc:// and an absolute path (tcp goes in tcp_listen)", i, a);
+				    "listen[%d]: \"%s\" is not ipc:// and an absolute path (tcp "
+				    "goes in tcp_listen)",
+				    i, a);
 		if (strlen(a + 6) > DMN_IPC_PATH_MAX)
 			return fail(err, errlen, DMN_CFG_EINVALID,
-				    "listen[%d]: the socket path \"%s\" is %zu bytes, a Unix socket path holds at most %d", i,
-				    a + 6, strlen(a + 6), DMN_IPC_PATH_MAX);
+				    "listen[%d]: the socket path \"%s\" is %zu bytes, a Unix "
+				    "socket path holds at most %d",
+				    i, a + 6, strlen(a + 6), DMN_IPC_PATH_MAX);
 	}
 	for (int i = 0; i < c->tcp_listen.n; i++) {
 		snprintf(where, sizeof(where), "tcp_listen[%d]", i);
-		if ((st = check_hostport(where, c->tcp_listen.v[i], "tcp://", c->tcp_allow_remote, err, errlen)))
+		if ((st = check_hostport(where, c->tcp_listen.v[i], "tcp://", c->tcp_allow_remote,
+					 err, errlen)))
 			return st;
 	}
-	if (c->http_listen[0] &&
-	    (st = check_hostport("http_listen", c->http_listen, "http://", c->tcp_allow_remote, err, errlen)))
+	if (c->http_listen[0] && (st = check_hostport("http_listen", c->http_listen, "http://",
+						      c->tcp_allow_remote, err, errlen)))
 		return st;
 	if (c->cache_dir[0] && c->cache_dir[0] != '/')
-		return fail(err, errlen, DMN_CFG_EINVALID, "cache_dir: \"%s\" must be an absolute path", c->cache_dir);
+		return fail(err, errlen, DMN_CFG_EINVALID,
+			    "cache_dir: \"%s\" must be an absolute path", c->cache_dir);
 	if (c->models_dir[0] && c->models_dir[0] != '/')
-		return fail(err, errlen, DMN_CFG_EINVALID, "models_dir: \"%s\" must be an absolute path", c->models_dir);
+		return fail(err, errlen, DMN_CFG_EINVALID,
+			    "models_dir: \"%s\" must be an absolute path", c->models_dir);
 	if (c->preload.n && !c->models_dir[0])
-		return fail(err, errlen, DMN_CFG_EINVALID, "preload: models are loaded from models_dir, which is not set");
+		return fail(err, errlen, DMN_CFG_EINVALID,
+			    "preload: models are loaded from models_dir, which is not set");
 	for (int i = 0; i < c->preload.n; i++)
 		if (!contained(c->preload.v[i]))
 			return fail(err, errlen, DMN_CFG_EINVALID,
-				    "preload[%d]: \"%s\" must be a path relative to models_dir without \"..\"", i,
-				    c->preload.v[i]);
+				    "preload[%d]: \"%s\" must be a path relative to models_dir "
+				    "without \"..\"",
+				    i, c->preload.v[i]);
 	const dmn_intlist *b = &c->batch_buckets;
 	if (!b->n)
-		return fail(err, errlen, DMN_CFG_EINVALID, "batch_buckets: empty; at least one batch size is needed");
+		return fail(err, errlen, DMN_CFG_EINVALID,
+			    "batch_buckets: empty; at least one batch size is needed");
 	for (int i = 0; i < b->n; i++) {
 		if (i && b->v[i] <= b->v[i - 1])
 			return fail(err, errlen, DMN_CFG_EINVALID,
-				    "batch_buckets[%d]: %lld after %lld: buckets must be strictly increasing", i,
-				    (long long)b->v[i], (long long)b->v[i - 1]);
+				    "batch_buckets[%d]: %lld after %lld: buckets must be strictly "
+				    "increasing",
+				    i, (long long)b->v[i], (long long)b->v[i - 1]);
 		if (b->v[i] > c->batch_max)
-			return fail(err, errlen, DMN_CFG_EINVALID, "batch_buckets[%d]: %lld is larger than batch_max (%lld)",
-				    i, (long long)b->v[i], (long long)c->batch_max);
+			return fail(err, errlen, DMN_CFG_EINVALID,
+				    "batch_buckets[%d]: %lld is larger than batch_max (%lld)", i,
+				    (long long)b->v[i], (long long)c->batch_max);
 	}
 	if (b->v[b->n - 1] != c->batch_max)
 		return fail(err, errlen, DMN_CFG_EINVALID,
-			    "batch_buckets: the largest bucket (%lld) must equal batch_max (%lld), so that a full batch "
+			    "batch_buckets: the largest bucket (%lld) must equal batch_max (%lld), "
+			    "so that a full batch "
 			    "has a bucket",
 			    (long long)b->v[b->n - 1], (long long)c->batch_max);
 	return DMN_CFG_OK;
@@ -193,7 +208,8 @@ dmn_cfg_status dmn_config_finish(dmn_config *cfg, const dmn_env *env, char *err,
 		dmn_cfg_status st = DMN_CFG_OK;
 		if (k->type == DMN_CFG_STR)
 			st = expand((char **)f, dir);
-		for (int e = 0; k->type == DMN_CFG_STR_LIST && !st && e < ((dmn_strlist *)f)->n; e++)
+		for (int e = 0; k->type == DMN_CFG_STR_LIST && !st && e < ((dmn_strlist *)f)->n;
+		     e++)
 			st = expand(&((dmn_strlist *)f)->v[e], dir);
 		if (st)
 			return fail(err, errlen, st, "%s: out of memory", k->name);

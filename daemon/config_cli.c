@@ -44,8 +44,8 @@ static int flag_of(const char *arg, char *name, size_t cap, const char **inline_
 	return F_KEY;
 }
 
-dmn_cfg_status dmn_config_from_args(dmn_config *cfg, dmn_cli *cli, int argc, char *const *argv, const dmn_env *env,
-				    char *err, size_t errlen)
+dmn_cfg_status dmn_config_from_args(dmn_config *cfg, dmn_cli *cli, int argc, char *const *argv,
+				    const dmn_env *env, char *err, size_t errlen)
 {
 	char name[72];
 	const char *iv;
@@ -58,19 +58,23 @@ dmn_cfg_status dmn_config_from_args(dmn_config *cfg, dmn_cli *cli, int argc, cha
 	for (int i = 1; i < argc; i++) {
 		int f = flag_of(argv[i], name, sizeof(name), &iv);
 		if (f < 0)
-			return fail(err, errlen, DMN_CFG_EUSAGE, "unexpected argument \"%s\" (flags are --KEY VALUE; see --help)",
-				    argv[i]);
+			return fail(
+				err, errlen, DMN_CFG_EUSAGE,
+				"unexpected argument \"%s\" (flags are --KEY VALUE; see --help)",
+				argv[i]);
 		if ((f == F_HELP || f == F_VERSION || f == F_CHECK) && iv)
 			return fail(err, errlen, DMN_CFG_EUSAGE, "--%s takes no value", name);
 		cli->help |= f == F_HELP;
 		cli->version |= f == F_VERSION;
 		cli->check_config |= f == F_CHECK;
 		if (f == F_KEY && !dmn_cfg_find(name))
-			return fail(err, errlen, DMN_CFG_EKEY, "unknown flag --%s (did you mean --%s?)", name,
+			return fail(err, errlen, DMN_CFG_EKEY,
+				    "unknown flag --%s (did you mean --%s?)", name,
 				    dmn_cfg_nearest(name)->name);
 		if (f == F_KEY || f == F_CONFIG) {
 			if (!iv && i + 1 >= argc)
-				return fail(err, errlen, DMN_CFG_EUSAGE, "--%s needs a value", name);
+				return fail(err, errlen, DMN_CFG_EUSAGE, "--%s needs a value",
+					    name);
 			const char *v = iv ? iv : argv[++i];
 			if (f == F_CONFIG)
 				cli->config_path = v;
@@ -109,7 +113,8 @@ static void bounds_text(const dmn_cfg_key *k, char *out, size_t cap)
 		snprintf(out, cap, "%.0f..%.0f bytes", k->lo, k->hi);
 		break;
 	case DMN_CFG_STR_LIST:
-		snprintf(out, cap, "each %.0f..%.0f bytes, at most %d", k->lo, k->hi, DMN_CFG_LIST_MAX);
+		snprintf(out, cap, "each %.0f..%.0f bytes, at most %d", k->lo, k->hi,
+			 DMN_CFG_LIST_MAX);
 		break;
 	case DMN_CFG_INT_LIST:
 		snprintf(out, cap, "each %.0f..%.0f, at most %d", k->lo, k->hi, DMN_CFG_LIST_MAX);
@@ -130,20 +135,25 @@ char *dmn_config_help(const char *prog)
 	fprintf(f,
 		"Usage: %s [--config PATH] [--check-config] [--KEY VALUE | --KEY=VALUE ...]\n"
 		"       %s --help | --version\n"
-		"tensord %s: the tensord daemon (for now it loads, checks and prints its configuration).\n\n"
-		"  --config PATH    read this JSON config file first (an object of the keys below)\n"
-		"  --check-config   check the config, print the effective config as JSON, exit 0 (valid) or 2\n"
+		"tensord %s: the tensord daemon (for now it loads, checks and prints its "
+		"configuration).\n\n"
+		"  --config PATH    read this JSON config file first (an object of the keys "
+		"below)\n"
+		"  --check-config   check the config, print the effective config as JSON, exit 0 "
+		"(valid) or 2\n"
 		"  --help           this text\n"
 		"  --version        print the version\n\n"
-		"Keys, in the config file or as flags (flags override the file; a list flag is a JSON array\n"
-		"or comma-separated; \"${RUNTIME_DIR}\" is $XDG_RUNTIME_DIR/tensord, else /run/tensord):\n",
+		"Keys, in the config file or as flags (flags override the file; a list flag is a "
+		"JSON array\n"
+		"or comma-separated; \"${RUNTIME_DIR}\" is $XDG_RUNTIME_DIR/tensord, else "
+		"/run/tensord):\n",
 		prog, prog, DMN_VERSION);
 	for (int i = 0; i < dmn_cfg_nkeys; i++) {
 		const dmn_cfg_key *k = &dmn_cfg_keys[i];
 		char b[96];
 		bounds_text(k, b, sizeof(b));
-		fprintf(f, "  --%s <%s>  default %s  (%s)\n      %s\n", k->name, dmn_cfg_type_name(k->type), k->def, b,
-			k->doc);
+		fprintf(f, "  --%s <%s>  default %s  (%s)\n      %s\n", k->name,
+			dmn_cfg_type_name(k->type), k->def, b, k->doc);
 	}
 	if (fclose(f)) {
 		free(buf);

@@ -32,7 +32,8 @@ int main(int argc, char **argv)
 			printf("%s\n", js);
 			free(js);
 			if (!cli.check_config)
-				fprintf(stderr, "tensord: the server is not built yet (issue 12)\n");
+				fprintf(stderr,
+					"tensord: the server is not built yet (issue 12)\n");
 		}
 	}
 	dmn_config_free(&cfg);
