@@ -102,8 +102,8 @@ const dmn_cfg_key *dmn_cfg_find(const char *name); /* NULL if no such key */
 /* The known key closest to name (edit distance), for "did you mean". Never NULL. */
 const dmn_cfg_key *dmn_cfg_nearest(const char *name);
 
-/* Set every key to its default (all previous contents freed; cfg may be zeroed memory).
- * On failure cfg is left freed and zeroed. */
+/* Set every key to its default. cfg's old contents are overwritten, not freed: pass fresh
+ * (even uninitialised) memory or a config already freed. On failure cfg is left zeroed. */
 dmn_cfg_status dmn_config_defaults(dmn_config *cfg, char *err, size_t errlen);
 /* Release what cfg owns and zero it. Safe on a zeroed or already freed cfg. */
 void dmn_config_free(dmn_config *cfg);
