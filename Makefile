@@ -1,5 +1,5 @@
-# Makefile: builds the engine library, tests, examples and benchmarks of tensord.
-# `make` builds everything, `make test` runs the check suite, `make asan` runs it sanitized,
+# Makefile: builds the engine library, the tensord daemon, tests, examples and benchmarks.
+# `make` builds everything, `make run` runs tensord in the foreground, `make test` runs the check suite, `make asan` runs it sanitized,
 # `make tsan` runs the threads suite under ThreadSanitizer, `make fuzz` the loader fuzz targets
 # for a bounded time.
 
@@ -19,21 +19,26 @@ ENGINE_SRC := $(shell find engine backends -name '*.c' | sort)
 TEST_SRC   := $(wildcard tests/*.c)
 EXAMPLES   := $(patsubst examples/%/main.c,%,$(wildcard examples/*/main.c))
 BENCH_SRC  := $(wildcard bench/*.c)
+# The daemon: its objects less main.o are linked into the tests too.
+DAEMON_SRC := $(wildcard daemon/*.c)
 
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ   := $(TEST_SRC:%.c=$(BUILD)/%.o)
+DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/%.o)
+DAEMON_LIB_OBJ := $(filter-out $(BUILD)/daemon/main.o,$(DAEMON_OBJ))
+DAEMON_BIN := $(BUILD)/bin/tensord
 LIB        := $(BUILD)/libtensord.a
 TEST_BIN   := $(BUILD)/tests/run_tests
 EXAMPLE_BIN := $(EXAMPLES:%=$(BUILD)/bin/%)
 BENCH_BIN  := $(BENCH_SRC:bench/%.c=$(BUILD)/bin/bench_%)
 
-$(BUILD)/examples/%.o $(BUILD)/bench/%.o: INC := -Iinclude
+$(BUILD)/examples/%.o $(BUILD)/bench/%.o $(BUILD)/daemon/%.o: INC := -Iinclude
 
 # keep example and bench objects (make would delete them as intermediates)
 .SECONDARY:
 
-.PHONY: all test asan tsan check clean examples bench demo deps train-check conformance layers fuzz
-all: $(LIB) $(TEST_BIN) $(EXAMPLE_BIN) $(BENCH_BIN)
+.PHONY: all test asan tsan check clean examples bench demo deps train-check conformance layers fuzz run
+all: $(LIB) $(DAEMON_BIN) $(TEST_BIN) $(EXAMPLE_BIN) $(BENCH_BIN)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -44,8 +49,17 @@ $(LIB): $(ENGINE_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
-$(TEST_BIN): $(TEST_OBJ) $(LIB)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(TEST_OBJ) $(LIB) $(CHECK_LIBS) $(LDLIBS)
+$(TEST_BIN): $(TEST_OBJ) $(DAEMON_LIB_OBJ) $(LIB)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(TEST_OBJ) $(DAEMON_LIB_OBJ) $(LIB) $(CHECK_LIBS) $(LDLIBS)
+
+$(DAEMON_BIN): $(DAEMON_OBJ) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(DAEMON_OBJ) $(LIB) $(LDLIBS)
+
+# tensord in the foreground with the shipped config. For now it prints the effective config
+# and says the server is not built yet (issue 12).
+run: all
+	$(DAEMON_BIN) --config config/tensord.json
 
 $(BUILD)/bin/%: $(BUILD)/examples/%/main.o $(LIB)
 	@mkdir -p $(dir $@)
@@ -133,4 +147,4 @@ demo: deps
 clean:
 	rm -rf build build-asan build-tsan build-fuzz
 
--include $(ENGINE_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
+-include $(ENGINE_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(DAEMON_OBJ:.o=.d)
