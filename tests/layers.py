@@ -33,7 +33,7 @@ LAYERS = [
     ["engine/nn"],                                     # layers, losses, optimizers
     ["engine/io"],                                     # safetensors, IDX
 ]
-PUBLIC_ONLY = ["daemon", "clients", "examples", "bench"]
+PUBLIC_ONLY = ["protocol", "daemon", "clients", "examples", "bench"]
 
 
 def unit_of(path):
