@@ -67,7 +67,7 @@ static tsd_status parse_tensor(const cJSON *o, int i, proto_tensor *t, int64_t *
 		return BAD("tensors[%d] (%s).shape: rank %d, at most %d", i, t->name, nd, ENG_MAX_DIMS);
 	t->ndim = nd;
 	uint64_t numel = 1;
-	bool overflow = false;
+	bool overflow = false, zero = false;
 	for (int d = 0; d < nd; d++) {
 		const cJSON *e = cJSON_GetArrayItem(sh, d);
 		if (cJSON_IsNumber(e) && e->valuedouble < 0)
@@ -75,11 +75,14 @@ static tsd_status parse_tensor(const cJSON *o, int i, proto_tensor *t, int64_t *
 		if (!proto_json_int(e, 0, PROTO_MAX_DIM, &t->shape[d]))
 			return BAD("tensors[%d] (%s).shape[%d]: not an integer in [0, 2^40]", i, t->name, d);
 		overflow |= __builtin_mul_overflow(numel, (uint64_t)t->shape[d], &numel);
+		zero |= t->shape[d] == 0;
 	}
 	uint64_t bytes;
 	overflow |= __builtin_mul_overflow(numel, (uint64_t)eng_dtype_size(t->dtype), &bytes);
-	/* a zero dim makes the product 0 whatever overflowed before it */
-	if (overflow && numel != 0)
+	/* a zero dim makes the product 0 whatever overflowed (a wrapped product may read 0 too) */
+	if (zero)
+		bytes = 0;
+	else if (overflow)
 		return BAD("tensors[%d] (%s).shape: the byte size overflows", i, t->name);
 	int64_t nb;
 	if (!proto_json_int(cJSON_GetObjectItemCaseSensitive(o, "nbytes"), 0, INT64_MAX / 2, &nb))

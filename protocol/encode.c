@@ -26,16 +26,19 @@ static cJSON *tensor_list(const proto_out *ts, int n, size_t *nbytes, size_t *ar
 		const char *why = !t->name || !t->name[0] ? "no name" : !eng_dtype_valid(t->dtype) ?
 			"bad dtype" : t->ndim < 0 || t->ndim > ENG_MAX_DIMS ? "bad rank" : NULL;
 		uint64_t numel = 1;
-		bool over = false;
+		bool over = false, zero = false;
 		for (int d = 0; !why && d < t->ndim; d++) {
 			if (t->shape[d] < 0 || t->shape[d] > PROTO_MAX_DIM)
 				why = "a dimension out of [0, 2^40]";
 			else
 				over |= __builtin_mul_overflow(numel, (uint64_t)t->shape[d], &numel);
+			zero |= !why && t->shape[d] == 0;
 		}
 		uint64_t b = 0;
 		over |= __builtin_mul_overflow(numel, (uint64_t)eng_dtype_size(t->dtype), &b);
-		if (!why && over && numel)
+		if (zero)
+			numel = b = 0; /* a wrapped product is no size: a zero dim is */
+		else if (!why && over)
 			why = "the byte size overflows";
 		if (!why && numel && !t->data)
 			why = "no data";
