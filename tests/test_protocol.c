@@ -522,11 +522,51 @@ START_TEST(graph_errors)
 }
 END_TEST
 
+/* The committed fuzz seeds (tests/fuzz/make_corpus.py): the valid ones decode and their graphs
+ * validate, so the fuzzer starts from inputs that reach the graph code. Run from the repo root. */
+START_TEST(fuzz_seeds)
+{
+	static const struct {
+		const char *file;
+		tsd_status decode, graph;
+	} seeds[] = {
+		{"infer_two_tensors", TSD_OK, TSD_OK}, {"every_dtype", TSD_OK, TSD_OK},
+		{"hello", TSD_OK, TSD_OK}, {"realize_mlp", TSD_OK, TSD_OK},
+		{"realize_conv", TSD_OK, TSD_OK}, {"realize_linear", TSD_OK, TSD_OK},
+		{"cycle", TSD_OK, TSD_BAD_REQUEST}, {"overlap", TSD_BAD_REQUEST, TSD_OK},
+		{"huge_shape", TSD_BAD_REQUEST, TSD_OK},
+	};
+	for (size_t i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++) {
+		char path[256];
+		snprintf(path, sizeof(path), "tests/fuzz/corpus/request/%s", seeds[i].file);
+		FILE *f = fopen(path, "rb");
+		ck_assert_msg(f, "%s: missing (run from the repository root)", path);
+		static uint8_t buf[65536];
+		size_t len = fread(buf, 1, sizeof(buf), f);
+		fclose(f);
+		proto_msg *m = malloc(sizeof(*m));
+		proto_err err = {0};
+		tsd_status st = proto_decode(buf, len, sizeof(buf), PROTO_REQUEST, m, &err);
+		ck_assert_msg(st == seeds[i].decode, "%s: %s (%s)", path, tsd_status_name(st), err.msg);
+		const cJSON *gj = st ? NULL : cJSON_GetObjectItem(m->json, "graph");
+		if (gj) {
+			proto_graph g;
+			st = proto_graph_parse(gj, 1 << 20, &g, &err);
+			ck_assert_msg(st == seeds[i].graph, "%s: graph: %s (%s)", path, tsd_status_name(st), err.msg);
+			if (!st)
+				proto_graph_free(&g);
+		}
+		proto_msg_free(m);
+		free(m);
+	}
+}
+END_TEST
+
 Suite *protocol_suite(void)
 {
 	const TTest *const tests[] = {
 		status_names, roundtrip_every_dtype, roundtrip_many_and_replies, decode_errors,
-		graph_mlp_matches_api, graph_other_ops, graph_errors,
+		graph_mlp_matches_api, graph_other_ops, graph_errors, fuzz_seeds,
 	};
 	return tu_suite("protocol", tests, (int)(sizeof(tests) / sizeof(tests[0])), TU_TIMEOUT);
 }
