@@ -32,6 +32,7 @@ LAYERS = [
     ["engine/jit"],                                    # capture and replay
     ["engine/nn"],                                     # layers, losses, optimizers
     ["engine/io"],                                     # safetensors, IDX
+    ["protocol"],                                      # wire codec, graph format (public API only)
 ]
 PUBLIC_ONLY = ["protocol", "daemon", "clients", "examples", "bench"]
 
