@@ -157,11 +157,11 @@ END_TEST
 START_TEST(roundtrip_many_and_replies)
 {
 	proto_out out[PROTO_MAX_TENSORS + 1];
-	char names[PROTO_MAX_TENSORS + 1][8];
+	char names[PROTO_MAX_TENSORS + 1][16];
 	int64_t shape[1] = {3};
 	int32_t vals[3] = {1, 2, 3};
 	for (int i = 0; i <= PROTO_MAX_TENSORS; i++) {
-		snprintf(names[i], 8, "x%d", i);
+		snprintf(names[i], sizeof(names[i]), "x%d", i);
 		out[i] = (proto_out){names[i], ENG_I32, 1, shape, vals};
 	}
 	cJSON *h = js("{'id':42,'verb':'realize'}");
@@ -294,12 +294,14 @@ static const char *MLP =
 	"{'id':'y','op':'add','in':['o','b2']},{'id':'p','op':'softmax','in':['y'],'axis':-1}],"
 	"'outputs':['y','p']}";
 
+/* Random float32 data, at most 128 elements. */
 static eng_tensor *randt(eng_ctx *ctx, tu_rng *r, int nd, const int64_t *shape)
 {
-	float v[64];
+	float v[128];
 	int64_t n = 1;
 	for (int d = 0; d < nd; d++)
 		n *= shape[d];
+	ck_assert_int_le(n, 128);
 	for (int64_t i = 0; i < n; i++)
 		v[i] = (float)tu_real(r, -1, 1);
 	return eng_from_data(ctx, ENG_F32, nd, shape, v);

@@ -1,7 +1,9 @@
 /* fuzz_request.c: libFuzzer target for the request decoder and the graph validator (protocol/):
  * any bytes must decode or fail with a named bad_request/too_large; a decoded message must
  * re-encode to the same tensors; a "graph" in it must validate or fail naming a field, and a
- * valid one must build on the engine with the shapes the validator inferred (make fuzz). */
+ * valid one must build on the engine with the shapes the validator inferred (make fuzz).
+ * An input starting with 'J' is the JSON text up to the first NUL and then the payload area:
+ * the harness frames it (prefix, padding), so mutations of the JSON keep its length right. */
 #include "protocol/graph.h"
 #include "protocol/message.h"
 #include "fuzz_util.h"
@@ -87,7 +89,40 @@ static void build(const proto_graph *g)
 	fuzz_check_nodes(ctx, nodes);
 }
 
+static int one_input(const uint8_t *data, size_t size);
+
+/* 'J' + json + NUL + area as a framed message (malloc'd, *n bytes). */
+static uint8_t *frame(const uint8_t *data, size_t size, size_t *n)
+{
+	const uint8_t *nul = memchr(data, 0, size);
+	size_t jl = nul ? (size_t)(nul - data) : size, rest = nul ? size - jl - 1 : 0;
+	size_t area = (8 + jl + 63) / 64 * 64;
+	*n = rest ? area + rest : 8 + jl;
+	uint8_t *b = calloc(1, *n);
+	if (!b)
+		abort();
+	memcpy(b, "TSD1", 4);
+	for (int k = 0; k < 4; k++)
+		b[4 + k] = (uint8_t)(jl >> (8 * k));
+	memcpy(b + 8, data, jl);
+	if (rest)
+		memcpy(b + area, nul + 1, rest);
+	return b;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	uint8_t *framed = NULL;
+	if (size && data[0] == 'J') {
+		framed = frame(data + 1, size - 1, &size);
+		data = framed;
+	}
+	int r = one_input(data, size);
+	free(framed);
+	return r;
+}
+
+static int one_input(const uint8_t *data, size_t size)
 {
 	proto_msg *m = malloc(sizeof(*m));
 	proto_err err = {0};

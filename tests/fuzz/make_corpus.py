@@ -134,6 +134,11 @@ REQUEST = {
 
 
 def main():
+    # 'J' seeds: JSON, NUL, payload area; fuzz_request frames them (so JSON mutations keep the length)
+    for name, msg in list(REQUEST.items()):
+        jl = struct.unpack("<I", msg[4:8])[0]
+        area = msg[(8 + jl + 63) // 64 * 64:]
+        REQUEST["J_" + name] = b"J" + msg[8:8 + jl] + (b"\0" + area if area else b"")
     for name, files in (("safetensors", SAFETENSORS), ("idx", IDX), ("request", REQUEST)):
         d = os.path.join(HERE, "corpus", name)
         os.makedirs(d, exist_ok=True)
