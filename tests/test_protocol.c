@@ -206,6 +206,58 @@ START_TEST(roundtrip_many_and_replies)
 }
 END_TEST
 
+/* The encoder refuses what the decoder would; a header's own "tensors" is replaced. */
+START_TEST(encode_errors)
+{
+	cJSON *h = js("{'id':'e','verb':'infer','tensors':'junk'}");
+	int64_t neg[1] = {-1}, two[1] = {2}, huge[3] = {(int64_t)1 << 40, (int64_t)1 << 40, (int64_t)1 << 40};
+	float v[2] = {1, 2};
+	void *buf;
+	size_t len;
+	proto_err err;
+	proto_out t = {"a", ENG_F32, 1, neg, v};
+	ck_assert_int_eq(proto_encode(h, &t, 1, 0, NULL, NULL, &buf, &len, &err), TSD_BAD_REQUEST);
+	ck_assert_ptr_nonnull(strstr(err.msg, "tensors[0]: a dimension"));
+	ck_assert_ptr_null(buf);
+	t = (proto_out){"a", ENG_F32, 3, huge, v};
+	ck_assert_int_eq(proto_encode(h, &t, 1, 0, NULL, NULL, &buf, &len, &err), TSD_BAD_REQUEST);
+	ck_assert_ptr_nonnull(strstr(err.msg, "overflows"));
+	t = (proto_out){"a", ENG_F32, 1, two, NULL};
+	ck_assert_int_eq(proto_encode(h, &t, 1, 0, NULL, NULL, &buf, &len, &err), TSD_BAD_REQUEST);
+	ck_assert_ptr_nonnull(strstr(err.msg, "no data"));
+	t = (proto_out){"", ENG_F32, 1, two, v};
+	ck_assert_int_eq(proto_encode(h, &t, 1, 0, NULL, NULL, &buf, &len, &err), TSD_BAD_REQUEST);
+	t = (proto_out){"a", ENG_DTYPE_COUNT, 1, two, v};
+	ck_assert_int_eq(proto_encode(h, &t, 1, 0, NULL, NULL, &buf, &len, &err), TSD_BAD_REQUEST);
+	cJSON *arr = cJSON_CreateArray();
+	ck_assert_int_eq(proto_encode(arr, NULL, 0, 0, NULL, NULL, &buf, &len, &err), TSD_BAD_REQUEST);
+	cJSON_Delete(arr);
+	/* no tensors: the header's junk "tensors" goes; with one, it is the real list */
+	ck_assert_int_eq(proto_encode(h, NULL, 0, 0, NULL, NULL, &buf, &len, &err), TSD_OK);
+	proto_msg *m = malloc(sizeof(*m));
+	ck_assert_msg(proto_decode(buf, len, len, PROTO_REQUEST, m, &err) == TSD_OK, "%s", err.msg);
+	ck_assert_int_eq(m->ntensors, 0);
+	proto_msg_free(m);
+	free(buf);
+	t = (proto_out){"a", ENG_F32, 1, two, v};
+	ck_assert_int_eq(proto_encode(h, &t, 1, 0, NULL, NULL, &buf, &len, &err), TSD_OK);
+	ck_assert_int_eq(proto_decode(buf, len, len, PROTO_REQUEST, m, &err), TSD_OK);
+	ck_assert_int_eq(m->ntensors, 1);
+	ck_assert(((const float *)m->tensors[0].data)[1] == 2.0f);
+	proto_msg_free(m);
+	free(buf);
+	/* a reply with an unknown status name */
+	size_t l;
+	uint8_t *b = raw("{'id':'e','status':'on_fire'}", 0, &l);
+	ck_assert_int_eq(proto_decode(b, l, MAXLEN, PROTO_REPLY, m, &err), TSD_BAD_REQUEST);
+	ck_assert_ptr_nonnull(strstr(err.msg, "status: not a known status name"));
+	free(b);
+	free(m);
+	ck_assert_str_eq(tsd_status_name((tsd_status)99), "internal");
+	cJSON_Delete(h);
+}
+END_TEST
+
 START_TEST(decode_errors)
 {
 	size_t l;
@@ -567,7 +619,7 @@ END_TEST
 Suite *protocol_suite(void)
 {
 	const TTest *const tests[] = {
-		status_names, roundtrip_every_dtype, roundtrip_many_and_replies, decode_errors,
+		status_names, roundtrip_every_dtype, roundtrip_many_and_replies, encode_errors, decode_errors,
 		graph_mlp_matches_api, graph_other_ops, graph_errors, fuzz_seeds,
 	};
 	return tu_suite("protocol", tests, (int)(sizeof(tests) / sizeof(tests[0])), TU_TIMEOUT);
