@@ -16,6 +16,8 @@ LDLIBS  += $(shell pkg-config --libs libcjson 2>/dev/null || echo -lcjson) -lz -
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm -lpthread)
 
 ENGINE_SRC := $(shell find engine backends -name '*.c' | sort)
+# The protocol library sees the public headers only (-Iinclude -Iprotocol), like the daemon.
+PROTO_SRC  := $(shell find protocol -name '*.c' | sort)
 TEST_SRC   := $(wildcard tests/*.c)
 EXAMPLES   := $(patsubst examples/%/main.c,%,$(wildcard examples/*/main.c))
 BENCH_SRC  := $(wildcard bench/*.c)
@@ -23,22 +25,25 @@ BENCH_SRC  := $(wildcard bench/*.c)
 DAEMON_SRC := $(wildcard daemon/*.c)
 
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
+PROTO_OBJ  := $(PROTO_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ   := $(TEST_SRC:%.c=$(BUILD)/%.o)
 DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/%.o)
 DAEMON_LIB_OBJ := $(filter-out $(BUILD)/daemon/main.o,$(DAEMON_OBJ))
 DAEMON_BIN := $(BUILD)/bin/tensord
 LIB        := $(BUILD)/libtensord.a
+PROTO_LIB  := $(BUILD)/libtensord_proto.a
 TEST_BIN   := $(BUILD)/tests/run_tests
 EXAMPLE_BIN := $(EXAMPLES:%=$(BUILD)/bin/%)
 BENCH_BIN  := $(BENCH_SRC:bench/%.c=$(BUILD)/bin/bench_%)
 
 $(BUILD)/examples/%.o $(BUILD)/bench/%.o $(BUILD)/daemon/%.o: INC := -Iinclude
+$(BUILD)/protocol/%.o: INC := -Iinclude -Iprotocol
 
 # keep example and bench objects (make would delete them as intermediates)
 .SECONDARY:
 
 .PHONY: all test asan tsan check clean examples bench demo deps train-check conformance layers fuzz run
-all: $(LIB) $(DAEMON_BIN) $(TEST_BIN) $(EXAMPLE_BIN) $(BENCH_BIN)
+all: $(LIB) $(PROTO_LIB) $(DAEMON_BIN) $(TEST_BIN) $(EXAMPLE_BIN) $(BENCH_BIN)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -49,12 +54,17 @@ $(LIB): $(ENGINE_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
-$(TEST_BIN): $(TEST_OBJ) $(DAEMON_LIB_OBJ) $(LIB)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(TEST_OBJ) $(DAEMON_LIB_OBJ) $(LIB) $(CHECK_LIBS) $(LDLIBS)
-
-$(DAEMON_BIN): $(DAEMON_OBJ) $(LIB)
+$(PROTO_LIB): $(PROTO_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(DAEMON_OBJ) $(LIB) $(LDLIBS)
+	rm -f $@
+	ar rcs $@ $^
+
+$(TEST_BIN): $(TEST_OBJ) $(DAEMON_LIB_OBJ) $(PROTO_LIB) $(LIB)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(TEST_OBJ) $(DAEMON_LIB_OBJ) $(PROTO_LIB) $(LIB) $(CHECK_LIBS) $(LDLIBS)
+
+$(DAEMON_BIN): $(DAEMON_OBJ) $(PROTO_LIB) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(DAEMON_OBJ) $(PROTO_LIB) $(LIB) $(LDLIBS)
 
 # tensord in the foreground with the shipped config. For now it prints the effective config
 # and says the server is not built yet (issue 12).
@@ -94,12 +104,12 @@ tsan:
 # committed seed corpus (new inputs go to build-fuzz/corpus/). Any crash, leak, sanitizer report
 # or failed check in a target fails the run; the input is kept as build-fuzz/crash-<target>-*.
 FUZZ_SECONDS ?= 45
-FUZZ_TARGETS := safetensors idx
+FUZZ_TARGETS := safetensors idx request
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 
-$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h $(LIB)
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h $(PROTO_LIB) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(INC) -fsanitize=fuzzer $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+	$(CC) $(CFLAGS) $(INC) -fsanitize=fuzzer $(LDFLAGS) -o $@ $< $(PROTO_LIB) $(LIB) $(LDLIBS)
 
 fuzz:
 	$(MAKE) -j2 BUILD=build-fuzz CC=clang OPT="-O1 -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link" \
@@ -147,4 +157,4 @@ demo: deps
 clean:
 	rm -rf build build-asan build-tsan build-fuzz
 
--include $(ENGINE_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(DAEMON_OBJ:.o=.d)
+-include $(ENGINE_OBJ:.o=.d) $(PROTO_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(DAEMON_OBJ:.o=.d)

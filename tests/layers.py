@@ -32,8 +32,9 @@ LAYERS = [
     ["engine/jit"],                                    # capture and replay
     ["engine/nn"],                                     # layers, losses, optimizers
     ["engine/io"],                                     # safetensors, IDX
+    ["protocol"],                                      # wire codec, graph format (public API only)
 ]
-PUBLIC_ONLY = ["daemon", "clients", "examples", "bench"]
+PUBLIC_ONLY = ["protocol", "daemon", "clients", "examples", "bench"]
 
 
 def unit_of(path):

@@ -14,10 +14,11 @@
 #include "core/context.h"
 #include "graph/node.h"
 
-/* libFuzzer calls the target once per input with no handle to pass, so the context and the
+/* inline: each target uses only some of these (clang warns about unused static functions).
+ * libFuzzer calls the target once per input with no handle to pass, so the context and the
  * memfd live in statics: made on the first input, kept for the process (harness only; the
  * engine itself has no mutable globals). */
-static eng_ctx *fuzz_ctx(void)
+static inline eng_ctx *fuzz_ctx(void)
 {
 	static eng_ctx *ctx;
 	if (!ctx) {
@@ -37,7 +38,7 @@ static eng_ctx *fuzz_ctx(void)
 }
 
 /* The bytes as the contents of a memfd, named by a /proc/self/fd path (a regular file). */
-static const char *fuzz_file(const uint8_t *data, size_t size)
+static inline const char *fuzz_file(const uint8_t *data, size_t size)
 {
 	static int fd = -1;
 	static char path[64];
@@ -57,7 +58,7 @@ static const char *fuzz_file(const uint8_t *data, size_t size)
 }
 
 /* Abort (a finding) unless the load failed with a message or succeeded without one. */
-static void fuzz_check_status(eng_ctx *ctx, bool ok)
+static inline void fuzz_check_status(eng_ctx *ctx, bool ok)
 {
 	if (ok != (eng_error(ctx) == ENG_OK) || (!ok && !*eng_errmsg(ctx))) {
 		fprintf(stderr, "fuzz: load %s but the context error is %s (%s)\n",
@@ -69,7 +70,7 @@ static void fuzz_check_status(eng_ctx *ctx, bool ok)
 /* Read t back whole: its buffer must hold numel elements. Also take numel of t with its axes
  * reversed: the products then run in another order (a [0, 2^40, 2^40] shape overflowed int64
  * as [2^40, 2^40, 0]: UBSan reports it). */
-static void fuzz_read_back(eng_tensor *t)
+static inline void fuzz_read_back(eng_tensor *t)
 {
 	int perm[ENG_MAX_DIMS];
 	for (int i = 0; i < eng_ndim(t); i++)
@@ -91,7 +92,7 @@ static void fuzz_read_back(eng_tensor *t)
 }
 
 /* After the scope of one input has ended, no node may be left over. */
-static void fuzz_check_nodes(eng_ctx *ctx, size_t before)
+static inline void fuzz_check_nodes(eng_ctx *ctx, size_t before)
 {
 	if (eng_graph_live_nodes(ctx->graph) != before) {
 		fprintf(stderr, "fuzz: %zu nodes before the load, %zu after\n", before,

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""make_corpus.py: writes the seed corpus of the loader fuzz targets (tests/fuzz/corpus/), a few
+"""make_corpus.py: writes the seed corpus of the fuzz targets (loaders, request decoder) (tests/fuzz/corpus/), a few
 tiny valid files and the edge cases of issue 11. Run from anywhere; the output is committed."""
 import gzip
 import json
@@ -54,8 +54,92 @@ IDX = {
 }
 
 
+def tsd(header, payloads=(), raw_json=None):
+    """A protocol message (docs/PROTOCOL.md): TSD1, u32 JSON length, JSON, 64-byte aligned payloads;
+    header["tensors"] gets offsets and byte counts for payloads [(name, dtype, shape, bytes)]."""
+    tensors, area, off = [], b"", 0
+    for name, dtype, shape, data in payloads:
+        tensors.append({"name": name, "dtype": dtype, "shape": shape, "offset": off, "nbytes": len(data)})
+        area += data
+        off += len(data)
+        pad = -off % 64
+        area += bytes(pad)
+        off += pad
+    if tensors:
+        header = dict(header, tensors=tensors)
+    text = raw_json if raw_json is not None else json.dumps(header, separators=(",", ":")).encode()
+    msg = b"TSD1" + struct.pack("<I", len(text)) + text
+    if payloads:  # the message ends with the last payload's bytes (no padding after it)
+        msg += bytes(-len(msg) % 64) + area[:len(area) - pad]
+    return msg
+
+
+MLP = {"nodes": [
+    {"id": "x", "op": "input", "dtype": "float32", "shape": [-1, 4]},
+    {"id": "w1", "op": "param", "dtype": "float32", "shape": [4, 8]},
+    {"id": "b1", "op": "param", "dtype": "float32", "shape": [8]},
+    {"id": "h", "op": "matmul", "in": ["x", "w1"]},
+    {"id": "hb", "op": "add", "in": ["h", "b1"]},
+    {"id": "a", "op": "relu", "in": ["hb"]},
+    {"id": "s", "op": "sum", "in": ["a"], "axes": [1], "keepdim": True},
+    {"id": "p", "op": "softmax", "in": ["a"], "axis": -1},
+    {"id": "r", "op": "reshape", "in": ["p"], "shape": [-1, 2, 4]},
+    {"id": "t", "op": "transpose", "in": ["r"], "dims": [1, 2]},
+    {"id": "k", "op": "const", "value": 2.5, "dtype": "float32"},
+    {"id": "m", "op": "mul", "in": ["t", "k"]},
+    {"id": "c", "op": "cast", "in": ["m"], "dtype": "float16"},
+], "outputs": ["s", "c"]}
+CONV = {"nodes": [
+    {"id": "x", "op": "input", "dtype": "float32", "shape": [-1, 1, 6, 6]},
+    {"id": "w", "op": "param", "dtype": "float32", "shape": [2, 1, 3, 3]},
+    {"id": "b", "op": "param", "dtype": "float32", "shape": [2]},
+    {"id": "c", "op": "conv2d", "in": ["x", "w", "b"], "stride": 2, "padding": [1, 1]},
+    {"id": "q", "op": "permute", "in": ["c"], "perm": [0, 2, 3, 1]},
+    {"id": "l", "op": "log_softmax", "in": ["q"], "axis": 3},
+    {"id": "mx", "op": "max", "in": ["l"], "axes": [1, 2]},
+    {"id": "mn", "op": "mean", "in": ["l"]},
+    {"id": "e", "op": "exp", "in": ["mx"]}, {"id": "n", "op": "neg", "in": ["e"]},
+    {"id": "lg", "op": "log", "in": ["e"]}, {"id": "sq", "op": "sqrt", "in": ["e"]},
+    {"id": "sg", "op": "sigmoid", "in": ["sq"]}, {"id": "th", "op": "tanh", "in": ["sg"]},
+    {"id": "d", "op": "div", "in": ["th", "lg"]}, {"id": "u", "op": "sub", "in": ["d", "n"]},
+], "outputs": ["u", "mn"]}
+LINEAR = {"nodes": [
+    {"id": "x", "op": "input", "dtype": "float32", "shape": [3, 4]},
+    {"id": "w", "op": "param", "dtype": "float32", "shape": [2, 4]},
+    {"id": "y", "op": "linear", "in": ["x", "w"]},
+], "outputs": ["y"]}
+
+REQUEST = {
+    "infer_two_tensors": tsd({"id": "req-1", "verb": "infer", "model": "mlp"},
+                             [("x", "float32", [2, 3], struct.pack("<6f", *range(6))),
+                              ("mask", "uint8", [2], b"\x01\x00")]),
+    "every_dtype": tsd({"id": 7, "verb": "infer"},
+                       [("a", "bool", [1], b"\x01"), ("b", "uint8", [2], b"ab"),
+                        ("c", "int32", [1], bytes(4)), ("d", "int64", [1], bytes(8)),
+                        ("e", "float16", [1, 1], bytes(2)), ("f", "float32", [], bytes(4)),
+                        ("z", "float32", [0, 5], b"")]),
+    "hello": tsd({"id": 0, "verb": "hello", "version": 1}),
+    "realize_mlp": tsd({"id": "g", "verb": "realize", "graph": MLP},
+                       [("x", "float32", [2, 4], bytes(32))]),
+    "realize_conv": tsd({"id": "g2", "verb": "realize", "graph": CONV}),
+    "realize_linear": tsd({"id": "g3", "verb": "realize", "graph": LINEAR}),
+    "cycle": tsd({"id": 1, "verb": "realize", "graph": {"nodes": [
+        {"id": "a", "op": "relu", "in": ["b"]}, {"id": "b", "op": "relu", "in": ["a"]}], "outputs": ["a"]}}),
+    "overlap": tsd({"id": 1, "verb": "infer"}, raw_json=b'{"id":1,"verb":"infer","tensors":['
+                   b'{"name":"a","dtype":"uint8","shape":[64],"offset":0,"nbytes":64},'
+                   b'{"name":"b","dtype":"uint8","shape":[64],"offset":0,"nbytes":64}]}') + bytes(40 + 64),
+    "huge_shape": tsd({"id": 1, "verb": "infer"}, raw_json=b'{"id":1,"verb":"infer","tensors":['
+                      b'{"name":"a","dtype":"float32","shape":[4294967296,4294967296],"offset":0,"nbytes":0}]}'),
+}
+
+
 def main():
-    for name, files in (("safetensors", SAFETENSORS), ("idx", IDX)):
+    # 'J' seeds: JSON, NUL, payload area; fuzz_request frames them (so JSON mutations keep the length)
+    for name, msg in list(REQUEST.items()):
+        jl = struct.unpack("<I", msg[4:8])[0]
+        area = msg[(8 + jl + 63) // 64 * 64:]
+        REQUEST["J_" + name] = b"J" + msg[8:8 + jl] + (b"\0" + area if area else b"")
+    for name, files in (("safetensors", SAFETENSORS), ("idx", IDX), ("request", REQUEST)):
         d = os.path.join(HERE, "corpus", name)
         os.makedirs(d, exist_ok=True)
         for fn, data in files.items():

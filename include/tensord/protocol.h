@@ -1,0 +1,29 @@
+/* protocol.h: what the daemon and its clients share: the protocol version and the status codes
+ * sent on the wire by name (tsd_errors.def). The message and graph codecs are in protocol/. */
+#ifndef TSD_PROTOCOL_H
+#define TSD_PROTOCOL_H
+
+#include <stdbool.h>
+
+#include "engine.h"
+
+/* The version a client states in "hello"; a daemon refuses another with version_mismatch. */
+#define TSD_PROTOCOL_VERSION 1
+
+typedef enum tsd_status {
+#define TSD_ERR(e, name, msg) TSD_##e,
+#include "tsd_errors.def"
+#undef TSD_ERR
+	TSD_STATUS_COUNT
+} tsd_status;
+
+/* Wire name of s ("bad_request"); "internal" for a value out of range. Static string. */
+const char *tsd_status_name(tsd_status s);
+/* Default human message of s ("bad request"). Static string. */
+const char *tsd_status_message(tsd_status s);
+/* Parse a wire name; false (and *out untouched) when unknown or NULL. */
+bool tsd_status_from_name(const char *name, tsd_status *out);
+/* The status a client sees for an engine failure (e.g. ENG_ESHAPE -> shape_mismatch). */
+tsd_status tsd_status_from_eng(eng_status s);
+
+#endif
