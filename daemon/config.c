@@ -78,7 +78,7 @@ const dmn_cfg_key *dmn_cfg_nearest(const char *name)
 	return best;
 }
 
-static dmn_cfg_status fail(char *err, size_t errlen, dmn_cfg_status st, const char *fmt, ...)
+dmn_cfg_status dmn_cfg_fail(char *err, size_t errlen, dmn_cfg_status st, const char *fmt, ...)
 {
 	if (err && errlen) {
 		va_list ap;
@@ -146,12 +146,12 @@ static dmn_cfg_status parse_int(const dmn_cfg_key *k, const cJSON *j, const char
 	fmt_json(got, sizeof(got), j);
 	if (!cJSON_IsNumber(j) || !isfinite(j->valuedouble) ||
 	    j->valuedouble != floor(j->valuedouble))
-		return fail(err, errlen, DMN_CFG_ETYPE, "%s: expected an integer, got %s", where,
+		return dmn_cfg_fail(err, errlen, DMN_CFG_ETYPE, "%s: expected an integer, got %s", where,
 			    got);
 	fmt_num(lo, sizeof(lo), k->lo);
 	fmt_num(hi, sizeof(hi), k->hi);
 	if (j->valuedouble < k->lo || j->valuedouble > k->hi)
-		return fail(err, errlen, DMN_CFG_ERANGE, "%s: %s is out of range [%s, %s]", where,
+		return dmn_cfg_fail(err, errlen, DMN_CFG_ERANGE, "%s: %s is out of range [%s, %s]", where,
 			    got, lo, hi);
 	*out = j->valuedouble;
 	return DMN_CFG_OK;
@@ -164,15 +164,15 @@ static dmn_cfg_status parse_str(const dmn_cfg_key *k, const cJSON *j, const char
 	char got[80];
 	fmt_json(got, sizeof(got), j);
 	if (!cJSON_IsString(j))
-		return fail(err, errlen, DMN_CFG_ETYPE, "%s: expected a string, got %s", where,
+		return dmn_cfg_fail(err, errlen, DMN_CFG_ETYPE, "%s: expected a string, got %s", where,
 			    got);
 	size_t len = strlen(j->valuestring);
 	if ((double)len < k->lo || (double)len > k->hi)
-		return fail(err, errlen, DMN_CFG_ERANGE,
+		return dmn_cfg_fail(err, errlen, DMN_CFG_ERANGE,
 			    "%s: %s is %zu bytes long; the length must be within [%.0f, %.0f]",
 			    where, got, len, k->lo, k->hi);
 	if (!(*out = strdup(j->valuestring)))
-		return fail(err, errlen, DMN_CFG_ENOMEM, "%s: out of memory", where);
+		return dmn_cfg_fail(err, errlen, DMN_CFG_ENOMEM, "%s: out of memory", where);
 	return DMN_CFG_OK;
 }
 
@@ -182,16 +182,16 @@ static dmn_cfg_status parse_list(const dmn_cfg_key *k, const cJSON *j, const cha
 	char got[80], at[160];
 	fmt_json(got, sizeof(got), j);
 	if (!cJSON_IsArray(j))
-		return fail(err, errlen, DMN_CFG_ETYPE, "%s: expected a JSON array (%s), got %s",
+		return dmn_cfg_fail(err, errlen, DMN_CFG_ETYPE, "%s: expected a JSON array (%s), got %s",
 			    where, dmn_cfg_type_name(k->type), got);
 	int n = cJSON_GetArraySize(j);
 	if (n > DMN_CFG_LIST_MAX)
-		return fail(err, errlen, DMN_CFG_ERANGE, "%s: %d elements, at most %d", where, n,
+		return dmn_cfg_fail(err, errlen, DMN_CFG_ERANGE, "%s: %d elements, at most %d", where, n,
 			    DMN_CFG_LIST_MAX);
 	bool str = k->type == DMN_CFG_STR_LIST;
 	void *arr = n ? calloc((size_t)n, str ? sizeof(char *) : sizeof(int64_t)) : NULL;
 	if (n && !arr)
-		return fail(err, errlen, DMN_CFG_ENOMEM, "%s: out of memory", where);
+		return dmn_cfg_fail(err, errlen, DMN_CFG_ENOMEM, "%s: out of memory", where);
 	if (str)
 		v->sl = (dmn_strlist){0, arr};
 	else
@@ -239,18 +239,18 @@ static dmn_cfg_status parse_val(const dmn_cfg_key *k, const cJSON *j, const char
 		return st;
 	case DMN_CFG_BOOL:
 		if (!cJSON_IsBool(j))
-			return fail(err, errlen, DMN_CFG_ETYPE,
+			return dmn_cfg_fail(err, errlen, DMN_CFG_ETYPE,
 				    "%s: expected true or false, got %s", where, got);
 		v->b = cJSON_IsTrue(j);
 		return DMN_CFG_OK;
 	case DMN_CFG_DBL:
 		if (!cJSON_IsNumber(j) || !isfinite(j->valuedouble))
-			return fail(err, errlen, DMN_CFG_ETYPE, "%s: expected a number, got %s",
+			return dmn_cfg_fail(err, errlen, DMN_CFG_ETYPE, "%s: expected a number, got %s",
 				    where, got);
 		fmt_num(lo, sizeof(lo), k->lo);
 		fmt_num(hi, sizeof(hi), k->hi);
 		if (j->valuedouble < k->lo || j->valuedouble > k->hi)
-			return fail(err, errlen, DMN_CFG_ERANGE, "%s: %s is out of range [%s, %s]",
+			return dmn_cfg_fail(err, errlen, DMN_CFG_ERANGE, "%s: %s is out of range [%s, %s]",
 				    where, got, lo, hi);
 		v->d = j->valuedouble;
 		return DMN_CFG_OK;
@@ -267,13 +267,13 @@ static dmn_cfg_status parse_val(const dmn_cfg_key *k, const cJSON *j, const char
 				c += cl + (c[cl] == '|');
 			}
 		}
-		return fail(err, errlen, cJSON_IsString(j) ? DMN_CFG_ERANGE : DMN_CFG_ETYPE,
+		return dmn_cfg_fail(err, errlen, cJSON_IsString(j) ? DMN_CFG_ERANGE : DMN_CFG_ETYPE,
 			    "%s: expected one of %s, got %s", where, k->choices, got);
 	case DMN_CFG_STR_LIST:
 	case DMN_CFG_INT_LIST:
 		return parse_list(k, j, where, v, err, errlen);
 	default:
-		return fail(err, errlen, DMN_CFG_EINVALID, "%s: key of unknown type", where);
+		return dmn_cfg_fail(err, errlen, DMN_CFG_EINVALID, "%s: key of unknown type", where);
 	}
 }
 
@@ -338,7 +338,7 @@ dmn_cfg_status dmn_config_defaults(dmn_config *cfg, char *err, size_t errlen)
 		cJSON *j = cJSON_Parse(k->def);
 		if (!j) {
 			dmn_config_free(cfg);
-			return fail(err, errlen, DMN_CFG_EPARSE, "%s: %s is not JSON (config.def)",
+			return dmn_cfg_fail(err, errlen, DMN_CFG_EPARSE, "%s: %s is not JSON (config.def)",
 				    where, k->def);
 		}
 		val v;
@@ -369,13 +369,13 @@ dmn_cfg_status dmn_config_apply_json(dmn_config *cfg, const char *text, size_t l
 				     const char *origin, char *err, size_t errlen)
 {
 	if (memchr(text, 0, len))
-		return fail(err, errlen, DMN_CFG_EPARSE,
+		return dmn_cfg_fail(err, errlen, DMN_CFG_EPARSE,
 			    "%s: malformed JSON: a NUL byte at offset %zu", origin,
 			    (size_t)((const char *)memchr(text, 0, len) - text));
 	/* cJSON checks for trailing garbage only up to a terminating NUL inside the length. */
 	char *buf = malloc(len + 1);
 	if (!buf)
-		return fail(err, errlen, DMN_CFG_ENOMEM, "%s: out of memory", origin);
+		return dmn_cfg_fail(err, errlen, DMN_CFG_ENOMEM, "%s: out of memory", origin);
 	memcpy(buf, text, len);
 	buf[len] = 0;
 	const char *end = NULL;
@@ -390,7 +390,7 @@ dmn_cfg_status dmn_config_apply_json(dmn_config *cfg, const char *text, size_t l
 			near[m++] = buf[i] >= 32 && buf[i] < 127 ? buf[i] : '?';
 		near[m] = 0;
 		free(buf);
-		return fail(err, errlen, DMN_CFG_EPARSE, "%s:%d:%d: malformed JSON near \"%s\"",
+		return dmn_cfg_fail(err, errlen, DMN_CFG_EPARSE, "%s:%d:%d: malformed JSON near \"%s\"",
 			    origin, line, col, near);
 	}
 	free(buf);
@@ -398,7 +398,7 @@ dmn_cfg_status dmn_config_apply_json(dmn_config *cfg, const char *text, size_t l
 	val vals[sizeof(dmn_cfg_keys) / sizeof(dmn_cfg_keys[0])];
 	bool seen[sizeof(dmn_cfg_keys) / sizeof(dmn_cfg_keys[0])] = {0};
 	if (!cJSON_IsObject(root)) {
-		st = fail(err, errlen, DMN_CFG_EPARSE, "%s: the top level must be a JSON object",
+		st = dmn_cfg_fail(err, errlen, DMN_CFG_EPARSE, "%s: the top level must be a JSON object",
 			  origin);
 		goto out;
 	}
@@ -406,14 +406,14 @@ dmn_cfg_status dmn_config_apply_json(dmn_config *cfg, const char *text, size_t l
 	for (const cJSON *c = root->child; c; c = c->next) {
 		const dmn_cfg_key *k = dmn_cfg_find(c->string);
 		if (!k) {
-			st = fail(err, errlen, DMN_CFG_EKEY,
+			st = dmn_cfg_fail(err, errlen, DMN_CFG_EKEY,
 				  "%s: unknown key \"%.64s\" (did you mean \"%s\"?)", origin,
 				  c->string, dmn_cfg_nearest(c->string)->name);
 			goto out;
 		}
 		int i = (int)(k - dmn_cfg_keys);
 		if (seen[i]) {
-			st = fail(err, errlen, DMN_CFG_EKEY, "%s: duplicate key \"%s\"", origin,
+			st = dmn_cfg_fail(err, errlen, DMN_CFG_EKEY, "%s: duplicate key \"%s\"", origin,
 				  k->name);
 			goto out;
 		}
@@ -439,18 +439,18 @@ dmn_cfg_status dmn_config_apply_file(dmn_config *cfg, const char *path, char *er
 	/* O_NONBLOCK: a FIFO named as the config must not hang the start; only regular files pass. */
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
-		return fail(err, errlen, DMN_CFG_EIO, "%s: cannot open: %s", path, strerror(errno));
+		return dmn_cfg_fail(err, errlen, DMN_CFG_EIO, "%s: cannot open: %s", path, strerror(errno));
 	struct stat sb;
 	if (fstat(fd, &sb) || !S_ISREG(sb.st_mode) || sb.st_size > (off_t)DMN_CFG_FILE_MAX) {
 		close(fd);
-		return fail(err, errlen, DMN_CFG_EIO, "%s: not a regular file of at most %u bytes",
+		return dmn_cfg_fail(err, errlen, DMN_CFG_EIO, "%s: not a regular file of at most %u bytes",
 			    path, DMN_CFG_FILE_MAX);
 	}
 	size_t cap = (size_t)sb.st_size, len = 0;
 	char *buf = malloc(cap + 1);
 	if (!buf) {
 		close(fd);
-		return fail(err, errlen, DMN_CFG_ENOMEM, "%s: out of memory", path);
+		return dmn_cfg_fail(err, errlen, DMN_CFG_ENOMEM, "%s: out of memory", path);
 	}
 	while (len < cap) {
 		ssize_t r = read(fd, buf + len, cap - len);
@@ -464,7 +464,7 @@ dmn_cfg_status dmn_config_apply_file(dmn_config *cfg, const char *path, char *er
 	close(fd);
 	if (len < cap) {
 		free(buf);
-		return fail(err, errlen, DMN_CFG_EIO, "%s: read %zu of %zu bytes: %s", path, len,
+		return dmn_cfg_fail(err, errlen, DMN_CFG_EIO, "%s: read %zu of %zu bytes: %s", path, len,
 			    cap, strerror(rerr));
 	}
 	dmn_cfg_status st = dmn_config_apply_json(cfg, buf, len, path, err, errlen);
@@ -516,13 +516,13 @@ dmn_cfg_status dmn_config_set(dmn_config *cfg, const char *key, const char *valu
 {
 	const dmn_cfg_key *k = dmn_cfg_find(key);
 	if (!k)
-		return fail(err, errlen, DMN_CFG_EKEY, "unknown flag --%.64s (did you mean --%s?)",
+		return dmn_cfg_fail(err, errlen, DMN_CFG_EKEY, "unknown flag --%.64s (did you mean --%s?)",
 			    key, dmn_cfg_nearest(key)->name);
 	char where[80];
 	snprintf(where, sizeof(where), "--%s", k->name);
 	cJSON *j = flag_json(k, value);
 	if (!j)
-		return fail(err, errlen, DMN_CFG_ENOMEM, "%s: out of memory", where);
+		return dmn_cfg_fail(err, errlen, DMN_CFG_ENOMEM, "%s: out of memory", where);
 	val v;
 	dmn_cfg_status st = parse_val(k, j, where, &v, err, errlen);
 	cJSON_Delete(j);

@@ -99,6 +99,10 @@ dmn_cfg_status dmn_runtime_dir(const char *xdg_runtime_dir, char *out, size_t ca
 
 const char *dmn_cfg_type_name(dmn_cfg_type type);  /* "string", "int", ... */
 const dmn_cfg_key *dmn_cfg_find(const char *name); /* NULL if no such key */
+/* The config files' one way to fail: the message (printf format) into err[errlen] (either may
+ * be 0), returning st. */
+dmn_cfg_status dmn_cfg_fail(char *err, size_t errlen, dmn_cfg_status st, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 /* The known key closest to name (edit distance), for "did you mean". Never NULL. */
 const dmn_cfg_key *dmn_cfg_nearest(const char *name);
 

@@ -12,17 +12,6 @@
 
 #define RUNTIME_TOKEN "${RUNTIME_DIR}"
 
-static dmn_cfg_status fail(char *err, size_t errlen, dmn_cfg_status st, const char *fmt, ...)
-{
-	if (err && errlen) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return st;
-}
-
 void dmn_env_current(dmn_env *env)
 {
 	env->xdg_runtime_dir = getenv("XDG_RUNTIME_DIR");
@@ -87,7 +76,7 @@ static dmn_cfg_status check_hostport(const char *where, const char *url, const c
 {
 	size_t sl = strlen(scheme);
 	if (strncmp(url, scheme, sl))
-		return fail(err, errlen, DMN_CFG_EINVALID, "%s: \"%s\" must start with %s", where,
+		return dmn_cfg_fail(err, errlen, DMN_CFG_EINVALID, "%s: \"%s\" must start with %s", where,
 			    url, scheme);
 	const char *h = url + sl, *colon;
 	char host[256];
@@ -107,13 +96,13 @@ static dmn_cfg_status check_hostport(const char *where, const char *url, const c
 	if (!colon[1] || *end || port < 0 || port > 65535 || !host[0])
 		goto bad;
 	if (!remote && !is_loopback(host))
-		return fail(err, errlen, DMN_CFG_EINVALID,
+		return dmn_cfg_fail(err, errlen, DMN_CFG_EINVALID,
 			    "%s: \"%s\" is not a loopback address (127.0.0.0/8, ::1 or localhost); "
 			    "set tcp_allow_remote to true to listen on other addresses",
 			    where, url);
 	return DMN_CFG_OK;
 bad:
-	return fail(err, errlen, DMN_CFG_EINVALID,
+	return dmn_cfg_fail(err, errlen, DMN_CFG_EINVALID,
 		    "%s: \"%s\" is not %sHOST:PORT (port 0..65535, IPv6 in brackets)", where, url,
 		    scheme);
 }
@@ -134,17 +123,17 @@ static dmn_cfg_status check(const dmn_config *c, char *err, size_t errlen)
 	char where[64];
 	dmn_cfg_status st;
 	if (!c->listen.n && !c->tcp_listen.n)
-		return fail(err, errlen, DMN_CFG_EINVALID,
+		return dmn_cfg_fail(err, errlen, DMN_CFG_EINVALID,
 			    "listen and tcp_listen are both empty: nothing to listen on");
 	for (int i = 0; i < c->listen.n; i++) {
 		const char *a = c->listen.v[i];
 		if (strncmp(a, "ipc:///", 7))
-			return fail(err, errlen, DMN_CFG_EINVALID,
+			return dmn_cfg_fail(err, errlen, DMN_CFG_EINVALID,
 				    "listen[%d]: \"%s\" is not ipc:// and an absolute path (tcp "
 				    "goes in tcp_listen)",
 				    i, a);
 		if (strlen(a + 6) > DMN_IPC_PATH_MAX)
-			return fail(err, errlen, DMN_CFG_EINVALID,
+			return dmn_cfg_fail(err, errlen, DMN_CFG_EINVALID,
 				    "listen[%d]: the socket path \"%s\" is %zu bytes, a Unix "
 				    "socket path holds at most %d",
 				    i, a + 6, strlen(a + 6), DMN_IPC_PATH_MAX);
@@ -159,37 +148,37 @@ static dmn_cfg_status check(const dmn_config *c, char *err, size_t errlen)
 						      c->tcp_allow_remote, err, errlen)))
 		return st;
 	if (c->cache_dir[0] && c->cache_dir[0] != '/')
-		return fail(err, errlen, DMN_CFG_EINVALID,
+		return dmn_cfg_fail(err, errlen, DMN_CFG_EINVALID,
 			    "cache_dir: \"%s\" must be an absolute path", c->cache_dir);
 	if (c->models_dir[0] && c->models_dir[0] != '/')
-		return fail(err, errlen, DMN_CFG_EINVALID,
+		return dmn_cfg_fail(err, errlen, DMN_CFG_EINVALID,
 			    "models_dir: \"%s\" must be an absolute path", c->models_dir);
 	if (c->preload.n && !c->models_dir[0])
-		return fail(err, errlen, DMN_CFG_EINVALID,
+		return dmn_cfg_fail(err, errlen, DMN_CFG_EINVALID,
 			    "preload: models are loaded from models_dir, which is not set");
 	for (int i = 0; i < c->preload.n; i++)
 		if (!contained(c->preload.v[i]))
-			return fail(err, errlen, DMN_CFG_EINVALID,
+			return dmn_cfg_fail(err, errlen, DMN_CFG_EINVALID,
 				    "preload[%d]: \"%s\" must be a path relative to models_dir "
 				    "without \"..\"",
 				    i, c->preload.v[i]);
 	const dmn_intlist *b = &c->batch_buckets;
 	if (!b->n)
-		return fail(err, errlen, DMN_CFG_EINVALID,
+		return dmn_cfg_fail(err, errlen, DMN_CFG_EINVALID,
 			    "batch_buckets: empty; at least one batch size is needed");
 	for (int i = 0; i < b->n; i++) {
 		if (i && b->v[i] <= b->v[i - 1])
-			return fail(err, errlen, DMN_CFG_EINVALID,
+			return dmn_cfg_fail(err, errlen, DMN_CFG_EINVALID,
 				    "batch_buckets[%d]: %lld after %lld: buckets must be strictly "
 				    "increasing",
 				    i, (long long)b->v[i], (long long)b->v[i - 1]);
 		if (b->v[i] > c->batch_max)
-			return fail(err, errlen, DMN_CFG_EINVALID,
+			return dmn_cfg_fail(err, errlen, DMN_CFG_EINVALID,
 				    "batch_buckets[%d]: %lld is larger than batch_max (%lld)", i,
 				    (long long)b->v[i], (long long)c->batch_max);
 	}
 	if (b->v[b->n - 1] != c->batch_max)
-		return fail(err, errlen, DMN_CFG_EINVALID,
+		return dmn_cfg_fail(err, errlen, DMN_CFG_EINVALID,
 			    "batch_buckets: the largest bucket (%lld) must equal batch_max (%lld), "
 			    "so that a full batch "
 			    "has a bucket",
@@ -201,7 +190,7 @@ dmn_cfg_status dmn_config_finish(dmn_config *cfg, const dmn_env *env, char *err,
 {
 	char dir[4200];
 	if (dmn_runtime_dir(env->xdg_runtime_dir, dir, sizeof(dir)))
-		return fail(err, errlen, DMN_CFG_ERANGE, "XDG_RUNTIME_DIR is too long");
+		return dmn_cfg_fail(err, errlen, DMN_CFG_ERANGE, "XDG_RUNTIME_DIR is too long");
 	for (int i = 0; i < dmn_cfg_nkeys; i++) {
 		const dmn_cfg_key *k = &dmn_cfg_keys[i];
 		char *f = (char *)cfg + k->offset;
@@ -212,14 +201,14 @@ dmn_cfg_status dmn_config_finish(dmn_config *cfg, const dmn_env *env, char *err,
 		     e++)
 			st = expand(&((dmn_strlist *)f)->v[e], dir);
 		if (st)
-			return fail(err, errlen, st, "%s: out of memory", k->name);
+			return dmn_cfg_fail(err, errlen, st, "%s: out of memory", k->name);
 	}
 	dmn_cfg_status st = check(cfg, err, errlen);
 	if (st)
 		return st;
 	if (!cfg->allowed_uids.n) {
 		if (!(cfg->allowed_uids.v = malloc(sizeof(int64_t))))
-			return fail(err, errlen, DMN_CFG_ENOMEM, "allowed_uids: out of memory");
+			return dmn_cfg_fail(err, errlen, DMN_CFG_ENOMEM, "allowed_uids: out of memory");
 		cfg->allowed_uids.v[0] = env->uid;
 		cfg->allowed_uids.n = 1;
 	}

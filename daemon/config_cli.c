@@ -7,17 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static dmn_cfg_status fail(char *err, size_t errlen, dmn_cfg_status st, const char *fmt, ...)
-{
-	if (err && errlen) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return st;
-}
-
 /* The flags that are not keys. */
 enum { F_KEY, F_CONFIG, F_HELP, F_VERSION, F_CHECK };
 
@@ -58,22 +47,22 @@ dmn_cfg_status dmn_config_from_args(dmn_config *cfg, dmn_cli *cli, int argc, cha
 	for (int i = 1; i < argc; i++) {
 		int f = flag_of(argv[i], name, sizeof(name), &iv);
 		if (f < 0)
-			return fail(
+			return dmn_cfg_fail(
 				err, errlen, DMN_CFG_EUSAGE,
 				"unexpected argument \"%s\" (flags are --KEY VALUE; see --help)",
 				argv[i]);
 		if ((f == F_HELP || f == F_VERSION || f == F_CHECK) && iv)
-			return fail(err, errlen, DMN_CFG_EUSAGE, "--%s takes no value", name);
+			return dmn_cfg_fail(err, errlen, DMN_CFG_EUSAGE, "--%s takes no value", name);
 		cli->help |= f == F_HELP;
 		cli->version |= f == F_VERSION;
 		cli->check_config |= f == F_CHECK;
 		if (f == F_KEY && !dmn_cfg_find(name))
-			return fail(err, errlen, DMN_CFG_EKEY,
+			return dmn_cfg_fail(err, errlen, DMN_CFG_EKEY,
 				    "unknown flag --%s (did you mean --%s?)", name,
 				    dmn_cfg_nearest(name)->name);
 		if (f == F_KEY || f == F_CONFIG) {
 			if (!iv && i + 1 >= argc)
-				return fail(err, errlen, DMN_CFG_EUSAGE, "--%s needs a value",
+				return dmn_cfg_fail(err, errlen, DMN_CFG_EUSAGE, "--%s needs a value",
 					    name);
 			const char *v = iv ? iv : argv[++i];
 			if (f == F_CONFIG)

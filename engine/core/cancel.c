@@ -30,7 +30,7 @@ void eng_call_begin(eng_ctx *ctx)
 	ctx->in_place_done = false;
 }
 
-eng_status eng_cancel_point(eng_ctx *ctx, const char *what)
+eng_status eng_cancel_point(eng_ctx *ctx, const char *what, const char *name)
 {
 	if (ctx->in_place_done)
 		return ENG_OK; /* an in-place update ran: finish, so a step is applied whole */
@@ -43,5 +43,5 @@ eng_status eng_cancel_point(eng_ctx *ctx, const char *what)
 		why = "the abort hook said stop";
 	if (!why)
 		return ENG_OK;
-	return eng_set_error(ctx, ENG_ECANCELED, "cancelled before %s: %s", what, why);
+	return eng_set_error(ctx, ENG_ECANCELED, "cancelled before %s%s: %s", what, name ? name : "", why);
 }

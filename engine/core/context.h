@@ -61,9 +61,10 @@ eng_status eng_set_error(eng_ctx *ctx, eng_status code, const char *fmt, ...)
 /* A computing call begins (cancel.c): a pending ECANCELED from the last call is cleared and the
  * in-place rule restarts. */
 void eng_call_begin(eng_ctx *ctx);
-/* A cancellation check before `what` (e.g. "launching r_64_..."): ENG_ECANCELED with the error
- * set if the call must stop, else ENG_OK (always once this call launched an in-place update). */
-eng_status eng_cancel_point(eng_ctx *ctx, const char *what);
+/* A cancellation check before `what` plus `name` (e.g. "launching ", "r_64_..."; name may be
+ * NULL): ENG_ECANCELED with the error set if the call must stop, else ENG_OK (always once this
+ * call launched an in-place update). Cheap when nothing stops: the message is made only then. */
+eng_status eng_cancel_point(eng_ctx *ctx, const char *what, const char *name);
 
 /* Write msg at level (0: warning, 1..5: a DEBUG line, printed when ctx->debug >= level) through
  * the context's log callback (log.c). A trailing newline in the format is dropped. */

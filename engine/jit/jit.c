@@ -480,9 +480,7 @@ static eng_status replay(eng_jit *j, jsig *s, eng_tensor *const *bin, eng_tensor
 	}
 	for (int i = 0; i < s->nl && !st; i++) {
 		const jlaunch *l = &s->l[i];
-		char what[128];
-		snprintf(what, sizeof(what), "jit replay launching %s", l->k.name);
-		if ((st = eng_cancel_point(ctx, what)))
+		if ((st = eng_cancel_point(ctx, "jit replay launching ", l->k.name)))
 			break;
 		void *h[ENG_MAX_KERNEL_BUFS];
 		for (int q = 0; q < l->k.nbufs; q++)
@@ -543,7 +541,7 @@ eng_status eng_jit_call(eng_jit *j, eng_tensor *const *in, eng_tensor **out)
 	for (int o = 0; o < j->nout; o++)
 		out[o] = NULL;
 	eng_call_begin(ctx);
-	if (ctx->err || eng_cancel_point(ctx, "the jit call"))
+	if (ctx->err || eng_cancel_point(ctx, "the jit call", NULL))
 		return ctx->err;
 	if (ctx->capture)
 		return eng_set_error(ctx, ENG_ESTATE, "jit: called while another jit call is capturing");

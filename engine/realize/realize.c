@@ -132,9 +132,7 @@ static eng_status compile_missing(eng_ctx *ctx, eng_device *dev, kprep *ks, int 
 	}
 	if (!nc)
 		goto found;
-	char what[64];
-	snprintf(what, sizeof(what), "compiling %d kernel%s", nc, nc == 1 ? "" : "s");
-	if ((s = eng_cancel_point(ctx, what)))
+	if ((s = eng_cancel_point(ctx, "compiling kernels", NULL)))
 		goto out;
 	bk_err berr;
 	t0 = now_ms();
@@ -266,9 +264,7 @@ fail:
 static eng_status launch_checked(eng_ctx *ctx, eng_device *dev, const eng_schedcache_kernel *k, eng_node *const *nodes,
 				 double *total_ms)
 {
-	char what[128];
-	snprintf(what, sizeof(what), "launching %s", k->name);
-	eng_status s = eng_cancel_point(ctx, what);
+	eng_status s = eng_cancel_point(ctx, "launching ", k->name);
 	return s ? s : launch_kernel(ctx, dev, k, nodes, total_ms);
 }
 
@@ -467,7 +463,7 @@ static eng_status run_transfers(eng_ctx *ctx, eng_node *const *nodes, int n)
 		eng_node *src = c->src[0];
 		s = realize_all(ctx, &src, 1);
 		if (!s)
-			s = eng_cancel_point(ctx, "a copy between devices");
+			s = eng_cancel_point(ctx, "a copy between devices", NULL);
 		if (!s)
 			s = transfer(ctx, c);
 	}
@@ -485,7 +481,7 @@ eng_status eng_realize_nodes(eng_ctx *ctx, eng_node *const *nodes, int n)
 		todo += !nodes[i]->buf;
 	if (!todo)
 		return ENG_OK; /* computed already: nothing to cancel either */
-	eng_status s = eng_cancel_point(ctx, "realizing");
+	eng_status s = eng_cancel_point(ctx, "realizing", NULL);
 	if (!s)
 		s = realize_all(ctx, nodes, n);
 	/* the program bound applies between realizes: every launch above has its program by now */
