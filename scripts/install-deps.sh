@@ -7,7 +7,7 @@ PKGS=(
 	build-essential pkg-config check libsubunit-dev zlib1g-dev python3 python3-venv
 	# libclang-rt-dev: libFuzzer and clang's sanitizer runtimes for make fuzz (clang only recommends it)
 	clang clang-format libasan8 libtsan2 libclang-rt-dev
-	libuv1-dev libnng-dev libcjson-dev
+	libuv1-dev libnng-dev libcjson-dev libsystemd-dev
 	ocl-icd-opencl-dev opencl-headers pocl-opencl-icd
 	dataset-fashion-mnist
 )
