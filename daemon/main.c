@@ -1,9 +1,10 @@
-/* main.c: the tensord binary's entry point: the command line and config, --help, --version,
- * --check-config. The server (issue 12) will start where this now prints the config and stops. */
+/* main.c: the tensord binary's entry point: the command line and config (--help, --version,
+ * --check-config), then the server (server.c) until SIGTERM. */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "config.h"
+#include "server.h"
 
 int main(int argc, char **argv)
 {
@@ -19,22 +20,16 @@ int main(int argc, char **argv)
 		rc = h && fputs(h, stdout) >= 0 ? 0 : 1;
 		free(h);
 	} else if (st == DMN_CFG_OK && cli.version) {
-		printf("tensord %s\n", DMN_VERSION);
+		printf("tensord %s (protocol %d)\n", DMN_VERSION, TSD_PROTOCOL_VERSION);
 	} else if (st != DMN_CFG_OK) {
 		fprintf(stderr, "tensord: %s\n", err);
 		rc = 2;
-	} else {
+	} else if (cli.check_config) {
 		char *js = dmn_config_json(&cfg, true);
-		if (!js) {
-			fprintf(stderr, "tensord: out of memory\n");
-			rc = 1;
-		} else {
-			printf("%s\n", js);
-			free(js);
-			if (!cli.check_config)
-				fprintf(stderr,
-					"tensord: the server is not built yet (issue 12)\n");
-		}
+		rc = js && printf("%s\n", js) >= 0 ? 0 : 1;
+		free(js);
+	} else {
+		return dmn_serve(&cfg, argc, argv);
 	}
 	dmn_config_free(&cfg);
 	return rc;

@@ -1,0 +1,373 @@
+/* batcher.c: what runs next on the executor (loop thread). Per model, infer requests wait in
+ * one FIFO per priority; a batch is ready when it is full, when its oldest request has waited
+ * the model's delay, or at once for realtime requests. Control jobs (loads, realize, train.step,
+ * model.save) wait in one FIFO. The executor runs one job at a time, and the next is the ready
+ * one of highest priority, oldest first: a realtime request waits behind at most the batch that
+ * was running when it came. Expired requests are answered `timeout` here, never computed.
+ * The wake-up for the next deadline is a timerfd polled by the loop (microseconds; libuv's own
+ * timers count milliseconds). */
+#include "server.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+void dmn_dequeue(dmn_srv *s, dmn_req *r)
+{
+	(void)s;
+	dmn_model *m = r->model;
+	if (r->prev)
+		r->prev->next = r->next;
+	else
+		m->head[r->prio] = r->next;
+	if (r->next)
+		r->next->prev = r->prev;
+	else
+		m->tail[r->prio] = r->prev;
+	r->prev = r->next = NULL;
+	m->queued--;
+	m->queued_rows -= r->rows;
+}
+
+void dmn_enqueue(dmn_srv *s, dmn_model *m, dmn_req *r)
+{
+	m->c.requests++;
+	if (r->latest_only)
+		for (int p = 0; p < DMN_NPRIO; p++)
+			for (dmn_req *o = m->head[p], *n; o; o = n) {
+				n = o->next;
+				if (o->client == r->client && o->latest_only) {
+					dmn_dequeue(s, o);
+					m->c.superseded++;
+					dmn_fail(s, o, TSD_SUPERSEDED, "replaced by a newer latest_only request for %s",
+						 m->name);
+				}
+			}
+	if (m->queued >= m->cur->queue_max) {
+		m->c.busy++;
+		dmn_fail(s, r, TSD_BUSY, "model %s has %d requests queued (queue_max)", m->name, m->queued);
+		return;
+	}
+	r->model = m;
+	r->prev = m->tail[r->prio];
+	r->next = NULL;
+	if (r->prev)
+		r->prev->next = r;
+	else
+		m->head[r->prio] = r;
+	m->tail[r->prio] = r;
+	m->queued++;
+	m->queued_rows += r->rows;
+}
+
+void dmn_ctl_push(dmn_srv *s, dmn_job *j)
+{
+	if (j->model && j->kind != DMN_J_LOAD)
+		j->model->refs++;
+	j->next = NULL;
+	if (s->ctl_tail)
+		s->ctl_tail->next = j;
+	else
+		s->ctl_head = j;
+	s->ctl_tail = j;
+	s->ctl_len++;
+}
+
+/* Take j out of the control queue (prev is the job before it, or NULL). */
+static void ctl_unlink(dmn_srv *s, dmn_job *prev, dmn_job *j)
+{
+	if (prev)
+		prev->next = j->next;
+	else
+		s->ctl_head = j->next;
+	if (s->ctl_tail == j)
+		s->ctl_tail = prev;
+	j->next = NULL;
+	s->ctl_len--;
+}
+
+/* A control job that will not run: its request answered (or dropped), the job freed. */
+static void ctl_abandon(dmn_srv *s, dmn_job *j, tsd_status st, const char *msg)
+{
+	dmn_req *r = j->nreq ? j->reqs[0] : NULL;
+	if (j->kind == DMN_J_LOAD) {
+		j->st = st;
+		snprintf(j->err, sizeof(j->err), "%s", msg);
+		dmn_model_job_done(s, j); /* a failed load: the loop's bookkeeping and the reply */
+		return;
+	}
+	j->nreq = 0;
+	if (r && r->client && r->client->gone)
+		dmn_drop(s, r);
+	else if (r)
+		dmn_fail(s, r, st, "%s", msg);
+	if (j->model)
+		dmn_model_release(s, j->model);
+	dmn_job_free(j);
+}
+
+void dmn_flush_queues(dmn_srv *s, dmn_model *only, tsd_status st, const char *msg)
+{
+	for (int i = 0; i < s->nmodels; i++) {
+		dmn_model *m = s->models[i];
+		if (only && m != only)
+			continue;
+		for (int p = 0; p < DMN_NPRIO; p++)
+			while (m->head[p]) {
+				dmn_req *r = m->head[p];
+				dmn_dequeue(s, r);
+				m->c.cancelled += st == TSD_CANCELLED;
+				dmn_fail(s, r, st, "%s", msg);
+			}
+	}
+	for (dmn_job *j = s->ctl_head, *prev = NULL, *n; j; j = n) {
+		n = j->next;
+		if (only && j->model != only) {
+			prev = j;
+			continue;
+		}
+		ctl_unlink(s, prev, j);
+		ctl_abandon(s, j, st, msg);
+	}
+}
+
+void dmn_mark_gone(dmn_srv *s, dmn_client *c)
+{
+	dmn_job *j = s->cur_job;
+	for (int k = 0; j && k < j->nreq; k++)
+		if (j->reqs[k]->client == c)
+			atomic_store(&j->reqs[k]->gone, true);
+}
+
+static bool expired(const dmn_req *r, uint64_t now)
+{
+	return r->deadline && now >= r->deadline;
+}
+
+/* Answer the queued requests whose deadline passed; the earliest deadline left into *next. */
+static void expire(dmn_srv *s, uint64_t now, uint64_t *next)
+{
+	for (int i = 0; i < s->nmodels; i++) {
+		dmn_model *m = s->models[i];
+		for (int p = 0; p < DMN_NPRIO && m->queued; p++)
+			for (dmn_req *r = m->head[p], *n; r; r = n) {
+				n = r->next;
+				if (expired(r, now)) {
+					dmn_dequeue(s, r);
+					m->c.timeouts++;
+					dmn_fail(s, r, TSD_TIMEOUT, "timed out after %.3f ms in the queue of %s",
+						 (double)(now - r->t_arrive) / 1e6, m->name);
+				} else if (r->deadline && r->deadline < *next) {
+					*next = r->deadline;
+				}
+			}
+	}
+	for (dmn_job *j = s->ctl_head, *prev = NULL, *n; j; j = n) {
+		n = j->next;
+		dmn_req *r = j->nreq ? j->reqs[0] : NULL;
+		bool gone = r && r->client && r->client->gone && j->kind != DMN_J_LOAD;
+		if (r && (gone || expired(r, now))) {
+			ctl_unlink(s, prev, j);
+			ctl_abandon(s, j, TSD_TIMEOUT, "timed out in the queue");
+			continue;
+		}
+		if (r && r->deadline && r->deadline < *next)
+			*next = r->deadline;
+		prev = j;
+	}
+}
+
+/* The oldest request of m's queues and the head of the most urgent non-empty one. */
+static dmn_req *model_head(const dmn_model *m, uint64_t *oldest)
+{
+	dmn_req *h = NULL;
+	*oldest = UINT64_MAX;
+	for (int p = 0; p < DMN_NPRIO; p++)
+		if (m->head[p]) {
+			if (!h)
+				h = m->head[p];
+			if (m->head[p]->t_arrive < *oldest)
+				*oldest = m->head[p]->t_arrive;
+		}
+	return h;
+}
+
+static int bucket_for(const dmn_mver *v, int64_t rows)
+{
+	for (int k = 0; k < v->nbuckets; k++)
+		if (v->buckets[k] >= rows)
+			return v->buckets[k];
+	return v->batch_max;
+}
+
+/* Take a batch from m's queues: priority order, oldest first, while the rows fit. */
+static dmn_job *form_batch(dmn_srv *s, dmn_model *m, uint64_t now)
+{
+	dmn_mver *v = m->cur;
+	dmn_job *j = calloc(1, sizeof(*j));
+	dmn_req **reqs = calloc((size_t)v->batch_max, sizeof(*reqs));
+	if (!j || !reqs) {
+		free(j);
+		free(reqs);
+		return NULL;
+	}
+	int64_t rows = 0;
+	bool full = false;
+	for (int p = 0; p < DMN_NPRIO && !full; p++)
+		for (dmn_req *r = m->head[p], *n; r && !full; r = n) {
+			n = r->next;
+			if (r->ver != v->version) { /* queued before a swap: check against this version */
+				char err[256];
+				int64_t b;
+				tsd_status st = dmn_check_inputs(v, &r->pm, false, &b, err, sizeof(err));
+				if (st != TSD_OK) {
+					dmn_dequeue(s, r);
+					m->c.errors++;
+					dmn_fail(s, r, st, "the model was replaced while this waited: %s", err);
+					continue;
+				}
+				r->ver = v->version;
+			}
+			if (rows + r->rows > v->batch_max) {
+				full = true;
+				break;
+			}
+			dmn_dequeue(s, r);
+			r->t_dispatch = now;
+			reqs[j->nreq++] = r;
+			rows += r->rows;
+			full = rows == v->batch_max;
+		}
+	if (!j->nreq) {
+		free(j);
+		free(reqs);
+		return NULL;
+	}
+	j->kind = DMN_J_INFER;
+	j->srv = s;
+	j->model = m;
+	j->ver = v;
+	j->reqs = reqs;
+	j->bucket = v->batched ? bucket_for(v, rows) : 1;
+	j->prio = reqs[0]->prio;
+	m->refs++;
+	return j;
+}
+
+static void arm(dmn_srv *s, uint64_t at)
+{
+	if (at == UINT64_MAX) {
+		if (s->timer_at) {
+			struct itimerspec off = {0};
+			timerfd_settime(s->tfd, TFD_TIMER_ABSTIME, &off, NULL);
+			s->timer_at = 0;
+		}
+		return;
+	}
+	if (s->timer_at == at)
+		return;
+	struct itimerspec it = {.it_value = {.tv_sec = (time_t)(at / 1000000000u), .tv_nsec = (long)(at % 1000000000u)}};
+	if (!it.it_value.tv_sec && !it.it_value.tv_nsec)
+		it.it_value.tv_nsec = 1;
+	timerfd_settime(s->tfd, TFD_TIMER_ABSTIME, &it, NULL);
+	s->timer_at = at;
+}
+
+void dmn_dispatch(dmn_srv *s)
+{
+	uint64_t now = eng_now_ns(), next = UINT64_MAX;
+	expire(s, now, &next);
+	while (!s->exec_busy) {
+		dmn_model *best = NULL;
+		int best_prio = DMN_NPRIO;
+		uint64_t best_t = UINT64_MAX;
+		for (int i = 0; i < s->nmodels; i++) {
+			dmn_model *m = s->models[i];
+			uint64_t oldest;
+			dmn_req *h = m->queued && m->cur ? model_head(m, &oldest) : NULL;
+			if (!h)
+				continue;
+			dmn_mver *v = m->cur;
+			uint64_t due = oldest + (uint64_t)v->delay_us * 1000u;
+			bool ready = h->prio == DMN_PRIO_REALTIME || !v->batched || m->queued_rows >= v->batch_max ||
+				     now >= due || s->draining;
+			if (!ready) {
+				if (due < next)
+					next = due;
+				continue;
+			}
+			if (h->prio < best_prio || (h->prio == best_prio && oldest < best_t)) {
+				best = m;
+				best_prio = h->prio;
+				best_t = oldest;
+			}
+		}
+		dmn_job *j = NULL;
+		dmn_job *c = s->ctl_head;
+		if (c && (c->prio < best_prio || (c->prio == best_prio && c->t_arrive <= best_t))) {
+			ctl_unlink(s, NULL, c);
+			if (c->kind != DMN_J_LOAD && c->model && (c->model->removed || !c->model->cur)) {
+				ctl_abandon(s, c, TSD_UNKNOWN_MODEL, "the model was unloaded");
+				continue;
+			}
+			if (c->kind == DMN_J_TRAIN || c->kind == DMN_J_SAVE)
+				c->ver = c->model->cur;
+			j = c;
+		} else if (best) {
+			j = form_batch(s, best, now);
+			if (!j) {
+				if (best->queued) { /* out of memory: try again shortly */
+					next = now + 1000000u;
+					break;
+				}
+				continue; /* every request in it failed its check */
+			}
+		} else {
+			break;
+		}
+		for (int k = 0; k < j->nreq; k++)
+			j->reqs[k]->t_dispatch = now;
+		s->exec_busy = true;
+		s->cur_job = j;
+		dmn_exec_push(s, j);
+	}
+	arm(s, next);
+}
+
+void dmn_batch_done(dmn_srv *s, dmn_job *j)
+{
+	dmn_model *m = j->model;
+	uint64_t now = eng_now_ns();
+	if (j->kind == DMN_J_INFER) {
+		int64_t rows = 0;
+		for (int k = 0; k < j->nreq; k++)
+			rows += j->reqs[k]->rows;
+		m->c.batches++;
+		m->c.rows += (uint64_t)rows;
+		m->c.padded_rows += (uint64_t)(j->bucket - rows);
+		dmn_hist_observe(&s->hist.batch_size, (double)rows);
+	} else if (j->kind == DMN_J_TRAIN && j->st == TSD_OK) {
+		m->c.train_steps++;
+	}
+	if (j->t_end > j->t_start)
+		dmn_hist_observe(&s->hist.compute_us, (double)(j->t_end - j->t_start) / 1e3);
+	for (int k = 0; k < j->nreq; k++) {
+		dmn_req *r = j->reqs[k];
+		if (j->kind == DMN_J_INFER) {
+			if (r->st == TSD_OK)
+				m->c.ok++;
+			else if (r->st == TSD_TIMEOUT)
+				m->c.timeouts++;
+			else if (r->st == TSD_CANCELLED)
+				m->c.cancelled++;
+			else
+				m->c.errors++;
+		}
+		dmn_hist_observe(&s->hist.queue_us, (double)(r->t_dispatch - r->t_arrive) / 1e3);
+		dmn_hist_observe(&s->hist.total_us, (double)(now - r->t_arrive) / 1e3);
+		dmn_finish(s, r);
+	}
+	j->nreq = 0;
+}

@@ -1,0 +1,191 @@
+/* exec.c: the executor: one thread owning the engine context of the daemon's device. It runs
+ * the jobs the loop hands it, in order, and hands each back through the inbox. A running job
+ * stops early (the engine's abort hook) when every request in it has expired or lost its
+ * client, or when the drain's deadline passes. */
+#include "server.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void dmn_job_free(dmn_job *j)
+{
+	if (!j)
+		return;
+	proto_graph_free(&j->graph);
+	free(j->reqs);
+	free(j);
+}
+
+/* The abort hook: nobody is left waiting for the running job's answer. */
+static bool nobody_waits(void *arg)
+{
+	dmn_exec *e = arg;
+	dmn_job *j = e->running;
+	if (!j || !j->nreq || j->kind == DMN_J_LOAD)
+		return false;
+	uint64_t now = 0;
+	for (int k = 0; k < j->nreq; k++) {
+		dmn_req *r = j->reqs[k];
+		if (atomic_load_explicit(&r->gone, memory_order_relaxed))
+			continue;
+		if (!r->deadline)
+			return false;
+		if (!now)
+			now = eng_now_ns();
+		if (now < r->deadline)
+			return false;
+	}
+	return true;
+}
+
+static void run(dmn_exec *e, dmn_job *j)
+{
+	e->running = j;
+	j->t_start = eng_now_ns();
+	switch (j->kind) {
+	case DMN_J_LOAD:
+		dmn_run_load(e, j);
+		break;
+	case DMN_J_FREE:
+		dmn_run_free(e, j);
+		break;
+	case DMN_J_INFER:
+		dmn_run_infer(e, j);
+		break;
+	case DMN_J_REALIZE:
+		dmn_run_realize(e, j);
+		break;
+	case DMN_J_TRAIN:
+		dmn_run_train(e, j);
+		break;
+	case DMN_J_SAVE:
+		dmn_run_save(e, j);
+		break;
+	}
+	j->t_end = eng_now_ns();
+	e->running = NULL;
+	eng_clear_error(e->ctx);
+	/* publish the engine's figures for stats */
+	eng_stats st;
+	eng_device_stats ds = {0};
+	eng_get_stats(e->ctx, &st);
+	eng_get_device_stats(e->ctx, eng_default_device(e->ctx), &ds);
+	pthread_mutex_lock(&e->mu);
+	e->stats = st;
+	e->dstats = ds;
+	pthread_mutex_unlock(&e->mu);
+}
+
+static void *exec_main(void *arg)
+{
+	dmn_exec *e = arg;
+	dmn_srv *s = e->srv;
+	for (;;) {
+		pthread_mutex_lock(&e->mu);
+		while (!e->head && !e->stop)
+			pthread_cond_wait(&e->cv, &e->mu);
+		dmn_job *j = e->head;
+		if (!j) {
+			pthread_mutex_unlock(&e->mu);
+			break;
+		}
+		e->head = j->next;
+		if (!e->head)
+			e->tail = NULL;
+		pthread_mutex_unlock(&e->mu);
+		j->next = NULL;
+		run(e, j);
+		pthread_mutex_lock(&s->mu);
+		if (s->in_jobs_tail)
+			s->in_jobs_tail->next = j;
+		else
+			s->in_jobs = j;
+		s->in_jobs_tail = j;
+		pthread_mutex_unlock(&s->mu);
+		dmn_wake(s);
+	}
+	return NULL;
+}
+
+void dmn_exec_push(dmn_srv *s, dmn_job *j)
+{
+	dmn_exec *e = &s->exec;
+	j->next = NULL;
+	pthread_mutex_lock(&e->mu);
+	if (e->tail)
+		e->tail->next = j;
+	else
+		e->head = j;
+	e->tail = j;
+	pthread_cond_signal(&e->cv);
+	pthread_mutex_unlock(&e->mu);
+}
+
+void dmn_exec_cancel(dmn_srv *s)
+{
+	eng_cancel(s->exec.ctx);
+}
+
+void dmn_exec_stats(dmn_srv *s, eng_stats *st, eng_device_stats *ds)
+{
+	pthread_mutex_lock(&s->exec.mu);
+	*st = s->exec.stats;
+	*ds = s->exec.dstats;
+	pthread_mutex_unlock(&s->exec.mu);
+}
+
+int dmn_exec_start(dmn_srv *s, char *err, size_t errlen)
+{
+	dmn_exec *e = &s->exec;
+	e->srv = s;
+	eng_ctx_opts o;
+	eng_ctx_opts_default(&o);
+	o.debug = 0;
+	o.device = s->cfg.device;
+	o.backend_opts = s->cfg.backend_opts[0] ? s->cfg.backend_opts : NULL;
+	o.cache_dir = s->cfg.cache_dir[0] ? s->cfg.cache_dir : NULL;
+	o.mem_limit = s->cfg.mem_limit_bytes;
+	char eerr[512];
+	e->ctx = eng_ctx_create(&o, eerr, sizeof(eerr));
+	if (!e->ctx) {
+		snprintf(err, errlen, "device %s: %s", s->cfg.device, eerr);
+		return -1;
+	}
+	eng_set_log(e->ctx, dmn_log_engine, &s->log);
+	eng_set_abort_hook(e->ctx, nobody_waits, e);
+	snprintf(e->name, sizeof(e->name), "%s", eng_device_name(e->ctx, eng_default_device(e->ctx)));
+	pthread_mutex_init(&e->mu, NULL);
+	pthread_cond_init(&e->cv, NULL);
+	if (pthread_create(&e->thread, NULL, exec_main, e)) {
+		snprintf(err, errlen, "cannot start the executor thread");
+		pthread_mutex_destroy(&e->mu);
+		pthread_cond_destroy(&e->cv);
+		eng_ctx_destroy(e->ctx);
+		e->ctx = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+void dmn_exec_stop(dmn_srv *s)
+{
+	dmn_exec *e = &s->exec;
+	if (!e->ctx)
+		return;
+	pthread_mutex_lock(&e->mu);
+	e->stop = true;
+	pthread_cond_signal(&e->cv);
+	pthread_mutex_unlock(&e->mu);
+	pthread_join(e->thread, NULL);
+	/* what the executor still owns: the engine side of every model version */
+	for (int i = 0; i < s->nmodels; i++)
+		if (s->models[i]->cur) {
+			dmn_job j = {.kind = DMN_J_FREE, .ver = s->models[i]->cur};
+			dmn_run_free(e, &j);
+		}
+	eng_ctx_destroy(e->ctx);
+	e->ctx = NULL;
+	pthread_mutex_destroy(&e->mu);
+	pthread_cond_destroy(&e->cv);
+}

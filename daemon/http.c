@@ -1,0 +1,117 @@
+/* http.c: the optional metrics listener (config http_listen), on nng's own HTTP server:
+ * /metrics (Prometheus text), /healthz (200 while serving), /readyz (200 when ready, else 503).
+ * nng calls the handlers on its threads; they hand the request to the loop, which owns the
+ * figures, and the loop completes it. */
+#include "server.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nng/supplemental/http/http.h>
+
+typedef struct dmn_http {
+	nng_http_server *server;
+	nng_url *url;
+} dmn_http;
+
+static void handle(nng_aio *aio, int what)
+{
+	nng_http_handler *h = nng_aio_get_input(aio, 1);
+	dmn_srv *s = nng_http_handler_get_data(h);
+	dmn_event *e = calloc(1, sizeof(*e));
+	if (!e) {
+		nng_aio_finish(aio, NNG_ENOMEM);
+		return;
+	}
+	e->kind = DMN_EV_HTTP;
+	e->aio = aio;
+	e->what = what;
+	pthread_mutex_lock(&s->mu);
+	if (s->in_events_tail)
+		s->in_events_tail->next = e;
+	else
+		s->in_events = e;
+	s->in_events_tail = e;
+	pthread_mutex_unlock(&s->mu);
+	dmn_wake(s);
+}
+
+static void on_metrics(nng_aio *aio) { handle(aio, DMN_HTTP_METRICS); }
+static void on_healthz(nng_aio *aio) { handle(aio, DMN_HTTP_HEALTHZ); }
+static void on_readyz(nng_aio *aio) { handle(aio, DMN_HTTP_READYZ); }
+
+void dmn_http_answer(dmn_srv *s, nng_aio *aio, int what)
+{
+	nng_http_res *res;
+	if (nng_http_res_alloc(&res)) {
+		nng_aio_finish(aio, NNG_ENOMEM);
+		return;
+	}
+	char *text = NULL;
+	int code = 200;
+	if (what == DMN_HTTP_METRICS) {
+		text = dmn_metrics_text(s);
+		code = text ? 200 : 500;
+		nng_http_res_set_header(res, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+	} else {
+		bool ok = what == DMN_HTTP_HEALTHZ ? s->exit_code < 0 : dmn_ready(s);
+		code = ok ? 200 : 503;
+		text = strdup(ok ? "ok\n" : what == DMN_HTTP_HEALTHZ ? "stopping\n" : "not ready\n");
+		nng_http_res_set_header(res, "Content-Type", "text/plain; charset=utf-8");
+	}
+	nng_http_res_set_status(res, (uint16_t)code);
+	if (text)
+		nng_http_res_copy_data(res, text, strlen(text));
+	free(text);
+	nng_aio_set_output(aio, 0, res);
+	nng_aio_finish(aio, 0);
+}
+
+int dmn_http_start(dmn_srv *s, char *err, size_t errlen)
+{
+	if (!s->cfg.http_listen[0])
+		return 0;
+	dmn_http *h = calloc(1, sizeof(*h));
+	int rv;
+	if (!h) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	s->http = h;
+	if ((rv = nng_url_parse(&h->url, s->cfg.http_listen)) || (rv = nng_http_server_hold(&h->server, h->url))) {
+		snprintf(err, errlen, "http_listen %s: %s", s->cfg.http_listen, nng_strerror(rv));
+		return -1;
+	}
+	struct { const char *path; void (*fn)(nng_aio *); } routes[] = {
+		{"/metrics", on_metrics}, {"/healthz", on_healthz}, {"/readyz", on_readyz}};
+	for (size_t k = 0; k < sizeof(routes) / sizeof(*routes); k++) {
+		nng_http_handler *hd;
+		if ((rv = nng_http_handler_alloc(&hd, routes[k].path, routes[k].fn)) ||
+		    (rv = nng_http_handler_set_data(hd, s, NULL)) || (rv = nng_http_server_add_handler(h->server, hd))) {
+			snprintf(err, errlen, "http %s: %s", routes[k].path, nng_strerror(rv));
+			return -1;
+		}
+	}
+	if ((rv = nng_http_server_start(h->server))) {
+		snprintf(err, errlen, "http_listen %s: %s", s->cfg.http_listen, nng_strerror(rv));
+		return -1;
+	}
+	dmn_log(&s->log, DMN_LOG_INFO, "metrics on %s/metrics", s->cfg.http_listen);
+	return 0;
+}
+
+void dmn_http_stop(dmn_srv *s)
+{
+	dmn_http *h = s->http;
+	if (!h)
+		return;
+	if (h->server) {
+		nng_http_server_stop(h->server);
+		nng_http_server_release(h->server);
+	}
+	if (h->url)
+		nng_url_free(h->url);
+	free(h);
+	s->http = NULL;
+}
