@@ -124,7 +124,8 @@ static int cmd_models(tsd_client *c, int argc, char **argv)
 	if (argc)
 		return usage("models: unexpected argument %s", argv[0]);
 	tsd_reply *r;
-	int rc = outcome(c, tsd_client_call_verb(c, "model.list", &r), r);
+	tsd_status s = tsd_client_call_verb(c, "model.list", &r);
+	int rc = outcome(c, s, r); /* r is set by the call: not in the same expression */
 	if (!rc) {
 		const cJSON *ms = cJSON_GetObjectItemCaseSensitive(tsd_reply_json(r), "models");
 		printf("%-20s %4s %-8s %-8s %-7s %6s  %-30s %s\n", "NAME", "VER", "STATE", "DEVICE",
@@ -167,8 +168,9 @@ static cJSON *json_file(const char *path)
 static int send_owned(tsd_client *c, cJSON *h, const tctl_inputs *in,
 		      void (*print)(const tsd_reply *))
 {
-	tsd_reply *r = NULL;
-	int rc = outcome(c, tsd_client_call(c, h, in ? in->t : NULL, in ? in->n : 0, &r), r);
+	tsd_reply *r;
+	tsd_status s = tsd_client_call(c, h, in ? in->t : NULL, in ? in->n : 0, &r);
+	int rc = outcome(c, s, r);
 	if (!rc)
 		print(r);
 	tsd_reply_free(r);

@@ -112,7 +112,7 @@ static bool flatten(const cJSON *j, eng_dtype dt, uint8_t *buf, size_t numel, si
 		return false;
 	}
 	if (!fits(dt, v)) {
-		snprintf(err, errlen, "%s.data[%zu]: %g is not a %s value", name, *k, v,
+		snprintf(err, errlen, "%s.data[%zu]: %g is not a value of %s", name, *k, v,
 			 eng_dtype_name(dt));
 		return false;
 	}
