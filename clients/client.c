@@ -18,51 +18,38 @@ struct tsd_client {
 };
 
 /* The message into buf[cap] (either may be 0); returns s. */
-static tsd_status vfail(char *buf, size_t cap, tsd_status s, const char *fmt, va_list ap)
+static tsd_status say(char *buf, size_t cap, tsd_status s, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static tsd_status say(char *buf, size_t cap, tsd_status s, const char *fmt, ...)
 {
+	va_list ap;
+	va_start(ap, fmt);
 	if (buf && cap)
 		vsnprintf(buf, cap, fmt, ap);
-	return s;
-}
-
-static tsd_status fail(tsd_client *c, tsd_status s, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static tsd_status fail(tsd_client *c, tsd_status s, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vfail(c->err, sizeof(c->err), s, fmt, ap);
 	va_end(ap);
 	return s;
 }
 
-static void open_fail(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void open_fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vfail(err, errlen, TSD_INTERNAL, fmt, ap);
-	va_end(ap);
-}
+/* A failed call: the message into c->err (tsd_client_error); evaluates to the status s. */
+#define CALL_FAIL(c, s, ...) say((c)->err, sizeof((c)->err), s, __VA_ARGS__)
 
 tsd_client *tsd_client_open(const char *url, int timeout_ms, char *err, size_t errlen)
 {
 	if (!url || !url[0]) {
-		open_fail(err, errlen, "no daemon address");
+		say(err, errlen, TSD_INTERNAL, "no daemon address");
 		return NULL;
 	}
 	tsd_client *c = calloc(1, sizeof(*c));
 	if (!c || !(c->url = strdup(url))) {
 		free(c);
-		open_fail(err, errlen, "out of memory");
+		say(err, errlen, TSD_INTERNAL, "out of memory");
 		return NULL;
 	}
 	c->timeout_ms = timeout_ms;
 	c->next_id = 1;
 	int rv = nng_req0_open(&c->sock);
 	if (rv) {
-		open_fail(err, errlen, "cannot open a request socket: %s", nng_strerror(rv));
+		say(err, errlen, TSD_INTERNAL, "cannot open a request socket: %s", nng_strerror(rv));
 		free(c->url);
 		free(c);
 		return NULL;
@@ -78,9 +65,9 @@ tsd_client *tsd_client_open(const char *url, int timeout_ms, char *err, size_t e
 	else if ((rv = nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, TSD_CLIENT_MAX_REPLY)))
 		what = "reply size limit";
 	if (what)
-		open_fail(err, errlen, "cannot set the %s: %s", what, nng_strerror(rv));
+		say(err, errlen, TSD_INTERNAL, "cannot set the %s: %s", what, nng_strerror(rv));
 	else if ((rv = nng_dial(c->sock, url, NULL, 0)))
-		open_fail(err, errlen, "cannot connect to %s: %s%s", url, nng_strerror(rv),
+		say(err, errlen, TSD_INTERNAL, "cannot connect to %s: %s%s", url, nng_strerror(rv),
 			  rv == NNG_ECONNREFUSED || rv == NNG_ENOENT ? " (is tensord running?)" : "");
 	if (rv) {
 		tsd_client_close(c);
@@ -123,13 +110,13 @@ static void *msg_alloc(void *arg, size_t size)
 static tsd_status transport_fail(tsd_client *c, const char *what, int rv)
 {
 	if (rv == NNG_ETIMEDOUT)
-		return fail(c, TSD_TIMEOUT, "%s %s: no answer within %d ms", what, c->url,
+		return CALL_FAIL(c, TSD_TIMEOUT, "%s %s: no answer within %d ms", what, c->url,
 			    c->timeout_ms);
 	if (rv == NNG_ENOMEM)
-		return fail(c, TSD_OUT_OF_MEMORY, "%s %s: out of memory", what, c->url);
+		return CALL_FAIL(c, TSD_OUT_OF_MEMORY, "%s %s: out of memory", what, c->url);
 	if (rv == NNG_EMSGSIZE)
-		return fail(c, TSD_TOO_LARGE, "%s %s: message too large", what, c->url);
-	return fail(c, TSD_INTERNAL, "%s %s: %s", what, c->url, nng_strerror(rv));
+		return CALL_FAIL(c, TSD_TOO_LARGE, "%s %s: message too large", what, c->url);
+	return CALL_FAIL(c, TSD_INTERNAL, "%s %s: %s", what, c->url, nng_strerror(rv));
 }
 
 /* The id the reply must echo: header's own (checked as the decoder would), else a new one
@@ -143,18 +130,18 @@ static tsd_status request_id(tsd_client *c, const cJSON *header, cJSON **copy, b
 	*is_str = cJSON_IsString(j);
 	if (*is_str) {
 		if (strlen(j->valuestring) > PROTO_MAX_ID)
-			return fail(c, TSD_BAD_REQUEST, "id: more than %d bytes", PROTO_MAX_ID);
+			return CALL_FAIL(c, TSD_BAD_REQUEST, "id: more than %d bytes", PROTO_MAX_ID);
 		strcpy(id, j->valuestring);
 		return TSD_OK;
 	}
 	if (j) {
 		if (!proto_json_int(j, -((int64_t)1 << 53), (int64_t)1 << 53, &v))
-			return fail(c, TSD_BAD_REQUEST, "id: not a string or an integer up to 2^53");
+			return CALL_FAIL(c, TSD_BAD_REQUEST, "id: not a string or an integer up to 2^53");
 	} else {
 		v = c->next_id++;
 		if (!(*copy = cJSON_Duplicate(header, true)) ||
 		    !cJSON_AddNumberToObject(*copy, "id", (double)v))
-			return fail(c, TSD_OUT_OF_MEMORY, "out of memory");
+			return CALL_FAIL(c, TSD_OUT_OF_MEMORY, "out of memory");
 	}
 	snprintf(id, PROTO_MAX_ID + 1, "%lld", (long long)v);
 	return TSD_OK;
@@ -166,7 +153,7 @@ static tsd_status encode(tsd_client *c, const cJSON *h, const tsd_tensor *ts, in
 {
 	proto_out outs[PROTO_MAX_TENSORS];
 	if (n < 0 || n > PROTO_MAX_TENSORS || (n && !ts))
-		return fail(c, TSD_BAD_REQUEST, "%d tensors: at most %d", n, PROTO_MAX_TENSORS);
+		return CALL_FAIL(c, TSD_BAD_REQUEST, "%d tensors: at most %d", n, PROTO_MAX_TENSORS);
 	for (int i = 0; i < n; i++)
 		outs[i] = (proto_out){.name = ts[i].name, .dtype = ts[i].dtype, .ndim = ts[i].ndim,
 				      .shape = ts[i].shape, .data = ts[i].data};
@@ -178,7 +165,7 @@ static tsd_status encode(tsd_client *c, const cJSON *h, const tsd_tensor *ts, in
 	if (s != TSD_OK) {
 		nng_msg_free(*msg); /* never allocated when encoding fails, but free it if so */
 		*msg = NULL;
-		return fail(c, s, "%s", perr.msg);
+		return CALL_FAIL(c, s, "%s", perr.msg);
 	}
 	return TSD_OK;
 }
@@ -189,7 +176,7 @@ tsd_status tsd_client_call(tsd_client *c, const cJSON *header, const tsd_tensor 
 	*out = NULL;
 	c->err[0] = '\0';
 	if (!cJSON_IsObject(header))
-		return fail(c, TSD_BAD_REQUEST, "the request header is not a JSON object");
+		return CALL_FAIL(c, TSD_BAD_REQUEST, "the request header is not a JSON object");
 	cJSON *copy;
 	bool id_str;
 	char id[PROTO_MAX_ID + 1];
@@ -210,11 +197,11 @@ tsd_status tsd_client_call(tsd_client *c, const cJSON *header, const tsd_tensor 
 	tsd_reply *r;
 	proto_err perr;
 	if ((s = tsd_client_decode_reply(msg, &r, &perr)) != TSD_OK)
-		return fail(c, s, "undecodable reply from %s: %s", c->url, perr.msg);
+		return CALL_FAIL(c, s, "undecodable reply from %s: %s", c->url, perr.msg);
 	/* a request too broken to have an id is answered with a null one */
 	bool null_id = cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(r->m.json, "id"));
 	if (null_id ? r->m.status == TSD_OK : r->m.id_is_str != id_str || strcmp(r->m.id, id)) {
-		fail(c, TSD_INTERNAL, "reply from %s has id %s%s%s, the request %s%s%s", c->url,
+		CALL_FAIL(c, TSD_INTERNAL, "reply from %s has id %s%s%s, the request %s%s%s", c->url,
 		     r->m.id_is_str ? "\"" : "", null_id ? "null" : r->m.id, r->m.id_is_str ? "\"" : "",
 		     id_str ? "\"" : "", id, id_str ? "\"" : "");
 		tsd_reply_free(r);
@@ -229,7 +216,7 @@ static tsd_status call_built(tsd_client *c, cJSON *h, bool built, tsd_reply **ou
 {
 	*out = NULL;
 	tsd_status s = h && built ? tsd_client_call(c, h, NULL, 0, out) :
-		fail(c, TSD_OUT_OF_MEMORY, "out of memory");
+		CALL_FAIL(c, TSD_OUT_OF_MEMORY, "out of memory");
 	cJSON_Delete(h);
 	return s;
 }

@@ -2,7 +2,6 @@
  * views point into, and its accessors. */
 #include <pthread.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "client_impl.h"
 
@@ -29,16 +28,6 @@ tsd_status tsd_client_decode_reply(nng_msg *msg, tsd_reply **out, proto_err *err
 		return s;
 	}
 	r->msg = msg;
-	for (int i = 0; i < r->m.ntensors; i++) {
-		const proto_tensor *p = &r->m.tensors[i];
-		tsd_tensor *t = &r->ts[i];
-		t->name = p->name;
-		t->dtype = p->dtype;
-		t->ndim = p->ndim;
-		memcpy(t->shape, p->shape, sizeof(t->shape));
-		t->data = p->data;
-		t->nbytes = p->nbytes;
-	}
 	*out = r;
 	return TSD_OK;
 }
@@ -76,13 +65,10 @@ int tsd_reply_ntensors(const tsd_reply *r)
 
 const tsd_tensor *tsd_reply_tensor(const tsd_reply *r, int i)
 {
-	return i >= 0 && i < r->m.ntensors ? &r->ts[i] : NULL;
+	return i >= 0 && i < r->m.ntensors ? &r->m.tensors[i] : NULL;
 }
 
 const tsd_tensor *tsd_reply_find(const tsd_reply *r, const char *name)
 {
-	for (int i = 0; name && i < r->m.ntensors; i++)
-		if (!strcmp(r->ts[i].name, name))
-			return &r->ts[i];
-	return NULL;
+	return name ? proto_msg_tensor(&r->m, name) : NULL;
 }

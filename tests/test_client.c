@@ -126,6 +126,19 @@ static tsd_client *open_ok(const fake *f)
 	return c;
 }
 
+/* A fake daemon started and a client connected to it. */
+static tsd_client *fake_client(fake *f)
+{
+	fake_start(f);
+	return open_ok(f);
+}
+
+static void fake_done(fake *f, tsd_client *c)
+{
+	tsd_client_close(c);
+	fake_stop(f);
+}
+
 static cJSON *verb(const char *v)
 {
 	cJSON *h = cJSON_CreateObject();
@@ -143,8 +156,7 @@ static double now_s(void)
 START_TEST(roundtrip_tensors)
 {
 	fake f;
-	fake_start(&f);
-	tsd_client *c = open_ok(&f);
+	tsd_client *c = fake_client(&f);
 	float x[6] = {1, -2, 3.5f, 4, 5, 6e-3f};
 	int64_t k[4] = {-1, 0, 1, (int64_t)1 << 50};
 	uint8_t b[3] = {1, 0, 1};
@@ -189,8 +201,7 @@ END_TEST
 START_TEST(ids_echo)
 {
 	fake f;
-	fake_start(&f);
-	tsd_client *c = open_ok(&f);
+	tsd_client *c = fake_client(&f);
 	cJSON *h = verb("echo");
 	tsd_reply *r;
 	for (int i = 1; i <= 3; i++) { /* no id: 1, 2, 3 */
@@ -210,16 +221,14 @@ START_TEST(ids_echo)
 	ck_assert_ptr_null(r);
 	ck_assert_msg(strstr(tsd_client_error(c), "id"), "message: %s", tsd_client_error(c));
 	cJSON_Delete(h);
-	tsd_client_close(c);
-	fake_stop(&f);
+	fake_done(&f, c);
 }
 END_TEST
 
 START_TEST(daemon_error)
 {
 	fake f;
-	fake_start(&f);
-	tsd_client *c = open_ok(&f);
+	tsd_client *c = fake_client(&f);
 	tsd_reply *r;
 	ck_assert_int_eq(tsd_client_call_verb(c, "fail", &r), TSD_UNKNOWN_MODEL);
 	ck_assert_ptr_nonnull(r);
@@ -234,16 +243,14 @@ START_TEST(daemon_error)
 	ck_assert_msg(strstr(tsd_reply_error(r), "verb"), "message: %s", tsd_reply_error(r));
 	tsd_reply_free(r);
 	cJSON_Delete(h);
-	tsd_client_close(c);
-	fake_stop(&f);
+	fake_done(&f, c);
 }
 END_TEST
 
 START_TEST(bad_replies)
 {
 	fake f;
-	fake_start(&f);
-	tsd_client *c = open_ok(&f);
+	tsd_client *c = fake_client(&f);
 	tsd_reply *r;
 	ck_assert_int_eq(tsd_client_call_verb(c, "wrongid", &r), TSD_INTERNAL);
 	ck_assert_ptr_null(r);
@@ -257,16 +264,14 @@ START_TEST(bad_replies)
 	ck_assert_int_eq(tsd_client_call_verb(c, "echo", &r), TSD_OK);
 	ck_assert_str_eq(tsd_client_error(c), "");
 	tsd_reply_free(r);
-	tsd_client_close(c);
-	fake_stop(&f);
+	fake_done(&f, c);
 }
 END_TEST
 
 START_TEST(bad_requests)
 {
 	fake f;
-	fake_start(&f);
-	tsd_client *c = open_ok(&f);
+	tsd_client *c = fake_client(&f);
 	tsd_reply *r;
 	cJSON *arr = cJSON_CreateArray();
 	ck_assert_int_eq(tsd_client_call(c, arr, NULL, 0, &r), TSD_BAD_REQUEST);
@@ -279,8 +284,7 @@ START_TEST(bad_requests)
 	ck_assert_msg(strstr(tsd_client_error(c), "dtype"), "message: %s", tsd_client_error(c));
 	ck_assert_int_eq(tsd_client_call(c, h, &t, PROTO_MAX_TENSORS + 1, &r), TSD_BAD_REQUEST);
 	cJSON_Delete(h);
-	tsd_client_close(c);
-	fake_stop(&f);
+	fake_done(&f, c);
 }
 END_TEST
 
@@ -323,8 +327,7 @@ END_TEST
 START_TEST(hello)
 {
 	fake f;
-	fake_start(&f);
-	tsd_client *c = open_ok(&f);
+	tsd_client *c = fake_client(&f);
 	tsd_reply *r;
 	tsd_status s = tsd_client_hello(c, &r);
 	ck_assert_msg(s == TSD_OK, "hello: %s: %s", tsd_status_name(s), tsd_client_message(c, r));
@@ -333,8 +336,7 @@ START_TEST(hello)
 	ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(tsd_reply_json(r), "daemon")->valuestring,
 			 "fake");
 	tsd_reply_free(r);
-	tsd_client_close(c);
-	fake_stop(&f);
+	fake_done(&f, c);
 }
 END_TEST
 

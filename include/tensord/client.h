@@ -16,18 +16,6 @@
 /* The daemon's socket inside its runtime directory (daemon config "listen"'s default). */
 #define TSD_CLIENT_SOCKET "tensord.sock"
 
-/* A tensor sent or received. Sending: name, dtype, ndim, shape and data (numel * dtype size
- * bytes, row-major, little-endian) are read, nbytes is ignored. Received: a view into the reply
- * (valid until tsd_reply_free); data may not be aligned for the dtype: read it with memcpy. */
-typedef struct tsd_tensor {
-	const char *name;
-	eng_dtype dtype;
-	int ndim;
-	int64_t shape[ENG_MAX_DIMS];
-	const void *data;
-	size_t nbytes;
-} tsd_tensor;
-
 /* A connection to the daemon. Threads: a client is used by one thread at a time; clients on
  * different threads are independent (the library serialises its JSON parsing internally). */
 typedef struct tsd_client tsd_client;
@@ -42,7 +30,7 @@ tsd_client *tsd_client_open(const char *url, int timeout_ms, char *err, size_t e
 /* Close the socket and free c (NULL is fine). Replies already received stay valid. */
 void tsd_client_close(tsd_client *c);
 
-/* Send one request and wait for its reply. header: an object with "verb" and the verb's
+/* Send one request and wait for its reply (tensors: tsd_tensor, tensord/protocol.h). header: an object with "verb" and the verb's
  * fields (only read; its "tensors" field, if any, is replaced by ts[0..n)). Without "id" the
  * client adds an increasing integer one; the reply must echo the id either way.
  * Returns the reply's status. *out receives the reply (the caller frees it with tsd_reply_free)
