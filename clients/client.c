@@ -49,7 +49,8 @@ tsd_client *tsd_client_open(const char *url, int timeout_ms, char *err, size_t e
 	c->next_id = 1;
 	int rv = nng_req0_open(&c->sock);
 	if (rv) {
-		say(err, errlen, TSD_INTERNAL, "cannot open a request socket: %s", nng_strerror(rv));
+		say(err, errlen, TSD_INTERNAL, "cannot open a request socket: %s",
+		    nng_strerror(rv));
 		free(c->url);
 		free(c);
 		return NULL;
@@ -68,7 +69,7 @@ tsd_client *tsd_client_open(const char *url, int timeout_ms, char *err, size_t e
 		say(err, errlen, TSD_INTERNAL, "cannot set the %s: %s", what, nng_strerror(rv));
 	else if ((rv = nng_dial(c->sock, url, NULL, 0)))
 		say(err, errlen, TSD_INTERNAL, "cannot connect to %s: %s%s", url, nng_strerror(rv),
-			  rv == NNG_ECONNREFUSED || rv == NNG_ENOENT ? " (is tensord running?)" : "");
+		    rv == NNG_ECONNREFUSED || rv == NNG_ENOENT ? " (is tensord running?)" : "");
 	if (rv) {
 		tsd_client_close(c);
 		return NULL;
@@ -111,7 +112,7 @@ static tsd_status transport_fail(tsd_client *c, const char *what, int rv)
 {
 	if (rv == NNG_ETIMEDOUT)
 		return CALL_FAIL(c, TSD_TIMEOUT, "%s %s: no answer within %d ms", what, c->url,
-			    c->timeout_ms);
+				 c->timeout_ms);
 	if (rv == NNG_ENOMEM)
 		return CALL_FAIL(c, TSD_OUT_OF_MEMORY, "%s %s: out of memory", what, c->url);
 	if (rv == NNG_EMSGSIZE)
@@ -130,13 +131,15 @@ static tsd_status request_id(tsd_client *c, const cJSON *header, cJSON **copy, b
 	*is_str = cJSON_IsString(j);
 	if (*is_str) {
 		if (strlen(j->valuestring) > PROTO_MAX_ID)
-			return CALL_FAIL(c, TSD_BAD_REQUEST, "id: more than %d bytes", PROTO_MAX_ID);
+			return CALL_FAIL(c, TSD_BAD_REQUEST, "id: more than %d bytes",
+					 PROTO_MAX_ID);
 		strcpy(id, j->valuestring);
 		return TSD_OK;
 	}
 	if (j) {
 		if (!proto_json_int(j, -((int64_t)1 << 53), (int64_t)1 << 53, &v))
-			return CALL_FAIL(c, TSD_BAD_REQUEST, "id: not a string or an integer up to 2^53");
+			return CALL_FAIL(c, TSD_BAD_REQUEST,
+					 "id: not a string or an integer up to 2^53");
 	} else {
 		v = c->next_id++;
 		if (!(*copy = cJSON_Duplicate(header, true)) ||
@@ -148,15 +151,18 @@ static tsd_status request_id(tsd_client *c, const cJSON *header, cJSON **copy, b
 }
 
 /* Encode the request into a new nng message (*msg, the caller's). */
-static tsd_status encode(tsd_client *c, const cJSON *h, const tsd_tensor *ts, int n,
-			 nng_msg **msg)
+static tsd_status encode(tsd_client *c, const cJSON *h, const tsd_tensor *ts, int n, nng_msg **msg)
 {
 	proto_out outs[PROTO_MAX_TENSORS];
 	if (n < 0 || n > PROTO_MAX_TENSORS || (n && !ts))
-		return CALL_FAIL(c, TSD_BAD_REQUEST, "%d tensors: at most %d", n, PROTO_MAX_TENSORS);
+		return CALL_FAIL(c, TSD_BAD_REQUEST, "%d tensors: at most %d", n,
+				 PROTO_MAX_TENSORS);
 	for (int i = 0; i < n; i++)
-		outs[i] = (proto_out){.name = ts[i].name, .dtype = ts[i].dtype, .ndim = ts[i].ndim,
-				      .shape = ts[i].shape, .data = ts[i].data};
+		outs[i] = (proto_out){.name = ts[i].name,
+				      .dtype = ts[i].dtype,
+				      .ndim = ts[i].ndim,
+				      .shape = ts[i].shape,
+				      .data = ts[i].data};
 	void *buf;
 	size_t len;
 	proto_err perr;
@@ -201,9 +207,9 @@ tsd_status tsd_client_call(tsd_client *c, const cJSON *header, const tsd_tensor 
 	/* a request too broken to have an id is answered with a null one */
 	bool null_id = cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(r->m.json, "id"));
 	if (null_id ? r->m.status == TSD_OK : r->m.id_is_str != id_str || strcmp(r->m.id, id)) {
-		CALL_FAIL(c, TSD_INTERNAL, "reply from %s has id %s%s%s, the request %s%s%s", c->url,
-		     r->m.id_is_str ? "\"" : "", null_id ? "null" : r->m.id, r->m.id_is_str ? "\"" : "",
-		     id_str ? "\"" : "", id, id_str ? "\"" : "");
+		CALL_FAIL(c, TSD_INTERNAL, "reply from %s has id %s%s%s, the request %s%s%s",
+			  c->url, r->m.id_is_str ? "\"" : "", null_id ? "null" : r->m.id,
+			  r->m.id_is_str ? "\"" : "", id_str ? "\"" : "", id, id_str ? "\"" : "");
 		tsd_reply_free(r);
 		return TSD_INTERNAL;
 	}
@@ -215,8 +221,8 @@ tsd_status tsd_client_call(tsd_client *c, const cJSON *header, const tsd_tensor 
 static tsd_status call_built(tsd_client *c, cJSON *h, bool built, tsd_reply **out)
 {
 	*out = NULL;
-	tsd_status s = h && built ? tsd_client_call(c, h, NULL, 0, out) :
-		CALL_FAIL(c, TSD_OUT_OF_MEMORY, "out of memory");
+	tsd_status s = h && built ? tsd_client_call(c, h, NULL, 0, out)
+				  : CALL_FAIL(c, TSD_OUT_OF_MEMORY, "out of memory");
 	cJSON_Delete(h);
 	return s;
 }

@@ -10,8 +10,8 @@
 #include "message.h"
 
 struct tsd_reply {
-	nng_msg *msg;   /* owned: the received bytes the views point into */
-	proto_msg m;    /* the decoded header, owned; its tensors are the reply's */
+	nng_msg *msg; /* owned: the received bytes the views point into */
+	proto_msg m;  /* the decoded header, owned; its tensors are the reply's */
 };
 
 /* Decode msg as a reply (taking it in every case: kept by the reply, or freed). Returns the

@@ -18,7 +18,8 @@ static const char usage_text[] =
 	"                               load a model (SPEC: the model.load object; FILE is a path\n"
 	"                               the daemon reads, relative to its models_dir)\n"
 	"  unload NAME                  unload a model\n"
-	"  infer MODEL INPUT.json       run a model; INPUT: {\"x\": {\"dtype\", \"shape\", \"data\"}}\n"
+	"  infer MODEL INPUT.json       run a model; INPUT: {\"x\": {\"dtype\", \"shape\", "
+	"\"data\"}}\n"
 	"  infer MODEL --raw FILE --name X --dtype DT --shape 1,4\n"
 	"                               the same with one input of raw little-endian bytes\n"
 	"  stats                        the daemon's statistics as JSON\n"
@@ -83,10 +84,10 @@ static int cmd_status(tsd_client *c, int argc, char **argv)
 		char dev[512], lim[1024];
 		printf("daemon:    tensord %s, protocol %g\n", str_field(h, "daemon", "?"),
 		       num_field(h, "protocol"));
-		printf("devices:   %s\n", brief(cJSON_GetObjectItemCaseSensitive(h, "devices"), dev,
-					       sizeof(dev)));
-		printf("limits:    %s\n", brief(cJSON_GetObjectItemCaseSensitive(h, "limits"), lim,
-					       sizeof(lim)));
+		printf("devices:   %s\n",
+		       brief(cJSON_GetObjectItemCaseSensitive(h, "devices"), dev, sizeof(dev)));
+		printf("limits:    %s\n",
+		       brief(cJSON_GetObjectItemCaseSensitive(h, "limits"), lim, sizeof(lim)));
 	}
 	tsd_reply_free(r);
 	if (rc)
@@ -112,10 +113,10 @@ static void io_list(const cJSON *arr, char *buf, size_t cap)
 	buf[0] = '\0';
 	for (const cJSON *e = cJSON_IsArray(arr) ? arr->child : NULL; e && n < cap; e = e->next) {
 		char shape[256];
-		n += (size_t)snprintf(buf + n, cap - n, "%s%s:%s%s", n ? " " : "",
-				      str_field(e, "name", "?"), str_field(e, "dtype", "?"),
-				      brief(cJSON_GetObjectItemCaseSensitive(e, "shape"), shape,
-					    sizeof(shape)));
+		n += (size_t)snprintf(
+			buf + n, cap - n, "%s%s:%s%s", n ? " " : "", str_field(e, "name", "?"),
+			str_field(e, "dtype", "?"),
+			brief(cJSON_GetObjectItemCaseSensitive(e, "shape"), shape, sizeof(shape)));
 	}
 }
 
@@ -134,10 +135,11 @@ static int cmd_models(tsd_client *c, int argc, char **argv)
 			char in[512], out[512];
 			io_list(cJSON_GetObjectItemCaseSensitive(m, "inputs"), in, sizeof(in));
 			io_list(cJSON_GetObjectItemCaseSensitive(m, "outputs"), out, sizeof(out));
-			printf("%-20s %4g %-8s %-8s %-7s %6g  %-30s %s\n", str_field(m, "name", "?"),
-			       num_field(m, "version"), str_field(m, "state", "?"),
-			       str_field(m, "device", "-"), num_field(m, "batched") ? "yes" : "no",
-			       num_field(m, "queued"), in, out);
+			printf("%-20s %4g %-8s %-8s %-7s %6g  %-30s %s\n",
+			       str_field(m, "name", "?"), num_field(m, "version"),
+			       str_field(m, "state", "?"), str_field(m, "device", "-"),
+			       num_field(m, "batched") ? "yes" : "no", num_field(m, "queued"), in,
+			       out);
 		}
 	}
 	tsd_reply_free(r);
@@ -244,8 +246,11 @@ static int infer_inputs(int argc, char **argv, tctl_inputs *in)
 {
 	const char *file = NULL, *raw = NULL, *name = NULL, *dtype = "float32", *shape = NULL;
 	for (int i = 0; i < argc; i++) {
-		const char **opt = !strcmp(argv[i], "--raw") ? &raw : !strcmp(argv[i], "--name") ? &name :
-			!strcmp(argv[i], "--dtype") ? &dtype : !strcmp(argv[i], "--shape") ? &shape : NULL;
+		const char **opt = !strcmp(argv[i], "--raw")	 ? &raw
+				   : !strcmp(argv[i], "--name")	 ? &name
+				   : !strcmp(argv[i], "--dtype") ? &dtype
+				   : !strcmp(argv[i], "--shape") ? &shape
+								 : NULL;
 		if (opt && i + 1 < argc)
 			*opt = argv[++i];
 		else if (!opt && !file && argv[i][0] != '-')
@@ -316,7 +321,7 @@ static const struct command {
 	int (*fn)(tsd_client *c, int argc, char **argv); /* the arguments after the command */
 } commands[] = {
 	{"status", cmd_status}, {"models", cmd_models}, {"load", cmd_load},
-	{"unload", cmd_unload}, {"infer", cmd_infer},   {"stats", cmd_stats},
+	{"unload", cmd_unload}, {"infer", cmd_infer},	{"stats", cmd_stats},
 };
 
 int main(int argc, char **argv)
@@ -335,7 +340,8 @@ int main(int argc, char **argv)
 		} else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) {
 			timeout = strtol(argv[++i], &end, 10);
 			if (*end || end == argv[i] || timeout < 0 || timeout > 86400000)
-				return usage("--timeout %s: not milliseconds (0..86400000)", argv[i]);
+				return usage("--timeout %s: not milliseconds (0..86400000)",
+					     argv[i]);
 		} else {
 			return usage("unknown option %s", argv[i]);
 		}

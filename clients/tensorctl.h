@@ -9,7 +9,7 @@
 #include <tensord/client.h>
 
 #define TCTL_MAX_TENSORS 64
-#define TCTL_FILE_MAX ((size_t)1 << 30) /* bytes of an input file */
+#define TCTL_FILE_MAX	 ((size_t)1 << 30) /* bytes of an input file */
 
 /* Tensors to send, owning their names and data. Zero it before use; free with tctl_inputs_free. */
 typedef struct tctl_inputs {

@@ -63,12 +63,32 @@ static uint16_t f16_bits(double v)
 static void store(eng_dtype dt, double v, void *dst)
 {
 	switch (dt) {
-	case ENG_BOOL: *(uint8_t *)dst = v != 0; break;
-	case ENG_U8: *(uint8_t *)dst = (uint8_t)v; break;
-	case ENG_I32: { int32_t x = (int32_t)v; memcpy(dst, &x, 4); break; }
-	case ENG_I64: { int64_t x = (int64_t)v; memcpy(dst, &x, 8); break; }
-	case ENG_F16: { uint16_t x = f16_bits(v); memcpy(dst, &x, 2); break; }
-	default: { float x = (float)v; memcpy(dst, &x, 4); break; }
+	case ENG_BOOL:
+		*(uint8_t *)dst = v != 0;
+		break;
+	case ENG_U8:
+		*(uint8_t *)dst = (uint8_t)v;
+		break;
+	case ENG_I32: {
+		int32_t x = (int32_t)v;
+		memcpy(dst, &x, 4);
+		break;
+	}
+	case ENG_I64: {
+		int64_t x = (int64_t)v;
+		memcpy(dst, &x, 8);
+		break;
+	}
+	case ENG_F16: {
+		uint16_t x = f16_bits(v);
+		memcpy(dst, &x, 2);
+		break;
+	}
+	default: {
+		float x = (float)v;
+		memcpy(dst, &x, 4);
+		break;
+	}
 	}
 }
 
@@ -76,11 +96,28 @@ static double load(eng_dtype dt, const void *src)
 {
 	switch (dt) {
 	case ENG_BOOL:
-	case ENG_U8: return *(const uint8_t *)src;
-	case ENG_I32: { int32_t x; memcpy(&x, src, 4); return x; }
-	case ENG_I64: { int64_t x; memcpy(&x, src, 8); return (double)x; }
-	case ENG_F16: { uint16_t x; memcpy(&x, src, 2); return eng_f16_to_double(x); }
-	default: { float x; memcpy(&x, src, 4); return x; }
+	case ENG_U8:
+		return *(const uint8_t *)src;
+	case ENG_I32: {
+		int32_t x;
+		memcpy(&x, src, 4);
+		return x;
+	}
+	case ENG_I64: {
+		int64_t x;
+		memcpy(&x, src, 8);
+		return (double)x;
+	}
+	case ENG_F16: {
+		uint16_t x;
+		memcpy(&x, src, 2);
+		return eng_f16_to_double(x);
+	}
+	default: {
+		float x;
+		memcpy(&x, src, 4);
+		return x;
+	}
 	}
 }
 
@@ -144,7 +181,8 @@ static bool count(const tsd_tensor *t, size_t *numel, char *err, size_t errlen)
 {
 	*numel = 1;
 	for (int d = 0; d < t->ndim; d++) {
-		if (t->shape[d] < 0 || (t->shape[d] && *numel > ((size_t)1 << 40) / (size_t)t->shape[d])) {
+		if (t->shape[d] < 0 ||
+		    (t->shape[d] && *numel > ((size_t)1 << 40) / (size_t)t->shape[d])) {
 			snprintf(err, errlen, "%s: bad shape", t->name);
 			return false;
 		}
@@ -165,8 +203,8 @@ static bool one_from_json(tctl_inputs *in, const cJSON *o, char *err, size_t err
 		return false;
 	}
 	if (!cJSON_IsArray(sh) || cJSON_GetArraySize(sh) > ENG_MAX_DIMS || !data) {
-		snprintf(err, errlen, "%s: needs \"shape\" (at most %d integers) and \"data\"", name,
-			 ENG_MAX_DIMS);
+		snprintf(err, errlen, "%s: needs \"shape\" (at most %d integers) and \"data\"",
+			 name, ENG_MAX_DIMS);
 		return false;
 	}
 	tsd_tensor *t = add(in, name, err, errlen);
@@ -191,7 +229,8 @@ static bool one_from_json(tctl_inputs *in, const cJSON *o, char *err, size_t err
 	if (!flatten(data, dtype, buf, numel, &k, name, err, errlen))
 		return false;
 	if (k != numel) {
-		snprintf(err, errlen, "%s.data: %zu values for shape of %zu elements", name, k, numel);
+		snprintf(err, errlen, "%s.data: %zu values for shape of %zu elements", name, k,
+			 numel);
 		return false;
 	}
 	return true;
@@ -226,9 +265,10 @@ bool tctl_inputs_raw(tctl_inputs *in, const char *name, const char *dtype, const
 		char *end;
 		errno = 0;
 		long long v = strtoll(p, &end, 10);
-		if (end == p || errno || v < 0 || (*end && *end != ',') || t->ndim == ENG_MAX_DIMS) {
-			snprintf(err, errlen, "--shape %s: not up to %d comma-separated sizes", shape,
-				 ENG_MAX_DIMS);
+		if (end == p || errno || v < 0 || (*end && *end != ',') ||
+		    t->ndim == ENG_MAX_DIMS) {
+			snprintf(err, errlen, "--shape %s: not up to %d comma-separated sizes",
+				 shape, ENG_MAX_DIMS);
 			return false;
 		}
 		t->shape[t->ndim++] = v;
@@ -255,8 +295,9 @@ cJSON *tctl_tensor_json(const tsd_tensor *t)
 		ok = cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)t->shape[d]));
 	size_t es = eng_dtype_size(t->dtype), numel = es ? t->nbytes / es : 0;
 	for (size_t i = 0; ok && i < numel; i++)
-		ok = cJSON_AddItemToArray(data, cJSON_CreateNumber(
-			load(t->dtype, (const uint8_t *)t->data + i * es)));
+		ok = cJSON_AddItemToArray(
+			data,
+			cJSON_CreateNumber(load(t->dtype, (const uint8_t *)t->data + i * es)));
 	if (!ok) {
 		cJSON_Delete(o);
 		if (!o) {

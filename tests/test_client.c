@@ -46,7 +46,8 @@ static cJSON *answer_header(const proto_msg *m, tsd_status st, const char *why)
 	if (!strcmp(m->verb, "hello")) {
 		const cJSON *v = cJSON_GetObjectItemCaseSensitive(m->json, "version");
 		const cJSON *who = cJSON_GetObjectItemCaseSensitive(m->json, "client");
-		if (!cJSON_IsNumber(v) || v->valuedouble != TSD_PROTOCOL_VERSION || !cJSON_IsString(who)) {
+		if (!cJSON_IsNumber(v) || v->valuedouble != TSD_PROTOCOL_VERSION ||
+		    !cJSON_IsString(who)) {
 			cJSON_Delete(h);
 			return proto_reply_header(m, TSD_VERSION_MISMATCH, "speak version 1");
 		}
@@ -62,8 +63,8 @@ static nng_msg *answer(nng_msg *req)
 	proto_msg *m = calloc(1, sizeof(*m));
 	proto_err err = {0};
 	nng_msg *rep = NULL;
-	tsd_status st = proto_decode(nng_msg_body(req), nng_msg_len(req), 1 << 20, PROTO_REQUEST, m,
-				     &err);
+	tsd_status st =
+		proto_decode(nng_msg_body(req), nng_msg_len(req), 1 << 20, PROTO_REQUEST, m, &err);
 	if (st == TSD_OK && !strcmp(m->verb, "garbage")) {
 		if (!nng_msg_alloc(&rep, 0))
 			nng_msg_append(rep, "nope", 4);
@@ -169,7 +170,8 @@ START_TEST(roundtrip_tensors)
 	cJSON *h = verb("echo");
 	tsd_reply *r = NULL;
 	tsd_status s = tsd_client_call(c, h, ts, 4, &r);
-	ck_assert_msg(s == TSD_OK && r, "call: %s: %s", tsd_status_name(s), tsd_client_message(c, r));
+	ck_assert_msg(s == TSD_OK && r, "call: %s: %s", tsd_status_name(s),
+		      tsd_client_message(c, r));
 	ck_assert_int_eq(tsd_reply_status(r), TSD_OK);
 	ck_assert_ptr_null(tsd_reply_error(r));
 	ck_assert_int_eq(tsd_reply_ntensors(r), 4);
@@ -214,7 +216,8 @@ START_TEST(ids_echo)
 	ck_assert_ptr_null(cJSON_GetObjectItemCaseSensitive(h, "id")); /* header not modified */
 	cJSON_AddStringToObject(h, "id", "req-7");
 	ck_assert_int_eq(tsd_client_call(c, h, NULL, 0, &r), TSD_OK);
-	ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(tsd_reply_json(r), "id")->valuestring, "req-7");
+	ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(tsd_reply_json(r), "id")->valuestring,
+			 "req-7");
 	tsd_reply_free(r);
 	cJSON_ReplaceItemInObjectCaseSensitive(h, "id", cJSON_CreateNumber(1.5));
 	ck_assert_int_eq(tsd_client_call(c, h, NULL, 0, &r), TSD_BAD_REQUEST);
@@ -254,7 +257,8 @@ START_TEST(bad_replies)
 	tsd_reply *r;
 	ck_assert_int_eq(tsd_client_call_verb(c, "wrongid", &r), TSD_INTERNAL);
 	ck_assert_ptr_null(r);
-	ck_assert_msg(strstr(tsd_client_error(c), "id 999") && strstr(tsd_client_error(c), "request 1"),
+	ck_assert_msg(strstr(tsd_client_error(c), "id 999") &&
+			      strstr(tsd_client_error(c), "request 1"),
 		      "message: %s", tsd_client_error(c));
 	ck_assert_int_eq(tsd_client_call_verb(c, "garbage", &r), TSD_BAD_REQUEST);
 	ck_assert_ptr_null(r);
@@ -278,7 +282,8 @@ START_TEST(bad_requests)
 	ck_assert_ptr_null(r);
 	cJSON_Delete(arr);
 	cJSON *h = verb("echo");
-	tsd_tensor t = {.name = "x", .dtype = ENG_DTYPE_COUNT, .ndim = 1, .shape = {1}, .data = "a"};
+	tsd_tensor t = {
+		.name = "x", .dtype = ENG_DTYPE_COUNT, .ndim = 1, .shape = {1}, .data = "a"};
 	ck_assert_int_eq(tsd_client_call(c, h, &t, 1, &r), TSD_BAD_REQUEST);
 	ck_assert_ptr_null(r);
 	ck_assert_msg(strstr(tsd_client_error(c), "dtype"), "message: %s", tsd_client_error(c));
@@ -296,7 +301,8 @@ START_TEST(no_daemon)
 	double t0 = now_s();
 	tsd_client *c = tsd_client_open(url, TIMEOUT_MS, err, sizeof(err));
 	ck_assert_ptr_null(c);
-	ck_assert_msg(strstr(err, "cannot connect") && strstr(err, "absent.sock"), "message: %s", err);
+	ck_assert_msg(strstr(err, "cannot connect") && strstr(err, "absent.sock"), "message: %s",
+		      err);
 	ck_assert_msg(now_s() - t0 < 2.0, "took %.2f s", now_s() - t0);
 	rmdir(dir);
 	ck_assert_ptr_null(tsd_client_open("", TIMEOUT_MS, err, sizeof(err)));
@@ -358,8 +364,8 @@ END_TEST
 Suite *client_suite(void)
 {
 	const TTest *const tests[] = {
-		roundtrip_tensors, ids_echo, daemon_error, bad_replies, bad_requests, no_daemon, hello,
-		default_url,
+		roundtrip_tensors, ids_echo,  daemon_error, bad_replies,
+		bad_requests,	   no_daemon, hello,	    default_url,
 	};
 	return tu_suite("client", tests, (int)(sizeof(tests) / sizeof(tests[0])), 30);
 }
