@@ -30,8 +30,9 @@ tsd_client *tsd_client_open(const char *url, int timeout_ms, char *err, size_t e
 /* Close the socket and free c (NULL is fine). Replies already received stay valid. */
 void tsd_client_close(tsd_client *c);
 
-/* Send one request and wait for its reply (tensors: tsd_tensor, tensord/protocol.h). header: an object with "verb" and the verb's
- * fields (only read; its "tensors" field, if any, is replaced by ts[0..n)). Without "id" the
+/* Send one request and wait for its reply. header: an object with "verb" and the verb's fields
+ * (only read; its "tensors" field, if any, is replaced by ts[0..n), tsd_tensor of protocol.h:
+ * only read, copied into the message). Without "id" the
  * client adds an increasing integer one; the reply must echo the id either way.
  * Returns the reply's status. *out receives the reply (the caller frees it with tsd_reply_free)
  * whenever the daemon answered, whatever the status; it is NULL when no valid reply came (a bad
