@@ -1,4 +1,5 @@
-# Makefile: builds the engine library, the tensord daemon, tests, examples and benchmarks.
+# Makefile: builds the engine library, the tensord daemon, the client library and tensorctl,
+# tests, examples and benchmarks.
 # `make` builds everything, `make run` runs tensord in the foreground, `make test` runs the check suite, `make asan` runs it sanitized,
 # `make tsan` runs the threads suite under ThreadSanitizer, `make fuzz` the loader fuzz targets
 # for a bounded time.
@@ -23,12 +24,20 @@ EXAMPLES   := $(patsubst examples/%/main.c,%,$(wildcard examples/*/main.c))
 BENCH_SRC  := $(wildcard bench/*.c)
 # The daemon: its objects less main.o are linked into the tests too.
 DAEMON_SRC := $(wildcard daemon/*.c)
+# The client library (clients/, public headers and protocol/ only) and the tensorctl CLI.
+CLIENT_SRC := $(filter-out clients/tensorctl%,$(wildcard clients/*.c))
+CTL_SRC    := $(wildcard clients/tensorctl*.c)
+NNG_LIBS   := $(shell pkg-config --libs nng 2>/dev/null || echo -lnng)
 
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
 PROTO_OBJ  := $(PROTO_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ   := $(TEST_SRC:%.c=$(BUILD)/%.o)
 DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/%.o)
 DAEMON_LIB_OBJ := $(filter-out $(BUILD)/daemon/main.o,$(DAEMON_OBJ))
+CLIENT_OBJ := $(CLIENT_SRC:%.c=$(BUILD)/%.o)
+CTL_OBJ    := $(CTL_SRC:%.c=$(BUILD)/%.o)
+CLIENT_LIB := $(BUILD)/libtensord_client.a
+CTL_BIN    := $(BUILD)/bin/tensorctl
 DAEMON_BIN := $(BUILD)/bin/tensord
 LIB        := $(BUILD)/libtensord.a
 PROTO_LIB  := $(BUILD)/libtensord_proto.a
@@ -37,13 +46,13 @@ EXAMPLE_BIN := $(EXAMPLES:%=$(BUILD)/bin/%)
 BENCH_BIN  := $(BENCH_SRC:bench/%.c=$(BUILD)/bin/bench_%)
 
 $(BUILD)/examples/%.o $(BUILD)/bench/%.o $(BUILD)/daemon/%.o: INC := -Iinclude
-$(BUILD)/protocol/%.o: INC := -Iinclude -Iprotocol
+$(BUILD)/protocol/%.o $(BUILD)/clients/%.o: INC := -Iinclude -Iprotocol
 
 # keep example and bench objects (make would delete them as intermediates)
 .SECONDARY:
 
 .PHONY: all test asan tsan check clean examples bench demo deps train-check conformance layers fuzz run
-all: $(LIB) $(PROTO_LIB) $(DAEMON_BIN) $(TEST_BIN) $(EXAMPLE_BIN) $(BENCH_BIN)
+all: $(LIB) $(PROTO_LIB) $(CLIENT_LIB) $(DAEMON_BIN) $(CTL_BIN) $(TEST_BIN) $(EXAMPLE_BIN) $(BENCH_BIN)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -59,8 +68,17 @@ $(PROTO_LIB): $(PROTO_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
-$(TEST_BIN): $(TEST_OBJ) $(DAEMON_LIB_OBJ) $(PROTO_LIB) $(LIB)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(TEST_OBJ) $(DAEMON_LIB_OBJ) $(PROTO_LIB) $(LIB) $(CHECK_LIBS) $(LDLIBS)
+$(CLIENT_LIB): $(CLIENT_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@
+	ar rcs $@ $^
+
+$(TEST_BIN): $(TEST_OBJ) $(DAEMON_LIB_OBJ) $(CLIENT_LIB) $(PROTO_LIB) $(LIB)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(TEST_OBJ) $(DAEMON_LIB_OBJ) $(CLIENT_LIB) $(PROTO_LIB) $(LIB) $(CHECK_LIBS) $(NNG_LIBS) $(LDLIBS)
+
+$(CTL_BIN): $(CTL_OBJ) $(CLIENT_LIB) $(PROTO_LIB) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(CTL_OBJ) $(CLIENT_LIB) $(PROTO_LIB) $(LIB) $(NNG_LIBS) $(LDLIBS)
 
 $(DAEMON_BIN): $(DAEMON_OBJ) $(PROTO_LIB) $(LIB)
 	@mkdir -p $(dir $@)
@@ -157,4 +175,4 @@ demo: deps
 clean:
 	rm -rf build build-asan build-tsan build-fuzz
 
--include $(ENGINE_OBJ:.o=.d) $(PROTO_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(DAEMON_OBJ:.o=.d)
+-include $(ENGINE_OBJ:.o=.d) $(PROTO_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(DAEMON_OBJ:.o=.d) $(CLIENT_OBJ:.o=.d) $(CTL_OBJ:.o=.d)

@@ -13,17 +13,10 @@
 #define PROTO_MAGIC "TSD1"
 #define PROTO_PREFIX 8 /* magic + u32 JSON length */
 
-/* A tensor in a decoded message: a view, nothing copied. name and data point into the
- * proto_msg's JSON and into the caller's message bytes: valid while both live. data is
- * 64-byte aligned when the message bytes are. */
-typedef struct proto_tensor {
-	const char *name;
-	eng_dtype dtype;
-	int ndim;
-	int64_t shape[ENG_MAX_DIMS];
-	const void *data;
-	size_t nbytes;
-} proto_tensor;
+/* A tensor in a decoded message (include/tensord/protocol.h): a view, nothing copied. name and
+ * data point into the proto_msg's JSON and into the caller's message bytes: valid while both
+ * live. data is 64-byte aligned when the message bytes are. */
+typedef tsd_tensor proto_tensor;
 
 /* A decoded message. Caller-allocated (it is ~7 KiB: heap or a long-lived struct); free with
  * proto_msg_free, which frees json only. */

@@ -4,7 +4,8 @@
 Reads the symbol tables of the built objects (nm) and fails when an object uses a symbol defined
 in a layer above its own, or in another folder of its own layer (one backend calling another);
 and reads #include lines so that backends include only the backend interface, engine/util and the
-public headers, and daemon/, clients/, examples/, bench/ only the public headers.
+public headers, and daemon/, clients/, examples/, bench/ only the public headers (clients/ also
+protocol/'s, the shared wire library).
 
 Usage: tests/layers.py BUILD_DIR           check the objects under BUILD_DIR
        tests/layers.py --self-test BUILD   also prove the check catches a backward call
@@ -33,8 +34,11 @@ LAYERS = [
     ["engine/nn"],                                     # layers, losses, optimizers
     ["engine/io"],                                     # safetensors, IDX
     ["protocol"],                                      # wire codec, graph format (public API only)
+    ["clients"],                                       # client library, tensorctl (and protocol/)
 ]
 PUBLIC_ONLY = ["protocol", "daemon", "clients", "examples", "bench"]
+# Folders whose headers a public-only folder may also include with "name.h" (its -I path).
+ALSO_INCLUDE = {"clients": ["protocol"]}
 
 
 def unit_of(path):
@@ -105,24 +109,33 @@ def source_files(root, top):
         return found
 
 
+def include_ok(root, top, d, kind, inc):
+    """May a file of top in folder d (absolute) include inc (kind '<' or '"')?"""
+    if top == "backends":
+        return kind == "<" or inc.startswith(("backends/", "util/")) or "/" not in inc
+    banned = tuple(os.path.join(root, p) + "/" for p in ("engine", "backends"))
+    if kind == "<":
+        return not inc.startswith(("engine/", "backends/"))
+    dirs = [d] + [os.path.join(root, p) for p in ALSO_INCLUDE.get(top, [])]
+    for base in dirs:
+        path = os.path.normpath(os.path.join(base, inc))
+        if os.path.exists(path) and (base == d or path.startswith(base + "/")):
+            return not path.startswith(banned)
+    return False
+
+
 def check_includes(root):
     bad = []
     for top in ["backends"] + PUBLIC_ONLY:
+        also = "".join(f" and {p}/" for p in ALSO_INCLUDE.get(top, []))
         for rel in source_files(root, top):
             path = os.path.join(root, rel)
             d = os.path.dirname(path)
             for kind, inc in INCLUDE.findall(open(path, errors="replace").read()):
-                if top == "backends":
-                    ok = (kind == "<" or inc.startswith(("backends/", "util/")) or "/" not in inc)
-                else:
-                    local = kind == '"' and os.path.exists(os.path.normpath(os.path.join(d, inc)))
-                    ok = kind == "<" and not inc.startswith(("engine/", "backends/")) or \
-                        local and not os.path.normpath(os.path.join(d, inc)).startswith(
-                            tuple(os.path.join(root, p) + "/" for p in ("engine", "backends")))
-                if not ok:
+                if not include_ok(root, top, d, kind, inc):
                     bad.append(f"{rel} includes {inc}: " +
                                ("backends include the backend interface, engine/util and public headers only"
-                                if top == "backends" else "only include/tensord/ headers here"))
+                                if top == "backends" else f"only include/tensord/{also} headers here"))
     return bad
 
 
@@ -140,6 +153,15 @@ def self_test(build):
     if not hit:
         sys.exit("layers: self-test FAILED: a backward call from engine/graph was not reported")
     print(f"layers: self-test: a backward call is caught ({hit[0]})")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    clients = os.path.join(root, "clients")
+    cases = [("protocol", '"', "message.h", True), ("engine", '"', "../engine/core/context.h", False),
+             ("engine", '<', "engine/core/context.h", False), ("absent", '"', "nothere.h", False)]
+    for what, kind, inc, want in cases:
+        if include_ok(root, "clients", clients, kind, inc) != want:
+            sys.exit(f"layers: self-test FAILED: clients/ including {inc} ({what}) "
+                     f"{'refused' if want else 'allowed'}")
+    print("layers: self-test: clients/ may include protocol/ headers, never engine/ internals")
 
 
 def main():

@@ -4,11 +4,27 @@
 #define TSD_PROTOCOL_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "engine.h"
 
 /* The version a client states in "hello"; a daemon refuses another with version_mismatch. */
 #define TSD_PROTOCOL_VERSION 1
+
+/* A tensor of a message. Decoded (protocol/message.h's proto_tensor, a client's reply): a view,
+ * nothing copied: name and data point into the message, data is 64-byte aligned when the
+ * message bytes are (else possibly not even for the dtype: read with memcpy). Sent through the
+ * client library: name, dtype, ndim, shape and data (numel * dtype size bytes, row-major,
+ * little-endian) are read, nbytes is ignored. */
+typedef struct tsd_tensor {
+	const char *name;
+	eng_dtype dtype;
+	int ndim;
+	int64_t shape[ENG_MAX_DIMS];
+	const void *data;
+	size_t nbytes;
+} tsd_tensor;
 
 typedef enum tsd_status {
 #define TSD_ERR(e, name, msg) TSD_##e,

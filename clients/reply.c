@@ -1,0 +1,74 @@
+/* reply.c: a reply of the daemon: decoded from the received nng message, whose bytes the tensor
+ * views point into, and its accessors. */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "client_impl.h"
+
+/* cJSON's parser writes a process-wide error position on every parse, so decodes on several
+ * threads must not overlap (message.h). This mutex is the library's one synchronisation object
+ * and its only static state: it serialises proto_decode across every client of the process. */
+static pthread_mutex_t decode_lock = PTHREAD_MUTEX_INITIALIZER;
+
+tsd_status tsd_client_decode_reply(nng_msg *msg, tsd_reply **out, proto_err *err)
+{
+	*out = NULL;
+	tsd_reply *r = calloc(1, sizeof(*r));
+	if (!r) {
+		nng_msg_free(msg);
+		return proto_fail(err, TSD_OUT_OF_MEMORY, "no memory for the reply");
+	}
+	pthread_mutex_lock(&decode_lock);
+	tsd_status s = proto_decode(nng_msg_body(msg), nng_msg_len(msg), TSD_CLIENT_MAX_REPLY,
+				    PROTO_REPLY, &r->m, err);
+	pthread_mutex_unlock(&decode_lock);
+	if (s != TSD_OK) {
+		nng_msg_free(msg);
+		free(r);
+		return s;
+	}
+	r->msg = msg;
+	*out = r;
+	return TSD_OK;
+}
+
+void tsd_reply_free(tsd_reply *r)
+{
+	if (!r)
+		return;
+	proto_msg_free(&r->m);
+	nng_msg_free(r->msg);
+	free(r);
+}
+
+tsd_status tsd_reply_status(const tsd_reply *r)
+{
+	return r->m.status;
+}
+
+const char *tsd_reply_error(const tsd_reply *r)
+{
+	if (r->m.status == TSD_OK)
+		return NULL;
+	return r->m.error ? r->m.error : tsd_status_message(r->m.status);
+}
+
+const cJSON *tsd_reply_json(const tsd_reply *r)
+{
+	return r->m.json;
+}
+
+int tsd_reply_ntensors(const tsd_reply *r)
+{
+	return r->m.ntensors;
+}
+
+const tsd_tensor *tsd_reply_tensor(const tsd_reply *r, int i)
+{
+	return i >= 0 && i < r->m.ntensors ? &r->m.tensors[i] : NULL;
+}
+
+const tsd_tensor *tsd_reply_find(const tsd_reply *r, const char *name)
+{
+	return name ? proto_msg_tensor(&r->m, name) : NULL;
+}
