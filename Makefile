@@ -28,6 +28,8 @@ DAEMON_SRC := $(wildcard daemon/*.c)
 CLIENT_SRC := $(filter-out clients/tensorctl%,$(wildcard clients/*.c))
 CTL_SRC    := $(wildcard clients/tensorctl*.c)
 NNG_LIBS   := $(shell pkg-config --libs nng 2>/dev/null || echo -lnng)
+# The daemon's event loop and systemd notifications (sd_notify).
+DAEMON_LIBS := $(NNG_LIBS) $(shell pkg-config --libs libuv libsystemd 2>/dev/null || echo -luv -lsystemd)
 
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
 PROTO_OBJ  := $(PROTO_SRC:%.c=$(BUILD)/%.o)
@@ -45,8 +47,8 @@ TEST_BIN   := $(BUILD)/tests/run_tests
 EXAMPLE_BIN := $(EXAMPLES:%=$(BUILD)/bin/%)
 BENCH_BIN  := $(BENCH_SRC:bench/%.c=$(BUILD)/bin/bench_%)
 
-$(BUILD)/examples/%.o $(BUILD)/bench/%.o $(BUILD)/daemon/%.o: INC := -Iinclude
-$(BUILD)/protocol/%.o $(BUILD)/clients/%.o: INC := -Iinclude -Iprotocol
+$(BUILD)/examples/%.o $(BUILD)/bench/%.o: INC := -Iinclude
+$(BUILD)/protocol/%.o $(BUILD)/clients/%.o $(BUILD)/daemon/%.o: INC := -Iinclude -Iprotocol
 
 # keep example and bench objects (make would delete them as intermediates)
 .SECONDARY:
@@ -74,7 +76,7 @@ $(CLIENT_LIB): $(CLIENT_OBJ)
 	ar rcs $@ $^
 
 $(TEST_BIN): $(TEST_OBJ) $(DAEMON_LIB_OBJ) $(CLIENT_LIB) $(PROTO_LIB) $(LIB)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(TEST_OBJ) $(DAEMON_LIB_OBJ) $(CLIENT_LIB) $(PROTO_LIB) $(LIB) $(CHECK_LIBS) $(NNG_LIBS) $(LDLIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(TEST_OBJ) $(DAEMON_LIB_OBJ) $(CLIENT_LIB) $(PROTO_LIB) $(LIB) $(CHECK_LIBS) $(DAEMON_LIBS) $(LDLIBS)
 
 $(CTL_BIN): $(CTL_OBJ) $(CLIENT_LIB) $(PROTO_LIB) $(LIB)
 	@mkdir -p $(dir $@)
@@ -82,7 +84,7 @@ $(CTL_BIN): $(CTL_OBJ) $(CLIENT_LIB) $(PROTO_LIB) $(LIB)
 
 $(DAEMON_BIN): $(DAEMON_OBJ) $(PROTO_LIB) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(DAEMON_OBJ) $(PROTO_LIB) $(LIB) $(LDLIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(DAEMON_OBJ) $(PROTO_LIB) $(LIB) $(DAEMON_LIBS) $(LDLIBS)
 
 # tensord in the foreground with the shipped config. For now it prints the effective config
 # and says the server is not built yet (issue 12).
