@@ -1,5 +1,6 @@
 /* test_graph_batch.c: proto_graph_batch_check (protocol/graph_batch.c): row-independent models
  * accepted with their batch axes, every way of mixing rows rejected naming the node. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -167,8 +168,59 @@ START_TEST(bad_indices)
 }
 END_TEST
 
+/* The committed seeds of fuzz_graph (tests/fuzz/make_corpus.py) give what they were written for:
+ * parse status, then the batch check's status and message. Run from the repository root. */
+START_TEST(fuzz_seeds)
+{
+	static const struct {
+		const char *file;
+		tsd_status parse, batch;
+		const char *word;
+	} seeds[] = {
+		{"mlp", TSD_OK, TSD_OK, NULL},
+		{"conv", TSD_OK, TSD_BAD_REQUEST, "nodes[7] (mn): mean: reduces over the batch dimension (all axes)"},
+		{"linear", TSD_OK, TSD_BAD_REQUEST, "inputs[0] (x): no batch dimension"},
+		{"permuted", TSD_OK, TSD_OK, NULL},
+		{"two_inputs", TSD_OK, TSD_OK, NULL},
+		{"mean_batch", TSD_OK, TSD_BAD_REQUEST, "nodes[1] (m): mean: reduces"},
+		{"gram", TSD_OK, TSD_BAD_REQUEST, "nodes[2] (g): matmul: contracts"},
+		{"reshape_moves", TSD_OK, TSD_BAD_REQUEST, "nodes[1] (r): reshape: moves"},
+		{"outer", TSD_OK, TSD_BAD_REQUEST, "nodes[3] (s): add: combines"},
+		{"unknown_op", TSD_BAD_REQUEST, TSD_OK, "unknown op 'gelu'"},
+		{"bad_shape", TSD_SHAPE_MISMATCH, TSD_OK, "shapes [-1,4] and [5,2] do not match"},
+	};
+	for (size_t i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++) {
+		char path[256];
+		snprintf(path, sizeof(path), "tests/fuzz/corpus/graph/%s", seeds[i].file);
+		FILE *f = fopen(path, "rb");
+		ck_assert_msg(f, "%s: missing (run from the repository root)", path);
+		static char buf[65536];
+		size_t len = fread(buf, 1, sizeof(buf), f);
+		fclose(f);
+		cJSON *j = cJSON_ParseWithLength(buf, len);
+		ck_assert_msg(j, "%s: not JSON", path);
+		proto_graph g;
+		proto_err err = {0};
+		tsd_status s = proto_graph_parse(j, 1 << 20, &g, &err);
+		ck_assert_msg(s == seeds[i].parse, "%s: parse %s (%s)", path, tsd_status_name(s), err.msg);
+		if (!s) {
+			int inputs[8], nin = 0, ax[8], oax[PROTO_GRAPH_MAX_OUTPUTS];
+			for (int k = 0; k < g.nnodes; k++)
+				if (g.nodes[k].op == PROTO_G_INPUT)
+					inputs[nin++] = k;
+			s = proto_graph_batch_check(&g, inputs, nin, g.outputs, g.noutputs, ax, oax, &err);
+			ck_assert_msg(s == seeds[i].batch, "%s: batch %s (%s)", path, tsd_status_name(s), err.msg);
+			proto_graph_free(&g);
+		}
+		if (s)
+			ck_assert_msg(strstr(err.msg, seeds[i].word), "%s: '%s' lacks '%s'", path, err.msg, seeds[i].word);
+		cJSON_Delete(j);
+	}
+}
+END_TEST
+
 Suite *graphbatch_suite(void)
 {
-	const TTest *const tests[] = {accepts_row_independent, rejects_mixing, bad_indices};
+	const TTest *const tests[] = {accepts_row_independent, rejects_mixing, bad_indices, fuzz_seeds};
 	return tu_suite("graphbatch", tests, (int)(sizeof(tests) / sizeof(tests[0])), TU_TIMEOUT);
 }
