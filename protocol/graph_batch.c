@@ -83,7 +83,13 @@ static const char *mixes(const proto_graph *g, int i, const batch_state *st)
 		break;
 	}
 	/* an operand's batch axis crossed with another's (a [B,1] + [1,B], a row against a column) */
-	return batch_axis(n) == -2 ? "combines the batch dimension with itself on two axes" : NULL;
+	if (batch_axis(n) == -2)
+		return "combines the batch dimension with itself on two axes";
+	/* no op above drops it otherwise; should one, its rows are no longer apart */
+	for (int k = 0; k < n->nin && batch_axis(n) == -1; k++)
+		if (st[n->in[k]].axis >= 0)
+			return "loses the batch dimension";
+	return NULL;
 }
 
 /* Fill st[i] from node i's operands and op. */
