@@ -240,13 +240,9 @@ START_TEST(fuzz_seeds)
 		{"bad_shape", TSD_SHAPE_MISMATCH, TSD_OK, "shapes [-1,4] and [5,2] do not match"},
 	};
 	for (size_t i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++) {
-		char path[256];
-		snprintf(path, sizeof(path), "tests/fuzz/corpus/graph/%s", seeds[i].file);
-		FILE *f = fopen(path, "rb");
-		ck_assert_msg(f, "%s: missing (run from the repository root)", path);
+		const char *path = seeds[i].file;
 		static char buf[65536];
-		size_t len = fread(buf, 1, sizeof(buf), f);
-		fclose(f);
+		size_t len = tu_read_seed("graph", path, buf, sizeof(buf));
 		cJSON *j = cJSON_ParseWithLength(buf, len);
 		ck_assert_msg(j, "%s: not JSON", path);
 		proto_graph g;
