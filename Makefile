@@ -119,12 +119,12 @@ tsan:
 	$(MAKE) -j2 BUILD=build-tsan OPT="-O1 -g -fsanitize=thread" LDFLAGS="-fsanitize=thread" build-tsan/tests/run_tests
 	CK_FORK=no CK_RUN_SUITE=threads TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build-tsan/tests/run_tests
 
-# libFuzzer targets for the file loaders (tests/fuzz/), which take untrusted input: the engine
+# libFuzzer targets for the file loaders and the protocol (tests/fuzz/), which take untrusted input: the engine
 # built with clang under ASan and UBSan into build-fuzz, each target run FUZZ_SECONDS from the
 # committed seed corpus (new inputs go to build-fuzz/corpus/). Any crash, leak, sanitizer report
 # or failed check in a target fails the run; the input is kept as build-fuzz/crash-<target>-*.
 FUZZ_SECONDS ?= 45
-FUZZ_TARGETS := safetensors idx request
+FUZZ_TARGETS := safetensors idx request graph
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 
 $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h $(PROTO_LIB) $(LIB)

@@ -23,6 +23,9 @@
 #include <uv.h>
 
 #include <tensord/engine.h>
+#include <tensord/io.h>
+#include <tensord/jit.h>
+#include <tensord/nn.h>
 #include <tensord/optim.h>
 
 #include "config.h"

@@ -74,6 +74,18 @@ int proto_graph_find(const proto_graph *g, const char *id);
 tsd_status proto_graph_build(const proto_graph *g, eng_ctx *ctx, eng_tensor *const *inputs,
 			     eng_tensor *const *params, eng_tensor **outputs, proto_err *err);
 
+/* Whether batched g (validated) is row-independent: output row b depends on input row b only, so
+ * requests may be stacked along the batch dimension and padded with zero rows. inputs[k] and
+ * outputs[k] are node indices (e.g. the input nodes and g->outputs); each must carry the batch
+ * dimension, whose axis goes to in_axis[k] / out_axis[k] (caller's arrays of ninputs and
+ * noutputs entries). Rows mix (reduce or softmax along the batch axis, a matmul or linear
+ * contracting it or crossing it with itself, a reshape changing the product of the dimensions
+ * before it) in a node that reaches a listed output: TSD_BAD_REQUEST naming that node,
+ * "nodes[3] (m): mean: reduces over the batch dimension". Mixing that reaches no listed
+ * output is allowed. Broadcasting against 1, elementwise ops, permute and transpose keep rows. */
+tsd_status proto_graph_batch_check(const proto_graph *g, const int *inputs, int ninputs, const int *outputs,
+				   int noutputs, int *in_axis, int *out_axis, proto_err *err);
+
 /* Internal to the protocol library: infer node i's dtype and shape from its inputs (graph
  * parse), or fail naming it. */
 tsd_status proto_graph_infer(proto_graph *g, int i, proto_err *err);

@@ -591,13 +591,9 @@ START_TEST(fuzz_seeds)
 		{"huge_shape", TSD_BAD_REQUEST, TSD_OK},
 	};
 	for (size_t i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++) {
-		char path[256];
-		snprintf(path, sizeof(path), "tests/fuzz/corpus/request/%s", seeds[i].file);
-		FILE *f = fopen(path, "rb");
-		ck_assert_msg(f, "%s: missing (run from the repository root)", path);
+		const char *path = seeds[i].file;
 		static uint8_t buf[65536];
-		size_t len = fread(buf, 1, sizeof(buf), f);
-		fclose(f);
+		size_t len = tu_read_seed("request", path, buf, sizeof(buf));
 		proto_msg *m = malloc(sizeof(*m));
 		proto_err err = {0};
 		tsd_status st = proto_decode(buf, len, sizeof(buf), PROTO_REQUEST, m, &err);

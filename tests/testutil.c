@@ -409,3 +409,14 @@ double *tu_read(eng_tensor *t)
 	free(raw);
 	return v;
 }
+
+size_t tu_read_seed(const char *dir, const char *name, void *buf, size_t cap)
+{
+	char path[256];
+	snprintf(path, sizeof(path), "tests/fuzz/corpus/%s/%s", dir, name);
+	FILE *f = fopen(path, "rb");
+	ck_assert_msg(f, "%s: missing (run from the repository root)", path);
+	size_t len = fread(buf, 1, cap, f);
+	fclose(f);
+	return len;
+}

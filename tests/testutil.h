@@ -9,6 +9,11 @@
 #include <tensord/engine.h>
 #include "ref_eval.h"
 
+/* Read the committed fuzz seed tests/fuzz/corpus/<dir>/<name> (relative to the repository root,
+ * where the suites run) into buf (cap bytes at most); fails the running test if it is missing.
+ * Returns its length. */
+size_t tu_read_seed(const char *dir, const char *name, void *buf, size_t cap);
+
 /* Per-test time limit (seconds) for test cases that compile kernels. */
 #define TU_TIMEOUT 120
 

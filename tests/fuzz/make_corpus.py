@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""make_corpus.py: writes the seed corpus of the fuzz targets (loaders, request decoder) (tests/fuzz/corpus/), a few
+"""make_corpus.py: writes the seed corpus of the fuzz targets (loaders, request decoder, graph validator) (tests/fuzz/corpus/), a few
 tiny valid files and the edge cases of issue 11. Run from anywhere; the output is committed."""
 import gzip
 import json
@@ -133,13 +133,46 @@ REQUEST = {
 }
 
 
+def graph(nodes, outputs):
+    return {"nodes": nodes, "outputs": outputs}
+
+
+XB = {"id": "x", "op": "input", "dtype": "float32", "shape": [-1, 4]}
+XB3 = {"id": "x", "op": "input", "dtype": "float32", "shape": [-1, 3, 4]}
+# fuzz_graph: JSON text of a graph alone; tests/test_graph_batch.c checks what each one gives
+GRAPH = {
+    "mlp": MLP, "conv": CONV, "linear": LINEAR,
+    "permuted": graph([XB3, {"id": "p", "op": "permute", "in": ["x"], "perm": [2, 0, 1]},
+                       {"id": "t", "op": "transpose", "in": ["p"], "dims": [0, 1]},
+                       {"id": "w", "op": "param", "dtype": "float32", "shape": [3, 5]},
+                       {"id": "m", "op": "matmul", "in": ["t", "w"]},
+                       {"id": "r", "op": "reshape", "in": ["m"], "shape": [-1, 20]}], ["p", "r"]),
+    "two_inputs": graph([XB3, {"id": "y", "op": "input", "dtype": "float16", "shape": [-1, 4, 2]},
+                         {"id": "m", "op": "matmul", "in": ["x", "y"]},
+                         {"id": "c", "op": "cast", "in": ["m"], "dtype": "float32"}], ["c", "y"]),
+    "mean_batch": graph([XB, {"id": "m", "op": "mean", "in": ["x"], "axes": [0], "keepdim": True},
+                         {"id": "d", "op": "sub", "in": ["x", "m"]}], ["d"]),
+    "gram": graph([XB, {"id": "t", "op": "transpose", "in": ["x"], "dims": [0, 1]},
+                   {"id": "g", "op": "matmul", "in": ["t", "x"]}], ["g"]),
+    "reshape_moves": graph([XB3, {"id": "r", "op": "reshape", "in": ["x"], "shape": [3, -1, 4]}], ["r"]),
+    "outer": graph([XB, {"id": "a", "op": "reshape", "in": ["x"], "shape": [-1, 1, 4]},
+                    {"id": "b", "op": "reshape", "in": ["x"], "shape": [1, -1, 4]},
+                    {"id": "s", "op": "add", "in": ["a", "b"]},
+                    {"id": "p", "op": "softmax", "in": ["s"], "axis": 0}], ["s", "p"]),
+    "unknown_op": graph([XB, {"id": "y", "op": "gelu", "in": ["x"]}], ["y"]),
+    "bad_shape": graph([XB, {"id": "w", "op": "param", "dtype": "float32", "shape": [5, 2]},
+                        {"id": "y", "op": "matmul", "in": ["x", "w"]}], ["y"]),
+}
+
+
 def main():
     # 'J' seeds: JSON, NUL, payload area; fuzz_request frames them (so JSON mutations keep the length)
     for name, msg in list(REQUEST.items()):
         jl = struct.unpack("<I", msg[4:8])[0]
         area = msg[(8 + jl + 63) // 64 * 64:]
         REQUEST["J_" + name] = b"J" + msg[8:8 + jl] + (b"\0" + area if area else b"")
-    for name, files in (("safetensors", SAFETENSORS), ("idx", IDX), ("request", REQUEST)):
+    graphs = {k: json.dumps(v, separators=(",", ":")).encode() for k, v in GRAPH.items()}
+    for name, files in (("safetensors", SAFETENSORS), ("idx", IDX), ("request", REQUEST), ("graph", graphs)):
         d = os.path.join(HERE, "corpus", name)
         os.makedirs(d, exist_ok=True)
         for fn, data in files.items():
