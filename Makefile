@@ -86,10 +86,19 @@ $(DAEMON_BIN): $(DAEMON_OBJ) $(PROTO_LIB) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(DAEMON_OBJ) $(PROTO_LIB) $(LIB) $(DAEMON_LIBS) $(LDLIBS)
 
-# tensord in the foreground with the shipped config. For now it prints the effective config
-# and says the server is not built yet (issue 12).
+# tensord in the foreground with the shipped config and the example model (examples/models/)
+# preloaded: its spec and freshly written weights go to $(BUILD)/run/models. Ctrl-C drains and stops.
+RUN_MODELS := $(abspath $(BUILD))/run/models
 run: all
-	$(DAEMON_BIN) --config config/tensord.json
+	@mkdir -p $(RUN_MODELS)
+	cp examples/models/mlp.json $(RUN_MODELS)/mlp.json
+	$(BUILD)/bin/make_weights $(RUN_MODELS)/mlp.safetensors
+	@echo "tensord: starting with the example model 'mlp'; in another shell:"
+	@echo "  $(BUILD)/bin/tensorctl status"
+	@echo "  $(BUILD)/bin/tensorctl models"
+	@echo "  $(BUILD)/bin/tensorctl infer mlp examples/models/mlp_input.json"
+	@echo "  $(BUILD)/bin/tensorctl stats"
+	$(DAEMON_BIN) --config config/tensord.json --models_dir $(RUN_MODELS) --preload mlp.json
 
 $(BUILD)/bin/%: $(BUILD)/examples/%/main.o $(LIB)
 	@mkdir -p $(dir $@)
