@@ -89,7 +89,8 @@ $(DAEMON_BIN): $(DAEMON_OBJ) $(PROTO_LIB) $(LIB)
 # tensord in the foreground with the shipped config and the example model (examples/models/)
 # preloaded: its spec and freshly written weights go to $(BUILD)/run/models. Ctrl-C drains and stops.
 RUN_MODELS := $(abspath $(BUILD))/run/models
-run: all
+run: deps
+	$(MAKE) all
 	@mkdir -p $(RUN_MODELS)
 	cp examples/models/mlp.json $(RUN_MODELS)/mlp.json
 	$(BUILD)/bin/make_weights $(RUN_MODELS)/mlp.safetensors
