@@ -70,7 +70,7 @@ static void close_all(dmn_srv *s)
  * deadline (what is left is answered shutting_down). */
 void dmn_check_drained(dmn_srv *s)
 {
-	if (!s->draining || s->exit_code < 0)
+	if (!s->draining || s->exit_code >= 0) /* not draining, or already exiting */
 		return;
 	bool late = eng_now_ns() >= s->drain_deadline;
 	if (late) {
