@@ -120,7 +120,9 @@ static int listen_on(dmn_srv *s, const char *url, bool ipc, char *err, size_t er
 		snprintf(err, errlen, "listen %s: setting mode 0660: %s", url, nng_strerror(rv));
 		return -1;
 	}
-	if ((rv = nng_listener_set_size(l, NNG_OPT_RECVMAXSZ, (size_t)s->cfg.max_message_bytes)) ||
+	/* the transport's message holds REQ/REP's routing header (4 bytes a hop) before ours: leave
+	 * room for it, and for a slightly larger message to reach the decoder's too_large reply */
+	if ((rv = nng_listener_set_size(l, NNG_OPT_RECVMAXSZ, (size_t)s->cfg.max_message_bytes + 4096)) ||
 	    (rv = nng_listener_start(l, 0))) {
 		snprintf(err, errlen, "listen %s: %s", url, nng_strerror(rv));
 		return -1;
