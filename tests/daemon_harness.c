@@ -24,7 +24,13 @@ atomic_int dh_order;
 
 static char top_dir[128];     /* the tcase's directory (unchecked setup, runner process) */
 #define DH_MAX_DAEMONS 8
-static dh_daemon *live[DH_MAX_DAEMONS]; /* started and not stopped (this process) */
+/* Daemons of this process not yet stopped: a copy, as a failed test's dh_daemon (on its stack)
+ * is gone when the checked teardown runs (CK_FORK=no). */
+static struct live {
+	const dh_daemon *d;
+	pid_t pid; /* 0 until started */
+	char dir[256], err_path[320];
+} live[DH_MAX_DAEMONS];
 
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *f)
 {
@@ -81,27 +87,34 @@ void dh_tcase_teardown(void)
 	top_dir[0] = 0;
 }
 
-static void forget(dh_daemon *d)
+static struct live *live_of(const dh_daemon *d)
 {
 	for (int i = 0; i < DH_MAX_DAEMONS; i++)
-		if (live[i] == d)
-			live[i] = NULL;
+		if (live[i].d == d)
+			return &live[i];
+	return NULL;
+}
+
+static void forget(const dh_daemon *d)
+{
+	struct live *l = live_of(d);
+	if (l)
+		memset(l, 0, sizeof(*l));
 }
 
 void dh_teardown(void)
 {
 	for (int i = 0; i < DH_MAX_DAEMONS; i++) {
-		dh_daemon *d = live[i];
-		if (!d)
+		struct live *l = &live[i];
+		if (!l->d)
 			continue;
-		live[i] = NULL;
-		if (d->running) { /* the test failed with it running */
-			kill(d->pid, SIGKILL);
-			waitpid(d->pid, NULL, 0);
-			d->running = false;
-			dh_print_tail(d->err_path);
+		if (l->pid > 0) { /* the test failed with it running */
+			kill(l->pid, SIGKILL);
+			waitpid(l->pid, NULL, 0);
+			dh_print_tail(l->err_path);
 		}
-		rm_rf(d->dir);
+		rm_rf(l->dir);
+		memset(l, 0, sizeof(*l));
 	}
 }
 
@@ -140,12 +153,11 @@ void dh_prepare(dh_daemon *d)
 	snprintf(d->url, sizeof(d->url), "ipc://%s/s.sock", d->dir);
 	snprintf(d->cfg_path, sizeof(d->cfg_path), "%s/tensord.json", d->dir);
 	snprintf(d->err_path, sizeof(d->err_path), "%s/stderr", d->dir);
-	for (int i = 0; i < DH_MAX_DAEMONS; i++)
-		if (!live[i]) {
-			live[i] = d;
-			return;
-		}
-	ck_abort_msg("more than %d daemons at once", DH_MAX_DAEMONS);
+	struct live *l = live_of(NULL);
+	ck_assert_msg(l, "more than %d daemons at once", DH_MAX_DAEMONS);
+	l->d = d;
+	snprintf(l->dir, sizeof(l->dir), "%s", d->dir);
+	snprintf(l->err_path, sizeof(l->err_path), "%s", d->err_path);
 }
 
 void dh_write_file(const dh_daemon *d, const char *rel, const void *data, size_t len)
@@ -259,12 +271,14 @@ void dh_start(dh_daemon *d, const char *extra_json)
 	}
 	d->pid = pid;
 	d->running = true;
+	live_of(d)->pid = pid;
 	/* until health says ready (or, with our uid refused, until any answer) */
 	uint64_t t0 = now_ms();
 	for (;;) {
 		int st;
 		if (waitpid(pid, &st, WNOHANG) == pid) {
 			d->running = false;
+			live_of(d)->pid = 0;
 			dh_print_tail(d->err_path);
 			ck_abort_msg("tensord exited while starting (status 0x%x)", st);
 		}
@@ -320,10 +334,12 @@ void dh_wait_exit(dh_daemon *d)
 		kill(d->pid, SIGKILL);
 		waitpid(d->pid, &st, 0);
 		d->running = false;
+		live_of(d)->pid = 0;
 		dh_print_tail(d->err_path);
 		ck_abort_msg("tensord did not exit within 30 s of SIGTERM");
 	}
 	d->running = false;
+	live_of(d)->pid = 0;
 	bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0, san = sanitizer_report(d->err_path);
 	if (!ok || san)
 		dh_print_tail(d->err_path);

@@ -236,7 +236,7 @@ START_TEST(t_oversized_message)
 	dh_daemon d = {0};
 	/* batch_max: rows enough for a message of 64 KiB */
 	tsd_client *good = start_tiny(&d, "{\"max_message_bytes\":65536,\"batch_max\":4096,\"batch_buckets\":[4096]}");
-	float *x = calloc(4096 * 4, sizeof(float));
+	float *x = calloc(16384 * 4, sizeof(float));
 	/* the most rows that fit in 65536 bytes */
 	int64_t fit = 4096;
 	nng_msg *m;
@@ -271,7 +271,7 @@ START_TEST(t_oversized_message)
 	nng_msg_free(keep);
 	keep = NULL;
 	/* far over: nng drops it with the connection, the daemon never sees it */
-	m = sized_infer(4096, x);
+	m = sized_infer(16384, x);
 	nng_socket sock2 = dh_raw_open(&d, 2000);
 	st = dh_raw_call(sock2, nng_msg_body(m), nng_msg_len(m), pm, &keep);
 	nng_close(sock2);
