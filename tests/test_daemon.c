@@ -278,11 +278,11 @@ END_TEST
 
 /* ---- training ---- */
 
-/* train.step on lin with x [8,4], t [8,3]; returns the loss, asserts ok. */
-static double train_step(tsd_client *c, const float *x, const float *t, int *step)
+/* train.step on lin with x [rows,4], t [rows,3]; returns the loss, asserts ok. */
+static double train_step(tsd_client *c, const float *x, const float *t, int rows, int *step)
 {
 	cJSON *h = cJSON_Parse("{\"verb\":\"train.step\",\"model\":\"lin\"}");
-	tsd_tensor ts[2] = {DH_F32("x", x, 8, 4), DH_F32("t", t, 8, 3)};
+	tsd_tensor ts[2] = {DH_F32("x", x, rows, 4), DH_F32("t", t, rows, 3)};
 	tsd_reply *r = NULL;
 	tsd_status s = tsd_client_call(c, h, ts, 2, &r);
 	cJSON_Delete(h);
@@ -323,6 +323,28 @@ static void make_train_data(void)
 	linear_ref(trainX, 8, 4, Wt, bt, 3, trainT);
 }
 
+/* One host SGD step of lin on mse (mean over all elements) with rows of x, t; returns the loss
+ * before the step. */
+static double sgd_ref(float *W, float *b, const float *x, const float *t, int rows, float lr)
+{
+	float y[8 * 3];
+	double gW[12] = {0}, gb[3] = {0}, loss = 0;
+	linear_ref(x, rows, 4, W, b, 3, y);
+	for (int r = 0; r < rows; r++)
+		for (int o = 0; o < 3; o++) {
+			double e = (double)y[r * 3 + o] - t[r * 3 + o], g = 2 * e / (rows * 3);
+			loss += e * e / (rows * 3);
+			gb[o] += g;
+			for (int i = 0; i < 4; i++)
+				gW[o * 4 + i] += g * x[r * 4 + i];
+		}
+	for (int k = 0; k < 12; k++)
+		W[k] -= (float)(lr * gW[k]);
+	for (int k = 0; k < 3; k++)
+		b[k] -= (float)(lr * gb[k]);
+	return loss;
+}
+
 START_TEST(t_train)
 {
 	dh_daemon d = {0};
@@ -332,23 +354,36 @@ START_TEST(t_train)
 	make_train_data();
 	double first = 0, last = 0;
 	int step = 0;
+	float hW[12], hb[3];
+	memcpy(hW, linW, sizeof(hW));
+	memcpy(hb, linB, sizeof(hb));
 	for (int i = 0; i < 20; i++) {
-		last = train_step(c, trainX, trainT, &step);
+		last = train_step(c, trainX, trainT, 8, &step);
+		double want = sgd_ref(hW, hb, trainX, trainT, 8, 0.1f);
+		ck_assert_msg(fabs(last - want) <= 1e-4 * (1 + want), "step %d: loss %g, host SGD's %g", i + 1, last, want);
 		if (!i)
 			first = last;
 	}
 	ck_assert_int_eq(step, 20);
 	ck_assert_msg(last < 0.5 * first, "the loss went from %g to %g in 20 steps", first, last);
+	/* fewer rows than the batch max: the mean is over these rows only */
+	double l3 = train_step(c, trainX, trainT, 3, &step), want3 = sgd_ref(hW, hb, trainX, trainT, 3, 0.1f);
+	ck_assert_msg(fabs(l3 - want3) <= 1e-4 * (1 + want3), "3 rows: loss %g, host SGD's %g", l3, want3);
+	ck_assert_int_eq(step, 21);
 	float W[12], b[3], x[8], want[6], got[6];
 	save_lin(c, W, b);
 	ck_assert_msg(!close_to(W, linW, 12, 1e-4f), "the saved weights are the initial ones");
+	for (int k = 0; k < 12; k++)
+		ck_assert_msg(fabsf(W[k] - hW[k]) <= 1e-4f, "W[%d] after 21 steps: %g, host SGD's %g", k, W[k], hW[k]);
+	for (int k = 0; k < 3; k++)
+		ck_assert_msg(fabsf(b[k] - hb[k]) <= 1e-4f, "b[%d] after 21 steps: %g, host SGD's %g", k, b[k], hb[k]);
 	fill(x, 8, 60, 1.0f);
 	linear_ref(x, 2, 4, W, b, 3, want);
 	char why[256];
 	tsd_status s = dh_infer(c, "lin", NULL, x, 2, 4, got, 6, why, sizeof(why));
 	ck_assert_msg(s == TSD_OK, "infer: %s: %s", tsd_status_name(s), why);
 	assert_close(got, want, 6, "infer after training");
-	ck_assert_int_eq((int)dh_stat(c, "models.lin.train_steps"), 20);
+	ck_assert_int_eq((int)dh_stat(c, "models.lin.train_steps"), 21);
 	tsd_client_close(c);
 	dh_stop(&d);
 }
@@ -416,7 +451,7 @@ START_TEST(t_infer_during_train)
 	pthread_t th;
 	ck_assert_int_eq(pthread_create(&th, NULL, trainer, &a), 0);
 	while (!atomic_load(&a.done) && n < MAX_SEEN) {
-		tsd_status s = dh_infer(c, "lin", NULL, x, 1, 4, seen[n], 3, why, sizeof(why));
+		tsd_status s = dh_infer(c, "lin", "{\"priority\":\"realtime\"}", x, 1, 4, seen[n], 3, why, sizeof(why));
 		if (s != TSD_OK) {
 			pthread_join(th, NULL);
 			ck_abort_msg("infer during training: %s: %s", tsd_status_name(s), why);
@@ -702,6 +737,126 @@ START_TEST(t_latest_only)
 }
 END_TEST
 
+/* model.unload with requests queued: they are answered cancelled, the running one finishes */
+START_TEST(t_unload_queued)
+{
+	dh_daemon d = {0};
+	start_heavy(&d, NULL);
+	nng_socket s = dh_raw_open(&d, DH_TIMEOUT_MS);
+	enum { N = 12 };
+	static dh_async q[N];
+	char id[32];
+	for (int i = 0; i < N; i++) {
+		snprintf(id, sizeof(id), "q%d", i);
+		dh_async_send(s, &q[i], heavy_msg(id, NULL, 0, false));
+	}
+	usleep(5000);
+	tsd_client *c = dh_client(&d);
+	cJSON *h = cJSON_Parse("{\"verb\":\"model.unload\",\"name\":\"heavy\"}");
+	tsd_reply *r = NULL;
+	tsd_status st = tsd_client_call(c, h, NULL, 0, &r);
+	cJSON_Delete(h);
+	ck_assert_msg(st == TSD_OK, "unload: %s", tsd_client_message(c, r));
+	tsd_reply_free(r);
+	proto_msg *pm = calloc(1, sizeof(*pm));
+	int ok = 0, cancelled = 0;
+	for (int i = 0; i < N; i++) {
+		st = dh_async_wait(&q[i], pm);
+		ck_assert_msg(st == TSD_OK || st == TSD_CANCELLED, "request %d: %s (%s)", i,
+			      st == TSD_STATUS_COUNT ? "no reply" : tsd_status_name(st), pm->error ? pm->error : "");
+		ok += st == TSD_OK;
+		cancelled += st == TSD_CANCELLED;
+		proto_msg_free(pm);
+		dh_async_free(&q[i]);
+	}
+	free(pm);
+	nng_close(s);
+	fprintf(stderr, "daemon: unload with %d queued: %d ok, %d cancelled\n", N, ok, cancelled);
+	ck_assert_msg(cancelled > 0, "nothing was cancelled by the unload");
+	/* the name can be loaded again */
+	load_heavy(c);
+	tsd_client_close(c);
+	dh_stop(&d);
+}
+END_TEST
+
+/* A client that closes with requests queued and running: they are dropped, others go on. */
+START_TEST(t_client_gone)
+{
+	dh_daemon d = {0};
+	start_heavy(&d, NULL);
+	nng_socket s = dh_raw_open(&d, DH_TIMEOUT_MS);
+	enum { N = 12 };
+	static dh_async q[N];
+	char id[32];
+	for (int i = 0; i < N; i++) {
+		snprintf(id, sizeof(id), "q%d", i);
+		dh_async_send(s, &q[i], heavy_msg(id, NULL, 0, false));
+	}
+	usleep(8000);
+	nng_close(s);
+	for (int i = 0; i < N; i++)
+		dh_async_free(&q[i]);
+	tsd_client *c = dh_client(&d);
+	nng_socket s2 = dh_raw_open(&d, DH_TIMEOUT_MS);
+	static dh_async one;
+	dh_async_send(s2, &one, heavy_msg("after", NULL, 0, false));
+	proto_msg *pm = calloc(1, sizeof(*pm));
+	tsd_status st = dh_async_wait(&one, pm);
+	ck_assert_msg(st == TSD_OK, "a request after another client left: %s",
+		      st == TSD_STATUS_COUNT ? "no reply" : tsd_status_name(st));
+	proto_msg_free(pm);
+	free(pm);
+	dh_async_free(&one);
+	nng_close(s2);
+	double cancelled = dh_stat(c, "models.heavy.cancelled"), ok = dh_stat(c, "models.heavy.ok");
+	fprintf(stderr, "daemon: a client left with %d in flight: %g cancelled, %g ok in all\n", N, cancelled, ok);
+	ck_assert_msg(cancelled > 0, "nothing of the closed client's was dropped");
+	ck_assert_msg(ok + cancelled <= N + 1, "%g ok + %g cancelled for %d requests", ok, cancelled, N + 1);
+	tsd_client_close(c);
+	dh_stop(&d);
+}
+END_TEST
+
+/* client_inflight_max: one connection's requests beyond it are busy at once */
+START_TEST(t_inflight_max)
+{
+	dh_daemon d = {0};
+	start_heavy(&d, "{\"client_inflight_max\":3}");
+	nng_socket s = dh_raw_open(&d, DH_TIMEOUT_MS);
+	enum { N = 10 };
+	static dh_async q[N];
+	char id[32];
+	for (int i = 0; i < N; i++) {
+		snprintf(id, sizeof(id), "q%d", i);
+		dh_async_send(s, &q[i], heavy_msg(id, NULL, 0, false));
+	}
+	proto_msg *pm = calloc(1, sizeof(*pm));
+	int ok = 0, busy = 0;
+	for (int i = 0; i < N; i++) {
+		tsd_status st = dh_async_wait(&q[i], pm);
+		ck_assert_msg(st == TSD_OK || st == TSD_BUSY, "request %d: %s", i,
+			      st == TSD_STATUS_COUNT ? "no reply" : tsd_status_name(st));
+		if (st == TSD_BUSY)
+			ck_assert_msg(strstr(pm->error, "client_inflight_max"), "busy message: %s", pm->error);
+		ok += st == TSD_OK;
+		busy += st == TSD_BUSY;
+		proto_msg_free(pm);
+		dh_async_free(&q[i]);
+	}
+	free(pm);
+	nng_close(s);
+	ck_assert_msg(busy > 0 && ok >= 3, "client_inflight_max 3 and %d at once: %d ok, %d busy", N, ok, busy);
+	/* another connection is not limited by this one's count */
+	tsd_client *c = dh_client(&d);
+	float y[HR * HC];
+	char why[200];
+	ck_assert_int_eq(dh_infer(c, "heavy", NULL, heavyX, HR, HC, y, HR * HC, why, sizeof(why)), TSD_OK);
+	tsd_client_close(c);
+	dh_stop(&d);
+}
+END_TEST
+
 /* ---- a peer whose uid is not allowed ---- */
 
 START_TEST(t_unauthorised)
@@ -855,7 +1010,15 @@ START_TEST(t_sigterm_drain)
 			dh_async_send(s[k], &q[k][i], heavy_msg(id, NULL, 0, false));
 		}
 	usleep(20000);
+	tsd_client *c = dh_client(&d);
 	ck_assert_int_eq(kill(d.pid, SIGTERM), 0);
+	/* health is still answered while draining: not ready */
+	usleep(5000);
+	cJSON *hj = dh_call_json(c, "health");
+	ck_assert_msg(cJSON_IsTrue(cJSON_GetObjectItem(hj, "draining")) && cJSON_IsFalse(cJSON_GetObjectItem(hj, "ready")),
+		      "health while draining: not draining and not ready");
+	cJSON_Delete(hj);
+	tsd_client_close(c);
 	/* one more after the signal, on a fresh connection: refused, not lost */
 	usleep(20000);
 	nng_socket late = dh_raw_open(&d, DH_TIMEOUT_MS);
@@ -901,6 +1064,9 @@ Suite *daemon_suite(void)
 	dh_add_test(s, "timeout", t_timeout, 60);
 	dh_add_test(s, "busy", t_busy, 60);
 	dh_add_test(s, "latest_only", t_latest_only, 60);
+	dh_add_test(s, "unload_queued", t_unload_queued, 60);
+	dh_add_test(s, "client_gone", t_client_gone, 60);
+	dh_add_test(s, "inflight_max", t_inflight_max, 60);
 	dh_add_test(s, "unauthorised", t_unauthorised, 60);
 	dh_add_test(s, "hot_reload", t_hot_reload, 90);
 	dh_add_test(s, "sigterm_drain", t_sigterm_drain, 60);
