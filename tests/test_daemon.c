@@ -1052,6 +1052,72 @@ START_TEST(t_sigterm_drain)
 }
 END_TEST
 
+/* drain_seconds 0: what is queued at SIGTERM is answered shutting_down at once, and the
+ * daemon still exits 0 */
+START_TEST(t_drain_deadline)
+{
+	dh_daemon d = {0};
+	start_heavy(&d, "{\"drain_seconds\":0}");
+	nng_socket s = dh_raw_open(&d, DH_TIMEOUT_MS);
+	enum { N = 16 };
+	static dh_async q[N];
+	char id[32];
+	for (int i = 0; i < N; i++) {
+		snprintf(id, sizeof(id), "q%d", i);
+		dh_async_send(s, &q[i], heavy_msg(id, NULL, 0, false));
+	}
+	usleep(8000);
+	ck_assert_int_eq(kill(d.pid, SIGTERM), 0);
+	proto_msg *pm = calloc(1, sizeof(*pm));
+	int ok = 0, down = 0, none = 0;
+	for (int i = 0; i < N; i++) {
+		tsd_status st = dh_async_wait(&q[i], pm);
+		ck_assert_msg(st == TSD_OK || st == TSD_SHUTTING_DOWN || st == TSD_CANCELLED || st == TSD_STATUS_COUNT,
+			      "request %d: %s", i, tsd_status_name(st));
+		ok += st == TSD_OK;
+		down += st == TSD_SHUTTING_DOWN || st == TSD_CANCELLED;
+		none += st == TSD_STATUS_COUNT;
+		proto_msg_free(pm);
+		dh_async_free(&q[i]);
+	}
+	free(pm);
+	fprintf(stderr, "daemon: drain_seconds 0 with %d in flight: %d ok, %d shutting_down or cancelled, %d lost\n",
+		N, ok, down, none);
+	ck_assert_msg(!none, "%d requests got no reply", none);
+	ck_assert_msg(down > 0, "nothing was refused at a drain deadline of 0 s");
+	dh_wait_exit(&d);
+	nng_close(s);
+}
+END_TEST
+
+/* SIGHUP with a broken spec file: the old version keeps serving */
+START_TEST(t_reload_broken)
+{
+	dh_daemon d = {0};
+	float W0[12], b0[3], x[4] = {1, 2, 3, 4}, y0[3], got[3];
+	fill(W0, 12, 80, 1.0f);
+	fill(b0, 3, 81, 1.0f);
+	linear_ref(x, 1, 4, W0, b0, 3, y0);
+	dh_prepare(&d);
+	write_lin_files(&d, "lin_a.safetensors", W0, b0);
+	dh_start(&d, "{\"preload\":[\"lin.json\"]}");
+	tsd_client *c = dh_client(&d);
+	const char *broken[] = {"{\"name\":\"lin\",", "{\"name\":\"lin\",\"weights\":\"missing.safetensors\"," LIN_GRAPH "}"};
+	char why[200];
+	for (int k = 0; k < 2; k++) {
+		dh_write_file(&d, "lin.json", broken[k], strlen(broken[k]));
+		ck_assert_int_eq(kill(d.pid, SIGHUP), 0);
+		usleep(300000);
+		tsd_status st = dh_infer(c, "lin", NULL, x, 1, 4, got, 3, why, sizeof(why));
+		ck_assert_msg(st == TSD_OK, "infer after a broken reload %d: %s: %s", k, tsd_status_name(st), why);
+		assert_close(got, y0, 3, "after a broken reload");
+		ck_assert_int_eq(lin_version(c), 1);
+	}
+	tsd_client_close(c);
+	dh_stop(&d);
+}
+END_TEST
+
 Suite *daemon_suite(void)
 {
 	Suite *s = suite_create("daemon");
@@ -1070,5 +1136,7 @@ Suite *daemon_suite(void)
 	dh_add_test(s, "unauthorised", t_unauthorised, 60);
 	dh_add_test(s, "hot_reload", t_hot_reload, 90);
 	dh_add_test(s, "sigterm_drain", t_sigterm_drain, 60);
+	dh_add_test(s, "drain_deadline", t_drain_deadline, 60);
+	dh_add_test(s, "reload_broken", t_reload_broken, 60);
 	return s;
 }

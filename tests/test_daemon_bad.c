@@ -123,6 +123,14 @@ static const bad_case cases[] = {
 	 TSD_UNKNOWN_MODEL, "name"},
 	{"save outside models_dir", "{\"id\":7,\"verb\":\"model.save\",\"name\":\"tiny\",\"path\":\"../x.safetensors\"}",
 	 0, 0, TSD_BAD_REQUEST, "path"},
+	{"train.step on a model loaded without train",
+	 "{\"id\":7,\"verb\":\"train.step\",\"model\":\"tiny\",\"tensors\":[{\"name\":\"x\",\"dtype\":\"float32\","
+	 "\"shape\":[1,4],\"offset\":0,\"nbytes\":16}]}", 16, 0, TSD_BAD_REQUEST,
+	 "without \"train\""},
+	{"save to a path not ending .safetensors", "{\"id\":7,\"verb\":\"model.save\",\"name\":\"tiny\",\"path\":\"x.bin\"}",
+	 0, 0, TSD_BAD_REQUEST, "path"},
+	{"tensors for a verb without any", "{\"id\":7,\"verb\":\"stats\",\"tensors\":[{\"name\":\"x\",\"dtype\":"
+	 "\"float32\",\"shape\":[1],\"offset\":0,\"nbytes\":4}]}", 4, 0, TSD_BAD_REQUEST, "tensors: stats takes none"},
 	{"load with a bad name", "{\"id\":7,\"verb\":\"model.load\",\"name\":\"a/b\"}", 0, 0, TSD_BAD_REQUEST, "name"},
 };
 
