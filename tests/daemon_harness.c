@@ -481,11 +481,14 @@ static void async_cb(void *arg)
 	int rv = nng_aio_result(a->aio);
 	if (a->sending) {
 		a->sending = false;
-		if (rv == 0) {
+		if (rv == 0 && !atomic_load(&a->stopping)) {
 			nng_ctx_recv(a->ctx, a->aio);
 			return;
 		}
-		nng_msg_free(nng_aio_get_msg(a->aio));
+		if (rv)
+			nng_msg_free(nng_aio_get_msg(a->aio)); /* not sent: still ours */
+		else
+			rv = NNG_ECANCELED;
 	} else if (rv == 0) {
 		a->reply = nng_aio_get_msg(a->aio);
 	}
@@ -525,6 +528,7 @@ tsd_status dh_async_wait(dh_async *a, proto_msg *pm)
 
 void dh_async_free(dh_async *a)
 {
+	atomic_store(&a->stopping, true);
 	if (a->aio) {
 		nng_aio_stop(a->aio);
 		nng_aio_free(a->aio);

@@ -89,6 +89,7 @@ typedef struct dh_async {
 	atomic_int order; /* completion order (global counter from 1), 0 while in flight */
 	nng_msg *reply;
 	bool sending;
+	atomic_bool stopping; /* dh_async_free: the callback starts nothing more */
 } dh_async;
 
 nng_socket dh_raw_open(const dh_daemon *d, int timeout_ms);
