@@ -807,7 +807,7 @@ START_TEST(t_client_gone)
 		snprintf(id, sizeof(id), "q%d", i);
 		dh_async_send(s, &q[i], heavy_msg(id, NULL, 0, false));
 	}
-	usleep(8000);
+	wait_received(&d, N);
 	for (int i = 0; i < N; i++) /* the contexts first: closing the socket under them can hang */
 		dh_async_free(&q[i]);
 	nng_close(s);
