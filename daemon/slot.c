@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include <nng/protocol/reqrep0/rep.h>
+#include <nng/supplemental/util/platform.h>
 
 static void slot_cb(void *arg)
 {
@@ -170,6 +171,9 @@ void dmn_slots_stop(dmn_srv *s)
 {
 	if (!s->slots)
 		return;
+	/* a REP send completes when nng has queued the reply on its pipe, not when the transport
+	 * wrote it: closing at once can reset connections with the last replies unsent */
+	nng_msleep(100);
 	nng_close(s->sock);
 	for (int i = 0; i < s->nslots; i++)
 		if (s->slots[i].aio) {
