@@ -93,6 +93,13 @@ typedef struct dh_async {
 } dh_async;
 
 nng_socket dh_raw_open(const dh_daemon *d, int timeout_ms);
+/* nng_close on a helper thread, waited for at most 5 s: nng 1.5's nng_close of a REQ socket
+ * now and then never returns (a pipe stuck closing, nanomsg/nng#1543-like); the socket is then
+ * left behind (a note on stderr) rather than hanging the test. */
+void dh_raw_close(nng_socket s);
+/* The same with its dialer: close the dialer before the socket when the daemon may drop the
+ * connection (nng 1.5's nng_close can hang on a REQ socket redialling to resend). */
+nng_socket dh_raw_open_dialer(const dh_daemon *d, int timeout_ms, nng_dialer *dl);
 /* Encode header + ts into a message (asserts). */
 nng_msg *dh_encode(const cJSON *header, const tsd_tensor *ts, int n);
 /* Send msg (taken) on a new context of sock; the reply arrives in the background. */

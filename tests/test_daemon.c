@@ -631,7 +631,7 @@ START_TEST(t_priority)
 		dh_async_free(&bulk[i]);
 	dh_async_free(&rt);
 	free(pm);
-	nng_close(s);
+	dh_raw_close(s);
 	dh_stop(&d);
 }
 END_TEST
@@ -660,7 +660,7 @@ START_TEST(t_timeout)
 		dh_async_free(&q[i]);
 	}
 	free(pm);
-	nng_close(s);
+	dh_raw_close(s);
 	tsd_client *c = dh_client(&d);
 	ck_assert_int_eq((int)dh_stat(c, "models.heavy.timeouts"), 4);
 	ck_assert_int_eq((int)dh_stat(c, "requests.infer.timeout"), 4);
@@ -695,7 +695,7 @@ START_TEST(t_busy)
 		dh_async_free(&q[i]);
 	}
 	free(pm);
-	nng_close(s);
+	dh_raw_close(s);
 	fprintf(stderr, "daemon: queue_max 4, %d requests: %d ok, %d busy\n", N, ok, busy);
 	ck_assert_msg(busy > 0, "no busy reply with %d requests and queue_max 4", N);
 	ck_assert_msg(ok >= 4, "only %d ok", ok);
@@ -741,8 +741,8 @@ START_TEST(t_latest_only)
 		dh_async_free(&b[i]);
 	}
 	free(pm);
-	nng_close(s);
-	nng_close(blocker);
+	dh_raw_close(s);
+	dh_raw_close(blocker);
 	tsd_client *c = dh_client(&d);
 	ck_assert_int_eq((int)dh_stat(c, "models.heavy.superseded"), NL - 1);
 	tsd_client_close(c);
@@ -784,7 +784,7 @@ START_TEST(t_unload_queued)
 		dh_async_free(&q[i]);
 	}
 	free(pm);
-	nng_close(s);
+	dh_raw_close(s);
 	fprintf(stderr, "daemon: unload with %d queued: %d ok, %d cancelled\n", N, ok, cancelled);
 	ck_assert_msg(cancelled > 0, "nothing was cancelled by the unload");
 	/* the name can be loaded again */
@@ -810,7 +810,7 @@ START_TEST(t_client_gone)
 	wait_received(&d, N);
 	for (int i = 0; i < N; i++) /* the contexts first: closing the socket under them can hang */
 		dh_async_free(&q[i]);
-	nng_close(s);
+	dh_raw_close(s);
 	tsd_client *c = dh_client(&d);
 	nng_socket s2 = dh_raw_open(&d, DH_TIMEOUT_MS);
 	static dh_async one;
@@ -822,7 +822,7 @@ START_TEST(t_client_gone)
 	proto_msg_free(pm);
 	free(pm);
 	dh_async_free(&one);
-	nng_close(s2);
+	dh_raw_close(s2);
 	double cancelled = dh_stat(c, "models.heavy.cancelled"), ok = dh_stat(c, "models.heavy.ok");
 	fprintf(stderr, "daemon: a client left with %d in flight: %g cancelled, %g ok in all\n", N, cancelled, ok);
 	/* each request counted once: finished, or dropped (queued) or cancelled (running) */
@@ -859,7 +859,7 @@ START_TEST(t_inflight_max)
 		dh_async_free(&q[i]);
 	}
 	free(pm);
-	nng_close(s);
+	dh_raw_close(s);
 	ck_assert_msg(busy > 0 && ok >= 3, "client_inflight_max 3 and %d at once: %d ok, %d busy", N, ok, busy);
 	/* another connection is not limited by this one's count */
 	tsd_client *c = dh_client(&d);
@@ -1081,8 +1081,8 @@ START_TEST(t_sigterm_drain)
 	ck_assert_msg(ok > 0, "nothing in flight was finished by the drain");
 	dh_wait_exit(&d);
 	for (int k = 0; k < NS; k++)
-		nng_close(s[k]);
-	nng_close(late);
+		dh_raw_close(s[k]);
+	dh_raw_close(late);
 }
 END_TEST
 
@@ -1120,7 +1120,7 @@ START_TEST(t_drain_deadline)
 	ck_assert_msg(!none, "%d requests got no reply", none);
 	ck_assert_msg(down > 0, "nothing was refused at a drain deadline of 0 s");
 	dh_wait_exit(&d);
-	nng_close(s);
+	dh_raw_close(s);
 }
 END_TEST
 
