@@ -72,6 +72,8 @@ static void run(dmn_exec *e, dmn_job *j)
 	eng_get_stats(e->ctx, &st);
 	eng_get_device_stats(e->ctx, eng_default_device(e->ctx), &ds);
 	pthread_mutex_lock(&e->mu);
+	if (j->kind == DMN_J_REALIZE)
+		e->realize_compiles += st.compiles - e->stats.compiles;
 	e->stats = st;
 	e->dstats = ds;
 	pthread_mutex_unlock(&e->mu);

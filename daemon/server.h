@@ -186,6 +186,7 @@ typedef struct dmn_exec {
 	/* the engine's figures after the last job, for stats (under mu) */
 	eng_stats stats;
 	eng_device_stats dstats;
+	uint64_t realize_compiles; /* kernels compiled by realize jobs (under mu) */
 	/* the running job, for the abort hook */
 	dmn_job *running;
 } dmn_exec;

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include <nng/protocol/reqrep0/rep.h>
+#include <nng/supplemental/util/platform.h>
 
 static void slot_cb(void *arg)
 {
@@ -120,7 +121,9 @@ static int listen_on(dmn_srv *s, const char *url, bool ipc, char *err, size_t er
 		snprintf(err, errlen, "listen %s: setting mode 0660: %s", url, nng_strerror(rv));
 		return -1;
 	}
-	if ((rv = nng_listener_set_size(l, NNG_OPT_RECVMAXSZ, (size_t)s->cfg.max_message_bytes)) ||
+	/* the transport's message holds REQ/REP's routing header (4 bytes a hop) before ours: leave
+	 * room for it, and for a slightly larger message to reach the decoder's too_large reply */
+	if ((rv = nng_listener_set_size(l, NNG_OPT_RECVMAXSZ, (size_t)s->cfg.max_message_bytes + 4096)) ||
 	    (rv = nng_listener_start(l, 0))) {
 		snprintf(err, errlen, "listen %s: %s", url, nng_strerror(rv));
 		return -1;
@@ -168,6 +171,9 @@ void dmn_slots_stop(dmn_srv *s)
 {
 	if (!s->slots)
 		return;
+	/* a REP send completes when nng has queued the reply on its pipe, not when the transport
+	 * wrote it: closing at once can reset connections with the last replies unsent */
+	nng_msleep(100);
 	nng_close(s->sock);
 	for (int i = 0; i < s->nslots; i++)
 		if (s->slots[i].aio) {

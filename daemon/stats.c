@@ -72,6 +72,9 @@ cJSON *dmn_stats_json(dmn_srv *s)
 	for (int i = 0; i < s->nmodels; i++)
 		cJSON_AddItemToObject(models, s->models[i]->name, dmn_counters_json(&s->models[i]->c));
 	cJSON_AddNumberToObject(rz, "graphs", (double)s->realize_graphs);
+	pthread_mutex_lock(&s->exec.mu);
+	cJSON_AddNumberToObject(rz, "compiles", (double)s->exec.realize_compiles);
+	pthread_mutex_unlock(&s->exec.mu);
 	cJSON_AddItemToObject(x, "requests", req);
 	cJSON_AddItemToObject(x, "rejected", rej);
 	cJSON_AddItemToObject(x, "histograms", hs);

@@ -288,9 +288,9 @@ static void v_realize(dmn_srv *s, dmn_req *r)
 	for (int i = 0; i < j->graph.nnodes; i++) {
 		const proto_gnode *n = &j->graph.nodes[i];
 		if ((n->op == PROTO_G_INPUT || n->op == PROTO_G_PARAM) && !proto_msg_tensor(&r->pm, n->id)) {
-			dmn_job_free(j);
 			dmn_fail(s, r, TSD_BAD_REQUEST, "tensors: no tensor for %s node \"%s\"",
-				 proto_gop_name(n->op), n->id);
+				 proto_gop_name(n->op), n->id); /* n is in j->graph: before freeing j */
+			dmn_job_free(j);
 			return;
 		}
 	}
