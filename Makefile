@@ -46,8 +46,11 @@ PROTO_LIB  := $(BUILD)/libtensord_proto.a
 TEST_BIN   := $(BUILD)/tests/run_tests
 EXAMPLE_BIN := $(EXAMPLES:%=$(BUILD)/bin/%)
 BENCH_BIN  := $(BENCH_SRC:bench/%.c=$(BUILD)/bin/bench_%)
+DAEMON_BENCHES := daemon_rtt daemon_throughput soak
+DAEMON_BENCH_BIN := $(DAEMON_BENCHES:%=$(BUILD)/bin/bench_%)
 
 $(BUILD)/examples/%.o $(BUILD)/bench/%.o: INC := -Iinclude
+$(DAEMON_BENCHES:%=$(BUILD)/bench/%.o): INC := -Iinclude -Iprotocol
 $(BUILD)/protocol/%.o $(BUILD)/clients/%.o $(BUILD)/daemon/%.o: INC := -Iinclude -Iprotocol
 
 # keep example and bench objects (make would delete them as intermediates)
@@ -108,6 +111,12 @@ $(BUILD)/bin/%: $(BUILD)/examples/%/main.o $(LIB)
 $(BUILD)/bin/bench_%: $(BUILD)/bench/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+# The daemon benches talk to tensord through the client library (and see protocol/ for the
+# encoded message sizes); they start the tensord of the same build directory, so it is built too.
+$(DAEMON_BENCH_BIN): $(BUILD)/bin/bench_%: $(BUILD)/bench/%.o $(CLIENT_LIB) $(PROTO_LIB) $(LIB) | $(DAEMON_BIN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(CLIENT_LIB) $(PROTO_LIB) $(LIB) $(NNG_LIBS) $(LDLIBS)
 
 examples: $(EXAMPLE_BIN)
 bench: $(BENCH_BIN)
@@ -187,4 +196,4 @@ demo: deps
 clean:
 	rm -rf build build-asan build-tsan build-fuzz
 
--include $(ENGINE_OBJ:.o=.d) $(PROTO_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(DAEMON_OBJ:.o=.d) $(CLIENT_OBJ:.o=.d) $(CTL_OBJ:.o=.d)
+-include $(ENGINE_OBJ:.o=.d) $(PROTO_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(DAEMON_OBJ:.o=.d) $(CLIENT_OBJ:.o=.d) $(CTL_OBJ:.o=.d) $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%.d)
