@@ -129,9 +129,24 @@ static inline int db_daemon_stop(db_daemon *d)
 	if (d->pid > 0) {
 		kill(d->pid, SIGTERM);
 		int wst = 0;
-		if (waitpid(d->pid, &wst, 0) == d->pid)
+		pid_t w = 0;
+		for (int i = 0; i < 300 && (w = waitpid(d->pid, &wst, WNOHANG)) == 0; i++) /* 30 s */
+			usleep(100000);
+		if (w == 0) {
+			fprintf(stderr, "tensord (pid %d) did not exit 30 s after SIGTERM: killed\n", (int)d->pid);
+			kill(d->pid, SIGKILL);
+			waitpid(d->pid, &wst, 0);
+			rc = 124;
+		} else if (w == d->pid) {
 			rc = WIFEXITED(wst) ? WEXITSTATUS(wst) : 128 + WTERMSIG(wst);
+		}
 		d->pid = 0;
+	}
+	if (rc) { /* its log, for the reason */
+		char cmd[400];
+		snprintf(cmd, sizeof(cmd), "tail -20 '%s' >&2", d->log);
+		if (system(cmd) != 0)
+			fprintf(stderr, "(no log in %s)\n", d->log);
 	}
 	char cmd[600];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d->dir);
