@@ -337,6 +337,55 @@ static inline void db_echo_stop(db_echo *e)
 	pthread_join(e->thread, NULL);
 }
 
+/* ---- the real message sizes: one call relayed through an in-process REQ/REP proxy ---- */
+
+typedef struct db_probe {
+	nng_socket rep, req;
+	size_t req_bytes, rep_bytes;
+} db_probe;
+
+static inline void *db_probe_main(void *arg)
+{
+	db_probe *p = arg;
+	nng_msg *m;
+	if (nng_recvmsg(p->rep, &m, 0))
+		return NULL;
+	p->req_bytes = nng_msg_len(m);
+	if (nng_sendmsg(p->req, m, 0) || nng_recvmsg(p->req, &m, 0))
+		return NULL;
+	p->rep_bytes = nng_msg_len(m);
+	if (nng_sendmsg(p->rep, m, 0))
+		nng_msg_free(m);
+	return NULL;
+}
+
+/* Send header + ts through a proxy at probe_url to the daemon at url; the encoded request's and
+ * reply's sizes into *req, *rep. 0 or -1. */
+static inline int db_probe_sizes(const char *url, const char *probe_url, const cJSON *header,
+				 const tsd_tensor *ts, int n, size_t *req, size_t *rep)
+{
+	db_probe p = {0};
+	pthread_t th;
+	int rv;
+	if ((rv = nng_rep0_open(&p.rep)) || (rv = nng_listen(p.rep, probe_url, NULL, 0)) ||
+	    (rv = nng_req0_open(&p.req)) || (rv = nng_dial(p.req, url, NULL, 0))) {
+		fprintf(stderr, "probe: %s\n", nng_strerror(rv));
+		return -1;
+	}
+	pthread_create(&th, NULL, db_probe_main, &p);
+	tsd_client *c = tsd_client_open(probe_url, 10000, NULL, 0);
+	tsd_reply *r = NULL;
+	tsd_status st = c ? tsd_client_call(c, header, ts, n, &r) : TSD_INTERNAL;
+	tsd_reply_free(r);
+	tsd_client_close(c);
+	pthread_join(th, NULL);
+	nng_close(p.rep);
+	nng_close(p.req);
+	*req = p.req_bytes;
+	*rep = p.rep_bytes;
+	return st == TSD_OK && p.req_bytes && p.rep_bytes ? 0 : -1;
+}
+
 /* ---- percentiles ---- */
 
 static inline int db_cmp_u64(const void *a, const void *b)

@@ -8,8 +8,6 @@
  * Usage: bench_daemon_rtt [calls (20000)] [batch_delay_us (500)] */
 #include "daemon_bench.h"
 
-#include "message.h"
-
 #define NIN 16
 #define NHID 16
 #define NOUT 4
@@ -55,29 +53,6 @@ static int time_infer(tsd_client *c, const char *prio, int n, uint64_t *t)
 	}
 	cJSON_Delete(h);
 	return 0;
-}
-
-/* The encoded sizes of the infer request and of its reply. */
-static void message_sizes(size_t *req, size_t *rep)
-{
-	float x[NIN] = {0}, y[NOUT] = {0};
-	int64_t xs[2] = {1, NIN}, ys[2] = {1, NOUT};
-	proto_out in = {.name = "x", .dtype = ENG_F32, .ndim = 2, .shape = xs, .data = x};
-	proto_out out = {.name = "y", .dtype = ENG_F32, .ndim = 2, .shape = ys, .data = y};
-	cJSON *h = db_infer_header("rtt", "realtime");
-	cJSON_AddNumberToObject(h, "id", 1000000);
-	cJSON *rh = cJSON_CreateObject();
-	cJSON_AddNumberToObject(rh, "id", 1000000);
-	cJSON_AddStringToObject(rh, "status", "ok");
-	void *buf = NULL;
-	proto_err err;
-	*req = *rep = 256;
-	if (proto_encode(h, &in, 1, 0, NULL, NULL, &buf, req, &err) == TSD_OK)
-		free(buf);
-	if (proto_encode(rh, &out, 1, 0, NULL, NULL, &buf, rep, &err) == TSD_OK)
-		free(buf);
-	cJSON_Delete(h);
-	cJSON_Delete(rh);
 }
 
 /* n timed echo round trips (after n/10 untimed) of req_bytes to url. 0 or -1. */
@@ -139,13 +114,24 @@ int main(int argc, char **argv)
 	tsd_client *c = tsd_client_open(d.url, 10000, NULL, 0);
 	int rc = 1;
 	rtt_result rt, nm, echo;
-	size_t req_bytes, rep_bytes;
-	message_sizes(&req_bytes, &rep_bytes);
-	char echo_url[320];
+	size_t req_bytes = 0, rep_bytes = 0;
+	char echo_url[320], probe_url[320];
 	snprintf(echo_url, sizeof(echo_url), "ipc://%s/echo.sock", d.dir);
+	snprintf(probe_url, sizeof(probe_url), "ipc://%s/probe.sock", d.dir);
 	db_echo e;
 	if (!t || !c || db_load_mlp(c, "rtt", NIN, NHID, NOUT, NULL))
 		goto out;
+	{ /* the sizes of a real infer request and reply, for the echo */
+		cJSON *h = db_infer_header("rtt", "realtime");
+		float x[NIN] = {0};
+		tsd_tensor in = {.name = "x", .dtype = ENG_F32, .ndim = 2, .shape = {1, NIN}, .data = x};
+		int pr = db_probe_sizes(d.url, probe_url, h, &in, 1, &req_bytes, &rep_bytes);
+		cJSON_Delete(h);
+		if (pr) {
+			fprintf(stderr, "could not measure the message sizes\n");
+			goto out;
+		}
+	}
 	if (time_infer(c, "realtime", n, t))
 		goto out;
 	summarise(t, n, &rt);

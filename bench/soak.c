@@ -7,6 +7,8 @@
  * must have the status its request expects (and an infer its output). The daemon's VmRSS is
  * read after the first 100,000 requests (or a tenth of a shorter run) and at the end; the run
  * fails (exit 1) unless the end RSS is within 2% of that one and every status was right.
+ * Environment: SOAK_REQUESTS, SOAK_THREADS, and for finding a leak SOAK_ONLY=K (only request kind
+ * K of kind_name[] besides infer; the others become normal infer).
  * `make soak` runs it; `make check` includes it. */
 #include "daemon_bench.h"
 
@@ -45,6 +47,8 @@ typedef struct soak {
 	atomic_ullong next;      /* requests handed out */
 	atomic_ullong answered;  /* replies checked */
 	atomic_llong rss_base;   /* KiB after rss_at requests, 0 until read */
+	atomic_llong rss_tenth[10]; /* KiB after each tenth of the run */
+	int only;                /* SOAK_ONLY: the one non-infer kind sent (others become infer), -1: all */
 	atomic_ullong wrong;     /* replies with an unexpected status or content */
 	atomic_ullong count[K_COUNT];
 	pthread_barrier_t start;
@@ -127,6 +131,8 @@ static void *client_main(void *arg)
 		if (i >= s->total)
 			break;
 		int k = kind_of(i);
+		if (s->only >= 0 && k > K_INFER_BULK && k != s->only)
+			k = K_INFER;
 		bool infer = k == K_INFER || k == K_INFER_RT || k == K_INFER_BULK || k == K_BAD_MODEL || k == K_NO_MODEL;
 		const tsd_tensor *ts = infer || k == K_REALIZE ? &good : k == K_BAD_SHAPE ? &bad : NULL;
 		tsd_reply *r = NULL;
@@ -143,8 +149,11 @@ static void *client_main(void *arg)
 				kind_name[k], tsd_status_name(st), tsd_status_name(q.want[k]), tsd_client_message(c, r));
 		tsd_reply_free(r);
 		atomic_fetch_add(&s->count[k], 1);
-		if (atomic_fetch_add(&s->answered, 1) + 1 == s->rss_at)
+		uint64_t a = atomic_fetch_add(&s->answered, 1) + 1;
+		if (a == s->rss_at)
 			atomic_store(&s->rss_base, db_rss_kb(s->pid));
+		if (a % (s->total / 10) == 0 && a / (s->total / 10) <= 10)
+			atomic_store(&s->rss_tenth[a / (s->total / 10) - 1], db_rss_kb(s->pid));
 	}
 	tsd_client_close(c);
 	free_reqs(&q);
@@ -169,6 +178,7 @@ int main(void)
 {
 	long total = env_long("SOAK_REQUESTS", 1000000, 1000, 1000000000);
 	long nthreads = env_long("SOAK_THREADS", 16, 1, MAX_THREADS);
+	long only = env_long("SOAK_ONLY", -1, -1, K_COUNT - 1); /* diagnosis: one kind besides infer */
 	db_daemon d;
 	if (db_daemon_start(&d, "\"batch_delay_us\": 200")) {
 		db_daemon_stop(&d);
@@ -188,6 +198,7 @@ int main(void)
 	s->url = d.url;
 	s->pid = d.pid;
 	s->total = (uint64_t)total;
+	s->only = (int)only;
 	s->rss_at = total >= 1000000 ? 100000 : (uint64_t)total / 10;
 	long rss0 = db_rss_kb(d.pid);
 	pthread_barrier_init(&s->start, NULL, (unsigned)nthreads + 1);
@@ -212,6 +223,10 @@ int main(void)
 	double growth = rss_base > 0 ? (double)(rss_end - rss_base) / (double)rss_base * 100 : 0;
 	printf("daemon VmRSS: %ld KiB after loading, %ld KiB after %llu requests, %ld KiB at the end (%+.2f%%, limit +-2%%)\n",
 	       rss0, rss_base, (unsigned long long)s->rss_at, rss_end, growth);
+	printf("daemon VmRSS after each tenth (KiB):");
+	for (int k = 0; k < 10; k++)
+		printf(" %lld", (long long)atomic_load(&s->rss_tenth[k]));
+	printf("\n");
 	printf("wrong replies: %llu\n", (unsigned long long)wrong);
 	bool rss_ok = rss_base > 0 && rss_end > 0 && growth <= 2.0 && growth >= -2.0;
 	rc = answered == s->total && !wrong && rss_ok ? 0 : 1;
