@@ -1,7 +1,9 @@
 /* daemon_bench.h: what the daemon benchmarks (daemon_rtt, daemon_throughput, soak) share:
  * starting the tensord binary of the same build directory on a temporary config and socket,
  * stopping it with SIGTERM, loading an MLP with its weights in the model.load message, reading
- * the stats and the daemon's RSS, an in-process nng REP echo server, and percentiles. */
+ * the stats and the daemon's RSS, an in-process nng REP echo server, and percentiles.
+ * TSD_BENCH_DAEMON_WRAP (e.g. "heaptrack -o /tmp/ht"; valgrind cannot run the JIT kernels: AVX-512) runs the
+ * daemon under that command. */
 #ifndef TSD_DAEMON_BENCH_H
 #define TSD_DAEMON_BENCH_H
 
@@ -94,6 +96,13 @@ static inline int db_daemon_start(db_daemon *d, const char *extra)
 			dup2(fd, 2);
 			dup2(fd, 1);
 			close(fd);
+		}
+		/* TSD_BENCH_DAEMON_WRAP: a command the daemon runs under (valgrind, heaptrack, perf) */
+		const char *wrap = getenv("TSD_BENCH_DAEMON_WRAP");
+		if (wrap && *wrap) {
+			char cmd[1024];
+			snprintf(cmd, sizeof(cmd), "exec %s \"$0\" --config \"$1\"", wrap);
+			execl("/bin/sh", "sh", "-c", cmd, exe, d->cfg, (char *)NULL);
 		}
 		execl(exe, exe, "--config", d->cfg, (char *)NULL);
 		_exit(127);
