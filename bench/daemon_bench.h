@@ -7,6 +7,7 @@
 #ifndef TSD_DAEMON_BENCH_H
 #define TSD_DAEMON_BENCH_H
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -180,6 +181,31 @@ static inline long db_rss_kb(pid_t pid)
 		}
 	fclose(f);
 	return kb;
+}
+
+/* Context switches (voluntary + involuntary) of every thread of pid so far; -1 if unreadable. */
+static inline long db_ctxsw(pid_t pid)
+{
+	char path[96], line[256];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *dir = opendir(path);
+	if (!dir)
+		return -1;
+	long n = 0;
+	for (struct dirent *e; (e = readdir(dir));) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%.16s/status", (int)pid, e->d_name);
+		FILE *f = fopen(path, "r");
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f))
+			if (!strncmp(line, "voluntary_ctxt_switches:", 24) || !strncmp(line, "nonvoluntary_ctxt_switches:", 27))
+				n += strtol(strchr(line, ':') + 1, NULL, 10);
+		fclose(f);
+	}
+	closedir(dir);
+	return n;
 }
 
 /* Deterministic pseudo-random floats in [-scale, scale). */

@@ -132,19 +132,40 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
+	/* context switches per call: the daemon's threads, and this process's (client + echo) */
+	long d0 = db_ctxsw(d.pid), s0 = db_ctxsw(getpid());
 	if (time_infer(c, "realtime", n, t))
 		goto out;
+	long d1 = db_ctxsw(d.pid), s1 = db_ctxsw(getpid());
 	summarise(t, n, &rt);
+	/* the daemon's own view of the realtime calls: its histograms (bucket estimates) */
+	double hq = -1, hc = -1, ht = -1;
+	{
+		tsd_reply *sr = NULL;
+		if (tsd_client_call_verb(c, "stats", &sr) == TSD_OK) {
+			const cJSON *hs = cJSON_GetObjectItem(tsd_reply_json(sr), "histograms");
+			const cJSON *q = cJSON_GetObjectItem(cJSON_GetObjectItem(hs, "queue_us"), "p50");
+			const cJSON *cp = cJSON_GetObjectItem(cJSON_GetObjectItem(hs, "compute_us"), "p50");
+			const cJSON *tt = cJSON_GetObjectItem(cJSON_GetObjectItem(hs, "total_us"), "p50");
+			hq = cJSON_IsNumber(q) ? q->valuedouble : -1;
+			hc = cJSON_IsNumber(cp) ? cp->valuedouble : -1;
+			ht = cJSON_IsNumber(tt) ? tt->valuedouble : -1;
+		}
+		tsd_reply_free(sr);
+	}
 	if (time_infer(c, "normal", n, t))
 		goto out;
 	summarise(t, n, &nm);
 	if (db_echo_start(&e, echo_url, rep_bytes))
 		goto out;
+	long s2 = db_ctxsw(getpid());
 	int er = time_echo(echo_url, req_bytes, n, t);
+	long s3 = db_ctxsw(getpid());
 	db_echo_stop(&e);
 	if (er)
 		goto out;
 	summarise(t, n, &echo);
+	int calls = n + (n / 10 > 100 ? n / 10 : 100); /* with the warm-up */
 	double req, bat;
 	bool counts = db_model_counts(c, "rtt", &req, &bat) == 0;
 	printf("daemon_rtt: %d calls each, model rtt x[1,%d] -> linear %dx%d -> relu -> linear %dx%d, "
@@ -155,6 +176,10 @@ int main(int argc, char **argv)
 	row("nng req/rep echo", &echo);
 	printf("ratio p50(infer realtime)/p50(echo) %.2f (goal <= 1.5)\n", (double)rt.p50 / (double)echo.p50);
 	printf("ratio p50(infer normal)/p50(echo)   %.2f\n", (double)nm.p50 / (double)echo.p50);
+	printf("daemon histograms over the realtime calls (p50, bucket estimates): queue %.1f us, compute %.1f us, "
+	       "arrival to reply %.1f us\n", hq, hc, ht);
+	printf("context switches per call: infer realtime: daemon %.1f, client %.1f; echo: client + echo thread %.1f\n",
+	       (double)(d1 - d0) / calls, (double)(s1 - s0) / calls, (double)(s3 - s2) / calls);
 	if (counts)
 		printf("launches per request %.3f (%.0f batches / %.0f requests)\n", bat / req, bat, req);
 	printf("RESULT rtt realtime_p50_us %.1f realtime_p99_us %.1f normal_p50_us %.1f normal_p99_us %.1f "
