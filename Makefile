@@ -121,21 +121,24 @@ examples: $(EXAMPLE_BIN)
 bench: $(BENCH_BIN)
 
 # CK_FORK=yes: each test in its own process, so one crash cannot hide the others.
-test: $(TEST_BIN)
+test: $(TEST_BIN) $(DAEMON_BIN)
 	CK_FORK=yes $(TEST_BIN)
 
 # The same suite under AddressSanitizer, LeakSanitizer and UBSan.
 asan:
 	$(MAKE) -j2 BUILD=build-asan OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
-		LDFLAGS="-fsanitize=address,undefined" build-asan/tests/run_tests
+		LDFLAGS="-fsanitize=address,undefined" build-asan/tests/run_tests build-asan/bin/tensord
 	CK_FORK=no ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 		UBSAN_OPTIONS=print_stacktrace=1 build-asan/tests/run_tests
 
-# The threads suite (contexts on several threads, the shared worker pool) under ThreadSanitizer.
-# No suppressions: a report is a bug. halt_on_error makes the first report fail the run.
+# The threads suite (contexts on several threads, the shared worker pool) and the daemon's
+# integration suite (a TSan-built tensord: loop, executor and nng threads) under ThreadSanitizer.
+# No suppressions: a report is a bug (the daemon harness fails a test whose daemon printed one).
+# halt_on_error makes the first report fail the run.
 tsan:
-	$(MAKE) -j2 BUILD=build-tsan OPT="-O1 -g -fsanitize=thread" LDFLAGS="-fsanitize=thread" build-tsan/tests/run_tests
+	$(MAKE) -j2 BUILD=build-tsan OPT="-O1 -g -fsanitize=thread" LDFLAGS="-fsanitize=thread" build-tsan/tests/run_tests build-tsan/bin/tensord
 	CK_FORK=no CK_RUN_SUITE=threads TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build-tsan/tests/run_tests
+	CK_FORK=no CK_RUN_SUITE=daemon TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build-tsan/tests/run_tests
 
 # libFuzzer targets for the file loaders and the protocol (tests/fuzz/), which take untrusted input: the engine
 # built with clang under ASan and UBSan into build-fuzz, each target run FUZZ_SECONDS from the
