@@ -2,7 +2,7 @@
 # tests, examples and benchmarks.
 # `make` builds everything, `make run` runs tensord in the foreground, `make test` runs the check suite, `make asan` runs it sanitized,
 # `make tsan` runs the threads suite under ThreadSanitizer, `make fuzz` the loader fuzz targets
-# for a bounded time.
+# for a bounded time, `make soak` the daemon soak (bench/soak.c).
 
 CC      ?= cc
 BUILD   ?= build
@@ -46,6 +46,8 @@ PROTO_LIB  := $(BUILD)/libtensord_proto.a
 TEST_BIN   := $(BUILD)/tests/run_tests
 EXAMPLE_BIN := $(EXAMPLES:%=$(BUILD)/bin/%)
 BENCH_BIN  := $(BENCH_SRC:bench/%.c=$(BUILD)/bin/bench_%)
+DAEMON_BENCHES := daemon_rtt daemon_throughput soak
+DAEMON_BENCH_BIN := $(DAEMON_BENCHES:%=$(BUILD)/bin/bench_%)
 
 $(BUILD)/examples/%.o $(BUILD)/bench/%.o: INC := -Iinclude
 $(BUILD)/protocol/%.o $(BUILD)/clients/%.o $(BUILD)/daemon/%.o: INC := -Iinclude -Iprotocol
@@ -53,7 +55,7 @@ $(BUILD)/protocol/%.o $(BUILD)/clients/%.o $(BUILD)/daemon/%.o: INC := -Iinclude
 # keep example and bench objects (make would delete them as intermediates)
 .SECONDARY:
 
-.PHONY: all test asan tsan check clean examples bench demo deps train-check conformance layers fuzz run
+.PHONY: all test asan tsan check clean examples bench demo deps train-check conformance layers fuzz run soak
 all: $(LIB) $(PROTO_LIB) $(CLIENT_LIB) $(DAEMON_BIN) $(CTL_BIN) $(TEST_BIN) $(EXAMPLE_BIN) $(BENCH_BIN)
 
 $(BUILD)/%.o: %.c
@@ -86,10 +88,20 @@ $(DAEMON_BIN): $(DAEMON_OBJ) $(PROTO_LIB) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(DAEMON_OBJ) $(PROTO_LIB) $(LIB) $(DAEMON_LIBS) $(LDLIBS)
 
-# tensord in the foreground with the shipped config. For now it prints the effective config
-# and says the server is not built yet (issue 12).
-run: all
-	$(DAEMON_BIN) --config config/tensord.json
+# tensord in the foreground with the shipped config and the example model (examples/models/)
+# preloaded: its spec and freshly written weights go to $(BUILD)/run/models. Ctrl-C drains and stops.
+RUN_MODELS := $(abspath $(BUILD))/run/models
+run: deps
+	$(MAKE) all
+	@mkdir -p $(RUN_MODELS)
+	cp examples/models/mlp.json $(RUN_MODELS)/mlp.json
+	$(BUILD)/bin/make_weights $(RUN_MODELS)/mlp.safetensors
+	@echo "tensord: starting with the example model 'mlp'; in another shell:"
+	@echo "  $(BUILD)/bin/tensorctl status"
+	@echo "  $(BUILD)/bin/tensorctl models"
+	@echo "  $(BUILD)/bin/tensorctl infer mlp examples/models/mlp_input.json"
+	@echo "  $(BUILD)/bin/tensorctl stats"
+	$(DAEMON_BIN) --config config/tensord.json --models_dir $(RUN_MODELS) --preload mlp.json
 
 $(BUILD)/bin/%: $(BUILD)/examples/%/main.o $(LIB)
 	@mkdir -p $(dir $@)
@@ -98,6 +110,12 @@ $(BUILD)/bin/%: $(BUILD)/examples/%/main.o $(LIB)
 $(BUILD)/bin/bench_%: $(BUILD)/bench/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+# The daemon benches talk to tensord through the client library (public headers only); they
+# start the tensord of the same build directory, so it is built too.
+$(DAEMON_BENCH_BIN): $(BUILD)/bin/bench_%: $(BUILD)/bench/%.o $(CLIENT_LIB) $(PROTO_LIB) $(LIB) | $(DAEMON_BIN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(CLIENT_LIB) $(PROTO_LIB) $(LIB) $(NNG_LIBS) $(LDLIBS)
 
 examples: $(EXAMPLE_BIN)
 bench: $(BENCH_BIN)
@@ -149,7 +167,13 @@ fuzz:
 # Every test: the layering check, the plain suite, the sanitized ones, the loader fuzzers, short
 # training runs, then the backend conformance run (CPU and OpenCL; an absent backend is reported
 # SKIPPED). The README's test command.
-check: layers test asan tsan fuzz train-check conformance
+check: layers test asan tsan fuzz train-check conformance soak
+
+# The daemon soak (bench/soak.c): SOAK_REQUESTS (default 1,000,000) mixed requests from several
+# clients against one tensord; fails on any unexpected reply status or on daemon RSS growth
+# beyond 2% between the first 100,000 requests and the end.
+soak: $(BUILD)/bin/bench_soak $(DAEMON_BIN)
+	$(BUILD)/bin/bench_soak
 
 # Dependencies point one way (docs/ARCHITECTURE.md, "Layers"): the objects' symbols and the
 # include lines are checked, and a planted backward call must be caught.
@@ -177,4 +201,4 @@ demo: deps
 clean:
 	rm -rf build build-asan build-tsan build-fuzz
 
--include $(ENGINE_OBJ:.o=.d) $(PROTO_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(DAEMON_OBJ:.o=.d) $(CLIENT_OBJ:.o=.d) $(CTL_OBJ:.o=.d)
+-include $(ENGINE_OBJ:.o=.d) $(PROTO_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(DAEMON_OBJ:.o=.d) $(CLIENT_OBJ:.o=.d) $(CTL_OBJ:.o=.d) $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%.d)

@@ -79,6 +79,21 @@ static void run(dmn_exec *e, dmn_job *j)
 	pthread_mutex_unlock(&e->mu);
 }
 
+/* Send the replies the job made straight from here: the loop only counts them afterwards, so
+ * the answer does not wait for the loop thread to wake. A request whose client left is still
+ * answered here (nng drops it); the loop sees `sent` and frees it. */
+static void send_replies(dmn_job *j)
+{
+	for (int k = 0; k < j->nreq; k++) {
+		dmn_req *r = j->reqs[k];
+		if (!r->reply)
+			continue;
+		dmn_slot_send(r->slot, r->reply);
+		r->reply = NULL;
+		r->sent = true;
+	}
+}
+
 static void *exec_main(void *arg)
 {
 	dmn_exec *e = arg;
@@ -98,6 +113,7 @@ static void *exec_main(void *arg)
 		pthread_mutex_unlock(&e->mu);
 		j->next = NULL;
 		run(e, j);
+		send_replies(j);
 		pthread_mutex_lock(&s->mu);
 		if (s->in_jobs_tail)
 			s->in_jobs_tail->next = j;

@@ -671,13 +671,14 @@ static void load_done(dmn_srv *s, dmn_job *j)
 			dmn_reply_ok(s, r, x, NULL, 0);
 		}
 	} else {
-		if (j->st == TSD_OK) { /* unloaded while loading */
+		if (j->st == TSD_OK) { /* unloaded while loading: its engine side goes too */
 			j->st = TSD_CANCELLED;
 			snprintf(j->err, sizeof(j->err), "the model was unloaded while it loaded");
+			push_free(s, j->ver);
+		} else { /* a failed load leaves no engine side (exec_model.c) */
+			dmn_mver_free(j->ver);
 		}
 		dmn_log(&s->log, DMN_LOG_ERROR, "model %s: load failed: %s: %s", m->name, tsd_status_name(j->st), j->err);
-		if (j->ver) /* its engine side is already gone (exec_model.c) */
-			dmn_mver_free(j->ver);
 		j->ver = NULL;
 		if (!m->cur && !m->loading && !m->removed) {
 			registry_remove(s, m);

@@ -115,6 +115,11 @@ void dmn_drop(dmn_srv *s, dmn_req *r)
 
 void dmn_finish(dmn_srv *s, dmn_req *r)
 {
+	if (r->sent) { /* answered by the executor: the slot is receiving again already */
+		dmn_stats_count(s, r, r->st);
+		req_free(s, r);
+		return;
+	}
 	if (r->client && r->client->gone) {
 		dmn_stats_count(s, r, TSD_CANCELLED);
 		dmn_drop(s, r);

@@ -24,7 +24,8 @@ bool dmn_ready(const dmn_srv *s)
 }
 
 /* Take the whole inbox, then handle it in order: jobs first (their replies free slots and
- * make room), then connection events, then new requests. */
+ * make room), then new requests, then connection events (a closed connection's last requests
+ * came before its closing). */
 static void on_wake(uv_async_t *h)
 {
 	dmn_srv *s = h->data;
@@ -40,6 +41,10 @@ static void on_wake(uv_async_t *h)
 		n = j->next;
 		dmn_model_job_done(s, j);
 	}
+	for (dmn_slot *sl = slots, *n; sl; sl = n) {
+		n = sl->next;
+		dmn_on_request(s, sl);
+	}
 	for (dmn_event *e = evs, *n; e; e = n) {
 		n = e->next;
 		if (e->kind == DMN_EV_PIPE_GONE)
@@ -47,10 +52,6 @@ static void on_wake(uv_async_t *h)
 		else
 			dmn_http_answer(s, e->aio, e->what);
 		free(e);
-	}
-	for (dmn_slot *sl = slots, *n; sl; sl = n) {
-		n = sl->next;
-		dmn_on_request(s, sl);
 	}
 	dmn_dispatch(s);
 	dmn_check_drained(s);

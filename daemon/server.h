@@ -89,6 +89,7 @@ typedef struct dmn_req {
 	struct dmn_req *prev, *next; /* in a model queue */
 	/* set when its job ran: the reply to send (NULL: build an error from st and err) */
 	nng_msg *reply;
+	bool sent;     /* the executor sent the reply itself (off the loop: one thread hop less) */
 	tsd_status st;
 	char err[256];
 } dmn_req;

@@ -34,11 +34,11 @@ LAYERS = [
     ["engine/nn"],                                     # layers, losses, optimizers
     ["engine/io"],                                     # safetensors, IDX
     ["protocol"],                                      # wire codec, graph format (public API only)
-    ["clients"],                                       # client library, tensorctl (and protocol/)
+    ["clients", "daemon"],                             # client library and tensorctl; the server (each on its own)
 ]
 PUBLIC_ONLY = ["protocol", "daemon", "clients", "examples", "bench"]
 # Folders whose headers a public-only folder may also include with "name.h" (its -I path).
-ALSO_INCLUDE = {"clients": ["protocol"]}
+ALSO_INCLUDE = {"clients": ["protocol"], "daemon": ["protocol"]}
 
 
 def unit_of(path):

@@ -1,0 +1,199 @@
+/* daemon_rtt.c: the daemon's round trip at batch 1 against the transport's own. Starts tensord
+ * (the binary beside this one) on a temporary config, loads a tiny MLP (x[1,16] -> linear 16x16
+ * -> relu -> linear 16x4) with its weights in the model.load message, and times N synchronous
+ * infer calls per priority (realtime, normal) after a warm-up; then, in the same run, N round
+ * trips of a plain nng REQ socket to an in-process REP echo thread on another ipc:// address with
+ * messages of the infer request's and reply's sizes. Prints p50/p99/mean and
+ * p50(infer)/p50(echo), stops the daemon with SIGTERM.
+ * Usage: bench_daemon_rtt [calls (20000)] [batch_delay_us (500)] */
+#include "daemon_bench.h"
+
+#define NIN 16
+#define NHID 16
+#define NOUT 4
+
+typedef struct rtt_result {
+	uint64_t p50, p99, mean, max;
+} rtt_result;
+
+static void summarise(uint64_t *t, int n, rtt_result *r)
+{
+	qsort(t, (size_t)n, sizeof(*t), db_cmp_u64);
+	uint64_t sum = 0;
+	for (int i = 0; i < n; i++)
+		sum += t[i];
+	r->p50 = db_pct(t, (size_t)n, 0.50);
+	r->p99 = db_pct(t, (size_t)n, 0.99);
+	r->mean = sum / (uint64_t)n;
+	r->max = t[n - 1];
+}
+
+/* n timed infer calls (after n/10 untimed) at priority prio into t. 0 or -1. */
+static int time_infer(tsd_client *c, const char *prio, int n, uint64_t *t)
+{
+	cJSON *h = db_infer_header("rtt", prio);
+	float x[NIN];
+	db_fill(x, NIN, 7, 1.0f);
+	tsd_tensor in = {.name = "x", .dtype = ENG_F32, .ndim = 2, .shape = {1, NIN}, .data = x};
+	int warm = n / 10 > 100 ? n / 10 : 100;
+	for (int i = -warm; i < n; i++) {
+		tsd_reply *r = NULL;
+		uint64_t t0 = db_now_ns();
+		tsd_status st = tsd_client_call(c, h, &in, 1, &r);
+		uint64_t dt = db_now_ns() - t0;
+		if (st != TSD_OK || !tsd_reply_find(r, "y")) {
+			fprintf(stderr, "infer (%s): %s: %s\n", prio, tsd_status_name(st), tsd_client_message(c, r));
+			tsd_reply_free(r);
+			cJSON_Delete(h);
+			return -1;
+		}
+		tsd_reply_free(r);
+		if (i >= 0)
+			t[i] = dt;
+	}
+	cJSON_Delete(h);
+	return 0;
+}
+
+/* n timed echo round trips (after n/10 untimed) of req_bytes to url. 0 or -1. */
+static int time_echo(const char *url, size_t req_bytes, int n, uint64_t *t)
+{
+	nng_socket s;
+	int rv;
+	if ((rv = nng_req0_open(&s)) || (rv = nng_dial(s, url, NULL, 0))) {
+		fprintf(stderr, "echo dial %s: %s\n", url, nng_strerror(rv));
+		return -1;
+	}
+	nng_socket_set_ms(s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
+	int warm = n / 10 > 100 ? n / 10 : 100;
+	for (int i = -warm; i < n; i++) {
+		nng_msg *m;
+		uint64_t t0 = db_now_ns();
+		if ((rv = nng_msg_alloc(&m, req_bytes)))
+			break;
+		memset(nng_msg_body(m), 0x5a, req_bytes);
+		if ((rv = nng_sendmsg(s, m, 0))) {
+			nng_msg_free(m);
+			break;
+		}
+		if ((rv = nng_recvmsg(s, &m, 0)))
+			break;
+		nng_msg_free(m);
+		uint64_t dt = db_now_ns() - t0;
+		if (i >= 0)
+			t[i] = dt;
+	}
+	nng_close(s);
+	if (rv)
+		fprintf(stderr, "echo: %s\n", nng_strerror(rv));
+	return rv ? -1 : 0;
+}
+
+static void row(const char *what, const rtt_result *r)
+{
+	printf("%-22s p50 %7.1f us  p99 %7.1f us  mean %7.1f us  max %8.1f us\n", what, r->p50 / 1e3,
+	       r->p99 / 1e3, r->mean / 1e3, r->max / 1e3);
+}
+
+int main(int argc, char **argv)
+{
+	int n = argc > 1 ? atoi(argv[1]) : 20000;
+	int delay_us = argc > 2 ? atoi(argv[2]) : 500;
+	if (n < 100) {
+		fprintf(stderr, "usage: %s [calls >= 100] [batch_delay_us]\n", argv[0]);
+		return 2;
+	}
+	char extra[128];
+	snprintf(extra, sizeof(extra), "\"batch_delay_us\": %d", delay_us);
+	db_daemon d;
+	if (db_daemon_start(&d, extra)) {
+		db_daemon_stop(&d);
+		return 1;
+	}
+	uint64_t *t = malloc((size_t)n * sizeof(*t));
+	tsd_client *c = tsd_client_open(d.url, 10000, NULL, 0);
+	int rc = 1;
+	rtt_result rt, nm, echo;
+	size_t req_bytes = 0, rep_bytes = 0;
+	char echo_url[320], probe_url[320];
+	snprintf(echo_url, sizeof(echo_url), "ipc://%s/echo.sock", d.dir);
+	snprintf(probe_url, sizeof(probe_url), "ipc://%s/probe.sock", d.dir);
+	db_echo e;
+	if (!t || !c || db_load_mlp(c, "rtt", NIN, NHID, NOUT, NULL))
+		goto out;
+	{ /* the sizes of a real infer request and reply, for the echo */
+		cJSON *h = db_infer_header("rtt", "realtime");
+		float x[NIN] = {0};
+		tsd_tensor in = {.name = "x", .dtype = ENG_F32, .ndim = 2, .shape = {1, NIN}, .data = x};
+		int pr = db_probe_sizes(d.url, probe_url, h, &in, 1, &req_bytes, &rep_bytes);
+		cJSON_Delete(h);
+		if (pr) {
+			fprintf(stderr, "could not measure the message sizes\n");
+			goto out;
+		}
+	}
+	/* context switches per call: the daemon's threads, and this process's (client + echo) */
+	long d0 = db_ctxsw(d.pid), s0 = db_ctxsw(getpid());
+	if (time_infer(c, "realtime", n, t))
+		goto out;
+	long d1 = db_ctxsw(d.pid), s1 = db_ctxsw(getpid());
+	summarise(t, n, &rt);
+	/* the daemon's own view of the realtime calls: its histograms (bucket estimates) */
+	double hq = -1, hc = -1, ht = -1;
+	{
+		tsd_reply *sr = NULL;
+		if (tsd_client_call_verb(c, "stats", &sr) == TSD_OK) {
+			const cJSON *hs = cJSON_GetObjectItem(tsd_reply_json(sr), "histograms");
+			const cJSON *q = cJSON_GetObjectItem(cJSON_GetObjectItem(hs, "queue_us"), "p50");
+			const cJSON *cp = cJSON_GetObjectItem(cJSON_GetObjectItem(hs, "compute_us"), "p50");
+			const cJSON *tt = cJSON_GetObjectItem(cJSON_GetObjectItem(hs, "total_us"), "p50");
+			hq = cJSON_IsNumber(q) ? q->valuedouble : -1;
+			hc = cJSON_IsNumber(cp) ? cp->valuedouble : -1;
+			ht = cJSON_IsNumber(tt) ? tt->valuedouble : -1;
+		}
+		tsd_reply_free(sr);
+	}
+	if (time_infer(c, "normal", n, t))
+		goto out;
+	summarise(t, n, &nm);
+	if (db_echo_start(&e, echo_url, rep_bytes))
+		goto out;
+	long s2 = db_ctxsw(getpid());
+	int er = time_echo(echo_url, req_bytes, n, t);
+	long s3 = db_ctxsw(getpid());
+	db_echo_stop(&e);
+	if (er)
+		goto out;
+	summarise(t, n, &echo);
+	int calls = n + (n / 10 > 100 ? n / 10 : 100); /* with the warm-up */
+	double req, bat;
+	bool counts = db_model_counts(c, "rtt", &req, &bat) == 0;
+	printf("daemon_rtt: %d calls each, model rtt x[1,%d] -> linear %dx%d -> relu -> linear %dx%d, "
+	       "batch_delay_us %d, messages %zu B request / %zu B reply, ipc://\n",
+	       n, NIN, NIN, NHID, NHID, NOUT, delay_us, req_bytes, rep_bytes);
+	row("infer realtime", &rt);
+	row("infer normal", &nm);
+	row("nng req/rep echo", &echo);
+	printf("ratio p50(infer realtime)/p50(echo) %.2f (goal <= 1.5)\n", (double)rt.p50 / (double)echo.p50);
+	printf("ratio p50(infer normal)/p50(echo)   %.2f\n", (double)nm.p50 / (double)echo.p50);
+	printf("daemon histograms over the realtime calls (p50, bucket estimates): queue %.1f us, compute %.1f us, "
+	       "arrival to reply %.1f us\n", hq, hc, ht);
+	printf("context switches per call: infer realtime: daemon %.1f, client %.1f; echo: client + echo thread %.1f\n",
+	       (double)(d1 - d0) / calls, (double)(s1 - s0) / calls, (double)(s3 - s2) / calls);
+	if (counts)
+		printf("launches per request %.3f (%.0f batches / %.0f requests)\n", bat / req, bat, req);
+	printf("RESULT rtt realtime_p50_us %.1f realtime_p99_us %.1f normal_p50_us %.1f normal_p99_us %.1f "
+	       "echo_p50_us %.1f echo_p99_us %.1f ratio %.2f\n",
+	       rt.p50 / 1e3, rt.p99 / 1e3, nm.p50 / 1e3, nm.p99 / 1e3, echo.p50 / 1e3, echo.p99 / 1e3,
+	       (double)rt.p50 / (double)echo.p50);
+	rc = 0;
+out:
+	tsd_client_close(c);
+	free(t);
+	int drc = db_daemon_stop(&d);
+	if (drc) {
+		fprintf(stderr, "tensord exited with %d\n", drc);
+		rc = 1;
+	}
+	return rc;
+}
