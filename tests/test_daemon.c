@@ -580,6 +580,39 @@ static void wait_received(const dh_daemon *d, int n)
 	ck_assert_msg(got >= n, "the daemon received %g of %d requests", got, n);
 }
 
+/* n infer requests for heavy on contexts q of s, ids prefix0, prefix1, ... */
+static void send_heavy(nng_socket s, dh_async *q, int n, const char *prefix, const char *prio, int timeout_ms)
+{
+	char id[64];
+	for (int i = 0; i < n; i++) {
+		snprintf(id, sizeof(id), "%.40s%d", prefix, i);
+		dh_async_send(s, &q[i], heavy_msg(id, prio, timeout_ms, false));
+	}
+}
+
+#define ST(x) (1u << TSD_##x)
+#define NO_REPLY (1u << TSD_STATUS_COUNT)
+
+/* Wait for the replies to q[0..n) and free them: each status must be in the mask allowed
+ * (NO_REPLY: none came), counted into counts[status] (counts[TSD_STATUS_COUNT]: no reply); a
+ * reply of status named must have a message holding sub. */
+static void wait_all(dh_async *q, int n, unsigned allowed, int *counts, tsd_status named, const char *sub)
+{
+	proto_msg *pm = calloc(1, sizeof(*pm));
+	for (int i = 0; i < n; i++) {
+		tsd_status st = dh_async_wait(&q[i], pm);
+		ck_assert_msg(allowed & (1u << st), "request %d: %s (%s)", i,
+			      st == TSD_STATUS_COUNT ? "no reply" : tsd_status_name(st),
+			      st == TSD_STATUS_COUNT ? nng_strerror(q[i].rv) : pm->error ? pm->error : "");
+		if (st == named)
+			ck_assert_msg(strstr(pm->error, sub), "request %d: %s message: %s", i, tsd_status_name(st), pm->error);
+		counts[st]++;
+		proto_msg_free(pm);
+		dh_async_free(&q[i]);
+	}
+	free(pm);
+}
+
 #define NBULK 24
 
 START_TEST(t_priority)
@@ -588,11 +621,7 @@ START_TEST(t_priority)
 	start_heavy(&d, NULL);
 	nng_socket s = dh_raw_open(&d, DH_TIMEOUT_MS);
 	static dh_async bulk[NBULK], rt;
-	char id[32];
-	for (int i = 0; i < NBULK; i++) {
-		snprintf(id, sizeof(id), "bulk%d", i);
-		dh_async_send(s, &bulk[i], heavy_msg(id, "bulk", 0, false));
-	}
+	send_heavy(s, bulk, NBULK, "bulk", "bulk", 0);
 	usleep(5000); /* the backlog is queued */
 	int at_send = atomic_load(&dh_order);
 	dh_async_send(s, &rt, heavy_msg("rt", "realtime", 0, false));
@@ -641,25 +670,12 @@ START_TEST(t_timeout)
 	dh_daemon d = {0};
 	start_heavy(&d, NULL);
 	nng_socket s = dh_raw_open(&d, DH_TIMEOUT_MS);
-	static dh_async q[NBULK + 4];
-	char id[32];
-	for (int i = 0; i < NBULK + 4; i++) {
-		snprintf(id, sizeof(id), "q%d", i);
-		dh_async_send(s, &q[i], heavy_msg(id, "bulk", i < NBULK ? 0 : 3, false));
-	}
-	proto_msg *pm = calloc(1, sizeof(*pm));
-	for (int i = 0; i < NBULK + 4; i++) {
-		tsd_status st = dh_async_wait(&q[i], pm);
-		tsd_status want = i < NBULK ? TSD_OK : TSD_TIMEOUT;
-		ck_assert_msg(st == want, "request %d: %s (%s), want %s", i,
-			      st == TSD_STATUS_COUNT ? "no reply" : tsd_status_name(st), pm->error ? pm->error : "",
-			      tsd_status_name(want));
-		if (st == TSD_TIMEOUT)
-			ck_assert_msg(strstr(pm->error, "timed out"), "timeout message: %s", pm->error);
-		proto_msg_free(pm);
-		dh_async_free(&q[i]);
-	}
-	free(pm);
+	static dh_async q[NBULK], t[4];
+	int counts[TSD_STATUS_COUNT + 1] = {0};
+	send_heavy(s, q, NBULK, "q", "bulk", 0);
+	send_heavy(s, t, 4, "t", "bulk", 3); /* 3 ms behind the backlog */
+	wait_all(q, NBULK, ST(OK), counts, TSD_TIMEOUT, "");
+	wait_all(t, 4, ST(TIMEOUT), counts, TSD_TIMEOUT, "timed out");
 	dh_raw_close(s);
 	tsd_client *c = dh_client(&d);
 	ck_assert_int_eq((int)dh_stat(c, "models.heavy.timeouts"), 4);
@@ -676,26 +692,11 @@ START_TEST(t_busy)
 	nng_socket s = dh_raw_open(&d, DH_TIMEOUT_MS);
 	enum { N = 20 };
 	static dh_async q[N];
-	char id[32];
-	for (int i = 0; i < N; i++) {
-		snprintf(id, sizeof(id), "q%d", i);
-		dh_async_send(s, &q[i], heavy_msg(id, NULL, 0, false));
-	}
-	proto_msg *pm = calloc(1, sizeof(*pm));
-	int ok = 0, busy = 0;
-	for (int i = 0; i < N; i++) {
-		tsd_status st = dh_async_wait(&q[i], pm);
-		ck_assert_msg(st == TSD_OK || st == TSD_BUSY, "request %d: %s (%s)", i,
-			      st == TSD_STATUS_COUNT ? "no reply" : tsd_status_name(st), pm->error ? pm->error : "");
-		if (st == TSD_BUSY)
-			ck_assert_msg(strstr(pm->error, "queue_max"), "busy message: %s", pm->error);
-		ok += st == TSD_OK;
-		busy += st == TSD_BUSY;
-		proto_msg_free(pm);
-		dh_async_free(&q[i]);
-	}
-	free(pm);
+	int counts[TSD_STATUS_COUNT + 1] = {0};
+	send_heavy(s, q, N, "q", NULL, 0);
+	wait_all(q, N, ST(OK) | ST(BUSY), counts, TSD_BUSY, "queue_max");
 	dh_raw_close(s);
+	int ok = counts[TSD_OK], busy = counts[TSD_BUSY];
 	fprintf(stderr, "daemon: queue_max 4, %d requests: %d ok, %d busy\n", N, ok, busy);
 	ck_assert_msg(busy > 0, "no busy reply with %d requests and queue_max 4", N);
 	ck_assert_msg(ok >= 4, "only %d ok", ok);
@@ -711,18 +712,15 @@ START_TEST(t_latest_only)
 	dh_daemon d = {0};
 	start_heavy(&d, NULL);
 	nng_socket blocker = dh_raw_open(&d, DH_TIMEOUT_MS), s = dh_raw_open(&d, DH_TIMEOUT_MS);
-	enum { NB = 12, NL = 5 };
+	enum { NB = 40, NL = 5 }; /* blockers: ~150 ms of work ahead of them */
 	static dh_async b[NB], l[NL];
 	char id[32];
-	for (int i = 0; i < NB; i++) {
-		snprintf(id, sizeof(id), "b%d", i);
-		dh_async_send(blocker, &b[i], heavy_msg(id, "bulk", 0, false));
-	}
+	send_heavy(blocker, b, NB, "b", "bulk", 0);
 	wait_received(&d, NB);
 	for (int i = 0; i < NL; i++) {
 		snprintf(id, sizeof(id), "l%d", i);
 		dh_async_send(s, &l[i], heavy_msg(id, "bulk", 0, true)); /* behind the blockers */
-		wait_received(&d, NB + i + 1); /* arrival order = sending order */
+		usleep(1000); /* arrival order = sending order */
 	}
 	proto_msg *pm = calloc(1, sizeof(*pm));
 	for (int i = 0; i < NL; i++) {
@@ -758,11 +756,8 @@ START_TEST(t_unload_queued)
 	nng_socket s = dh_raw_open(&d, DH_TIMEOUT_MS);
 	enum { N = 12 };
 	static dh_async q[N];
-	char id[32];
-	for (int i = 0; i < N; i++) {
-		snprintf(id, sizeof(id), "q%d", i);
-		dh_async_send(s, &q[i], heavy_msg(id, NULL, 0, false));
-	}
+	int counts[TSD_STATUS_COUNT + 1] = {0};
+	send_heavy(s, q, N, "q", NULL, 0);
 	usleep(5000);
 	tsd_client *c = dh_client(&d);
 	cJSON *h = cJSON_Parse("{\"verb\":\"model.unload\",\"name\":\"heavy\"}");
@@ -771,22 +766,11 @@ START_TEST(t_unload_queued)
 	cJSON_Delete(h);
 	ck_assert_msg(st == TSD_OK, "unload: %s", tsd_client_message(c, r));
 	tsd_reply_free(r);
-	proto_msg *pm = calloc(1, sizeof(*pm));
-	int ok = 0, cancelled = 0;
-	for (int i = 0; i < N; i++) {
-		st = dh_async_wait(&q[i], pm);
-		/* unknown_model: it arrived after the unload */
-		ck_assert_msg(st == TSD_OK || st == TSD_CANCELLED || st == TSD_UNKNOWN_MODEL, "request %d: %s (%s)", i,
-			      st == TSD_STATUS_COUNT ? "no reply" : tsd_status_name(st), pm->error ? pm->error : "");
-		ok += st == TSD_OK;
-		cancelled += st == TSD_CANCELLED;
-		proto_msg_free(pm);
-		dh_async_free(&q[i]);
-	}
-	free(pm);
+	/* unknown_model: it arrived after the unload */
+	wait_all(q, N, ST(OK) | ST(CANCELLED) | ST(UNKNOWN_MODEL), counts, TSD_UNKNOWN_MODEL, "heavy");
 	dh_raw_close(s);
-	fprintf(stderr, "daemon: unload with %d queued: %d ok, %d cancelled\n", N, ok, cancelled);
-	ck_assert_msg(cancelled > 0, "nothing was cancelled by the unload");
+	fprintf(stderr, "daemon: unload with %d queued: %d ok, %d cancelled\n", N, counts[TSD_OK], counts[TSD_CANCELLED]);
+	ck_assert_msg(counts[TSD_CANCELLED] > 0, "nothing was cancelled by the unload");
 	/* the name can be loaded again */
 	load_heavy(c);
 	tsd_client_close(c);
@@ -802,11 +786,7 @@ START_TEST(t_client_gone)
 	nng_socket s = dh_raw_open(&d, DH_TIMEOUT_MS);
 	enum { N = 24 };
 	static dh_async q[N];
-	char id[32];
-	for (int i = 0; i < N; i++) {
-		snprintf(id, sizeof(id), "q%d", i);
-		dh_async_send(s, &q[i], heavy_msg(id, NULL, 0, false));
-	}
+	send_heavy(s, q, N, "q", NULL, 0);
 	wait_received(&d, N);
 	for (int i = 0; i < N; i++) /* the contexts first: closing the socket under them can hang */
 		dh_async_free(&q[i]);
@@ -840,27 +820,12 @@ START_TEST(t_inflight_max)
 	nng_socket s = dh_raw_open(&d, DH_TIMEOUT_MS);
 	enum { N = 10 };
 	static dh_async q[N];
-	char id[32];
-	for (int i = 0; i < N; i++) {
-		snprintf(id, sizeof(id), "q%d", i);
-		dh_async_send(s, &q[i], heavy_msg(id, NULL, 0, false));
-	}
-	proto_msg *pm = calloc(1, sizeof(*pm));
-	int ok = 0, busy = 0;
-	for (int i = 0; i < N; i++) {
-		tsd_status st = dh_async_wait(&q[i], pm);
-		ck_assert_msg(st == TSD_OK || st == TSD_BUSY, "request %d: %s", i,
-			      st == TSD_STATUS_COUNT ? "no reply" : tsd_status_name(st));
-		if (st == TSD_BUSY)
-			ck_assert_msg(strstr(pm->error, "client_inflight_max"), "busy message: %s", pm->error);
-		ok += st == TSD_OK;
-		busy += st == TSD_BUSY;
-		proto_msg_free(pm);
-		dh_async_free(&q[i]);
-	}
-	free(pm);
+	int counts[TSD_STATUS_COUNT + 1] = {0};
+	send_heavy(s, q, N, "q", NULL, 0);
+	wait_all(q, N, ST(OK) | ST(BUSY), counts, TSD_BUSY, "client_inflight_max");
 	dh_raw_close(s);
-	ck_assert_msg(busy > 0 && ok >= 3, "client_inflight_max 3 and %d at once: %d ok, %d busy", N, ok, busy);
+	ck_assert_msg(counts[TSD_BUSY] > 0 && counts[TSD_OK] >= 3, "client_inflight_max 3 and %d at once: %d ok, %d busy",
+		      N, counts[TSD_OK], counts[TSD_BUSY]);
 	/* another connection is not limited by this one's count */
 	tsd_client *c = dh_client(&d);
 	float y[HR * HC];
@@ -1018,11 +983,10 @@ START_TEST(t_sigterm_drain)
 	char id[32];
 	for (int k = 0; k < NS; k++)
 		s[k] = dh_raw_open(&d, DH_TIMEOUT_MS);
-	for (int i = 0; i < PER; i++)
-		for (int k = 0; k < NS; k++) {
-			snprintf(id, sizeof(id), "s%dq%d", k, i);
-			dh_async_send(s[k], &q[k][i], heavy_msg(id, NULL, 0, false));
-		}
+	for (int k = 0; k < NS; k++) {
+		snprintf(id, sizeof(id), "s%dq", k);
+		send_heavy(s[k], q[k], PER, id, NULL, 0);
+	}
 	wait_received(&d, NS * PER);
 	char err[200];
 	tsd_client *c = tsd_client_open(d.url, 2000, err, sizeof(err));
@@ -1058,19 +1022,11 @@ START_TEST(t_sigterm_drain)
 	cJSON *lh = cJSON_Parse("{\"id\":\"late\",\"verb\":\"model.list\"}");
 	dh_async_send(late, &lq, dh_encode(lh, NULL, 0));
 	cJSON_Delete(lh);
-	proto_msg *pm = calloc(1, sizeof(*pm));
-	int ok = 0, down = 0;
+	int counts[TSD_STATUS_COUNT + 1] = {0};
 	for (int k = 0; k < NS; k++)
-		for (int i = 0; i < PER; i++) {
-			tsd_status st = dh_async_wait(&q[k][i], pm);
-			ck_assert_msg(st == TSD_OK || st == TSD_SHUTTING_DOWN, "socket %d request %d: %s (%s)", k, i,
-				      st == TSD_STATUS_COUNT ? "no reply" : tsd_status_name(st),
-				      st == TSD_STATUS_COUNT ? nng_strerror(q[k][i].rv) : pm->error ? pm->error : "");
-			ok += st == TSD_OK;
-			down += st == TSD_SHUTTING_DOWN;
-			proto_msg_free(pm);
-			dh_async_free(&q[k][i]);
-		}
+		wait_all(q[k], PER, ST(OK) | ST(SHUTTING_DOWN), counts, TSD_SHUTTING_DOWN, "the daemon");
+	int ok = counts[TSD_OK], down = counts[TSD_SHUTTING_DOWN];
+	proto_msg *pm = calloc(1, sizeof(*pm));
 	tsd_status st = dh_async_wait(&lq, pm);
 	ck_assert_msg(st == TSD_SHUTTING_DOWN, "a request after SIGTERM: %s",
 		      st == TSD_STATUS_COUNT ? nng_strerror(lq.rv) : tsd_status_name(st));
@@ -1095,28 +1051,14 @@ START_TEST(t_drain_deadline)
 	nng_socket s = dh_raw_open(&d, DH_TIMEOUT_MS);
 	enum { N = 16 };
 	static dh_async q[N];
-	char id[32];
-	for (int i = 0; i < N; i++) {
-		snprintf(id, sizeof(id), "q%d", i);
-		dh_async_send(s, &q[i], heavy_msg(id, NULL, 0, false));
-	}
+	int counts[TSD_STATUS_COUNT + 1] = {0};
+	send_heavy(s, q, N, "q", NULL, 0);
 	wait_received(&d, N);
 	ck_assert_int_eq(kill(d.pid, SIGTERM), 0);
-	proto_msg *pm = calloc(1, sizeof(*pm));
-	int ok = 0, down = 0, none = 0;
-	for (int i = 0; i < N; i++) {
-		tsd_status st = dh_async_wait(&q[i], pm);
-		ck_assert_msg(st == TSD_OK || st == TSD_SHUTTING_DOWN || st == TSD_CANCELLED || st == TSD_STATUS_COUNT,
-			      "request %d: %s", i, tsd_status_name(st));
-		ok += st == TSD_OK;
-		down += st == TSD_SHUTTING_DOWN || st == TSD_CANCELLED;
-		none += st == TSD_STATUS_COUNT;
-		proto_msg_free(pm);
-		dh_async_free(&q[i]);
-	}
-	free(pm);
+	wait_all(q, N, ST(OK) | ST(SHUTTING_DOWN) | ST(CANCELLED) | NO_REPLY, counts, TSD_SHUTTING_DOWN, "the daemon");
+	int down = counts[TSD_SHUTTING_DOWN] + counts[TSD_CANCELLED], none = counts[TSD_STATUS_COUNT];
 	fprintf(stderr, "daemon: drain_seconds 0 with %d in flight: %d ok, %d shutting_down or cancelled, %d lost\n",
-		N, ok, down, none);
+		N, counts[TSD_OK], down, none);
 	ck_assert_msg(!none, "%d requests got no reply", none);
 	ck_assert_msg(down > 0, "nothing was refused at a drain deadline of 0 s");
 	dh_wait_exit(&d);
