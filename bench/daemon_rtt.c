@@ -1,9 +1,10 @@
 /* daemon_rtt.c: the daemon's round trip at batch 1 against the transport's own. Starts tensord
  * (the binary beside this one) on a temporary config, loads a tiny MLP (x[1,16] -> linear 16x16
  * -> relu -> linear 16x4) with its weights in the model.load message, and times N synchronous
- * infer calls per priority (realtime, normal) after a warm-up; then, in the same run, N round
- * trips of a plain nng REQ socket to an in-process REP echo thread on another ipc:// address with
- * messages of the infer request's and reply's sizes. Prints p50/p99/mean and
+ * infer calls per priority (realtime, normal) after a warm-up, and N round trips of a plain nng
+ * REQ socket to an in-process REP echo thread on another ipc:// address with messages of the
+ * infer request's and reply's sizes (measured through a relay), the three interleaved in rounds
+ * so that each sees the same background load. Prints p50/p99/mean and
  * p50(infer)/p50(echo), stops the daemon with SIGTERM.
  * Usage: bench_daemon_rtt [calls (20000)] [batch_delay_us (500)] */
 #include "daemon_bench.h"
@@ -11,6 +12,7 @@
 #define NIN 16
 #define NHID 16
 #define NOUT 4
+#define ROUNDS 10
 
 typedef struct rtt_result {
 	uint64_t p50, p99, mean, max;
@@ -28,14 +30,13 @@ static void summarise(uint64_t *t, int n, rtt_result *r)
 	r->max = t[n - 1];
 }
 
-/* n timed infer calls (after n/10 untimed) at priority prio into t. 0 or -1. */
-static int time_infer(tsd_client *c, const char *prio, int n, uint64_t *t)
+/* n timed infer calls (after `warm` untimed) at priority prio into t. 0 or -1. */
+static int time_infer(tsd_client *c, const char *prio, int warm, int n, uint64_t *t)
 {
 	cJSON *h = db_infer_header("rtt", prio);
 	float x[NIN];
 	db_fill(x, NIN, 7, 1.0f);
 	tsd_tensor in = {.name = "x", .dtype = ENG_F32, .ndim = 2, .shape = {1, NIN}, .data = x};
-	int warm = n / 10 > 100 ? n / 10 : 100;
 	for (int i = -warm; i < n; i++) {
 		tsd_reply *r = NULL;
 		uint64_t t0 = db_now_ns();
@@ -55,35 +56,27 @@ static int time_infer(tsd_client *c, const char *prio, int n, uint64_t *t)
 	return 0;
 }
 
-/* n timed echo round trips (after n/10 untimed) of req_bytes to url. 0 or -1. */
-static int time_echo(const char *url, size_t req_bytes, int n, uint64_t *t)
+/* n timed echo round trips (after `warm` untimed) of req_bytes on the dialed socket sk into t. */
+static int time_echo(nng_socket sk, size_t req_bytes, int warm, int n, uint64_t *t)
 {
-	nng_socket s;
-	int rv;
-	if ((rv = nng_req0_open(&s)) || (rv = nng_dial(s, url, NULL, 0))) {
-		fprintf(stderr, "echo dial %s: %s\n", url, nng_strerror(rv));
-		return -1;
-	}
-	nng_socket_set_ms(s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
-	int warm = n / 10 > 100 ? n / 10 : 100;
+	int rv = 0;
 	for (int i = -warm; i < n; i++) {
 		nng_msg *m;
 		uint64_t t0 = db_now_ns();
 		if ((rv = nng_msg_alloc(&m, req_bytes)))
 			break;
 		memset(nng_msg_body(m), 0x5a, req_bytes);
-		if ((rv = nng_sendmsg(s, m, 0))) {
+		if ((rv = nng_sendmsg(sk, m, 0))) {
 			nng_msg_free(m);
 			break;
 		}
-		if ((rv = nng_recvmsg(s, &m, 0)))
+		if ((rv = nng_recvmsg(sk, &m, 0)))
 			break;
 		nng_msg_free(m);
 		uint64_t dt = db_now_ns() - t0;
 		if (i >= 0)
 			t[i] = dt;
 	}
-	nng_close(s);
 	if (rv)
 		fprintf(stderr, "echo: %s\n", nng_strerror(rv));
 	return rv ? -1 : 0;
@@ -110,7 +103,7 @@ int main(int argc, char **argv)
 		db_daemon_stop(&d);
 		return 1;
 	}
-	uint64_t *t = malloc((size_t)n * sizeof(*t));
+	uint64_t *t = malloc((size_t)n * 3 * sizeof(*t)), *tr = t, *tn = t + n, *te = t + 2 * n;
 	tsd_client *c = tsd_client_open(d.url, 10000, NULL, 0);
 	int rc = 1;
 	rtt_result rt, nm, echo;
@@ -132,13 +125,40 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
-	/* context switches per call: the daemon's threads, and this process's (client + echo) */
-	long d0 = db_ctxsw(d.pid), s0 = db_ctxsw(getpid());
-	if (time_infer(c, "realtime", n, t))
+	/* The three kinds alternate in ROUNDS blocks so that they see the same background load;
+	 * context switches per call are counted for the daemon's threads and this process's. */
+	if (db_echo_start(&e, echo_url, rep_bytes))
 		goto out;
-	long d1 = db_ctxsw(d.pid), s1 = db_ctxsw(getpid());
-	summarise(t, n, &rt);
-	/* the daemon's own view of the realtime calls: its histograms (bucket estimates) */
+	nng_socket sk;
+	int rv;
+	if ((rv = nng_req0_open(&sk)) || (rv = nng_dial(sk, echo_url, NULL, 0))) {
+		fprintf(stderr, "echo dial %s: %s\n", echo_url, nng_strerror(rv));
+		db_echo_stop(&e);
+		goto out;
+	}
+	nng_socket_set_ms(sk, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
+	int warm = n / 10 > 100 ? n / 10 : 100, per = n / ROUNDS;
+	n = per * ROUNDS;
+	long dsw[3] = {0}, ssw[3] = {0};
+	int bad = time_infer(c, "realtime", warm, 0, t) || time_infer(c, "normal", warm, 0, t) ||
+		  time_echo(sk, req_bytes, warm, 0, t);
+	for (int k = 0; k < ROUNDS && !bad; k++)
+		for (int w = 0; w < 3 && !bad; w++) {
+			long d0 = db_ctxsw(d.pid), s0 = db_ctxsw(getpid());
+			bad = w == 0   ? time_infer(c, "realtime", 0, per, tr + k * per)
+			      : w == 1 ? time_infer(c, "normal", 0, per, tn + k * per)
+				       : time_echo(sk, req_bytes, 0, per, te + k * per);
+			dsw[w] += db_ctxsw(d.pid) - d0;
+			ssw[w] += db_ctxsw(getpid()) - s0;
+		}
+	nng_close(sk);
+	db_echo_stop(&e);
+	if (bad)
+		goto out;
+	summarise(tr, n, &rt);
+	summarise(tn, n, &nm);
+	summarise(te, n, &echo);
+	/* the daemon's own view (all its infer calls, both priorities): histogram bucket estimates */
 	double hq = -1, hc = -1, ht = -1;
 	{
 		tsd_reply *sr = NULL;
@@ -153,33 +173,21 @@ int main(int argc, char **argv)
 		}
 		tsd_reply_free(sr);
 	}
-	if (time_infer(c, "normal", n, t))
-		goto out;
-	summarise(t, n, &nm);
-	if (db_echo_start(&e, echo_url, rep_bytes))
-		goto out;
-	long s2 = db_ctxsw(getpid());
-	int er = time_echo(echo_url, req_bytes, n, t);
-	long s3 = db_ctxsw(getpid());
-	db_echo_stop(&e);
-	if (er)
-		goto out;
-	summarise(t, n, &echo);
-	int calls = n + (n / 10 > 100 ? n / 10 : 100); /* with the warm-up */
 	double req, bat;
 	bool counts = db_model_counts(c, "rtt", &req, &bat) == 0;
-	printf("daemon_rtt: %d calls each, model rtt x[1,%d] -> linear %dx%d -> relu -> linear %dx%d, "
+	printf("daemon_rtt: %d calls each (%d interleaved rounds), model rtt x[1,%d] -> linear %dx%d -> relu -> linear %dx%d, "
 	       "batch_delay_us %d, messages %zu B request / %zu B reply, ipc://\n",
-	       n, NIN, NIN, NHID, NHID, NOUT, delay_us, req_bytes, rep_bytes);
+	       n, ROUNDS, NIN, NIN, NHID, NHID, NOUT, delay_us, req_bytes, rep_bytes);
 	row("infer realtime", &rt);
 	row("infer normal", &nm);
 	row("nng req/rep echo", &echo);
 	printf("ratio p50(infer realtime)/p50(echo) %.2f (goal <= 1.5)\n", (double)rt.p50 / (double)echo.p50);
 	printf("ratio p50(infer normal)/p50(echo)   %.2f\n", (double)nm.p50 / (double)echo.p50);
-	printf("daemon histograms over the realtime calls (p50, bucket estimates): queue %.1f us, compute %.1f us, "
+	printf("daemon histograms, every infer (p50, bucket estimates): queue %.1f us, compute %.1f us, "
 	       "arrival to reply %.1f us\n", hq, hc, ht);
-	printf("context switches per call: infer realtime: daemon %.1f, client %.1f; echo: client + echo thread %.1f\n",
-	       (double)(d1 - d0) / calls, (double)(s1 - s0) / calls, (double)(s3 - s2) / calls);
+	printf("context switches per call: infer realtime: daemon %.1f, client %.1f | infer normal: daemon %.1f, "
+	       "client %.1f | echo: client + echo thread %.1f\n", (double)dsw[0] / n, (double)ssw[0] / n,
+	       (double)dsw[1] / n, (double)ssw[1] / n, (double)ssw[2] / n);
 	if (counts)
 		printf("launches per request %.3f (%.0f batches / %.0f requests)\n", bat / req, bat, req);
 	printf("RESULT rtt realtime_p50_us %.1f realtime_p99_us %.1f normal_p50_us %.1f normal_p99_us %.1f "
