@@ -183,6 +183,25 @@ static inline long db_rss_kb(pid_t pid)
 	return kb;
 }
 
+/* CPU time (user + system) pid has used so far, in seconds; -1 if unreadable. */
+static inline double db_cpu_s(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	char *p = strrchr(buf, ')'); /* the command may hold spaces */
+	unsigned long ut, st;
+	/* after ')': state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime */
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+		return -1;
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
 /* Context switches (voluntary + involuntary) of every thread of pid so far; -1 if unreadable. */
 static inline long db_ctxsw(pid_t pid)
 {

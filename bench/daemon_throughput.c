@@ -4,8 +4,9 @@
  * the same MLP twice with its weights in the message (x[-1,256] -> linear 256x256 -> relu ->
  * linear 256x10, one row a request, priority normal): "mlp_batched" with batching {max 32,
  * buckets [1,2,4,8,16,32], delay_us D} and "mlp_single" with {max 1, buckets [1]}. Prints
- * requests/s, latency p50/p99, and launches per request from the stats (models.NAME.batches /
- * requests over the run); stops the daemon with SIGTERM.
+ * requests/s, latency p50/p99, launches per request from the stats (models.NAME.batches /
+ * requests over the run), and the CPU time per request of the daemon and of the clients (this
+ * process: the clients share the machine's cores with the daemon); stops the daemon with SIGTERM.
  * Usage: bench_daemon_throughput [seconds per run (3)] [delay_us (1000)] */
 #include "daemon_bench.h"
 
@@ -65,6 +66,7 @@ static void *client_main(void *arg)
 
 typedef struct tp_result {
 	double rps, launches_per_req, p50_us, p99_us, mean_batch;
+	double daemon_cpu_us, client_cpu_us; /* CPU time per request: the daemon's, this process's */
 	unsigned long failed;
 } tp_result;
 
@@ -80,6 +82,7 @@ static int run_one(const db_daemon *d, tsd_client *ctl, const char *model, int n
 	/* the clock starts once every client is connected (the barrier publishes t_end) */
 	for (int i = 0; i < nclients; i++)
 		pthread_create(&th[i], NULL, client_main, &run);
+	double dc0 = db_cpu_s(d->pid), cc0 = db_cpu_s(getpid());
 	uint64_t t0 = db_now_ns();
 	run.t_end = t0 + (uint64_t)(seconds * 1e9);
 	pthread_barrier_wait(&run.start);
@@ -87,6 +90,7 @@ static int run_one(const db_daemon *d, tsd_client *ctl, const char *model, int n
 	for (int i = 0; i < nclients; i++)
 		pthread_join(th[i], NULL);
 	double el = (double)(db_now_ns() - t0) / 1e9;
+	double dc1 = db_cpu_s(d->pid), cc1 = db_cpu_s(getpid());
 	pthread_barrier_destroy(&run.start);
 	if (db_model_counts(ctl, model, &req1, &bat1))
 		return -1;
@@ -98,6 +102,9 @@ static int run_one(const db_daemon *d, tsd_client *ctl, const char *model, int n
 	res->failed = atomic_load(&run.failed);
 	res->launches_per_req = req1 > req0 ? (bat1 - bat0) / (req1 - req0) : 0;
 	res->mean_batch = bat1 > bat0 ? (req1 - req0) / (bat1 - bat0) : 0;
+	double done = (double)atomic_load(&run.done);
+	res->daemon_cpu_us = done > 0 ? (dc1 - dc0) / done * 1e6 : 0;
+	res->client_cpu_us = done > 0 ? (cc1 - cc0) / done * 1e6 : 0;
 	res->p50_us = n ? db_pct(lat, n, 0.5) / 1e3 : 0;
 	res->p99_us = n ? db_pct(lat, n, 0.99) / 1e3 : 0;
 	return 0;
@@ -130,8 +137,9 @@ int main(int argc, char **argv)
 		goto out;
 	printf("daemon_throughput: model x[-1,%d] -> linear %dx%d -> relu -> linear %dx%d (f32), 1 row a request, "
 	       "priority normal, %.1f s a run, ipc://\n", NIN, NIN, NHID, NHID, NOUT, seconds);
-	printf("%-34s %8s %12s %10s %10s %12s %10s\n", "batching", "clients", "requests/s", "p50 us", "p99 us",
-	       "launch/req", "rows/launch");
+	printf("%-28s %7s %10s %9s %9s %10s %11s %11s %11s\n", "batching", "clients", "requests/s", "p50 us",
+	       "p99 us", "launch/req", "rows/launch", "daemon CPU", "client CPU");
+	printf("%-28s %7s %10s %9s %9s %10s %11s %11s %11s\n", "", "", "", "", "", "", "", "us/req", "us/req");
 	const int clients[] = {1, 8, 64};
 	const char *models[] = {"mlp_batched", "mlp_single"};
 	tp_result res[2][3];
@@ -144,11 +152,11 @@ int main(int argc, char **argv)
 			failed += r->failed;
 			char what[64];
 			if (m == 0)
-				snprintf(what, sizeof(what), "on (max 32, delay_us %d)", delay_us);
+				snprintf(what, sizeof(what), "on (max 32, %d us)", delay_us);
 			else
 				snprintf(what, sizeof(what), "off (max 1)");
-			printf("%-34s %8d %12.0f %10.1f %10.1f %12.3f %10.2f\n", what, clients[k], r->rps, r->p50_us,
-			       r->p99_us, r->launches_per_req, r->mean_batch);
+			printf("%-28s %7d %10.0f %9.1f %9.1f %10.3f %11.2f %11.1f %11.1f\n", what, clients[k], r->rps,
+			       r->p50_us, r->p99_us, r->launches_per_req, r->mean_batch, r->daemon_cpu_us, r->client_cpu_us);
 			fflush(stdout);
 		}
 	double scale = res[0][2].rps / res[0][0].rps, scale_off = res[0][2].rps / res[1][0].rps;
