@@ -165,12 +165,19 @@ static inline int db_daemon_stop(db_daemon *d)
 	return rc;
 }
 
+/* /proc/PID/what opened for reading, or NULL. */
+static inline FILE *db_proc_open(pid_t pid, const char *what)
+{
+	char path[128];
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, what);
+	return fopen(path, "r");
+}
+
 /* VmRSS of pid in KiB, -1 if unreadable. */
 static inline long db_rss_kb(pid_t pid)
 {
-	char path[64], line[256];
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	FILE *f = fopen(path, "r");
+	char line[256];
+	FILE *f = db_proc_open(pid, "status");
 	if (!f)
 		return -1;
 	long kb = -1;
@@ -186,9 +193,8 @@ static inline long db_rss_kb(pid_t pid)
 /* CPU time (user + system) pid has used so far, in seconds; -1 if unreadable. */
 static inline double db_cpu_s(pid_t pid)
 {
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	FILE *f = fopen(path, "r");
+	char buf[1024];
+	FILE *f = db_proc_open(pid, "stat");
 	if (!f)
 		return -1;
 	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
@@ -214,8 +220,8 @@ static inline long db_ctxsw(pid_t pid)
 	for (struct dirent *e; (e = readdir(dir));) {
 		if (e->d_name[0] == '.')
 			continue;
-		snprintf(path, sizeof(path), "/proc/%d/task/%.16s/status", (int)pid, e->d_name);
-		FILE *f = fopen(path, "r");
+		snprintf(path, sizeof(path), "task/%.16s/status", e->d_name);
+		FILE *f = db_proc_open(pid, path);
 		if (!f)
 			continue;
 		while (fgets(line, sizeof(line), f))
