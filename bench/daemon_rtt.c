@@ -82,6 +82,41 @@ static int time_echo(nng_socket sk, size_t req_bytes, int warm, int n, uint64_t 
 	return rv ? -1 : 0;
 }
 
+/* Histograms from the daemon's stats: cumulative bucket counts (bounds ascending) of the named
+ * ones, added into (sign +1) or taken from (-1) acc[h][b]; the bounds into le[h][b]. */
+#define NHIST 3
+#define NBUCKET 64
+static const char *const hist_name[NHIST] = {"queue_us", "compute_us", "total_us"};
+
+static int hist_add(tsd_client *c, int sign, double acc[NHIST][NBUCKET], double le[NHIST][NBUCKET])
+{
+	tsd_reply *r = NULL;
+	if (tsd_client_call_verb(c, "stats", &r) != TSD_OK) {
+		tsd_reply_free(r);
+		return -1;
+	}
+	const cJSON *hs = cJSON_GetObjectItem(tsd_reply_json(r), "histograms");
+	for (int h = 0; h < NHIST; h++) {
+		const cJSON *b = cJSON_GetObjectItem(cJSON_GetObjectItem(hs, hist_name[h]), "buckets");
+		for (int k = 0; k < NBUCKET && k < cJSON_GetArraySize(b); k++) {
+			const cJSON *e = cJSON_GetArrayItem(b, k);
+			le[h][k] = cJSON_GetArrayItem(e, 0)->valuedouble;
+			acc[h][k] += sign * cJSON_GetArrayItem(e, 1)->valuedouble;
+		}
+	}
+	tsd_reply_free(r);
+	return 0;
+}
+
+/* The bound of the bucket holding the median of cumulative counts cum (n of them; total). */
+static double hist_median(const double *cum, const double *le, double total)
+{
+	for (int k = 0; k < NBUCKET; k++)
+		if (le[k] > 0 && cum[k] >= total / 2)
+			return le[k];
+	return -1;
+}
+
 static void row(const char *what, const rtt_result *r)
 {
 	printf("%-22s p50 %7.1f us  p99 %7.1f us  mean %7.1f us  max %8.1f us\n", what, r->p50 / 1e3,
@@ -140,16 +175,25 @@ int main(int argc, char **argv)
 	int warm = n / 10 > 100 ? n / 10 : 100, per = n / ROUNDS;
 	n = per * ROUNDS;
 	long dsw[3] = {0}, ssw[3] = {0};
+	double dcpu[3] = {0}, scpu[3] = {0}; /* CPU seconds: the daemon's, this process's */
+	double hacc[NHIST][NBUCKET] = {{0}}, hle[NHIST][NBUCKET] = {{0}}; /* realtime blocks only */
 	int bad = time_infer(c, "realtime", warm, 0, t) || time_infer(c, "normal", warm, 0, t) ||
 		  time_echo(sk, req_bytes, warm, 0, t);
 	for (int k = 0; k < ROUNDS && !bad; k++)
 		for (int w = 0; w < 3 && !bad; w++) {
+			if (w == 0 && hist_add(c, -1, hacc, hle))
+				bad = 1;
 			long d0 = db_ctxsw(d.pid), s0 = db_ctxsw(getpid());
+			double dc0 = db_cpu_s(d.pid), sc0 = db_cpu_s(getpid());
 			bad = w == 0   ? time_infer(c, "realtime", 0, per, tr + k * per)
 			      : w == 1 ? time_infer(c, "normal", 0, per, tn + k * per)
 				       : time_echo(sk, req_bytes, 0, per, te + k * per);
 			dsw[w] += db_ctxsw(d.pid) - d0;
 			ssw[w] += db_ctxsw(getpid()) - s0;
+			dcpu[w] += db_cpu_s(d.pid) - dc0;
+			scpu[w] += db_cpu_s(getpid()) - sc0;
+			if (w == 0 && !bad && hist_add(c, +1, hacc, hle))
+				bad = 1;
 		}
 	nng_close(sk);
 	db_echo_stop(&e);
@@ -158,21 +202,10 @@ int main(int argc, char **argv)
 	summarise(tr, n, &rt);
 	summarise(tn, n, &nm);
 	summarise(te, n, &echo);
-	/* the daemon's own view (all its infer calls, both priorities): histogram bucket estimates */
-	double hq = -1, hc = -1, ht = -1;
-	{
-		tsd_reply *sr = NULL;
-		if (tsd_client_call_verb(c, "stats", &sr) == TSD_OK) {
-			const cJSON *hs = cJSON_GetObjectItem(tsd_reply_json(sr), "histograms");
-			const cJSON *q = cJSON_GetObjectItem(cJSON_GetObjectItem(hs, "queue_us"), "p50");
-			const cJSON *cp = cJSON_GetObjectItem(cJSON_GetObjectItem(hs, "compute_us"), "p50");
-			const cJSON *tt = cJSON_GetObjectItem(cJSON_GetObjectItem(hs, "total_us"), "p50");
-			hq = cJSON_IsNumber(q) ? q->valuedouble : -1;
-			hc = cJSON_IsNumber(cp) ? cp->valuedouble : -1;
-			ht = cJSON_IsNumber(tt) ? tt->valuedouble : -1;
-		}
-		tsd_reply_free(sr);
-	}
+	/* the daemon's own view of the realtime calls: medians from the histograms' bucket deltas
+	 * (a bucket's upper bound: 1-2-5 steps) */
+	double hq = hist_median(hacc[0], hle[0], n), hc = hist_median(hacc[1], hle[1], n),
+	       ht = hist_median(hacc[2], hle[2], n);
 	double req, bat;
 	bool counts = db_model_counts(c, "rtt", &req, &bat) == 0;
 	printf("daemon_rtt: %d calls each (%d interleaved rounds), model rtt x[1,%d] -> linear %dx%d -> relu -> linear %dx%d, "
@@ -183,11 +216,14 @@ int main(int argc, char **argv)
 	row("nng req/rep echo", &echo);
 	printf("ratio p50(infer realtime)/p50(echo) %.2f (goal <= 1.5)\n", (double)rt.p50 / (double)echo.p50);
 	printf("ratio p50(infer normal)/p50(echo)   %.2f\n", (double)nm.p50 / (double)echo.p50);
-	printf("daemon histograms, every infer (p50, bucket estimates): queue %.1f us, compute %.1f us, "
-	       "arrival to reply %.1f us\n", hq, hc, ht);
+	printf("daemon's view of the realtime calls, median bucket (upper bound): queue <= %.0f us, compute <= %.0f us, "
+	       "arrival to reply <= %.0f us\n", hq, hc, ht);
 	printf("context switches per call: infer realtime: daemon %.1f, client %.1f | infer normal: daemon %.1f, "
 	       "client %.1f | echo: client + echo thread %.1f\n", (double)dsw[0] / n, (double)ssw[0] / n,
 	       (double)dsw[1] / n, (double)ssw[1] / n, (double)ssw[2] / n);
+	printf("CPU per call: infer realtime: daemon %.1f us, client %.1f us | infer normal: daemon %.1f us, client "
+	       "%.1f us | echo: client + echo thread %.1f us\n", dcpu[0] / n * 1e6, scpu[0] / n * 1e6,
+	       dcpu[1] / n * 1e6, scpu[1] / n * 1e6, scpu[2] / n * 1e6);
 	if (counts)
 		printf("launches per request %.3f (%.0f batches / %.0f requests)\n", bat / req, bat, req);
 	printf("RESULT rtt realtime_p50_us %.1f realtime_p99_us %.1f normal_p50_us %.1f normal_p99_us %.1f "
