@@ -104,7 +104,15 @@ static void req_free(dmn_srv *s, dmn_req *r)
 	nng_msg_free(r->msg);
 	if (r->reply)
 		nng_msg_free(r->reply);
-	free(r);
+	/* kept for the next request: a request is ~8 KiB (its decoded header holds 64 tensor
+	 * views), and recycling them keeps that churn out of the heap */
+	if (s->nspare < DMN_SPARE_REQS) {
+		r->next = s->spare;
+		s->spare = r;
+		s->nspare++;
+	} else {
+		free(r);
+	}
 }
 
 void dmn_drop(dmn_srv *s, dmn_req *r)
@@ -175,7 +183,14 @@ const char *dmn_json_str(const cJSON *j, const char *key)
 
 void dmn_on_request(dmn_srv *s, dmn_slot *sl)
 {
-	dmn_req *r = calloc(1, sizeof(*r));
+	dmn_req *r = s->spare;
+	if (r) {
+		s->spare = r->next;
+		s->nspare--;
+		memset(r, 0, sizeof(*r));
+	} else {
+		r = calloc(1, sizeof(*r));
+	}
 	nng_msg *msg = sl->msg;
 	sl->msg = NULL;
 	if (!r) {

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include <errno.h>
+#include <malloc.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -62,6 +63,7 @@ static void close_all(dmn_srv *s)
 	uv_close((uv_handle_t *)&s->wake, NULL);
 	uv_close((uv_handle_t *)&s->timer, NULL);
 	uv_close((uv_handle_t *)&s->drain_timer, NULL);
+	uv_close((uv_handle_t *)&s->trim_timer, NULL);
 	uv_close((uv_handle_t *)&s->sig_term, NULL);
 	uv_close((uv_handle_t *)&s->sig_int, NULL);
 	uv_close((uv_handle_t *)&s->sig_hup, NULL);
@@ -87,6 +89,14 @@ void dmn_check_drained(dmn_srv *s)
 	dmn_log(&s->log, DMN_LOG_INFO, "drained%s; exiting", late ? " (at the deadline)" : "");
 	s->exit_code = s->exit_status;
 	close_all(s);
+}
+
+/* glibc keeps freed memory in its arenas (one per thread that allocated: the loop, the executor,
+ * nng's); a long-running server hands it back so that its RSS follows what it holds. */
+static void on_trim(uv_timer_t *t)
+{
+	(void)t;
+	malloc_trim(0);
 }
 
 static void on_drain_tick(uv_timer_t *t)
@@ -186,12 +196,14 @@ static int setup_loop(dmn_srv *s, char *err, size_t errlen)
 	}
 	if ((rv = uv_loop_init(&s->loop)) || (rv = uv_async_init(&s->loop, &s->wake, on_wake)) ||
 	    (rv = uv_poll_init(&s->loop, &s->timer, s->tfd)) || (rv = uv_timer_init(&s->loop, &s->drain_timer)) ||
+	    (rv = uv_timer_init(&s->loop, &s->trim_timer)) ||
 	    (rv = uv_signal_init(&s->loop, &s->sig_term)) || (rv = uv_signal_init(&s->loop, &s->sig_int)) ||
 	    (rv = uv_signal_init(&s->loop, &s->sig_hup))) {
 		snprintf(err, errlen, "libuv: %s", uv_strerror(rv));
 		return -1;
 	}
-	s->wake.data = s->timer.data = s->drain_timer.data = s;
+	s->wake.data = s->timer.data = s->drain_timer.data = s->trim_timer.data = s;
+	uv_timer_start(&s->trim_timer, on_trim, 1000, 1000);
 	s->sig_term.data = s->sig_int.data = s->sig_hup.data = s;
 	uv_poll_start(&s->timer, UV_READABLE, on_timer);
 	uv_signal_start(&s->sig_term, on_term, SIGTERM);

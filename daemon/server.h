@@ -202,6 +202,7 @@ typedef struct dmn_event {
 } dmn_event;
 
 #define DMN_CLIENT_BUCKETS 256
+#define DMN_SPARE_REQS 256 /* freed requests kept for reuse */
 
 typedef struct dmn_hists {
 	dmn_hist queue_us, compute_us, total_us, batch_size;
@@ -218,6 +219,7 @@ struct dmn_srv {
 	uv_poll_t timer;     /* polls tfd */
 	uint64_t timer_at;   /* when it is armed for (ns), 0: not armed */
 	uv_timer_t drain_timer;
+	uv_timer_t trim_timer; /* gives freed heap memory back to the system every second */
 	uv_signal_t sig_term, sig_int, sig_hup;
 	nng_socket sock;
 	int nslots;
@@ -230,6 +232,8 @@ struct dmn_srv {
 	atomic_int sending;  /* replies handed to nng, not yet sent */
 	/* loop-owned */
 	dmn_client *clients[DMN_CLIENT_BUCKETS];
+	dmn_req *spare;      /* freed requests for reuse (request.c) */
+	int nspare;
 	int nmodels, models_cap;
 	dmn_model **models;
 	dmn_job *ctl_head, *ctl_tail; /* jobs waiting for the executor (loads, realize, train, save) */

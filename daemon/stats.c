@@ -178,6 +178,10 @@ void dmn_server_free_state(dmn_srv *s)
 		free(s->models[i]);
 	}
 	free(s->models);
+	for (dmn_req *r = s->spare, *n; r; r = n) {
+		n = r->next;
+		free(r);
+	}
 	for (int b = 0; b < DMN_CLIENT_BUCKETS; b++)
 		for (dmn_client *c = s->clients[b], *n; c; c = n) {
 			n = c->next;
