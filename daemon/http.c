@@ -27,14 +27,7 @@ static void handle(nng_aio *aio, int what)
 	e->kind = DMN_EV_HTTP;
 	e->aio = aio;
 	e->what = what;
-	pthread_mutex_lock(&s->mu);
-	if (s->in_events_tail)
-		s->in_events_tail->next = e;
-	else
-		s->in_events = e;
-	s->in_events_tail = e;
-	pthread_mutex_unlock(&s->mu);
-	dmn_wake(s);
+	dmn_post_event(s, e);
 }
 
 static void on_metrics(nng_aio *aio) { handle(aio, DMN_HTTP_METRICS); }

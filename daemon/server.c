@@ -19,6 +19,19 @@ void dmn_wake(dmn_srv *s)
 	uv_async_send(&s->wake);
 }
 
+void dmn_post_event(dmn_srv *s, dmn_event *e)
+{
+	e->next = NULL;
+	pthread_mutex_lock(&s->mu);
+	if (s->in_events_tail)
+		s->in_events_tail->next = e;
+	else
+		s->in_events = e;
+	s->in_events_tail = e;
+	pthread_mutex_unlock(&s->mu);
+	dmn_wake(s);
+}
+
 bool dmn_ready(const dmn_srv *s)
 {
 	return s->preload_pending == 0 && !s->draining;

@@ -259,6 +259,7 @@ struct dmn_srv {
 /* Run the daemon with cfg (taken); returns the process exit code. */
 int dmn_serve(dmn_config *cfg, int argc, char *const *argv);
 void dmn_wake(dmn_srv *s); /* any thread: run the loop's inbox drain */
+void dmn_post_event(dmn_srv *s, dmn_event *e); /* any thread: e (taken) onto the inbox, and wake */
 /* Called by the loop after anything that may let work run or stop. */
 void dmn_check_drained(dmn_srv *s);
 /* Whether preloads are done and the daemon is not draining. */

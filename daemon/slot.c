@@ -68,14 +68,7 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 		return; /* its requests are then answered into the void: harmless */
 	e->kind = DMN_EV_PIPE_GONE;
 	e->pipe = nng_pipe_id(p);
-	pthread_mutex_lock(&s->mu);
-	if (s->in_events_tail)
-		s->in_events_tail->next = e;
-	else
-		s->in_events = e;
-	s->in_events_tail = e;
-	pthread_mutex_unlock(&s->mu);
-	dmn_wake(s);
+	dmn_post_event(s, e);
 }
 
 /* mkdir -p of the socket's directory (mode 0750 for what we create). */
