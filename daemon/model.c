@@ -566,7 +566,8 @@ cJSON *dmn_model_json(const dmn_srv *s, const dmn_model *m)
 
 /* ---- loads, swaps, unloads ---- */
 
-tsd_status dmn_load(dmn_srv *s, const cJSON *spec, dmn_req *r, char *err, size_t errlen, dmn_model **mout)
+tsd_status dmn_load(dmn_srv *s, const cJSON *spec, dmn_req *r, int preload, char *err, size_t errlen,
+		    dmn_model **mout)
 {
 	const char *name = dmn_json_str(spec, "name");
 	if (!dmn_name_ok(name))
@@ -619,6 +620,7 @@ tsd_status dmn_load(dmn_srv *s, const cJSON *spec, dmn_req *r, char *err, size_t
 	j->reqs[0] = r;
 	j->nreq = r != NULL;
 	j->prio = DMN_PRIO_NORMAL;
+	j->preload = preload;
 	j->t_arrive = r ? r->t_arrive : eng_now_ns();
 	dmn_ctl_push(s, j);
 	*mout = m;
@@ -796,7 +798,7 @@ int dmn_preload(dmn_srv *s, bool reload)
 			cJSON_Delete(spec);
 			continue;
 		}
-		tsd_status st2 = dmn_load(s, spec, NULL, err, sizeof(err), &m);
+		tsd_status st2 = dmn_load(s, spec, NULL, reload ? 2 : 1, err, sizeof(err), &m);
 		cJSON_Delete(spec);
 		if (st2 != TSD_OK) {
 			dmn_log(&s->log, DMN_LOG_ERROR, "preload %s: %s: %s", path, tsd_status_name(st2), err);
@@ -806,7 +808,6 @@ int dmn_preload(dmn_srv *s, bool reload)
 		}
 		snprintf(m->spec_path, sizeof(m->spec_path), "%s", path);
 		m->spec_hash = h;
-		s->ctl_tail->preload = reload ? 2 : 1;
 		if (!reload)
 			s->preload_pending++;
 		queued++;

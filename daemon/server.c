@@ -154,31 +154,25 @@ static void on_hup(uv_signal_t *h, int signum)
 		sd_notify(0, "READY=1");
 		return;
 	}
+	/* what needs a restart: a change is logged, and the running value kept */
+#define RESTART_KEYS(X) X(listen) X(tcp_listen) X(device) X(backend_opts) X(max_pending) X(http_listen) \
+	X(cache_dir) X(mem_limit_bytes)
 	char *a = dmn_config_json(&s->cfg, false), *b = dmn_config_json(&cfg, false);
-	static const char *const restart_keys[] = {"listen", "tcp_listen", "device", "backend_opts",
-						   "max_pending", "http_listen", "cache_dir", "mem_limit_bytes"};
-	for (size_t k = 0; a && b && k < sizeof(restart_keys) / sizeof(*restart_keys); k++) {
-		cJSON *ja = cJSON_Parse(a), *jb = cJSON_Parse(b);
-		const char *key = restart_keys[k];
-		if (ja && jb && !cJSON_Compare(cJSON_GetObjectItem(ja, key), cJSON_GetObjectItem(jb, key), 1))
-			dmn_log(&s->log, DMN_LOG_WARN, "reload: %s changed; it takes effect at the next start", key);
-		cJSON_Delete(ja);
-		cJSON_Delete(jb);
-	}
+	cJSON *ja = a ? cJSON_Parse(a) : NULL, *jb = b ? cJSON_Parse(b) : NULL;
+#define WARN_CHANGED(k)                                                                                     \
+	if (ja && jb && !cJSON_Compare(cJSON_GetObjectItem(ja, #k), cJSON_GetObjectItem(jb, #k), 1))          \
+		dmn_log(&s->log, DMN_LOG_WARN, "reload: %s changed; it takes effect at the next start", #k);
+	RESTART_KEYS(WARN_CHANGED)
+#undef WARN_CHANGED
+	cJSON_Delete(ja);
+	cJSON_Delete(jb);
 	free(a);
 	free(b);
-	/* keep what needs a restart; take the rest */
 	dmn_config old = s->cfg;
-#define KEEP(k) do { __typeof__(cfg.k) t = cfg.k; cfg.k = old.k; old.k = t; } while (0)
-	KEEP(listen);
-	KEEP(tcp_listen);
-	KEEP(device);
-	KEEP(backend_opts);
-	KEEP(max_pending);
-	KEEP(http_listen);
-	KEEP(cache_dir);
-	KEEP(mem_limit_bytes);
+#define KEEP(k) do { __typeof__(cfg.k) t = cfg.k; cfg.k = old.k; old.k = t; } while (0);
+	RESTART_KEYS(KEEP)
 #undef KEEP
+#undef RESTART_KEYS
 	s->cfg = cfg;
 	dmn_config_free(&old);
 	atomic_store(&s->log.level, s->cfg.log_level);

@@ -291,7 +291,7 @@ void dmn_reply_ok(dmn_srv *s, dmn_req *r, cJSON *extra, const proto_out *ts, int
 void dmn_drop(dmn_srv *s, dmn_req *r);
 void dmn_on_pipe_gone(dmn_srv *s, uint32_t pipe);
 dmn_client *dmn_client_get(dmn_srv *s, nng_pipe p);
-/* A string field of j, or NULL; a number field in [lo, hi] */
+/* A string field of j, or NULL. */
 const char *dmn_json_str(const cJSON *j, const char *key);
 
 /* ---- verbs.c ---- */
@@ -315,8 +315,10 @@ cJSON *dmn_model_json(const dmn_srv *s, const dmn_model *m);
 cJSON *dmn_counters_json(const dmn_mcounters *c);
 /* A path under models_dir (relative, no ".."), made absolute into out. */
 tsd_status dmn_models_path(const dmn_srv *s, const char *rel, char *out, size_t cap, char *err, size_t errlen);
-/* Queue a load of spec (the model.load object) for name; r may be NULL (preload). */
-tsd_status dmn_load(dmn_srv *s, const cJSON *spec, dmn_req *r, char *err, size_t errlen, dmn_model **mout);
+/* Queue a load of spec (the model.load object) for its name; r: the request, or NULL for a
+ * preload (preload 1 at start, 2 at a reload; 0 for a request). */
+tsd_status dmn_load(dmn_srv *s, const cJSON *spec, dmn_req *r, int preload, char *err, size_t errlen,
+		    dmn_model **mout);
 /* Loop: a job came back. */
 void dmn_model_job_done(dmn_srv *s, dmn_job *j);
 void dmn_model_unload(dmn_srv *s, dmn_model *m);

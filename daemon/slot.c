@@ -132,7 +132,6 @@ int dmn_slots_start(dmn_srv *s, char *err, size_t errlen)
 		snprintf(err, errlen, "nng: %s", nng_strerror(rv));
 		return -1;
 	}
-	nng_socket_set_size(s->sock, NNG_OPT_RECVMAXSZ, (size_t)s->cfg.max_message_bytes);
 	nng_pipe_notify(s->sock, NNG_PIPE_EV_REM_POST, pipe_cb, s);
 	s->nslots = (int)s->cfg.max_pending;
 	s->slots = calloc((size_t)s->nslots, sizeof(dmn_slot));

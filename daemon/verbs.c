@@ -189,7 +189,7 @@ static void v_model_load(dmn_srv *s, dmn_req *r)
 {
 	char err[512];
 	dmn_model *m;
-	tsd_status st = dmn_load(s, r->pm.json, r, err, sizeof(err), &m);
+	tsd_status st = dmn_load(s, r->pm.json, r, 0, err, sizeof(err), &m);
 	if (st != TSD_OK)
 		dmn_fail(s, r, st, "%s", err);
 }
