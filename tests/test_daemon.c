@@ -622,7 +622,7 @@ START_TEST(t_priority)
 	nng_socket s = dh_raw_open(&d, DH_TIMEOUT_MS);
 	static dh_async bulk[NBULK], rt;
 	send_heavy(s, bulk, NBULK, "bulk", "bulk", 0);
-	usleep(5000); /* the backlog is queued */
+	wait_received(&d, NBULK); /* the backlog is queued (a fixed sleep is too short under TSAN) */
 	int at_send = atomic_load(&dh_order);
 	dh_async_send(s, &rt, heavy_msg("rt", "realtime", 0, false));
 	proto_msg *pm = calloc(1, sizeof(*pm));
