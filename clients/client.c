@@ -227,6 +227,21 @@ static tsd_status call_built(tsd_client *c, cJSON *h, bool built, tsd_reply **ou
 	return s;
 }
 
+tsd_status tsd_client_call_text(tsd_client *c, const char *header_json, const tsd_tensor *ts,
+				int n, tsd_reply **out)
+{
+	*out = NULL;
+	c->err[0] = '\0';
+	cJSON *h = header_json ? tsd_client_parse(header_json) : NULL;
+	if (!cJSON_IsObject(h)) {
+		cJSON_Delete(h);
+		return CALL_FAIL(c, TSD_BAD_REQUEST, "the request header is not a JSON object");
+	}
+	tsd_status s = tsd_client_call(c, h, ts, n, out);
+	cJSON_Delete(h);
+	return s;
+}
+
 tsd_status tsd_client_call_verb(tsd_client *c, const char *verb, tsd_reply **out)
 {
 	cJSON *h = cJSON_CreateObject();

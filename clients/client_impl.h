@@ -17,5 +17,8 @@ struct tsd_reply {
 /* Decode msg as a reply (taking it in every case: kept by the reply, or freed). Returns the
  * reply in *out, or NULL with err filled (TSD_BAD_REQUEST, TSD_TOO_LARGE, TSD_OUT_OF_MEMORY). */
 tsd_status tsd_client_decode_reply(nng_msg *msg, tsd_reply **out, proto_err *err);
+/* cJSON_Parse under the lock that serialises the library's parsing (cJSON's error position is
+ * process-wide); NULL when text is not JSON. */
+cJSON *tsd_client_parse(const char *text);
 
 #endif

@@ -32,6 +32,24 @@ tsd_status tsd_client_decode_reply(nng_msg *msg, tsd_reply **out, proto_err *err
 	return TSD_OK;
 }
 
+cJSON *tsd_client_parse(const char *text)
+{
+	pthread_mutex_lock(&decode_lock);
+	cJSON *j = cJSON_Parse(text);
+	pthread_mutex_unlock(&decode_lock);
+	return j;
+}
+
+char *tsd_reply_text(const tsd_reply *r)
+{
+	return cJSON_PrintUnformatted(r->m.json);
+}
+
+void tsd_free(void *p)
+{
+	free(p);
+}
+
 void tsd_reply_free(tsd_reply *r)
 {
 	if (!r)

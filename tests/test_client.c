@@ -224,6 +224,15 @@ START_TEST(ids_echo)
 	ck_assert_ptr_null(r);
 	ck_assert_msg(strstr(tsd_client_error(c), "id"), "message: %s", tsd_client_error(c));
 	cJSON_Delete(h);
+	/* the header as text, and the reply's back as text */
+	ck_assert_int_eq(tsd_client_call_text(c, "{\"verb\":\"echo\",\"id\":\"t-1\"}", NULL, 0, &r), TSD_OK);
+	char *text = tsd_reply_text(r);
+	ck_assert_msg(text && strstr(text, "\"id\":\"t-1\""), "reply text: %s", text ? text : "(null)");
+	tsd_free(text);
+	tsd_reply_free(r);
+	ck_assert_int_eq(tsd_client_call_text(c, "[1,", NULL, 0, &r), TSD_BAD_REQUEST);
+	ck_assert_ptr_null(r);
+	ck_assert_msg(strstr(tsd_client_error(c), "not a JSON object"), "message: %s", tsd_client_error(c));
 	fake_done(&f, c);
 }
 END_TEST

@@ -41,6 +41,10 @@ void tsd_client_close(tsd_client *c);
  * tsd_client_error(c) why. */
 tsd_status tsd_client_call(tsd_client *c, const cJSON *header, const tsd_tensor *ts, int n,
 			   tsd_reply **out);
+/* tsd_client_call with the header given as JSON text (for bindings without cJSON, such as the
+ * Python client): header_json must parse to an object; else TSD_BAD_REQUEST. */
+tsd_status tsd_client_call_text(tsd_client *c, const char *header_json, const tsd_tensor *ts,
+				int n, tsd_reply **out);
 /* tsd_client_call with the header {"verb": verb} and no tensors (health, stats, model.list). */
 tsd_status tsd_client_call_verb(tsd_client *c, const char *verb, tsd_reply **out);
 /* {"verb": "hello", "version": TSD_PROTOCOL_VERSION, "client": "tensord-c"}: the daemon
@@ -60,6 +64,11 @@ const char *tsd_reply_error(const tsd_reply *r);
 /* The whole reply header (id, status, the verb's fields), owned by r. Its "tensors" array
  * describes the tensors below. */
 const cJSON *tsd_reply_json(const tsd_reply *r);
+/* The reply header as compact JSON text, malloc'd (the caller frees it with tsd_free), or NULL
+ * when out of memory. */
+char *tsd_reply_text(const tsd_reply *r);
+/* free() for the strings the library returns (tsd_reply_text), for callers with another heap. */
+void tsd_free(void *p);
 int tsd_reply_ntensors(const tsd_reply *r);
 /* Tensor i (0 <= i < ntensors) or NULL; views owned by r. */
 const tsd_tensor *tsd_reply_tensor(const tsd_reply *r, int i);
