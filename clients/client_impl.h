@@ -12,6 +12,10 @@
 
 #include "message.h"
 
+/* Functions shared between the library's files only: kept out of libtensord.so's exports
+ * (which are the tsd_* names, clients/libtensord.map). */
+#define TSD_HIDDEN __attribute__((visibility("hidden")))
+
 struct tsd_reply {
 	nng_msg *msg; /* owned: the received bytes the views point into */
 	proto_msg m;  /* the decoded header, owned; its tensors are the reply's */
@@ -59,17 +63,17 @@ struct tsd_call {
 
 /* Decode msg as a reply (taking it in every case: kept by the reply, or freed). Returns the
  * reply in *out, or NULL with err filled (TSD_BAD_REQUEST, TSD_TOO_LARGE, TSD_OUT_OF_MEMORY). */
-tsd_status tsd_client_decode_reply(nng_msg *msg, tsd_reply **out, proto_err *err);
+TSD_HIDDEN tsd_status tsd_client_decode_reply(nng_msg *msg, tsd_reply **out, proto_err *err);
 /* cJSON_Parse under the lock that serialises the library's parsing (cJSON's error position is
  * process-wide); NULL when text is not JSON. */
-cJSON *tsd_client_parse(const char *text);
+TSD_HIDDEN cJSON *tsd_client_parse(const char *text);
 
 /* The calling thread's last error (error.c): set for client c (s returned), or cleared. */
-tsd_status tsd_client_fail(const tsd_client *c, tsd_status s, const char *fmt, ...)
+TSD_HIDDEN tsd_status tsd_client_fail(const tsd_client *c, tsd_status s, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-void tsd_client_clear_error(const tsd_client *c);
+TSD_HIDDEN void tsd_client_clear_error(const tsd_client *c);
 /* Free the calls freed inside their callbacks (c->dead); all: first wait for those whose
  * callbacks are still returning (tsd_client_close). */
-void tsd_client_reap(tsd_client *c, bool all);
+TSD_HIDDEN void tsd_client_reap(tsd_client *c, bool all);
 
 #endif
