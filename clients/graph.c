@@ -176,6 +176,31 @@ int tsd_g_op(tsd_graph *g, const char *op, const int *in, int nin, const cJSON *
 	return gb_done(g, o, ok);
 }
 
+int tsd_graph_name(tsd_graph *g, int node, const char *id)
+{
+	if (g->status != TSD_OK)
+		return -1;
+	if (node < 0 || node >= g->n)
+		return gb_fail(g, TSD_BAD_REQUEST, "name: %d is not a node of this graph", node);
+	cJSON *cur = cJSON_GetObjectItemCaseSensitive(g->node[node], "id");
+	if (!id || !strcmp(id, cur->valuestring))
+		return node;
+	if (!id_ok(g, "name", id))
+		return -1;
+	/* later nodes name this one in their "in" lists */
+	char old[PROTO_MAX_ID + 1];
+	snprintf(old, sizeof(old), "%s", cur->valuestring);
+	for (int i = node + 1; i < g->n; i++) {
+		cJSON *ins = cJSON_GetObjectItemCaseSensitive(g->node[i], "in");
+		for (cJSON *e = ins ? ins->child : NULL; e; e = e->next)
+			if (!strcmp(e->valuestring, old) && !cJSON_SetValuestring(e, id))
+				return gb_fail(g, TSD_OUT_OF_MEMORY, "out of memory");
+	}
+	if (!cJSON_SetValuestring(cur, id))
+		return gb_fail(g, TSD_OUT_OF_MEMORY, "out of memory");
+	return node;
+}
+
 int tsd_graph_output(tsd_graph *g, int node, const char *id)
 {
 	if (g->status != TSD_OK)
@@ -187,22 +212,8 @@ int tsd_graph_output(tsd_graph *g, int node, const char *id)
 			return gb_fail(g, TSD_BAD_REQUEST, "output: node %d is an output already", node);
 	if (g->noutputs == PROTO_GRAPH_MAX_OUTPUTS)
 		return gb_fail(g, TSD_TOO_LARGE, "output: more than %d", PROTO_GRAPH_MAX_OUTPUTS);
-	cJSON *cur = cJSON_GetObjectItemCaseSensitive(g->node[node], "id");
-	if (id && strcmp(id, cur->valuestring)) {
-		if (!id_ok(g, "output", id))
-			return -1;
-		/* later nodes name this one in their "in" lists */
-		char old[PROTO_MAX_ID + 1];
-		snprintf(old, sizeof(old), "%s", cur->valuestring);
-		for (int i = node; i < g->n; i++) {
-			cJSON *ins = cJSON_GetObjectItemCaseSensitive(g->node[i], "in");
-			for (cJSON *e = ins ? ins->child : NULL; e; e = e->next)
-				if (!strcmp(e->valuestring, old) && !cJSON_SetValuestring(e, id))
-					return gb_fail(g, TSD_OUT_OF_MEMORY, "out of memory");
-		}
-		if (!cJSON_SetValuestring(cur, id))
-			return gb_fail(g, TSD_OUT_OF_MEMORY, "out of memory");
-	}
+	if (tsd_graph_name(g, node, id) < 0)
+		return -1;
 	g->outputs[g->noutputs++] = node;
 	return node;
 }

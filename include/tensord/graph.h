@@ -25,6 +25,8 @@ void tsd_graph_free(tsd_graph *g); /* NULL is fine */
 tsd_status tsd_graph_status(const tsd_graph *g);
 const char *tsd_graph_error(const tsd_graph *g);
 
+/* Rename node to id (1..64 bytes, unique); nodes that use it follow. Returns node, or -1. */
+int tsd_graph_name(tsd_graph *g, int node, const char *id);
 /* Mark node as an output of the graph (in call order), renaming it to id when id is non-NULL
  * (replies name output tensors by node id: "y"). Returns node, or -1. Ops' ids are generated
  * ("matmul3") unless renamed; input and param ids are the caller's. Ids are unique, 1..64 bytes. */
