@@ -79,7 +79,9 @@ const char *tsd_client_message(const tsd_client *c, const tsd_reply *r);
 /* ---- asynchronous calls ----
  * tsd_client_submit sends a request and returns at once; the reply is collected by polling
  * (tsd_call_done), waiting (tsd_call_wait) or a callback. Any number may be in flight on one
- * client, from any threads. The call's deadline is the client's timeout from the submit. */
+ * client, from any threads. The call's deadline is the client's timeout from the submit.
+ * Threads: a call may be polled and waited for from any thread; take its reply and free it from
+ * one (or from its callback). */
 
 /* Called once when call completes, on an nng thread (keep it short: it delays other replies).
  * It may read the call (tsd_call_status, tsd_call_take, tsd_call_error), submit new calls and
