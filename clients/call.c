@@ -211,8 +211,8 @@ static void call_step(void *arg)
 		received(k, nng_aio_get_msg(k->aio));
 }
 
-/* The parts of a call, before anything is sent. */
-static tsd_call *call_new(tsd_client *c, tsd_call_cb cb, void *arg)
+/* The parts of a call, before anything is sent. sync: no aio callback, the caller steps it. */
+static tsd_call *call_new(tsd_client *c, tsd_call_cb cb, void *arg, bool sync)
 {
 	tsd_call *k = calloc(1, sizeof(*k));
 	if (!k)
@@ -222,7 +222,7 @@ static tsd_call *call_new(tsd_client *c, tsd_call_cb cb, void *arg)
 	k->arg = arg;
 	k->status = TSD_STATUS_COUNT;
 	atomic_init(&k->done, false);
-	if (nng_aio_alloc(&k->aio, call_step, k)) {
+	if (nng_aio_alloc(&k->aio, sync ? NULL : call_step, sync ? NULL : k)) {
 		free(k);
 		return NULL;
 	}
@@ -265,8 +265,8 @@ void tsd_client_reap(tsd_client *c, bool all)
 	}
 }
 
-tsd_status tsd_client_submit(tsd_client *c, const cJSON *header, const tsd_tensor *ts, int n,
-			     tsd_call_cb cb, void *arg, tsd_call **out)
+static tsd_status submit(tsd_client *c, const cJSON *header, const tsd_tensor *ts, int n,
+			 tsd_call_cb cb, void *arg, bool sync, tsd_call **out)
 {
 	*out = NULL;
 	tsd_client_clear_error(c);
@@ -277,7 +277,7 @@ tsd_status tsd_client_submit(tsd_client *c, const cJSON *header, const tsd_tenso
 		tsd_client_reap(c, false);
 	if (!cJSON_IsObject(header))
 		return tsd_client_fail(c, TSD_BAD_REQUEST, "the request header is not a JSON object");
-	tsd_call *k = call_new(c, cb, arg);
+	tsd_call *k = call_new(c, cb, arg, sync);
 	if (!k)
 		return tsd_client_fail(c, TSD_OUT_OF_MEMORY, "out of memory for a call");
 	cJSON *copy;
@@ -298,6 +298,25 @@ tsd_status tsd_client_submit(tsd_client *c, const cJSON *header, const tsd_tenso
 	nng_ctx_send(k->ctx, k->aio);
 	*out = k;
 	return TSD_OK;
+}
+
+tsd_status tsd_client_submit(tsd_client *c, const cJSON *header, const tsd_tensor *ts, int n,
+			     tsd_call_cb cb, void *arg, tsd_call **out)
+{
+	return submit(c, header, ts, n, cb, arg, false, out);
+}
+
+tsd_status tsd_call_run(tsd_client *c, const cJSON *header, const tsd_tensor *ts, int n,
+			tsd_call **out)
+{
+	tsd_status s = submit(c, header, ts, n, NULL, NULL, true, out);
+	/* each step on this thread, as nng's own blocking send and receive do: no hand-over to an
+	 * nng thread and back */
+	while (s == TSD_OK && !atomic_load(&(*out)->done)) {
+		nng_aio_wait((*out)->aio);
+		call_step(*out);
+	}
+	return s;
 }
 
 bool tsd_call_done(const tsd_call *k)

@@ -72,6 +72,10 @@ TSD_HIDDEN cJSON *tsd_client_parse(const char *text);
 TSD_HIDDEN tsd_status tsd_client_fail(const tsd_client *c, tsd_status s, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 TSD_HIDDEN void tsd_client_clear_error(const tsd_client *c);
+/* tsd_client_submit run to completion on the calling thread (the synchronous calls): the call
+ * in *out is done when TSD_OK is returned. */
+TSD_HIDDEN tsd_status tsd_call_run(tsd_client *c, const cJSON *header, const tsd_tensor *ts, int n,
+				   tsd_call **out);
 /* Free the calls freed inside their callbacks (c->dead); all: first wait for those whose
  * callbacks are still returning (tsd_client_close). */
 TSD_HIDDEN void tsd_client_reap(tsd_client *c, bool all);

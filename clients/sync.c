@@ -1,4 +1,4 @@
-/* sync.c: the synchronous calls: a submit and a wait on the calling thread, the failure's
+/* sync.c: the synchronous calls: a call run to completion on the calling thread, the failure's
  * message kept in the thread's error (tsd_client_error). */
 #include <stdlib.h>
 
@@ -9,10 +9,9 @@ tsd_status tsd_client_call(tsd_client *c, const cJSON *header, const tsd_tensor 
 {
 	*out = NULL;
 	tsd_call *k;
-	tsd_status s = tsd_client_submit(c, header, ts, n, NULL, NULL, &k);
+	tsd_status s = tsd_call_run(c, header, ts, n, &k);
 	if (s != TSD_OK)
 		return s; /* the message is set */
-	tsd_call_wait(k, -1);
 	s = tsd_call_take(k, out);
 	if (!*out)
 		tsd_client_fail(c, s, "%s", k->err);
