@@ -1,7 +1,8 @@
 /* test_client_live.c: the client library against the real tensord (suite `clientlive`, harness
  * in daemon_harness.h): threads sharing one client, hundreds of asynchronous calls in flight from
  * one thread (polled, waited for, called back, freed inside the callback, cancelled), reconnecting
- * after a restart and failing (never re-sending) a call whose daemon died, and every typed verb. */
+ * after a restart and failing (never re-sending) a call whose daemon died, opening before the
+ * daemon is there, and every typed verb. */
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -349,6 +350,32 @@ START_TEST(t_reconnect)
 }
 END_TEST
 
+/* a client opened before its daemon: waiting for it, or not at all */
+START_TEST(t_connect_wait)
+{
+	dh_daemon d = {0};
+	dh_prepare(&d); /* the address, no daemon yet */
+	char err[256] = "";
+	double t0 = now_s();
+	ck_assert_ptr_null(tsd_client_open_wait(d.url, 3000, 300, err, sizeof(err)));
+	ck_assert_msg(strstr(err, "within 300 ms"), "%s", err);
+	ck_assert_msg(now_s() - t0 < 3, "took %.1f s", now_s() - t0);
+	ck_assert_ptr_null(tsd_client_open(d.url, 3000, err, sizeof(err)));
+	tsd_client *c = tsd_client_open_wait(d.url, 10000, -1, err, sizeof(err));
+	ck_assert_msg(c, "open without waiting: %s", err);
+	ck_assert(!tsd_client_connected(c, NULL));
+	dh_start(&d, NULL);
+	ck_assert_int_eq(health(c), TSD_OK);
+	ck_assert(tsd_client_connected(c, NULL));
+	tsd_client_close(c);
+	c = tsd_client_open_wait(d.url, 3000, 5000, err, sizeof(err));
+	ck_assert_msg(c, "open waiting: %s", err);
+	ck_assert_int_eq(health(c), TSD_OK);
+	tsd_client_close(c);
+	dh_stop(&d);
+}
+END_TEST
+
 /* ---- every typed verb ---- */
 
 START_TEST(t_verbs)
@@ -473,6 +500,7 @@ Suite *clientlive_suite(void)
 	dh_add_test(s, "threads", t_threads, 90);
 	dh_add_test(s, "async", t_async, 90);
 	dh_add_test(s, "reconnect", t_reconnect, 90);
+	dh_add_test(s, "connect_wait", t_connect_wait, 60);
 	dh_add_test(s, "verbs", t_verbs, 90);
 	return s;
 }
