@@ -32,7 +32,8 @@ typedef struct tsd_call tsd_call;
 typedef struct tsd_reply tsd_reply;
 
 /* Connect to url (nng address: "ipc:///run/tensord/tensord.sock", "tcp://127.0.0.1:7070").
- * timeout_ms > 0 bounds each send and each receive; <= 0 waits forever. The dial is blocking:
+ * timeout_ms > 0 bounds each call, from its submission (waiting for a connection included) to
+ * its reply; <= 0 waits forever. The dial is blocking:
  * a daemon that is not there fails here at once. Returns a client the caller frees with
  * tsd_client_close, or NULL with the reason in err[errlen] (either may be 0). */
 tsd_client *tsd_client_open(const char *url, int timeout_ms, char *err, size_t errlen);
@@ -69,9 +70,9 @@ tsd_status tsd_client_call_verb(tsd_client *c, const char *verb, tsd_reply **out
 /* {"verb": "hello", "version": TSD_PROTOCOL_VERSION, "client": "tensord-c"}: the daemon
  * answers version_mismatch when it speaks another version. *out as for tsd_client_call. */
 tsd_status tsd_client_hello(tsd_client *c, tsd_reply **out);
-/* The message of the calling thread's last call on c that got no reply ("" when its last call
- * on c got one, or it made none). Thread-local, like errno: each thread sees its own calls', and
- * the string stays valid until the thread's next call on any client. */
+/* Why the calling thread's last call got no reply, when that call was on c; else "" (it got
+ * one, or it was on another client). Thread-local, like errno: each thread sees its own calls',
+ * and the string stays valid until the thread's next call. */
 const char *tsd_client_error(const tsd_client *c);
 /* A call's failure message: the reply's (tsd_reply_error) when r is non-NULL, else c's. */
 const char *tsd_client_message(const tsd_client *c, const tsd_reply *r);
