@@ -288,6 +288,23 @@ static tsd_status health(tsd_client *c)
 	return s;
 }
 
+/* A synchronous call on its own thread: its status and its thread's message. */
+typedef struct sync_call {
+	tsd_client *c;
+	tsd_status s;
+	char msg[512];
+} sync_call;
+
+static void *sync_main(void *arg)
+{
+	sync_call *sc = arg;
+	tsd_reply *r;
+	sc->s = tsd_client_call_verb(sc->c, "model.list", &r);
+	snprintf(sc->msg, sizeof(sc->msg), "%s", tsd_client_message(sc->c, r));
+	tsd_reply_free(r);
+	return NULL;
+}
+
 START_TEST(t_reconnect)
 {
 	dh_daemon d = {0};
@@ -323,7 +340,10 @@ START_TEST(t_reconnect)
 	cJSON *h = cJSON_Parse("{\"verb\":\"model.list\"}");
 	ck_assert_int_eq(tsd_client_submit(c, h, NULL, 0, NULL, NULL, &k), TSD_OK);
 	cJSON_Delete(h);
-	usleep(200 * 1000); /* sent: the kernel holds it for the stopped daemon */
+	sync_call sc = {.c = c};
+	pthread_t th;
+	ck_assert_int_eq(pthread_create(&th, NULL, sync_main, &sc), 0);
+	usleep(200 * 1000); /* sent: the kernel holds them for the stopped daemon */
 	ck_assert(!tsd_call_done(k));
 	t0 = now_s();
 	dh_kill(&d);
@@ -334,8 +354,12 @@ START_TEST(t_reconnect)
 	ck_assert_msg(strstr(tsd_call_error(k), "lost") && strstr(tsd_call_error(k), "not re-sent"),
 		      "%s", tsd_call_error(k));
 	tsd_call_free(k);
+	pthread_join(th, NULL); /* the synchronous one the same */
+	ck_assert_msg(sc.s == TSD_SHUTTING_DOWN && strstr(sc.msg, "not re-sent"), "sync call: %s: %s",
+		      tsd_status_name(sc.s), sc.msg);
+	ck_assert_msg(now_s() - t0 < 2.5, "took %.1f s", now_s() - t0);
 
-	/* ... and is not sent again to the next daemon */
+	/* ... and neither is sent again to the next daemon */
 	dh_start(&d, NULL);
 	ck_assert_int_eq(health(c), TSD_OK);
 	tsd_reply *r;
