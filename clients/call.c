@@ -128,14 +128,18 @@ static void transport_fail(tsd_call *k, bool sent, int rv)
 	const char *url = k->c->url;
 	if (rv == NNG_ECANCELED)
 		fail(k, TSD_CANCELLED, "cancelled by the caller");
-	else if (rv == NNG_ETIMEDOUT && !sent)
+	else if (rv == NNG_ETIMEDOUT && !sent && !tsd_client_connected(k->c, NULL))
 		fail(k, TSD_TIMEOUT, "no connection to %s within %d ms (is tensord running?)", url,
 		     k->c->timeout_ms);
+	else if (rv == NNG_ETIMEDOUT && !sent)
+		fail(k, TSD_TIMEOUT, "sending to %s: not sent within %d ms (the connection is busy "
+		     "with earlier requests)", url, k->c->timeout_ms);
 	else if (rv == NNG_ETIMEDOUT)
 		fail(k, TSD_TIMEOUT, "waiting for %s: no answer within %d ms", url, k->c->timeout_ms);
 	else if (rv == NNG_ECONNRESET)
-		fail(k, TSD_SHUTTING_DOWN, "connection to %s lost before the reply (the daemon stopped "
-		     "or restarted); the request was not re-sent and may or may not have run", url);
+		fail(k, TSD_SHUTTING_DOWN, "connection to %s lost before the reply (the daemon stopped, "
+		     "restarted, or dropped a request over its max_message_bytes); the request was not "
+		     "re-sent and may or may not have run", url);
 	else if (rv == NNG_ENOMEM)
 		fail(k, TSD_OUT_OF_MEMORY, "%s %s: out of memory", sent ? "waiting for" : "sending to",
 		     url);
