@@ -223,3 +223,13 @@ $(BUILD)/pic/libengine.a: $(call PIC_OBJ_OF,$(ENGINE_SRC))
 $(BUILD)/lib/libtensord.so: $(call PIC_OBJ_OF,$(CLIENT_SRC)) $(BUILD)/pic/libproto.a $(BUILD)/pic/libengine.a
 	@mkdir -p $(dir $@)
 	$(CC) -shared -Wl,-soname,libtensord.so.0 -Wl,-z,defs $(LDFLAGS) -o $@ $^ $(NNG_LIBS) $(LDLIBS)
+
+# The Python client's tests (clients/python/tests, unittest) against this build's tensord and
+# libtensord.so: once as they come (the numpy tests run when $(PYTHON) has numpy), once with numpy
+# hidden (TENSORD_NO_NUMPY=1). Debian's python3 by default: python3-numpy is one of its packages.
+PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
+PY_TEST_ENV = TENSORD_BIN=$(abspath $(DAEMON_BIN)) TENSORD_LIB=$(abspath $(BUILD)/lib/libtensord.so)
+.PHONY: python-test
+python-test: $(DAEMON_BIN) $(BUILD)/lib/libtensord.so
+	$(PY_TEST_ENV) $(PYTHON) -m unittest discover -s clients/python/tests -v
+	$(PY_TEST_ENV) TENSORD_NO_NUMPY=1 $(PYTHON) -m unittest discover -s clients/python/tests
