@@ -181,11 +181,11 @@ class Client:
         fields.update({k: v for k, v in (("inputs", inputs), ("outputs", outputs), ("device", device)) if v is not None})
         fields["batching"] = _merge(batching or fields.get("batching"), max=batch_max, delay_us=delay_us,
                                     buckets=buckets, queue_max=queue_max)
+        base_train = dict(train or fields.get("train") or {})
         opt = {"kind": optimizer} if isinstance(optimizer, str) else optimizer
-        if lr is not None:
-            opt = _merge(opt or (fields.get("train") or {}).get("optimizer"), lr=lr)
-        fields["train"] = _merge(train or fields.get("train"), loss=loss, optimizer=opt, target=target,
-                                 output=train_output)
+        if lr is not None:  # the rate alone keeps the given optimizer (default: sgd)
+            opt = _merge(opt or base_train.get("optimizer") or {"kind": "sgd"}, lr=lr)
+        fields["train"] = _merge(base_train, loss=loss, optimizer=opt, target=target, output=train_output)
         if "name" not in fields or "graph" not in fields:
             raise ValueError("load needs a name and a graph (or a spec with both)")
         return self.call("model.load", fields, tensors).header["model"]

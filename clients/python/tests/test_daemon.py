@@ -226,7 +226,7 @@ class DaemonCase(unittest.TestCase):
         y = g.linear(x, g.param("w", [1, 2], value=self.tensor([[0.0, 0.0]])),
                      g.param("b", [1], value=self.tensor([0.0])), name="y")
         g.output(y)
-        entry = self.c.load("lin", g, loss="mse", optimizer="sgd", lr=0.1, target="t", buckets=[8], batch_max=8)
+        entry = self.c.load("lin", g, loss="mse", lr=0.1, target="t", buckets=[8], batch_max=8)
         self.assertTrue(entry["trainable"])
         rng = random.Random(5)
         xs = [[rng.uniform(-1, 1), rng.uniform(-1, 1)] for _ in range(8)]
@@ -247,6 +247,20 @@ class DaemonCase(unittest.TestCase):
         self.assertAlmostEqual(w[0], 2.0, delta=0.6)
         self.assertEqual(self.c.save("lin", "lin.safetensors"), "lin.safetensors")
         self.assertTrue((self.daemon.models_dir / "lin.safetensors").stat().st_size > 0)
+
+    def test_train_classifier(self) -> None:
+        train = {"loss": "sparse_cross_entropy", "output": "y", "target": "label",
+                 "optimizer": {"kind": "adam", "lr": 0.001}}
+        self.load_mlp("cls", train=train, lr=0.05)  # lr overrides the optimizer's, keeps adam
+        rng = random.Random(11)
+        xs = rand_matrix(rng, 4, IN)
+        labels = self.tensor([0, 1, 2, 1], "int32")
+        first = self.c.train_step("cls", {"x": self.tensor(xs), "label": labels})["loss"]
+        for _ in range(30):
+            last = self.c.train_step("cls", {"x": self.tensor(xs), "label": labels})["loss"]
+        self.assertLess(last, first / 2)
+        p = self.c.infer("cls", {"x": self.tensor(xs)})["p"].tolist()
+        self.assertEqual([row.index(max(row)) for row in p], [0, 1, 2, 1])
 
     def test_threads(self) -> None:
         self.load_mlp("threads")
