@@ -20,11 +20,16 @@ KINDS: dict[str, tuple[str, ...]] = {
     "DIMS": ("dims",),
     "DTYPE": ("dtype",),
     "CONV": ("stride", "padding"),
+    "ARGMAX": ("axis", "keepdim"),
+    "CLASSES": ("num_classes",),
+    "SLICE": ("axis", "start", "stop", "step"),
 }
+
+MAX_IN = 16  # PROTO_GRAPH_MAX_IN: the most inputs of a variadic op (cat, stack)
 
 # One row per op, as in protocol/graph_ops.def: JSON name: (fewest inputs, most inputs, kind).
 # A new op is one line here (and a kind above if it brings new attributes); Graph gets a
-# method of the op's name.
+# method of the op's name. Rows the daemon does not have yet are answered bad_request by it.
 OPS: dict[str, tuple[int, int, str]] = {
     "input": (0, 0, "LEAF"),
     "param": (0, 0, "LEAF"),
@@ -52,6 +57,14 @@ OPS: dict[str, tuple[int, int, str]] = {
     "transpose": (1, 1, "DIMS"),
     "cast": (1, 1, "DTYPE"),
     "conv2d": (2, 3, "CONV"),
+    "argmax": (1, 1, "ARGMAX"),
+    "one_hot": (1, 1, "CLASSES"),
+    "eq": (2, 2, "NONE"),
+    "lt": (2, 2, "NONE"),
+    "where": (3, 3, "NONE"),
+    "cat": (1, MAX_IN, "AXIS"),
+    "stack": (1, MAX_IN, "AXIS"),
+    "slice": (1, 1, "SLICE"),
 }
 
 

@@ -24,7 +24,11 @@ import tensord  # noqa: E402
 
 
 def daemon_binary() -> str:
-    return os.environ.get("TENSORD_BIN") or str(REPO / "build" / "bin" / "tensord")
+    """TENSORD_BIN, else the default build's; an error saying how to build it when absent."""
+    path = os.environ.get("TENSORD_BIN") or str(REPO / "build" / "bin" / "tensord")
+    if not os.access(path, os.X_OK):
+        raise RuntimeError(f"{path}: no tensord there (make BUILD=... python-test sets TENSORD_BIN)")
+    return path
 
 
 class Daemon:
