@@ -23,6 +23,9 @@ class TensordError(Exception):
 class LibraryNotFound(TensordError, OSError):
     """libtensord.so could not be loaded (see tensord._lib for where it is looked for)."""
 
+    def __str__(self) -> str:
+        return self.message
+
 
 class BadRequest(TensordError):
     status = "bad_request"

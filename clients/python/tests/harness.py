@@ -58,7 +58,10 @@ class Daemon:
                 with tensord.Client(self.url, 2000) as c:
                     if c.health().get("ready"):
                         return self
-            except tensord.TensordError:
+            except tensord.LibraryNotFound:
+                self.kill()
+                raise
+            except tensord.TensordError:  # not listening yet
                 pass
             time.sleep(0.02)
         self.kill()
