@@ -7,6 +7,7 @@ from __future__ import annotations
 import array
 import math
 import random
+import signal
 import threading
 import unittest
 from typing import Any
@@ -285,6 +286,23 @@ class DaemonCase(unittest.TestCase):
         for t in threads:
             t.join()
         self.assertEqual(errors, [])
+
+    def test_client_timeout(self) -> None:
+        """No reply in time (the daemon stopped): Timeout from the C library, no reply header."""
+        c = tensord.Client(self.daemon.url, 300, use_numpy=self.use_numpy)
+        self.addCleanup(c.close)
+        c.health()
+        assert self.daemon.proc is not None
+        self.daemon.proc.send_signal(signal.SIGSTOP)
+        try:
+            with self.assertRaises(tensord.Timeout) as cm:
+                c.health()
+        finally:
+            self.daemon.proc.send_signal(signal.SIGCONT)
+        self.assertIsInstance(cm.exception, TimeoutError)
+        self.assertEqual(cm.exception.status, "timeout")
+        self.assertIsNone(cm.exception.reply)
+        self.assertTrue(self.c.health()["ready"])
 
     def test_closed_client(self) -> None:
         c = tensord.Client(self.daemon.url)
