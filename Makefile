@@ -195,19 +195,6 @@ train-check: $(BUILD)/bin/xor $(BUILD)/bin/fashion_mnist $(BUILD)/bin/quick
 	$(BUILD)/bin/xor
 	$(BUILD)/bin/fashion_mnist --steps 40 --batch 128 --min-accuracy 0.70
 
-# Install what is missing (apt), build everything, run the fusion example. The README's first command.
-deps:
-	bash scripts/install-deps.sh
-
-demo: deps
-	$(MAKE) all
-	$(BUILD)/bin/fusion 256
-
-clean:
-	rm -rf build build-asan build-tsan build-fuzz
-
--include $(ENGINE_OBJ:.o=.d) $(PROTO_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(DAEMON_OBJ:.o=.d) $(CLIENT_OBJ:.o=.d) $(CTL_OBJ:.o=.d) $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%.d)
-
 # ---- Python client (clients/python/) ----
 # TEMPORARY shared library for the Python client's tests until the shared-library rule lands:
 # the client library with the protocol and engine code it needs, built position-independent.
@@ -233,3 +220,16 @@ PY_TEST_ENV = TENSORD_BIN=$(abspath $(DAEMON_BIN)) TENSORD_LIB=$(abspath $(BUILD
 python-test: $(DAEMON_BIN) $(BUILD)/lib/libtensord.so
 	$(PY_TEST_ENV) $(PYTHON) -m unittest discover -s clients/python/tests -v
 	$(PY_TEST_ENV) TENSORD_NO_NUMPY=1 $(PYTHON) -m unittest discover -s clients/python/tests
+
+# Install what is missing (apt), build everything, run the fusion example. The README's first command.
+deps:
+	bash scripts/install-deps.sh
+
+demo: deps
+	$(MAKE) all
+	$(BUILD)/bin/fusion 256
+
+clean:
+	rm -rf build build-asan build-tsan build-fuzz
+
+-include $(ENGINE_OBJ:.o=.d) $(PROTO_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(DAEMON_OBJ:.o=.d) $(CLIENT_OBJ:.o=.d) $(CTL_OBJ:.o=.d) $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%.d)
