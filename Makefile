@@ -198,7 +198,8 @@ train-check: $(BUILD)/bin/xor $(BUILD)/bin/fashion_mnist $(BUILD)/bin/quick
 # ---- Python client (clients/python/) ----
 # TEMPORARY shared library for the Python client's tests until the shared-library rule lands:
 # the client library with the protocol and engine code it needs, built position-independent.
-# Drop this block (up to python-test) in favour of that rule; the target name is the same.
+# Only while SO_LINK (that rule's $(BUILD)/lib/libtensord.so) is undefined; drop it then.
+ifndef SO_LINK
 PIC_OBJ_OF = $(patsubst %.c,$(BUILD)/pic/%.o,$(1))
 $(BUILD)/pic/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -210,6 +211,7 @@ $(BUILD)/pic/libengine.a: $(call PIC_OBJ_OF,$(ENGINE_SRC))
 $(BUILD)/lib/libtensord.so: $(call PIC_OBJ_OF,$(CLIENT_SRC)) $(BUILD)/pic/libproto.a $(BUILD)/pic/libengine.a
 	@mkdir -p $(dir $@)
 	$(CC) -shared -Wl,-soname,libtensord.so.0 -Wl,-z,defs $(LDFLAGS) -o $@ $^ $(NNG_LIBS) $(LDLIBS)
+endif
 
 # The Python client's tests (clients/python/tests, unittest) against this build's tensord and
 # libtensord.so: once as they come (the numpy tests run when $(PYTHON) has numpy), once with numpy
