@@ -196,7 +196,7 @@ fuzz:
 # Every test: the layering check, the plain suite, the sanitized ones, the loader fuzzers, short
 # training runs, then the backend conformance run (CPU and OpenCL; an absent backend is reported
 # SKIPPED). The README's test command.
-check: layers test asan tsan fuzz train-check conformance soak install-check
+check: layers test asan tsan fuzz train-check conformance soak install-check python-test
 
 # The daemon soak (bench/soak.c): SOAK_REQUESTS (default 1,000,000) mixed requests from several
 # clients against one tensord; fails on any unexpected reply status or on daemon RSS growth
@@ -219,6 +219,18 @@ train-check: $(BUILD)/bin/xor $(BUILD)/bin/fashion_mnist $(BUILD)/bin/quick
 	$(BUILD)/bin/quick
 	$(BUILD)/bin/xor
 	$(BUILD)/bin/fashion_mnist --steps 40 --batch 128 --min-accuracy 0.70
+
+# ---- Python client (clients/python/) ----
+
+# The Python client's tests (clients/python/tests, unittest) against this build's tensord and
+# libtensord.so: once as they come (the numpy tests run when $(PYTHON) has numpy), once with numpy
+# hidden (TENSORD_NO_NUMPY=1). Debian's python3 by default: python3-numpy is one of its packages.
+PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
+PY_TEST_ENV = TENSORD_BIN=$(abspath $(DAEMON_BIN)) TENSORD_LIB=$(abspath $(BUILD)/lib/libtensord.so)
+.PHONY: python-test
+python-test: $(DAEMON_BIN) $(SO_LINK)
+	$(PY_TEST_ENV) $(PYTHON) -m unittest discover -s clients/python/tests -v
+	$(PY_TEST_ENV) TENSORD_NO_NUMPY=1 $(PYTHON) -m unittest discover -s clients/python/tests
 
 # Install what is missing (apt), build everything, run the fusion example. The README's first command.
 deps:
