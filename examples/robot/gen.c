@@ -37,8 +37,8 @@ static const struct { const char *plan, *word; bool in; } places[] = {
 };
 static const char *const homes[] = {"home", "back home", "back to base", "to the dock", "to the charger",
 				    "back to the base", "home now"};
-static const char *const in_preps[] = {"in", "into", "inside", "in", "into"};
-static const char *const on_preps[] = {"on", "onto", "on", "onto", "over on"};
+static const char *const in_preps[] = {"in", "into", "inside", "in", "into", "to"};
+static const char *const on_preps[] = {"on", "onto", "on", "onto", "over on", "to"};
 static const char *const openers[] = {"", "please ", "could you ", "now ", "robot, "};
 
 static uint64_t rng_next(uint64_t *s)
