@@ -200,6 +200,50 @@ START_TEST(slice_shapes)
 }
 END_TEST
 
+/* The example of docs/PROTOCOL.md parses, passes the batch check and builds. */
+START_TEST(doc_example)
+{
+	cJSON *j = js(
+		"{'nodes': ["
+		"  {'id': 'ids',  'op': 'input',   'dtype': 'int32', 'shape': [-1, 3]},"
+		"  {'id': 'emb',  'op': 'param',   'dtype': 'float32', 'shape': [10, 6]},"
+		"  {'id': 'back', 'op': 'param',   'dtype': 'float32', 'shape': [6, 6]},"
+		"  {'id': 'oh',   'op': 'one_hot', 'in': ['ids'], 'num_classes': 10},"
+		"  {'id': 'bag',  'op': 'sum',     'in': ['oh'], 'axes': 1},"
+		"  {'id': 's0',   'op': 'matmul',  'in': ['bag', 'emb']},"
+		"  {'id': 'y0',   'op': 'argmax',  'in': ['s0'], 'axis': -1},"
+		"  {'id': 'f0',   'op': 'one_hot', 'in': ['y0'], 'num_classes': 6},"
+		"  {'id': 'b0',   'op': 'matmul',  'in': ['f0', 'back']},"
+		"  {'id': 'r',    'op': 'slice',   'in': ['back'], 'axis': 0, 'start': 0, 'stop': 1},"
+		"  {'id': 's1',   'op': 'add',     'in': ['s0', 'b0']},"
+		"  {'id': 's1r',  'op': 'add',     'in': ['s1', 'r']},"
+		"  {'id': 'y1',   'op': 'argmax',  'in': ['s1r'], 'axis': -1},"
+		"  {'id': 'plan', 'op': 'stack',   'in': ['y0', 'y1'], 'axis': 1}"
+		" ],"
+		" 'outputs': ['plan']}");
+	proto_graph g;
+	proto_err err = {0};
+	ck_assert_msg(proto_graph_parse(j, 1 << 20, &g, &err) == TSD_OK, "%s", err.msg);
+	int in = 0, ax, oax;
+	ck_assert_msg(proto_graph_batch_check(&g, &in, 1, g.outputs, 1, &ax, &oax, &err) == TSD_OK, "%s", err.msg);
+	const proto_gnode *p = &g.nodes[g.outputs[0]];
+	ck_assert(p->dtype == ENG_I32 && p->ndim == 2 && p->shape[0] == PROTO_BATCH && p->shape[1] == 2);
+	eng_ctx *ctx = tu_ctx_new();
+	tu_rng r = {5};
+	eng_tensor *ids = eng_from_data(ctx, ENG_I32, 2, (int64_t[]){2, 3}, (int32_t[]){1, 2, 3, 9, 0, 4});
+	eng_tensor *par[2] = {tu_rand(ctx, &r, ENG_F32, 2, (int64_t[]){10, 6}, -1, 1),
+			      tu_rand(ctx, &r, ENG_F32, 2, (int64_t[]){6, 6}, -1, 1)}, *o;
+	ck_assert_msg(proto_graph_build(&g, ctx, &ids, par, &o, &err) == TSD_OK, "%s", err.msg);
+	int32_t plan[4];
+	ck_assert_int_eq(eng_tensor_read(o, plan, sizeof(plan)), ENG_OK);
+	for (int k = 0; k < 4; k++)
+		ck_assert(plan[k] >= 0 && plan[k] < 6);
+	proto_graph_free(&g);
+	cJSON_Delete(j);
+	tu_ctx_free(ctx);
+}
+END_TEST
+
 /* int32 ids in and int32 argmaxes out through model.load and a batched infer on a live daemon. */
 START_TEST(daemon_int32)
 {
@@ -245,6 +289,7 @@ Suite *graphops_suite(void)
 	tcase_add_test(tc, values);
 	tcase_add_test(tc, errors);
 	tcase_add_test(tc, slice_shapes);
+	tcase_add_test(tc, doc_example);
 	suite_add_tcase(s, tc);
 	dh_add_test(s, "daemon_int32", daemon_int32, 60);
 	return s;
