@@ -22,8 +22,11 @@ robot-demo: robot
 	$(ROBOT_DIR)/demo.sh $(BUILD) $(ROBOT_DATA)
 
 # A short training through the daemon that must reach a real held-out accuracy.
+# Chance is 1/16 per plan word; a plan is 1 to 4 of them. Part of train-check (make check).
 robot-check: robot
-	ROBOT_STEPS=400 ROBOT_MIN_ACC=80 ROBOT_SKIP_FLEET=1 $(ROBOT_DIR)/demo.sh $(BUILD) $(ROBOT_DATA)-check
+	ROBOT_STEPS=300 ROBOT_MIN_ACC=90 ROBOT_SERVE_MAX=64 ROBOT_BENCH=0 ROBOT_SKIP_FLEET=1 \
+		$(ROBOT_DIR)/demo.sh $(BUILD) $(ROBOT_DATA)-check
+train-check: robot-check
 
 # 100,000 logged commands through tensorctl replay (needs the brain loaded: robot-demo or robot_train).
 robot-replay: robot $(CTL_BIN)

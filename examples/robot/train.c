@@ -5,7 +5,9 @@
  * serving spec "brain" (the whole greedy decode in one graph) and reports exact-plan accuracy on
  * the held-out unseen paraphrases through infer.
  * Usage: robot_train DATA_DIR [--url URL] [--out DIR (DATA_DIR)] [--steps N (1500)] [--batch B (128)]
- *                    [--lr X (0.01)] [--seed S] [--min-acc PCT] [--name NAME (brain)] */
+ *                    [--lr X (0.01)] [--seed S] [--min-acc PCT] [--name NAME (brain)]
+ *                    [--serve-max B (4096): the serving model's largest batch]
+ * Exit status 3 when the held-out accuracy is below --min-acc. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,18 +205,20 @@ int main(int argc, char **argv)
 			lr = atof(argv[++i]);
 		else if (!strcmp(a, "--seed") && v)
 			seed = strtoull(argv[++i], NULL, 10);
+		else if (!strcmp(a, "--serve-max") && v)
+			batch_max = atoi(argv[++i]);
 		else if (!strcmp(a, "--min-acc") && v)
 			min_acc = atof(argv[++i]);
 		else if (a[0] != '-' && !data)
 			data = a;
 		else {
 			fprintf(stderr, "usage: robot_train DATA_DIR [--url URL] [--out DIR] [--steps N] [--batch B] "
-					"[--lr X] [--seed S] [--min-acc PCT] [--name NAME]\n");
+					"[--lr X] [--seed S] [--min-acc PCT] [--name NAME] [--serve-max B]\n");
 			return 2;
 		}
 	}
-	if (!data || steps < 0 || batch < 1 || batch > 4096 || !(lr > 0)) {
-		fprintf(stderr, "robot_train: a data directory, steps >= 0, batch in [1, 4096], lr > 0\n");
+	if (!data || steps < 0 || batch < 1 || batch > 4096 || batch_max < 1 || batch_max > 4096 || !(lr > 0)) {
+		fprintf(stderr, "robot_train: a data directory, steps >= 0, batch and serve-max in [1, 4096], lr > 0\n");
 		return 2;
 	}
 	out = out ? out : data;
