@@ -34,3 +34,8 @@ robot-replay: robot $(CTL_BIN)
 
 all: $(ROBOT_BIN)
 -include $(ROBOT_COMMON:.o=.d) $(patsubst %,$(BUILD)/$(ROBOT_DIR)/%.d,gen train robot fleet)
+
+# The robot brain's table next to tinygrad (bench/compare_robot.sh).
+$(BUILD)/bin/bench_robot_table: $(BUILD)/bench/robot_table.o $(ROBOT_COMMON) $(CLIENT_LIB) $(PROTO_LIB) $(LIB) | $(DAEMON_BIN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(ROBOT_LINK)
