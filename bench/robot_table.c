@@ -1,6 +1,7 @@
 /* robot_table.c: the robot brain's table (examples/robot/): per-call time of the whole greedy
  * decode through tensord at batch 1, 8, 16, 32, 64, 512 and 4096 (one infer of that many rows,
- * realtime, each an exact bucket), and one decision's p50/p95. Starts the tensord of the same
+ * realtime, each an exact bucket; the daemon's mean compute time of those batches from stats
+ * beside it), and one decision's p50/p95. Starts the tensord of the same
  * build directory (bench/daemon_bench.h) with the weights file's directory as models_dir: the
  * trained weights (--weights DIR/brain.safetensors) or a seeded random init written there.
  * Writes CHECK (the ids and tensord's plans of 64 commands) for bench/tinygrad_robot.py, which
@@ -21,6 +22,19 @@ static const char *const cmds[] = {
 	"move the lime piece to the rack", "fetch the scarlet thing back to me",
 };
 #define NCMD ((int)(sizeof(cmds) / sizeof(*cmds)))
+
+/* stats' compute_us histogram: count and sum (us) so far. */
+static void compute_us(tsd_client *c, double *count, double *sum)
+{
+	tsd_reply *r = NULL;
+	*count = *sum = 0;
+	if (tsd_client_call_verb(c, "stats", &r) == TSD_OK) {
+		const cJSON *h = cJSON_GetObjectItem(cJSON_GetObjectItem(tsd_reply_json(r), "histograms"), "compute_us");
+		*count = cJSON_GetNumberValue(cJSON_GetObjectItem(h, "count"));
+		*sum = cJSON_GetNumberValue(cJSON_GetObjectItem(h, "sum"));
+	}
+	tsd_reply_free(r);
+}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -105,9 +119,11 @@ int main(int argc, char **argv)
 		rb_tokenize(cmds[i % NCMD], ids + (size_t)i * RB_L);
 	double *t = malloc(sizeof(double) * (size_t)(calls > 2000 ? calls : 2000));
 	int rc = 0;
-	printf("%-8s %14s %14s\n", "batch", "ms per call", "us per row");
+	printf("%-8s %14s %14s %22s\n", "batch", "ms per call", "us per row", "daemon compute ms");
 	for (int k = 0; k < NB && !rc; k++) {
 		int b = batches[k], n = b >= 512 ? (calls + 3) / 4 : calls;
+		double c0, s0, c1, s1;
+		compute_us(c, &c0, &s0);
 		for (int i = -5; i < n && !rc; i++) {
 			uint64_t s = db_now_ns();
 			rc = rb_infer(c, "brain", "realtime", ids, b, plans) != TSD_OK;
@@ -116,8 +132,10 @@ int main(int argc, char **argv)
 		}
 		if (rc)
 			break;
+		compute_us(c, &c1, &s1);
 		qsort(t, (size_t)n, sizeof(*t), cmp_double);
-		printf("%-8d %14.3f %14.3f\n", b, t[n / 2], t[n / 2] * 1e3 / b);
+		printf("%-8d %14.3f %14.3f %17.3f mean\n", b, t[n / 2], t[n / 2] * 1e3 / b,
+		       c1 > c0 ? (s1 - s0) / (c1 - c0) / 1e3 : 0);
 		printf("RESULT tensord batch %d ms %.4f\n", b, t[n / 2]);
 		if (b == 64 && write_check(check, ids, plans, 64))
 			rc = 1;
