@@ -1,6 +1,6 @@
 # The robot brain (examples/robot/spec.c) in tinygrad with TinyJit, in-process: the same
 # weights (a safetensors file), the same greedy decode written as tensor maths (bag of words via
-# one_hot x embedding, five argmax steps fed back through one_hot), timed per call at batch 1, 8,
+# one_hot x embedding, five argmax steps fed back as one-hot rows), timed per call at batch 1, 8,
 # 16, 32, 64, 512, 4096 (upload, the jitted decode, read-back with .numpy(); median) and one
 # decision p50/p95. First checks its plans against tensord's (bench_robot_table's check file).
 # Usage: bench/.venv/bin/python bench/tinygrad_robot.py WEIGHTS.safetensors CHECK.json [calls (200)]
@@ -25,10 +25,10 @@ def decode(ids):
   pe = w["prev_emb"][START].reshape(1, H)
   ys = []
   for t in range(T):
-    h = (ctx + pe + w["pos"][t]).tanh()
-    y = (h @ w["w_out"] + w["b_out"]).argmax(-1)
-    ys.append(y)
-    pe = one_hot(y, P) @ w["prev_emb"]
+    h = (ctx + pe + w["pos"][t]).relu()
+    z = h @ w["w_out"] + w["b_out"]
+    ys.append(z.argmax(-1))
+    pe = (z == z.max(-1, keepdim=True)).float() @ w["prev_emb"]  # one_hot(argmax), as spec.c
   return Tensor.stack(*ys, dim=1).cast(dtypes.int32).realize()
 
 ref = json.load(open(check))

@@ -68,6 +68,7 @@ static eng_tensor *build_op(const proto_gnode *n, eng_ctx *ctx, eng_tensor *cons
 	case PROTO_G_EQ: return eng_eq(a, b);
 	case PROTO_G_LT: return eng_lt(a, b);
 	case PROTO_G_WHERE: return eng_where(a, b, c);
+	case PROTO_G_CONTIGUOUS: return eng_contiguous(a);
 	case PROTO_G_SLICE: return eng_slice(a, n->axes[0], n->start, n->stop, n->step);
 	case PROTO_G_CAT: case PROTO_G_STACK: {
 		eng_tensor *ts[PROTO_GRAPH_MAX_IN];

@@ -1,5 +1,5 @@
 /* test_graph_ops.c: the graph format's index and join ops (argmax, one_hot, eq, lt, where, cat,
- * stack, slice): their values built in-process against hand-computed numbers, every validation
+ * stack, slice, contiguous): their values built in-process against hand-computed numbers, every validation
  * error (arity, axes, num_classes, dtypes, shapes, the batch dimension), and int32 inputs and
  * outputs end to end through a live daemon's model.load and infer. */
 #include <stdio.h>
@@ -66,8 +66,9 @@ START_TEST(values)
 			"{'id':'s','op':'stack','in':['am','am','am']},"
 			"{'id':'sl','op':'slice','in':['x'],'axis':1,'start':1,'stop':3},"
 			"{'id':'rev','op':'slice','in':['x'],'axis':-1,'step':-1},"
-			"{'id':'row','op':'slice','in':['tab'],'axis':0,'start':-1}",
-			"'am','amk','oh','e','abs','c','s','sl','rev','row'"));
+			"{'id':'row','op':'slice','in':['tab'],'axis':0,'start':-1},"
+			"{'id':'cc','op':'contiguous','in':['rev']}",
+			"'am','amk','oh','e','abs','c','s','sl','rev','row','cc'"));
 	proto_graph g;
 	proto_err err = {0};
 	ck_assert_msg(proto_graph_parse(j, 1 << 20, &g, &err) == TSD_OK, "%s", err.msg);
@@ -82,7 +83,7 @@ START_TEST(values)
 	const float x[8] = {1, 3, -2, 3, -1, -5, 0.5f, 2}, tab[6] = {1, 2, 3, 4, 5, 6};
 	eng_tensor *in[2] = {eng_from_data(ctx, ENG_I32, 2, (int64_t[]){2, 3}, ids),
 			     eng_from_data(ctx, ENG_F32, 2, (int64_t[]){2, 4}, x)};
-	eng_tensor *par = eng_from_data(ctx, ENG_F32, 2, (int64_t[]){3, 2}, tab), *o[10];
+	eng_tensor *par = eng_from_data(ctx, ENG_F32, 2, (int64_t[]){3, 2}, tab), *o[11];
 	ck_assert_msg(proto_graph_build(&g, ctx, in, &par, o, &err) == TSD_OK, "%s", err.msg);
 	expect_i32(o[0], 1, (int64_t[]){2}, (int32_t[]){1, 3}, 2); /* the first maximum */
 	expect_i32(o[1], 2, (int64_t[]){2, 1}, (int32_t[]){1, 3}, 2);
@@ -96,6 +97,7 @@ START_TEST(values)
 	expect_f32(o[7], ENG_F32, 2, (int64_t[]){2, 2}, (float[]){3, -2, -5, 0.5f}, 4);
 	expect_f32(o[8], ENG_F32, 2, (int64_t[]){2, 4}, (float[]){3, -2, 3, 1, 2, 0.5f, -5, -1}, 8);
 	expect_f32(o[9], ENG_F32, 2, (int64_t[]){1, 2}, (float[]){5, 6}, 2);
+	expect_f32(o[10], ENG_F32, 2, (int64_t[]){2, 4}, (float[]){3, -2, 3, 1, 2, 0.5f, -5, -1}, 8);
 	proto_graph_free(&g);
 	cJSON_Delete(j);
 	tu_ctx_free(ctx);
@@ -159,6 +161,8 @@ START_TEST(errors)
 	     SM, "stack: in[1] [-1,5] does not match in[0] [-1,4]");
 	GBAD(G(XF ",{'id':'s','op':'stack','in':['x','x'],'axis':3}", "'s'"), BR, "stack: axis 3 out of range for rank 3");
 	GBAD(G(XF ",{'id':'s','op':'stack','in':['x'],'dims':[0]}", "'s'"), BR, "stack: unknown field 'dims'");
+	GBAD(G(XF ",{'id':'c','op':'contiguous','in':['x','x']}", "'c'"), BR, "contiguous: takes 1 inputs, got 2");
+	GBAD(G(XF ",{'id':'c','op':'contiguous','in':['x'],'axis':0}", "'c'"), BR, "contiguous: unknown field 'axis'");
 	/* slice */
 	GBAD(G(XF ",{'id':'s','op':'slice','in':['x'],'start':1}", "'s'"), BR, "slice: axis: missing");
 	GBAD(G(XF ",{'id':'s','op':'slice','in':['x'],'axis':1,'step':0}", "'s'"), BR, "slice: step: must not be 0");

@@ -34,6 +34,9 @@ bool rb_plan_parse(const char *text, int32_t ids[RB_T]);
 /* Plan ids into "put red bin" (stops at RB_END). */
 void rb_plan_format(const int32_t ids[RB_T], char *out, size_t cap);
 
+/* Rows of the embedding table: the V - 1 words rounded up to 16 (vector-friendly kernels; the
+ * rows past the words are never selected). */
+int rb_emb_rows(void);
 /* The params in the order of rb_param_names, with their shapes. */
 extern const char *const rb_param_names[RB_NPARAMS];
 void rb_param_shape(int k, int *ndim, int64_t shape[2]);

@@ -5,11 +5,16 @@
 
 #include "robot.h"
 
+int rb_emb_rows(void)
+{
+	return (rb_ncmd - 1 + 15) / 16 * 16;
+}
+
 const char *const rb_param_names[RB_NPARAMS] = {"emb", "b1", "prev_emb", "pos", "w_out", "b_out"};
 
 void rb_param_shape(int k, int *ndim, int64_t shape[2])
 {
-	const int64_t v = rb_ncmd - 1, p = rb_nplan;
+	const int64_t v = rb_emb_rows(), p = rb_nplan;
 	const int64_t s[RB_NPARAMS][2] = {{v, RB_H}, {RB_H, 0}, {p, RB_H}, {RB_T, RB_H}, {RB_H, p}, {p, 0}};
 	*ndim = s[k][1] ? 2 : 1;
 	shape[0] = s[k][0];
@@ -58,7 +63,7 @@ static void encoder(cJSON *nodes)
 	cJSON_AddNumberToObject(one, "value", 1);
 	cJSON_AddStringToObject(one, "dtype", "int32");
 	node(nodes, "ids1", "sub", 2, "ids", "one");
-	cJSON_AddNumberToObject(node(nodes, "words", "one_hot", 1, "ids1"), "num_classes", rb_ncmd - 1);
+	cJSON_AddNumberToObject(node(nodes, "words", "one_hot", 1, "ids1"), "num_classes", rb_emb_rows());
 	cJSON_AddNumberToObject(node(nodes, "bag", "sum", 1, "words"), "axes", 1);
 	node(nodes, "bagemb", "matmul", 2, "bag", "emb");
 	node(nodes, "ctx", "add", 2, "bagemb", "b1");
@@ -89,7 +94,7 @@ cJSON *rb_spec_serve(const char *name, int batch_max, int delay_us)
 {
 	cJSON *nodes = cJSON_CreateArray();
 	encoder(nodes);
-	char id[8][32], ys[RB_T][16];
+	char id[8][32], ys[RB_T][16], hot[32] = "";
 	for (int t = 0; t < RB_T; t++) {
 		snprintf(id[0], 32, "s%d_pe", t);
 		if (t == 0) { /* the start token's row */
@@ -97,10 +102,8 @@ cJSON *rb_spec_serve(const char *name, int batch_max, int delay_us)
 			cJSON_AddNumberToObject(n, "axis", 0);
 			cJSON_AddNumberToObject(n, "start", RB_START);
 			cJSON_AddNumberToObject(n, "stop", RB_START + 1);
-		} else {
-			snprintf(id[1], 32, "s%d_oh", t);
-			cJSON_AddNumberToObject(node(nodes, id[1], "one_hot", 1, ys[t - 1]), "num_classes", rb_nplan);
-			node(nodes, id[0], "matmul", 2, id[1], "prev_emb");
+		} else { /* the previous word's row, by the one-hot of its argmax (below) */
+			node(nodes, id[0], "matmul", 2, hot, "prev_emb");
 		}
 		snprintf(id[2], 32, "s%d_pos", t);
 		cJSON *n = node(nodes, id[2], "slice", 1, "pos");
@@ -112,13 +115,28 @@ cJSON *rb_spec_serve(const char *name, int batch_max, int delay_us)
 		snprintf(id[4], 32, "s%d_b", t);
 		node(nodes, id[4], "add", 2, id[3], id[2]);
 		snprintf(id[5], 32, "s%d_h", t);
-		node(nodes, id[5], "tanh", 1, id[4]);
+		node(nodes, id[5], "relu", 1, id[4]);
 		snprintf(id[6], 32, "s%d_l", t);
 		node(nodes, id[6], "matmul", 2, id[5], "w_out");
 		snprintf(id[7], 32, "s%d_z", t);
 		node(nodes, id[7], "add", 2, id[6], "b_out");
 		snprintf(ys[t], 16, "s%d_y", t);
 		cJSON_AddNumberToObject(node(nodes, ys[t], "argmax", 1, id[7]), "axis", -1);
+		/* one_hot(argmax) for the next step, computed as logits == their max: one reduction
+		 * the next matmul reads, instead of the argmax's two nested in it (ties, which float
+		 * logits practically never have, would add the tied words' rows) */
+		snprintf(id[1], 32, "s%d_max", t);
+		cJSON *mx = node(nodes, id[1], "max", 1, id[7]);
+		cJSON_AddNumberToObject(mx, "axes", -1);
+		cJSON_AddBoolToObject(mx, "keepdim", true);
+		snprintf(id[2], 32, "s%d_hit", t);
+		node(nodes, id[2], "eq", 2, id[7], id[1]);
+		snprintf(id[3], 32, "s%d_hotf", t);
+		cJSON_AddStringToObject(node(nodes, id[3], "cast", 1, id[2]), "dtype", "float32");
+		/* in a buffer of its own, so that the next step's matmul is a plain one (fused into
+		 * it, the compare ran in the matmul's inner loop: 10x slower at batch 4096) */
+		snprintf(hot, sizeof(hot), "s%d_hot", t);
+		node(nodes, hot, "contiguous", 1, id[3]);
 	}
 	cJSON *st = node(nodes, "plan", "stack", 0);
 	cJSON *in = cJSON_AddArrayToObject(st, "in");
@@ -148,7 +166,7 @@ cJSON *rb_spec_train(const char *name, int batch, double lr)
 	cJSON_AddItemToObject(r, "shape", cJSON_CreateIntArray((int[]){-1, 1, RB_H}, 3));
 	node(nodes, "a", "add", 2, "ctx3", "pe");
 	node(nodes, "b", "add", 2, "a", "pos");
-	node(nodes, "h", "tanh", 1, "b");
+	node(nodes, "h", "relu", 1, "b");
 	node(nodes, "l", "matmul", 2, "h", "w_out");
 	node(nodes, "z", "add", 2, "l", "b_out");                         /* [B, T, P] */
 	cJSON_AddNumberToObject(node(nodes, "lp", "log_softmax", 1, "z"), "axis", -1);
