@@ -7,8 +7,8 @@
 # ROBOT_FLEET_N (32), ROBOT_FLEET_SECONDS (5), TENSORD_URL (a running daemon to use instead).
 set -eu
 B=$1
-D=$2
-mkdir -p "$D"
+mkdir -p "$2"
+D=$(cd "$2" && pwd) # the daemon wants absolute ipc paths
 "$B/bin/robot_gen" "$D"
 pid=""
 if [ -n "${TENSORD_URL:-}" ]; then

@@ -6,7 +6,7 @@
 # Usage: replay.sh BUILD_DIR DATA_DIR. Environment: ROBOT_REPLAY_N (100000), ROBOT_REPLAY_JOBS (8).
 set -eu
 B=$1
-D=$2
+D=$(cd "$2" && pwd) # the daemon wants absolute ipc paths
 N=${ROBOT_REPLAY_N:-100000}
 if [ ! -f "$D/brain.json" ] || [ ! -f "$D/brain.safetensors" ]; then
 	echo "replay.sh: no trained brain in $D (run make robot-demo first)" >&2
