@@ -122,9 +122,11 @@ cJSON *rb_spec_serve(const char *name, int batch_max, int delay_us)
 		node(nodes, id[7], "add", 2, id[6], "b_out");
 		snprintf(ys[t], 16, "s%d_y", t);
 		cJSON_AddNumberToObject(node(nodes, ys[t], "argmax", 1, id[7]), "axis", -1);
-		/* one_hot(argmax) for the next step, computed as logits == their max: one reduction
-		 * the next matmul reads, instead of the argmax's two nested in it (ties, which float
-		 * logits practically never have, would add the tied words' rows) */
+		if (t + 1 == RB_T)
+			break;
+		/* one_hot(argmax) for the next step, computed as logits == their max (one_hot of the
+		 * argmax would put its two reductions inside the next matmul; ties, which float logits
+		 * practically never have, would add the tied words' rows) */
 		snprintf(id[1], 32, "s%d_max", t);
 		cJSON *mx = node(nodes, id[1], "max", 1, id[7]);
 		cJSON_AddNumberToObject(mx, "axes", -1);
