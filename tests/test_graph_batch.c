@@ -259,6 +259,8 @@ START_TEST(fuzz_seeds)
 		{"gram", TSD_OK, TSD_BAD_REQUEST, "nodes[2] (g): matmul: contracts"},
 		{"reshape_moves", TSD_OK, TSD_BAD_REQUEST, "nodes[1] (r): reshape: moves"},
 		{"outer", TSD_OK, TSD_BAD_REQUEST, "nodes[3] (s): add: combines"},
+		{"decode", TSD_OK, TSD_OK, NULL},
+		{"argmax_batch", TSD_OK, TSD_BAD_REQUEST, "nodes[1] (a): argmax: reduces over the batch dimension"},
 		{"unknown_op", TSD_BAD_REQUEST, TSD_OK, "unknown op 'gelu'"},
 		{"bad_shape", TSD_SHAPE_MISMATCH, TSD_OK, "shapes [-1,4] and [5,2] do not match"},
 	};
