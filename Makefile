@@ -267,4 +267,7 @@ install-check:
 clean:
 	rm -rf build build-asan build-tsan build-fuzz
 
+# the robot-brain example: its programs and robot-demo, robot-check, robot-replay
+include examples/robot/robot.mk
+
 -include $(ENGINE_OBJ:.o=.d) $(PROTO_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(DAEMON_OBJ:.o=.d) $(CLIENT_OBJ:.o=.d) $(CTL_OBJ:.o=.d) $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%.d) $(SO_OBJ:.o=.d)

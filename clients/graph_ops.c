@@ -1,9 +1,12 @@
 /* graph_ops.c: one typed builder function per op of graph_ops.def, generated from its attribute
  * kind (and input counts): a new op of a known kind needs only its line in graph_ops.def (and its
- * prototype in graph.h); an op of a kind not listed here gets no typed function (tsd_g_op). */
+ * prototype in graph.h); an op of a kind not listed here gets no typed function from the table:
+ * those with a signature of their own (cat, stack, argmax, one_hot, slice) are written out below
+ * the macros, any other is reached through tsd_g_op. */
 #include <tensord/graph.h>
 
 #include "graph_builder.h"
+#include "graph.h" /* protocol/graph.h: PROTO_GRAPH_MAX_IN, which graph_ops.def names */
 
 /* KNOWN(GB_HAS_x) is 1 when GB_HAS_x is defined as GB_YES, else 0 (the usual probe: a defined
  * one expands to two arguments, moving the 1 into the second place). */
@@ -67,8 +70,11 @@
 					     cJSON_AddStringToObject(o, "dtype", eng_dtype_name(dtype))); \
 	}
 
+/* AXIS: one input (softmax) gets (x, axis); the variadic ones (cat, stack) are below. */
 #define GB_HAS_AXIS GB_YES
-#define GB_AXIS(n, lo, hi)                                                                 \
+#define GB_AXIS(n, lo, hi) GB_IF(GB_KNOWN(GB_HAS_AXIS_##hi))(GB_AXIS_1, GB_SKIP1)(n)
+#define GB_HAS_AXIS_1 GB_YES
+#define GB_AXIS_1(n)                                                                       \
 	int tsd_g_##n(tsd_graph *g, int x, int axis)                                        \
 	{                                                                                   \
 		cJSON *o = gb_node(g, #n, NULL, &x, 1);                                     \
@@ -144,6 +150,47 @@ static int gb_reduce(tsd_graph *g, const char *op, int x, const int *axes, int n
 	cJSON *o = gb_node(g, op, NULL, &x, 1);
 	return gb_done(g, o, o && (!naxes || gb_ints(o, "axes", v, naxes)) &&
 				     (!keepdim || cJSON_AddTrueToObject(o, "keepdim")));
+}
+
+/* The ops whose signature is their own. */
+static int gb_many(tsd_graph *g, const char *op, const int *in, int n, int axis)
+{
+	if (n < 1 || n > PROTO_GRAPH_MAX_IN || !in)
+		return gb_fail(g, TSD_BAD_REQUEST, "%s: %d inputs, expected 1..%d", op, n, PROTO_GRAPH_MAX_IN);
+	cJSON *o = gb_node(g, op, NULL, in, n);
+	return gb_done(g, o, o && cJSON_AddNumberToObject(o, "axis", axis));
+}
+
+int tsd_g_cat(tsd_graph *g, const int *in, int n, int axis)
+{
+	return gb_many(g, "cat", in, n, axis);
+}
+
+int tsd_g_stack(tsd_graph *g, const int *in, int n, int axis)
+{
+	return gb_many(g, "stack", in, n, axis);
+}
+
+int tsd_g_argmax(tsd_graph *g, int x, int axis, bool keepdim)
+{
+	cJSON *o = gb_node(g, "argmax", NULL, &x, 1);
+	return gb_done(g, o, o && cJSON_AddNumberToObject(o, "axis", axis) &&
+				     (!keepdim || cJSON_AddTrueToObject(o, "keepdim")));
+}
+
+int tsd_g_one_hot(tsd_graph *g, int labels, int64_t num_classes)
+{
+	cJSON *o = gb_node(g, "one_hot", NULL, &labels, 1);
+	return gb_done(g, o, o && cJSON_AddNumberToObject(o, "num_classes", (double)num_classes));
+}
+
+int tsd_g_slice(tsd_graph *g, int x, int axis, int64_t start, int64_t stop, int64_t step)
+{
+	cJSON *o = gb_node(g, "slice", NULL, &x, 1);
+	return gb_done(g, o, o && cJSON_AddNumberToObject(o, "axis", axis) &&
+				     (start == TSD_SLICE_NONE || cJSON_AddNumberToObject(o, "start", (double)start)) &&
+				     (stop == TSD_SLICE_NONE || cJSON_AddNumberToObject(o, "stop", (double)stop)) &&
+				     cJSON_AddNumberToObject(o, "step", (double)step));
 }
 
 #define PG_OP(e, n, lo, hi, a) GB_IF(GB_KNOWN(GB_HAS_##a))(GB_##a, GB_SKIP)(n, lo, hi)

@@ -10,7 +10,8 @@
 #include "message.h"
 
 typedef enum pg_attr { PG_ATTR_NONE, PG_ATTR_LEAF, PG_ATTR_CONST, PG_ATTR_AXIS, PG_ATTR_AXES,
-	PG_ATTR_SHAPE, PG_ATTR_PERM, PG_ATTR_DIMS, PG_ATTR_DTYPE, PG_ATTR_CONV } pg_attr;
+	PG_ATTR_SHAPE, PG_ATTR_PERM, PG_ATTR_DIMS, PG_ATTR_DTYPE, PG_ATTR_CONV, PG_ATTR_ARGMAX,
+	PG_ATTR_CLASSES, PG_ATTR_SLICE } pg_attr;
 
 static const struct pg_opinfo {
 	const char *name;
@@ -23,12 +24,14 @@ static const struct pg_opinfo {
 };
 
 /* The fields each attribute kind allows besides id, op and in (NULL-terminated). */
-static const char *const attr_keys[][3] = {
+static const char *const attr_keys[][5] = {
 	[PG_ATTR_NONE] = {NULL}, [PG_ATTR_LEAF] = {"dtype", "shape", NULL},
 	[PG_ATTR_CONST] = {"value", "dtype", NULL}, [PG_ATTR_AXIS] = {"axis", NULL},
 	[PG_ATTR_AXES] = {"axes", "keepdim", NULL}, [PG_ATTR_SHAPE] = {"shape", NULL},
 	[PG_ATTR_PERM] = {"perm", NULL}, [PG_ATTR_DIMS] = {"dims", NULL},
-	[PG_ATTR_DTYPE] = {"dtype", NULL}, [PG_ATTR_CONV] = {"stride", "padding"},
+	[PG_ATTR_DTYPE] = {"dtype", NULL}, [PG_ATTR_CONV] = {"stride", "padding", NULL},
+	[PG_ATTR_ARGMAX] = {"axis", "keepdim", NULL}, [PG_ATTR_CLASSES] = {"num_classes", NULL},
+	[PG_ATTR_SLICE] = {"axis", "start", "stop", "step", NULL},
 };
 
 #define HASH_SLOTS 8192 /* a power of two, at least twice PROTO_GRAPH_MAX_NODES */
@@ -88,6 +91,53 @@ static bool get_dtype(const cJSON *o, const char *key, eng_dtype *dt)
 {
 	const cJSON *d = cJSON_GetObjectItemCaseSensitive(o, key);
 	return cJSON_IsString(d) && eng_dtype_parse(d->valuestring, dt);
+}
+
+/* axis (default -1) and keepdim (default false) of argmax. */
+static tsd_status parse_argmax(const cJSON *o, proto_gnode *n, int i, proto_err *err)
+{
+	int64_t v;
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "axis");
+	n->naxes = 1;
+	n->axes[0] = -1;
+	if (a && !proto_json_int(a, -ENG_MAX_DIMS, ENG_MAX_DIMS - 1, &v))
+		return NBAD("argmax: axis: not an integer in [-8, 7]");
+	if (a)
+		n->axes[0] = (int)v;
+	a = cJSON_GetObjectItemCaseSensitive(o, "keepdim");
+	if (a && !cJSON_IsBool(a))
+		return NBAD("argmax: keepdim: not a boolean");
+	n->keepdim = cJSON_IsTrue(a);
+	return TSD_OK;
+}
+
+/* slice: axis (required), start (default 0), stop (default: the end), step (default 1, not 0),
+ * each an integer of at most 2^40 in magnitude; negative bounds count from the end. */
+static tsd_status parse_slice(const cJSON *o, proto_gnode *n, int i, proto_err *err)
+{
+	static const char *const keys[] = {"start", "stop", "step"};
+	int64_t *dst[] = {&n->start, &n->stop, &n->step}, v;
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "axis");
+	if (!a || !proto_json_int(a, -ENG_MAX_DIMS, ENG_MAX_DIMS - 1, &v))
+		return NBAD("slice: axis: missing or not an integer in [-8, 7]");
+	n->naxes = 1;
+	n->axes[0] = (int)v;
+	n->step = 1;
+	bool given[3];
+	for (int k = 2; k >= 0; k--) {
+		a = cJSON_GetObjectItemCaseSensitive(o, keys[k]);
+		given[k] = a != NULL;
+		if (a && !proto_json_int(a, -PROTO_MAX_DIM, PROTO_MAX_DIM, dst[k]))
+			return NBAD("slice: %s: not an integer in [-2^40, 2^40]", keys[k]);
+	}
+	if (n->step == 0)
+		return NBAD("slice: step: must not be 0");
+	/* an open end is the whole way in the step's direction, as in Python */
+	if (!given[0])
+		n->start = n->step > 0 ? 0 : INT64_MAX;
+	if (!given[1])
+		n->stop = n->step > 0 ? INT64_MAX : INT64_MIN;
+	return TSD_OK;
 }
 
 static tsd_status parse_attrs(const cJSON *o, proto_graph *g, int i, proto_err *err)
@@ -169,6 +219,24 @@ static tsd_status parse_attrs(const cJSON *o, proto_graph *g, int i, proto_err *
 		if (!get_dtype(o, "dtype", &n->to))
 			return NBAD("cast: dtype: missing or unknown");
 		break;
+	case PG_ATTR_ARGMAX: {
+		tsd_status s = parse_argmax(o, n, i, err);
+		if (s)
+			return s;
+		break;
+	}
+	case PG_ATTR_CLASSES:
+		if (!proto_json_int(cJSON_GetObjectItemCaseSensitive(o, "num_classes"), 1, PROTO_GRAPH_MAX_CLASSES,
+				    &n->classes))
+			return NBAD("one_hot: num_classes: missing or not an integer in [1, %d]",
+				    PROTO_GRAPH_MAX_CLASSES);
+		break;
+	case PG_ATTR_SLICE: {
+		tsd_status s = parse_slice(o, n, i, err);
+		if (s)
+			return s;
+		break;
+	}
 	case PG_ATTR_CONV:
 		for (int k = 0; k < 2; k++) {
 			const char *key = k ? "padding" : "stride";

@@ -10,6 +10,8 @@
 
 #define PROTO_GRAPH_MAX_NODES 4096
 #define PROTO_GRAPH_MAX_OUTPUTS 64
+#define PROTO_GRAPH_MAX_IN 16 /* inputs of one node (cat, stack) */
+#define PROTO_GRAPH_MAX_CLASSES (1 << 20) /* one_hot's num_classes */
 #define PROTO_GRAPH_MAX_NUMEL ((int64_t)1 << 40) /* elements of any node (batch counted as 1) */
 #define PROTO_BATCH (-1) /* in an inferred shape: the batch dimension, known when built */
 
@@ -26,14 +28,17 @@ typedef struct proto_gnode {
 	char id[PROTO_MAX_ID + 1];
 	proto_gop op;
 	int nin;
-	int in[3];            /* indices of earlier nodes */
+	int in[PROTO_GRAPH_MAX_IN]; /* indices of earlier nodes */
 	eng_dtype dtype;
 	int ndim;
 	int64_t shape[ENG_MAX_DIMS];
 	double value;         /* const */
-	int naxes;            /* sum/mean/max: 0 for all; softmax: axis in axes[0]; transpose: 2 */
+	int naxes;            /* sum/mean/max: 0 for all; softmax, argmax, cat, stack, slice: axis in
+			       * axes[0]; transpose: 2 */
 	int axes[ENG_MAX_DIMS]; /* also permute's perm (ndim entries) */
-	bool keepdim;
+	bool keepdim;         /* sum/mean/max/argmax */
+	int64_t classes;      /* one_hot */
+	int64_t start, stop, step; /* slice: Python's rules, INT64_MAX/INT64_MIN for an open end */
 	int rank;             /* reshape: target rank and shape (one -1: inferred) */
 	int64_t target[ENG_MAX_DIMS];
 	eng_dtype to;         /* cast */

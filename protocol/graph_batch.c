@@ -1,5 +1,6 @@
 /* graph_batch.c: whether a validated batched graph is row-independent (output row b depends on
- * input row b only), so the batcher may stack requests along the batch dimension and pad it. */
+ * input row b only), so the batcher may stack requests along the batch dimension and pad it.
+ * (cat and slice along the batch dimension never get here: shape inference refuses them.) */
 #include <stdlib.h>
 
 #include "graph.h"
@@ -53,6 +54,8 @@ static const char *mixes(const proto_graph *g, int i, const batch_state *st)
 			if (norm_axis(n->axes[k], nd0) == ax0)
 				return "reduces over the batch dimension";
 		return NULL;
+	case PROTO_G_ARGMAX:
+		return ax0 >= 0 && norm_axis(n->axes[0], nd0) == ax0 ? "reduces over the batch dimension" : NULL;
 	case PROTO_G_SOFTMAX: case PROTO_G_LOG_SOFTMAX:
 		return ax0 >= 0 && norm_axis(n->axes[0], nd0) == ax0 ? "normalizes along the batch dimension" : NULL;
 	case PROTO_G_MATMUL:

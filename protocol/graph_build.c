@@ -63,6 +63,19 @@ static eng_tensor *build_op(const proto_gnode *n, eng_ctx *ctx, eng_tensor *cons
 	case PROTO_G_TRANSPOSE: return eng_transpose(a, n->axes[0], n->axes[1]);
 	case PROTO_G_CAST: return eng_cast(a, n->to);
 	case PROTO_G_CONV2D: return eng_conv2d(a, b, c, n->stride, n->padding, NULL, 1);
+	case PROTO_G_ARGMAX: return eng_argmax(a, n->axes[0], n->keepdim);
+	case PROTO_G_ONE_HOT: return eng_one_hot(a, n->classes);
+	case PROTO_G_EQ: return eng_eq(a, b);
+	case PROTO_G_LT: return eng_lt(a, b);
+	case PROTO_G_WHERE: return eng_where(a, b, c);
+	case PROTO_G_CONTIGUOUS: return eng_contiguous(a);
+	case PROTO_G_SLICE: return eng_slice(a, n->axes[0], n->start, n->stop, n->step);
+	case PROTO_G_CAT: case PROTO_G_STACK: {
+		eng_tensor *ts[PROTO_GRAPH_MAX_IN];
+		for (int k = 0; k < n->nin; k++)
+			ts[k] = t[n->in[k]];
+		return n->op == PROTO_G_CAT ? eng_cat(ts, n->nin, n->axes[0]) : eng_stack(ts, n->nin, n->axes[0]);
+	}
 	default: return NULL; /* leaves are never built here */
 	}
 }

@@ -193,6 +193,94 @@ static tsd_status infer_conv(proto_graph *g, int i, proto_err *err)
 	return TSD_OK;
 }
 
+/* Python's slice length of [start, stop) by step over len elements. */
+static int64_t slice_len(int64_t len, int64_t start, int64_t stop, int64_t step)
+{
+	int64_t lo = step > 0 ? 0 : -1, hi = step > 0 ? len : len - 1;
+	int64_t *b[2] = {&start, &stop};
+	for (int k = 0; k < 2; k++) {
+		if (*b[k] < 0 && *b[k] != INT64_MIN)
+			*b[k] += len;
+		*b[k] = *b[k] < lo ? lo : *b[k] > hi ? hi : *b[k];
+	}
+	int64_t span = step > 0 ? stop - start : start - stop, st = step > 0 ? step : -step;
+	return span > 0 ? (span + st - 1) / st : 0;
+}
+
+/* argmax, one_hot, slice: one input, an axis or a new one. */
+static tsd_status infer_index_op(proto_graph *g, int i, proto_err *err)
+{
+	proto_gnode *n = &g->nodes[i];
+	const proto_gnode *a = &g->nodes[n->in[0]];
+	int ax = norm_axis(n->axes[0], a->ndim);
+	if (n->op == PROTO_G_ONE_HOT) {
+		if (!eng_dtype_is_int(a->dtype))
+			return ATTR("labels must be an integer dtype, got %s", eng_dtype_name(a->dtype));
+		if (a->ndim >= ENG_MAX_DIMS)
+			return SHAPE("labels already have %d dims", a->ndim);
+		n->ndim = a->ndim + 1;
+		memcpy(n->shape, a->shape, sizeof(n->shape[0]) * (size_t)a->ndim);
+		n->shape[a->ndim] = n->classes;
+		n->dtype = ENG_F32;
+		return TSD_OK;
+	}
+	if (ax < 0)
+		return ATTR("axis %d out of range for rank %d", n->axes[0], a->ndim);
+	n->ndim = a->ndim;
+	memcpy(n->shape, a->shape, sizeof(n->shape));
+	if (n->op == PROTO_G_SLICE) {
+		if (a->shape[ax] == B)
+			return SHAPE("cannot slice the batch dimension (axis %d)", ax);
+		n->shape[ax] = slice_len(a->shape[ax], n->start, n->stop, n->step);
+		n->dtype = a->dtype;
+		return TSD_OK;
+	}
+	/* argmax */
+	if (a->shape[ax] == 0)
+		return SHAPE("axis %d is empty", ax);
+	if (n->keepdim)
+		n->shape[ax] = 1;
+	else
+		memmove(&n->shape[ax], &n->shape[ax + 1], sizeof(n->shape[0]) * (size_t)(a->ndim - ax - 1));
+	n->ndim -= !n->keepdim;
+	n->dtype = ENG_I32;
+	return TSD_OK;
+}
+
+/* cat (along an existing axis, other sizes equal) and stack (along a new one, shapes equal). */
+static tsd_status infer_join(proto_graph *g, int i, proto_err *err)
+{
+	proto_gnode *n = &g->nodes[i];
+	const proto_gnode *a = &g->nodes[n->in[0]];
+	char s1[96], s2[96];
+	bool cat = n->op == PROTO_G_CAT;
+	int ax = cat ? norm_axis(n->axes[0], a->ndim) : n->axes[0] < 0 ? n->axes[0] + a->ndim + 1 : n->axes[0];
+	if (ax < 0 || ax > a->ndim - cat)
+		return ATTR("axis %d out of range for rank %d", n->axes[0], a->ndim + !cat);
+	if (!cat && a->ndim >= ENG_MAX_DIMS)
+		return SHAPE("inputs already have %d dims", a->ndim);
+	int64_t total = 0;
+	n->dtype = a->dtype;
+	for (int k = 0; k < n->nin; k++) {
+		const proto_gnode *b = &g->nodes[n->in[k]];
+		bool ok = b->ndim == a->ndim;
+		for (int d = 0; ok && d < a->ndim; d++)
+			ok = b->shape[d] == a->shape[d] || (cat && d == ax);
+		if (!ok)
+			return SHAPE("in[%d] %s does not match in[0] %s", k, fmt_shape(s1, 96, b->ndim, b->shape),
+				     fmt_shape(s2, 96, a->ndim, a->shape));
+		if (cat && b->shape[ax] == B)
+			return SHAPE("cannot join along the batch dimension (axis %d)", ax);
+		total += cat ? b->shape[ax] : 1; /* at most 16 terms under 2^40 */
+		n->dtype = eng_dtype_promote(n->dtype, b->dtype);
+	}
+	n->ndim = a->ndim + !cat;
+	for (int d = 0; d < n->ndim; d++)
+		n->shape[d] = d < ax || cat ? a->shape[d] : d > ax ? a->shape[d - 1] : 0;
+	n->shape[ax] = total;
+	return TSD_OK;
+}
+
 static tsd_status infer_op(proto_graph *g, int i, proto_err *err)
 {
 	proto_gnode *n = &g->nodes[i];
@@ -219,6 +307,27 @@ static tsd_status infer_op(proto_graph *g, int i, proto_err *err)
 		return infer_reshape(g, i, err);
 	case PROTO_G_CONV2D:
 		return infer_conv(g, i, err);
+	case PROTO_G_ARGMAX: case PROTO_G_ONE_HOT: case PROTO_G_SLICE:
+		return infer_index_op(g, i, err);
+	case PROTO_G_CAT: case PROTO_G_STACK:
+		return infer_join(g, i, err);
+	case PROTO_G_EQ: case PROTO_G_LT:
+		if (!broadcast(a, &g->nodes[n->in[1]], n))
+			return SHAPE("shapes %s and %s do not broadcast", fmt_shape(s1, 96, a->ndim, a->shape),
+				     fmt_shape(s2, 96, g->nodes[n->in[1]].ndim, g->nodes[n->in[1]].shape));
+		n->dtype = ENG_BOOL;
+		return TSD_OK;
+	case PROTO_G_WHERE: {
+		const proto_gnode *x = &g->nodes[n->in[1]], *y = &g->nodes[n->in[2]];
+		proto_gnode xy = {0};
+		char s3[96];
+		if (!broadcast(x, y, &xy) || !broadcast(a, &xy, n))
+			return SHAPE("condition %s and values %s, %s do not broadcast",
+				     fmt_shape(s1, 96, a->ndim, a->shape), fmt_shape(s2, 96, x->ndim, x->shape),
+				     fmt_shape(s3, 96, y->ndim, y->shape));
+		n->dtype = eng_dtype_promote(x->dtype, y->dtype);
+		return TSD_OK;
+	}
 	default:
 		break;
 	}

@@ -149,6 +149,25 @@ START_TEST(accepts_row_independent)
 	OK(G("{'id':'x','op':'input','dtype':'float32','shape':[2,-1,3]},"
 	     "{'id':'r','op':'reshape','in':['x'],'shape':[2,-1,3,1]},{'id':'c','op':'cast','in':['r'],'dtype':'float16'}",
 	     "'c'"), AXES(1), AXES(1));
+	/* a greedy decode: int32 ids, one_hot, a bag of words, argmax steps fed back through
+	 * one_hot, a param row by slice, the steps stacked and joined; eq, lt and where per row */
+	OK(G("{'id':'ids','op':'input','dtype':'int32','shape':[-1,3]},"
+	     "{'id':'e','op':'param','dtype':'float32','shape':[4,5]},"
+	     "{'id':'p','op':'param','dtype':'float32','shape':[5,5]},"
+	     "{'id':'oh','op':'one_hot','in':['ids'],'num_classes':4},"
+	     "{'id':'bag','op':'sum','in':['oh'],'axes':1},{'id':'c','op':'matmul','in':['bag','e']},"
+	     "{'id':'y0','op':'argmax','in':['c'],'axis':-1},"
+	     "{'id':'o1','op':'one_hot','in':['y0'],'num_classes':5},{'id':'m1','op':'matmul','in':['o1','p']},"
+	     "{'id':'r','op':'slice','in':['p'],'axis':0,'start':1,'stop':2},"
+	     "{'id':'h','op':'add','in':['m1','r']},{'id':'y1','op':'argmax','in':['h'],'axis':1,'keepdim':true},"
+	     "{'id':'y0k','op':'argmax','in':['c'],'keepdim':true},"
+	     "{'id':'plan','op':'stack','in':['y0','y0'],'axis':0},"
+	     "{'id':'j','op':'cat','in':['y0k','y1','y1'],'axis':1},"
+	     "{'id':'z','op':'const','value':0},{'id':'neg','op':'lt','in':['c','z']},"
+	     "{'id':'two','op':'const','value':2,'dtype':'int32'},{'id':'is2','op':'eq','in':['ids','two']},"
+	     "{'id':'ab','op':'neg','in':['c']},{'id':'w','op':'where','in':['neg','ab','c']},"
+	     "{'id':'cs','op':'slice','in':['c'],'axis':1,'start':-1,'stop':0,'step':-2}",
+	     "'plan','j','w','is2','cs'"), AXES(0), AXES(1, 0, 0, 0, 0));
 	/* mixing that reaches no output does not matter */
 	OK(G(X ",{'id':'m','op':'mean','in':['x'],'axes':[0]},{'id':'e','op':'exp','in':['x']}",
 	     "'e'"), AXES(0), AXES(0));
@@ -192,6 +211,10 @@ START_TEST(rejects_mixing)
 	    "nodes[1] (r): reshape: moves the batch dimension");
 	BAD(G("{'id':'x','op':'input','dtype':'float32','shape':[2,-1,3]},"
 	      "{'id':'r','op':'reshape','in':['x'],'shape':[-1,6]}", "'r'"), "(r): reshape: moves");
+	BAD(G(X ",{'id':'a','op':'argmax','in':['x'],'axis':0}", "'a'"),
+	    "nodes[1] (a): argmax: reduces over the batch dimension");
+	BAD(G(X3 ",{'id':'a','op':'argmax','in':['x'],'axis':-3,'keepdim':true},"
+	      "{'id':'o','op':'one_hot','in':['a'],'num_classes':3}", "'o'"), "nodes[1] (a): argmax: reduces");
 	/* an output without the batch dimension */
 	BAD(G(X ",{'id':'w','op':'param','dtype':'float32','shape':[4]},{'id':'e','op':'exp','in':['w']}",
 	      "'x','e'"), "outputs[1] (e): no batch dimension");
@@ -236,6 +259,8 @@ START_TEST(fuzz_seeds)
 		{"gram", TSD_OK, TSD_BAD_REQUEST, "nodes[2] (g): matmul: contracts"},
 		{"reshape_moves", TSD_OK, TSD_BAD_REQUEST, "nodes[1] (r): reshape: moves"},
 		{"outer", TSD_OK, TSD_BAD_REQUEST, "nodes[3] (s): add: combines"},
+		{"decode", TSD_OK, TSD_OK, NULL},
+		{"argmax_batch", TSD_OK, TSD_BAD_REQUEST, "nodes[1] (a): argmax: reduces over the batch dimension"},
 		{"unknown_op", TSD_BAD_REQUEST, TSD_OK, "unknown op 'gelu'"},
 		{"bad_shape", TSD_SHAPE_MISMATCH, TSD_OK, "shapes [-1,4] and [5,2] do not match"},
 	};

@@ -78,6 +78,11 @@ START_TEST(every_op_parses)
 		tsd_g_permute(g, r, 3, (const int[]){2, 0, 1}), tsd_g_transpose(g, x, 0, 1),
 		tsd_g_cast(g, x, ENG_I32), tsd_g_conv2d(g, img, k, kb, 1, 1, 1, 1),
 		tsd_g_conv2d(g, img, k, -1, 2, 1, 0, 2),
+		tsd_g_argmax(g, x, -1, false), tsd_g_argmax(g, x, 0, true),
+		tsd_g_one_hot(g, tsd_g_cast(g, x, ENG_I32), 7), tsd_g_eq(g, x, c), tsd_g_lt(g, x, b),
+		tsd_g_where(g, tsd_g_lt(g, x, c), x, b), tsd_g_cat(g, (const int[]){x, x, x}, 3, 0),
+		tsd_g_stack(g, (const int[]){x, x}, 2, 1), tsd_g_slice(g, x, 1, 1, TSD_SLICE_NONE, 2),
+		tsd_g_slice(g, x, 0, TSD_SLICE_NONE, TSD_SLICE_NONE, -1), tsd_g_contiguous(g, x),
 	};
 	for (size_t i = 0; i < sizeof(outs) / sizeof(outs[0]); i++)
 		tsd_graph_output(g, outs[i], NULL);
@@ -94,6 +99,16 @@ START_TEST(every_op_parses)
 	ck_assert(cv->ndim == 4 && cv->shape[1] == 3 && cv->shape[2] == 5 && cv->shape[3] == 5);
 	ck_assert(cv2->shape[2] == 2 && cv2->shape[3] == 7);
 	ck_assert_int_eq(pg.nodes[pg.outputs[20]].dtype, ENG_I32);
+	/* argmax [2], [1,4] int32; one_hot [2,4,7]; cat [6,4]; stack [2,2,4]; slices [2,2], [2,4] */
+	const proto_gnode *o = pg.nodes;
+	const int *po = pg.outputs;
+	ck_assert(o[po[23]].ndim == 1 && o[po[23]].shape[0] == 2 && o[po[23]].dtype == ENG_I32);
+	ck_assert(o[po[24]].ndim == 2 && o[po[24]].shape[0] == 1 && o[po[24]].shape[1] == 4);
+	ck_assert(o[po[25]].ndim == 3 && o[po[25]].shape[2] == 7 && o[po[25]].dtype == ENG_F32);
+	ck_assert_int_eq(o[po[26]].dtype, ENG_BOOL);
+	ck_assert(o[po[29]].ndim == 2 && o[po[29]].shape[0] == 6);
+	ck_assert(o[po[30]].ndim == 3 && o[po[30]].shape[1] == 2);
+	ck_assert(o[po[31]].shape[1] == 2 && o[po[32]].shape[0] == 2 && o[po[32]].shape[1] == 4);
 	proto_graph_free(&pg);
 	free(text);
 	cJSON_Delete(j);

@@ -85,6 +85,23 @@ int tsd_g_cast(tsd_graph *g, int x, eng_dtype dtype);
 int tsd_g_conv2d(tsd_graph *g, int x, int w, int bias, int stride_h, int stride_w, int pad_h,
 		 int pad_w);
 
+/* Comparisons (bool results, broadcasting) and selection: cond ? a : b. */
+int tsd_g_eq(tsd_graph *g, int a, int b);
+int tsd_g_lt(tsd_graph *g, int a, int b);
+int tsd_g_where(tsd_graph *g, int cond, int a, int b);
+/* int32 index of the first maximum along axis; keepdim keeps it as size 1. */
+int tsd_g_argmax(tsd_graph *g, int x, int axis, bool keepdim);
+/* Integer labels [...] -> float32 [..., num_classes] (1..2^20); out-of-range labels: zero rows. */
+int tsd_g_one_hot(tsd_graph *g, int labels, int64_t num_classes);
+/* in[0..n) (1..16 nodes) joined along an existing axis (cat) or a new one (stack). */
+int tsd_g_cat(tsd_graph *g, const int *in, int n, int axis);
+int tsd_g_stack(tsd_graph *g, const int *in, int n, int axis);
+/* Python's x[start:stop:step] along axis; TSD_SLICE_NONE for an omitted bound; step != 0. */
+#define TSD_SLICE_NONE INT64_MIN
+int tsd_g_slice(tsd_graph *g, int x, int axis, int64_t start, int64_t stop, int64_t step);
+/* x in a buffer of its own (a value read many times is not recomputed in its readers). */
+int tsd_g_contiguous(tsd_graph *g, int x);
+
 /* Any op by name, for ops without a typed function (a daemon newer than this header): in[0..nin)
  * its inputs, attrs (an object, may be NULL) its attribute fields, copied. An op this library
  * knows has its input count checked; an unknown one is left for the daemon to judge. */

@@ -65,6 +65,7 @@ OPS: dict[str, tuple[int, int, str]] = {
     "cat": (1, MAX_IN, "AXIS"),
     "stack": (1, MAX_IN, "AXIS"),
     "slice": (1, 1, "SLICE"),
+    "contiguous": (1, 1, "NONE"),
 }
 
 

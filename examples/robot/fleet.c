@@ -1,0 +1,208 @@
+/* fleet.c (robot_fleet): a fleet of robots sharing one brain: first one robot calling serially
+ * for the duration (the baseline), then N robot processes (fork, each its own connection) calling
+ * concurrently for the same duration. Prints decisions/s, latency p50/p95/p99 of both, the
+ * speedup, and the batch sizes the daemon formed meanwhile (stats: histograms.batch_size and
+ * the model's rows/batches counters, before and after).
+ * The lone robot calls at realtime priority (no batching delay); the fleet at --prio.
+ * Usage: robot_fleet [--url URL] [--model brain] [-n 32] [--seconds 5] [--prio normal] */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "robot.h"
+
+#define CAP 400000 /* latencies kept per robot */
+
+static const char *const cmds[] = {
+	"chuck the red block in the trash", "please pick up the blue ball", "go to the shelf", "stop",
+	"could you bring me the green cube", "toss the yellow can onto the table", "head back home",
+	"place the orange brick in the crate", "grab the navy toy", "drive over to the desk",
+};
+#define NCMD ((int)(sizeof(cmds) / sizeof(*cmds)))
+
+typedef struct robot_log {
+	uint32_t n;          /* decisions */
+	uint32_t failed;
+	uint32_t lat[CAP];   /* ns (a decision over 4 s is counted as 4 s) */
+} robot_log;
+
+/* One robot: calls until `seconds` pass; its latencies into lg. */
+static int run_robot(const char *url, const char *model, const char *prio, double seconds, int who, robot_log *lg)
+{
+	char err[256];
+	tsd_client *c = tsd_client_open(url, 10000, err, sizeof(err));
+	if (!c) {
+		fprintf(stderr, "robot %d: %s\n", who, err);
+		return -1;
+	}
+	int32_t ids[NCMD][RB_L], plan[RB_T];
+	for (int k = 0; k < NCMD; k++)
+		rb_tokenize(cmds[k], ids[k]);
+	uint64_t end = rb_now_ns() + (uint64_t)(seconds * 1e9);
+	for (uint32_t i = 0; rb_now_ns() < end; i++) {
+		uint64_t t0 = rb_now_ns();
+		if (rb_infer(c, model, prio, ids[(i + (uint32_t)who) % NCMD], 1, plan)) {
+			lg->failed++;
+			continue;
+		}
+		uint64_t dt = rb_now_ns() - t0;
+		if (lg->n < CAP)
+			lg->lat[lg->n++] = dt > UINT32_MAX ? UINT32_MAX : (uint32_t)dt;
+	}
+	tsd_client_close(c);
+	return 0;
+}
+
+/* The stats' batch_size histogram (cumulative counts by bound, up to 13 bounds) and the model's
+ * rows and batches. */
+typedef struct snap {
+	int nb;
+	double le[16], cum[16], count, rows, batches;
+} snap;
+
+static int take_snap(const char *url, const char *model, snap *s)
+{
+	tsd_client *c = tsd_client_open(url, 10000, NULL, 0);
+	tsd_reply *r = NULL;
+	memset(s, 0, sizeof(*s));
+	if (!c || tsd_client_call_verb(c, "stats", &r) != TSD_OK) {
+		tsd_reply_free(r);
+		tsd_client_close(c);
+		return -1;
+	}
+	const cJSON *j = tsd_reply_json(r);
+	const cJSON *h = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "histograms"), "batch_size");
+	const cJSON *m = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "models"), model);
+	s->count = cJSON_GetNumberValue(cJSON_GetObjectItem(h, "count"));
+	const cJSON *b;
+	cJSON_ArrayForEach(b, cJSON_GetObjectItem(h, "buckets"))
+	{
+		if (s->nb < 16) {
+			s->le[s->nb] = cJSON_GetNumberValue(cJSON_GetArrayItem(b, 0));
+			s->cum[s->nb++] = cJSON_GetNumberValue(cJSON_GetArrayItem(b, 1));
+		}
+	}
+	s->rows = cJSON_GetNumberValue(cJSON_GetObjectItem(m, "rows"));
+	s->batches = cJSON_GetNumberValue(cJSON_GetObjectItem(m, "batches"));
+	tsd_reply_free(r);
+	tsd_client_close(c);
+	return 0;
+}
+
+/* Percentiles of the logs' latencies, and the decisions per second. */
+static void report(const char *what, robot_log *const *logs, int n, double seconds, double *rate, double *p99)
+{
+	size_t total = 0, k = 0, failed = 0;
+	for (int i = 0; i < n; i++)
+		total += logs[i]->n, failed += logs[i]->failed;
+	uint64_t *t = malloc(sizeof(uint64_t) * (total ? total : 1));
+	for (int i = 0; i < n && t; i++)
+		for (uint32_t j = 0; j < logs[i]->n; j++)
+			t[k++] = logs[i]->lat[j];
+	*rate = (double)total / seconds;
+	*p99 = t ? (double)rb_pct(t, total, 0.99) / 1e3 : 0;
+	printf("%-22s %9.0f decisions/s  p50 %7.1f us  p95 %7.1f us  p99 %7.1f us%s\n", what, *rate,
+	       t ? (double)rb_pct(t, total, 0.50) / 1e3 : 0, t ? (double)rb_pct(t, total, 0.95) / 1e3 : 0, *p99,
+	       failed ? "  (some calls failed)" : "");
+	free(t);
+}
+
+int main(int argc, char **argv)
+{
+	const char *url_arg = NULL, *model = "brain", *prio = "normal";
+	int n = 32;
+	double seconds = 5;
+	for (int i = 1; i < argc; i++) {
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!strcmp(argv[i], "--url") && v)
+			url_arg = argv[++i];
+		else if (!strcmp(argv[i], "--model") && v)
+			model = argv[++i];
+		else if (!strcmp(argv[i], "-n") && v)
+			n = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--seconds") && v)
+			seconds = atof(argv[++i]);
+		else if (!strcmp(argv[i], "--prio") && v)
+			prio = argv[++i];
+		else {
+			fprintf(stderr, "usage: robot_fleet [--url URL] [--model brain] [-n 32] [--seconds 5] [--prio normal]\n");
+			return 2;
+		}
+	}
+	if (n < 1 || n > 1024 || !(seconds > 0)) {
+		fprintf(stderr, "robot_fleet: -n in [1, 1024], seconds > 0\n");
+		return 2;
+	}
+	char url[512];
+	rb_url(url_arg, url, sizeof(url));
+	size_t bytes = sizeof(robot_log) * (size_t)(n + 1);
+	robot_log *logs = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (logs == MAP_FAILED) {
+		perror("mmap");
+		return 1;
+	}
+	robot_log *ptr[1025];
+	for (int i = 0; i <= n; i++)
+		ptr[i] = &logs[i];
+	/* nng may not be used across fork: the robots are forked before this process touches it,
+	 * and wait on a pipe until the baseline is done */
+	int go[2];
+	if (pipe(go)) {
+		perror("pipe");
+		return 1;
+	}
+	pid_t pids[1024];
+	int up = 0;
+	for (int i = 0; i < n; i++) {
+		pid_t p = fork();
+		if (p == 0) {
+			char b;
+			close(go[1]);
+			_exit(read(go[0], &b, 1) == 1 && !run_robot(url, model, prio, seconds, i, &logs[i]) ? 0 : 1);
+		}
+		if (p < 0) {
+			perror("fork");
+			break;
+		}
+		pids[up++] = p;
+	}
+	close(go[0]);
+	double base_rate, base_p99, rate, p99;
+	snap before, after;
+	printf("robot_fleet: model \"%s\" at %s, priority %s, %.1f s each\n", model, url, prio, seconds);
+	int bad = up < n || run_robot(url, model, "realtime", seconds, 0, &logs[n]) || take_snap(url, model, &before);
+	if (!bad)
+		report("1 robot, serially (realtime)", &ptr[n], 1, seconds, &base_rate, &base_p99);
+	char b[1024] = {0};
+	if (!bad && write(go[1], b, (size_t)up) != up)
+		bad = 1;
+	close(go[1]); /* on failure the robots read EOF and leave */
+	for (int i = 0; i < up; i++) {
+		int st;
+		waitpid(pids[i], &st, 0);
+		bad |= !WIFEXITED(st) || WEXITSTATUS(st);
+	}
+	if (bad)
+		return 1;
+	if (take_snap(url, model, &after))
+		return 1;
+	char what[48];
+	snprintf(what, sizeof(what), "%d robots, together", n);
+	report(what, ptr, n, seconds, &rate, &p99);
+	printf("fleet/serial throughput: %.1fx (goal >= 10x), fleet p99 %.2f ms (goal < 2 ms)\n", rate / base_rate,
+	       p99 / 1e3);
+	double db = after.batches - before.batches, dr = after.rows - before.rows;
+	printf("batches the daemon formed: %.0f for %.0f rows, %.1f rows a batch on average\n", db, dr, db > 0 ? dr / db : 0);
+	printf("batch sizes (stats histograms.batch_size, all models):");
+	for (int k = 0; k < after.nb && k < before.nb; k++) {
+		double lo = k ? after.le[k - 1] : 0, cnt = (after.cum[k] - (k ? after.cum[k - 1] : 0)) -
+							    (before.cum[k] - (k ? before.cum[k - 1] : 0));
+		if (cnt > 0)
+			printf("  (%g, %g]: %.0f", lo, after.le[k], cnt);
+	}
+	printf("\n");
+	munmap(logs, bytes);
+	return bad ? 1 : 0;
+}
