@@ -1,5 +1,7 @@
 /* tensorctl.c: the command-line client of the tensord daemon: the command table, global options
  * and the small commands (status, models, load, unload, infer, realize, save, stats). */
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,18 +59,19 @@ static const struct command {
 	const char *name;
 	tctl_cmd_fn fn;
 	const char *help;
+	bool signals; /* takes SIGINT and SIGTERM itself: blocked before any thread starts */
 } commands[] = {
-	{"status", tctl_cmd_status, tctl_status_help},
-	{"models", tctl_cmd_models, tctl_models_help},
-	{"load", tctl_cmd_load, tctl_load_help},
-	{"unload", tctl_cmd_unload, tctl_unload_help},
-	{"infer", tctl_cmd_infer, tctl_infer_help},
-	{"realize", tctl_cmd_realize, tctl_realize_help},
-	{"save", tctl_cmd_save, tctl_save_help},
-	{"train", tctl_cmd_train, tctl_train_help},
-	{"stats", tctl_cmd_stats, tctl_stats_help},
-	{"bench", tctl_cmd_bench, tctl_bench_help},
-	{"replay", tctl_cmd_replay, tctl_replay_help},
+	{"status", tctl_cmd_status, tctl_status_help, false},
+	{"models", tctl_cmd_models, tctl_models_help, false},
+	{"load", tctl_cmd_load, tctl_load_help, false},
+	{"unload", tctl_cmd_unload, tctl_unload_help, false},
+	{"infer", tctl_cmd_infer, tctl_infer_help, false},
+	{"realize", tctl_cmd_realize, tctl_realize_help, false},
+	{"save", tctl_cmd_save, tctl_save_help, false},
+	{"train", tctl_cmd_train, tctl_train_help, true},
+	{"stats", tctl_cmd_stats, tctl_stats_help, false},
+	{"bench", tctl_cmd_bench, tctl_bench_help, true},
+	{"replay", tctl_cmd_replay, tctl_replay_help, true},
 };
 
 int main(int argc, char **argv)
@@ -107,6 +110,13 @@ int main(int argc, char **argv)
 	if (!tsd_client_default_url(url_opt ? url_opt : getenv("TENSORD_URL"),
 				    getenv("XDG_RUNTIME_DIR"), url, sizeof(url)))
 		return tctl_usage(NULL, "the daemon's address is too long");
+	if (cmd->signals) { /* nng's threads inherit the mask: the command polls with sigtimedwait */
+		sigset_t sigs;
+		sigemptyset(&sigs);
+		sigaddset(&sigs, SIGINT);
+		sigaddset(&sigs, SIGTERM);
+		pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	}
 	char err[512];
 	tsd_client *c = tsd_client_open(url, (int)timeout, err, sizeof(err));
 	if (!c) {

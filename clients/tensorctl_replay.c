@@ -576,12 +576,12 @@ int tctl_cmd_replay(tctl_ctx *ctx, int argc, char **argv)
 			size_t b = ms[i].in[k].row_numel * eng_dtype_size(ms[i].in[k].dtype);
 			rowmax[k] = b > rowmax[k] ? b : rowmax[k];
 		}
-	/* signals are taken by this thread only, between chunks */
-	sigset_t sigs, old;
+	/* SIGINT and SIGTERM are blocked in every thread (main, before the first client) and
+	 * taken here between chunks */
+	sigset_t sigs;
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGINT);
 	sigaddset(&sigs, SIGTERM);
-	pthread_sigmask(SIG_BLOCK, &sigs, &old);
 	long started = 0;
 	for (long j = 0; rp.slots && ws && j < o.jobs; j++, started++) {
 		worker *w = &ws[j];
@@ -669,7 +669,6 @@ int tctl_cmd_replay(tctl_ctx *ctx, int argc, char **argv)
 		pthread_join(ws[j].th, NULL);
 		tsd_client_close(ws[j].c);
 	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	double el = tctl_now() - pg.t0;
 	fprintf(stderr,
 		"replay: %zu lines (%zu before, %zu this run), %zu errors, %.0f lines/s over %.3f s\n",
