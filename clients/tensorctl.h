@@ -102,6 +102,13 @@ bool tctl_npy_write(const char *path, const tsd_tensor *t, char *err, size_t err
 /* Every tensor of r written as DIR/NAME.npy (names with '/' refused); the paths printed. */
 int tctl_write_outputs_npy(const tsd_reply *r, const char *dir);
 
+/* ---- datasets and weights (tensorctl_data.c) ---- */
+
+/* An IDX file (gzip'd or raw; u8, i32 or f32 elements) into t (data malloc'd, name NULL). */
+bool tctl_idx_read(const char *path, tsd_tensor *t, char *err, size_t errlen);
+/* Every tensor of a safetensors file added to in (names and data copied). */
+bool tctl_safetensors_read(const char *path, tctl_inputs *in, char *err, size_t errlen);
+
 /* ---- models as model.list describes them (tensorctl_model.c) ---- */
 
 typedef struct tctl_port {

@@ -7,11 +7,14 @@
 #include "tensorctl.h"
 
 const char tctl_load_help[] =
-	"usage: tensorctl load SPEC.json [--weights FILE.safetensors]\n"
+	"usage: tensorctl load SPEC.json [--weights FILE.safetensors] [--upload FILE.safetensors]\n"
+	"                      [PARAM=FILE.npy ...]\n"
 	"\n"
 	"Load (or hot-swap) a model. SPEC.json is the model.load object of docs/PROTOCOL.md\n"
-	"(name, graph, weights, inputs, outputs, device, batching, train). --weights names the\n"
-	"safetensors file the daemon reads, relative to its models_dir.\n";
+	"(name, graph, weights, inputs, outputs, device, batching, train).\n"
+	"  --weights FILE   a safetensors file the daemon reads, relative to its models_dir\n"
+	"  --upload FILE    a safetensors file read here, its tensors sent with the request\n"
+	"  PARAM=FILE.npy   one param's weights read here and sent (these win over the file's)\n";
 const char tctl_unload_help[] = "usage: tensorctl unload NAME\n\nUnload a model; requests "
 				"still queued for it are answered cancelled.\n";
 const char tctl_infer_help[] =
@@ -67,29 +70,46 @@ static int print_loaded(const tsd_reply *r, const char *arg)
 int tctl_cmd_load(tctl_ctx *ctx, int argc, char **argv)
 {
 	const char *spec = NULL, *weights = NULL;
-	for (int i = 0; i < argc; i++) {
-		if (!strcmp(argv[i], "--weights") && i + 1 < argc)
-			weights = argv[++i];
-		else if (!spec && argv[i][0] != '-')
-			spec = argv[i];
-		else
-			return tctl_usage("load", "unexpected argument %s", argv[i]);
-	}
-	if (!spec)
-		return tctl_usage("load", "needs SPEC.json");
+	tctl_inputs in = {0};
 	char err[512];
-	cJSON *h = tctl_json_file(spec, err, sizeof(err));
-	if (!h) {
+	int rc = 0;
+	for (int i = 0; i < argc && !rc; i++) {
+		if (!strcmp(argv[i], "--weights") && i + 1 < argc) {
+			weights = argv[++i];
+		} else if (!strcmp(argv[i], "--upload") && i + 1 < argc) {
+			if (!tctl_safetensors_read(argv[++i], &in, err, sizeof(err))) {
+				fprintf(stderr, "tensorctl load: %s\n", err);
+				rc = TCTL_EXIT_USAGE;
+			}
+		} else if (argv[i][0] != '-' && strchr(argv[i], '=')) {
+			if (!tctl_inputs_arg(&in, argv[i], err, sizeof(err))) {
+				fprintf(stderr, "tensorctl load: %s\n", err);
+				rc = TCTL_EXIT_USAGE;
+			}
+		} else if (!spec && argv[i][0] != '-') {
+			spec = argv[i];
+		} else {
+			rc = tctl_usage("load", "unexpected argument %s", argv[i]);
+		}
+	}
+	if (!rc && !spec)
+		rc = tctl_usage("load", "needs SPEC.json");
+	cJSON *h = rc ? NULL : tctl_json_file(spec, err, sizeof(err));
+	if (!rc && !h) {
 		fprintf(stderr, "tensorctl load: %s\n", err);
-		return TCTL_EXIT_USAGE;
+		rc = TCTL_EXIT_USAGE;
 	}
-	cJSON_DeleteItemFromObjectCaseSensitive(h, "verb");
-	cJSON_AddStringToObject(h, "verb", "model.load");
-	if (weights) {
-		cJSON_DeleteItemFromObjectCaseSensitive(h, "weights");
-		cJSON_AddStringToObject(h, "weights", weights);
+	if (!rc) {
+		cJSON_DeleteItemFromObjectCaseSensitive(h, "verb");
+		cJSON_AddStringToObject(h, "verb", "model.load");
+		if (weights) {
+			cJSON_DeleteItemFromObjectCaseSensitive(h, "weights");
+			cJSON_AddStringToObject(h, "weights", weights);
+		}
+		rc = send_owned(ctx->c, h, &in, print_loaded, NULL);
 	}
-	return send_owned(ctx->c, h, NULL, print_loaded, NULL);
+	tctl_inputs_free(&in);
+	return rc;
 }
 
 static int print_unloaded(const tsd_reply *r, const char *arg)
