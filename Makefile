@@ -55,7 +55,7 @@ $(BUILD)/protocol/%.o $(BUILD)/clients/%.o $(BUILD)/daemon/%.o: INC := -Iinclude
 # keep example and bench objects (make would delete them as intermediates)
 .SECONDARY:
 
-.PHONY: all test asan tsan check clean examples bench demo deps train-check conformance layers fuzz run soak
+.PHONY: all test asan tsan check clean examples bench demo deps train-check conformance layers fuzz run soak tensorctl-check
 all: $(LIB) $(PROTO_LIB) $(CLIENT_LIB) $(DAEMON_BIN) $(CTL_BIN) $(TEST_BIN) $(EXAMPLE_BIN) $(BENCH_BIN)
 
 $(BUILD)/%.o: %.c
@@ -170,7 +170,7 @@ fuzz:
 # Every test: the layering check, the plain suite, the sanitized ones, the loader fuzzers, short
 # training runs, then the backend conformance run (CPU and OpenCL; an absent backend is reported
 # SKIPPED). The README's test command.
-check: layers test asan tsan fuzz train-check conformance soak
+check: layers test asan tsan fuzz train-check conformance soak tensorctl-check
 
 # The daemon soak (bench/soak.c): SOAK_REQUESTS (default 1,000,000) mixed requests from several
 # clients against one tensord; fails on any unexpected reply status or on daemon RSS growth
@@ -179,6 +179,11 @@ check: layers test asan tsan fuzz train-check conformance soak
 # (+2..3%, flat afterwards); a leak of even one byte per request would add ~900 KiB.
 soak: $(BUILD)/bin/bench_soak $(DAEMON_BIN)
 	SOAK_RSS_FLOOR_KB=512 $(BUILD)/bin/bench_soak
+
+# tensorctl against a live tensord: every subcommand, replay's order and resumption, .npy round
+# trips, bench's CSV and SVG, exit codes (tests/tensorctl.sh; ~20 s).
+tensorctl-check: $(CTL_BIN) $(DAEMON_BIN)
+	tests/tensorctl.sh $(BUILD)
 
 # Dependencies point one way (docs/ARCHITECTURE.md, "Layers"): the objects' symbols and the
 # include lines are checked, and a planted backward call must be caught.

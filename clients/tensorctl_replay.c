@@ -40,7 +40,8 @@ const char tctl_replay_help[] =
 	"A summary (lines, errors, lines/s) goes to stderr. SIGINT or SIGTERM: the lines done are\n"
 	"written, then exit 5; the same command resumes. Exit: 0 all lines ok, 4 some lines\n"
 	"failed, 5 interrupted, 3 the daemon went away (OUT holds the lines before), 2 usage,\n"
-	"6 OUT could not be written.\n";
+	"6 OUT could not be written. Errors and the exit status count OUT's lines from earlier\n"
+	"runs too.\n";
 
 enum { SLOT_EMPTY, SLOT_READY, SLOT_TAKEN, SLOT_DONE };
 
@@ -415,8 +416,9 @@ static size_t count_lines(const char *p, const char *end)
 }
 
 /* Open OUT for appending after its complete lines (a partial last line cut off); *done: how
- * many there are. -1 with the message in err. */
-static int open_output(const char *path, size_t *done, char *err, size_t errlen)
+ * many there are, *nerr how many are error lines (they end '"}': a message; output lines end
+ * '}}'). -1 with the message in err. */
+static int open_output(const char *path, size_t *done, size_t *nerr, char *err, size_t errlen)
 {
 	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 	if (fd < 0) {
@@ -426,12 +428,17 @@ static int open_output(const char *path, size_t *done, char *err, size_t errlen)
 	char buf[1 << 16];
 	off_t off = 0, keep = 0;
 	ssize_t n;
-	*done = 0;
+	char tail[2] = {0, 0}; /* the previous block's last two bytes */
+	*done = *nerr = 0;
 	while ((n = read(fd, buf, sizeof(buf))) > 0) {
 		for (const char *p = buf; (p = memchr(p, '\n', (size_t)(buf + n - p))); p++) {
 			++*done;
 			keep = off + (p - buf) + 1;
+			char q = p - buf >= 2 ? p[-2] : tail[p - buf];
+			*nerr += q == '"';
 		}
+		tail[0] = n >= 2 ? buf[n - 2] : tail[1];
+		tail[1] = buf[n - 1];
 		off += n;
 	}
 	if (n < 0 || ftruncate(fd, keep) || lseek(fd, keep, SEEK_SET) < 0) {
@@ -527,7 +534,7 @@ int tctl_cmd_replay(tctl_ctx *ctx, int argc, char **argv)
 	if (rc)
 		return rc;
 	char err[512];
-	size_t len, skip = 0;
+	size_t len, skip = 0, errors = 0;
 	int owned; /* 1: mapped, 2: malloc'd */
 	const char *in = map_input(o.log, &len, &owned, err, sizeof(err));
 	if (!in) {
@@ -535,7 +542,7 @@ int tctl_cmd_replay(tctl_ctx *ctx, int argc, char **argv)
 		return TCTL_EXIT_USAGE;
 	}
 	int fd = 1;
-	if (o.out && (fd = open_output(o.out, &skip, err, sizeof(err))) < 0) {
+	if (o.out && (fd = open_output(o.out, &skip, &errors, err, sizeof(err))) < 0) {
 		fprintf(stderr, "tensorctl replay: %s\n", err);
 		rc = TCTL_EXIT_IO;
 		goto unmap;
@@ -602,7 +609,7 @@ int tctl_cmd_replay(tctl_ctx *ctx, int argc, char **argv)
 	}
 	tctl_progress pg;
 	tctl_progress_start(&pg, o.progress < 0 ? isatty(2) : o.progress, total, skip);
-	size_t written = 0, errors = 0;
+	size_t written = 0;
 	int fatal = started == o.jobs ? 0 : TCTL_EXIT_IO;
 	bool stop = fatal != 0, interrupted = false;
 	const char *why = fatal ? "out of memory" : NULL;
