@@ -27,6 +27,8 @@ expect() {
 	local rc=$?
 	if [ "$rc" = "$want" ]; then ok; else
 		fail "tensorctl $* exited $rc, expected $want"; tail -5 "$DIR/err"; fi
+	if grep -q -E "Sanitizer|runtime error:" "$DIR/err"; then  # a sanitized build's report
+		fail "tensorctl $*: sanitizer report"; head -30 "$DIR/err"; fi
 }
 has() { if grep -q -- "$2" "$1"; then ok; else fail "$1 lacks '$2'"; head -5 "$1"; fi; }
 same() { if cmp -s "$1" "$2"; then ok; else fail "$1 and $2 differ"; diff "$1" "$2" | head -5; fi; }
@@ -137,6 +139,26 @@ for n in 0 1234 4999; do  # the same rows sent one by one with infer
 	expect 0 infer tiny "$DIR/one.json"
 	python3 -c "import json,sys; a=json.load(open(sys.argv[1])); b=json.loads(open(sys.argv[2]).readlines()[int(sys.argv[3])])['outputs']; assert a['sum']['data']==[b['sum']] and a['mean']['data']==[b['mean']], (a,b)" "$DIR/out" "$DIR/r1.jsonl" $n && ok || fail "replay line $n differs from infer"
 done
+
+# ---- replay: a batch axis inside the shape, a model without one, models mixed ----
+expect 0 load "$HERE/tensorctl/cols.json"
+expect 0 load "$HERE/tensorctl/fixed.json"
+cat >"$DIR/mix.jsonl" <<'EOF'
+{"id": 1, "model": "cols", "inputs": {"x": [[1, -2, 3], [-4, 5, 0.1]]}}
+{"id": 2, "model": "cols", "inputs": {"x": [[-1, 2, -3], [4, -5, 1e-3]]}}
+{"id": 3, "model": "fixed", "inputs": {"a": [1, -2, 3.25]}}
+{"id": 4, "model": "fixed", "inputs": {"a": [-1, 2, 1e30]}}
+{"inputs": {"x": [[0, 0, 0], [1, 1, 1]]}, "model": "cols", "other": [1, {"a": "}"}]}
+EOF
+cat >"$DIR/mix_want.jsonl" <<'EOF'
+{"id":1,"outputs":{"y":[[1,0,3],[0,5,0.100000001]],"z":[[2,-4,6],[-8,10,0.200000003]]}}
+{"id":2,"outputs":{"y":[[0,2,0],[4,0,0.00100000005]],"z":[[-2,4,-6],[8,-10,0.00200000009]]}}
+{"id":3,"outputs":{"r":[1,0,3.25]}}
+{"id":4,"outputs":{"r":[0,2,1.00000002e+30]}}
+{"outputs":{"y":[[0,0,0],[1,1,1]],"z":[[0,0,0],[2,2,2]]}}
+EOF
+expect 0 replay "$DIR/mix.jsonl"
+same "$DIR/mix_want.jsonl" "$DIR/out"
 
 # ---- replay: resumption ----
 expect 5 replay "$DIR/log.jsonl" -o "$DIR/r2.jsonl" --stop-after 1234 --batch 100
