@@ -175,6 +175,8 @@ static bool hist(tsd_client *c, double cnt[3], double sum[3])
 typedef struct window {
 	double thr, p50, t_start;
 	double cnt[3], sum[3]; /* stats at the window's start */
+	double *lat;	       /* the window's ok latencies, sorted */
+	size_t n;
 } window;
 
 /* Run one level (n connections; rate > 0 for open loop) and measure it into *lv. Returns an exit
@@ -209,8 +211,6 @@ static int run_level(bench *b, int n, double rate, long window_ms, double stabil
 	}
 	window win[64];
 	int nw = 0;
-	double *lat = NULL;
-	size_t lat_cap = 0;
 	long errors = 0, late0 = 0;
 	/* a warm-up of half a window, then windows */
 	struct timespec warm = {window_ms / 2000, (window_ms / 2 % 1000) * 1000000L};
@@ -218,6 +218,7 @@ static int run_level(bench *b, int n, double rate, long window_ms, double stabil
 		nanosleep(&warm, NULL);
 	for (; !rc && nw < max_windows && nw < 64; nw++) {
 		window *wd = &win[nw];
+		memset(wd, 0, sizeof(*wd));
 		wd->t_start = tctl_now();
 		late0 = nw ? late0 : atomic_load(&b->late);
 		if (!hist(b->ctx->c, wd->cnt, wd->sum))
@@ -230,35 +231,32 @@ static int run_level(bench *b, int n, double rate, long window_ms, double stabil
 		struct timespec d = {window_ms / 1000, (window_ms % 1000) * 1000000L}, zero = {0, 0};
 		nanosleep(&d, NULL);
 		double t_end = tctl_now();
-		size_t k = 0;
-		long oks = 0;
+		size_t cap = 0;
+		for (int i = 0; i < started; i++) {
+			pthread_mutex_lock(&ws[i].mu);
+			cap += ws[i].n + 64; /* room for what arrives while the others are read */
+			pthread_mutex_unlock(&ws[i].mu);
+		}
+		if (!(wd->lat = malloc((cap ? cap : 1) * sizeof(double)))) {
+			rc = TCTL_EXIT_IO;
+			break;
+		}
 		for (int i = 0; i < started; i++) {
 			bworker *w = &ws[i];
 			pthread_mutex_lock(&w->mu);
-			if (k + w->n > lat_cap) {
-				size_t cap = (k + w->n) * 2;
-				double *p = realloc(lat, cap * sizeof(*p));
-				if (p)
-					lat = p, lat_cap = cap;
-			}
-			for (size_t j = 0; lat_cap >= k + w->n && j < w->n; j++) {
+			for (size_t j = 0; j < w->n && wd->n < cap; j++) {
+				if (w->r[j].t_end > t_end)
+					break;
 				if (w->r[j].ok)
-					lat[k++] = w->r[j].lat, oks++;
+					wd->lat[wd->n++] = w->r[j].lat;
 				else
 					errors++;
 			}
 			pthread_mutex_unlock(&w->mu);
 		}
-		qsort(lat, k, sizeof(*lat), cmp_double);
-		wd->thr = (double)oks / (t_end - wd->t_start);
-		wd->p50 = pct(lat, k, 50);
-		lv->p90 = pct(lat, k, 90);
-		lv->p95 = pct(lat, k, 95);
-		lv->p99 = pct(lat, k, 99);
-		double s = 0;
-		for (size_t j = 0; j < k; j++)
-			s += lat[j];
-		lv->mean = k ? s / (double)k : NAN;
+		qsort(wd->lat, wd->n, sizeof(double), cmp_double);
+		wd->thr = (double)wd->n / (t_end - wd->t_start);
+		wd->p50 = pct(wd->lat, wd->n, 50);
 		if (sigtimedwait(sigs, NULL, &zero) > 0) {
 			*interrupted = true;
 			nw++;
@@ -291,13 +289,28 @@ static int run_level(bench *b, int n, double rate, long window_ms, double stabil
 		free(ws[i].r);
 		pthread_mutex_destroy(&ws[i].mu);
 	}
-	/* the level: the last window's percentiles; throughput and p50 the mean of up to three */
+	/* the level: the last three windows (or fewer) together */
 	int first = nw >= 3 ? nw - 3 : 0;
-	lv->thr = lv->p50 = 0;
+	size_t total = 0;
+	lv->thr = 0;
 	for (int q = first; q < nw; q++) {
 		lv->thr += win[q].thr / (nw - first);
-		lv->p50 += win[q].p50 / (nw - first);
+		total += win[q].n;
 	}
+	double *all = malloc((total ? total : 1) * sizeof(double)), sum_lat = 0;
+	size_t k = 0;
+	for (int q = first; all && q < nw; q++)
+		for (size_t j = 0; j < win[q].n; j++)
+			sum_lat += (all[k++] = win[q].lat[j]);
+	qsort(all, k, sizeof(double), cmp_double);
+	lv->p50 = pct(all, k, 50);
+	lv->p90 = pct(all, k, 90);
+	lv->p95 = pct(all, k, 95);
+	lv->p99 = pct(all, k, 99);
+	lv->mean = k ? sum_lat / (double)k : NAN;
+	free(all);
+	for (int q = 0; q < nw; q++)
+		free(win[q].lat);
 	double d[3];
 	for (int q = 0; q < 3; q++)
 		d[q] = have ? cnt[q] - win[first].cnt[q] : NAN;
@@ -307,7 +320,6 @@ static int run_level(bench *b, int n, double rate, long window_ms, double stabil
 	lv->errors = errors;
 	lv->windows = nw;
 	lv->late = atomic_load(&b->late) - late0;
-	free(lat);
 	free(ws);
 	return rc;
 }
@@ -378,9 +390,9 @@ static void print_level(FILE *f, const level *l, bool csv)
 			l->p99 * 1e3, l->mean * 1e3, l->queue_us, l->compute_us, l->batch, l->errors,
 			l->late, l->windows, l->stable);
 	else
-		fprintf(f, "%8g %10.1f %8.3f %8.3f %8.3f %8.3f %8.3f %9.1f %9.1f %6.1f %6ld %s\n",
+		fprintf(f, "%8g %10.1f %8.3f %8.3f %8.3f %8.3f %8.3f %9.1f %9.1f %6.1f %6ld %6ld %s\n",
 			l->x, l->thr, l->p50 * 1e3, l->p90 * 1e3, l->p95 * 1e3, l->p99 * 1e3,
-			l->mean * 1e3, l->queue_us, l->compute_us, l->batch, l->errors,
+			l->mean * 1e3, l->queue_us, l->compute_us, l->batch, l->errors, l->late,
 			l->stable ? "" : "(unstable)");
 }
 
@@ -477,9 +489,9 @@ int tctl_cmd_bench(tctl_ctx *ctx, int argc, char **argv)
 	sigaddset(&sigs, SIGINT);
 	sigaddset(&sigs, SIGTERM);
 	bool interrupted = false;
-	printf("%8s %10s %8s %8s %8s %8s %8s %9s %9s %6s %6s\n", rate_mode ? "rate" : "conc",
+	printf("%8s %10s %8s %8s %8s %8s %8s %9s %9s %6s %6s %6s\n", rate_mode ? "rate" : "conc",
 	       "req/s", "p50 ms", "p90 ms", "p95 ms", "p99 ms", "mean ms", "queue us", "comp us",
-	       "batch", "errors");
+	       "batch", "errors", "late");
 	int done = 0;
 	long errors = 0;
 	for (; done < nl && !interrupted && !rc; done++) {

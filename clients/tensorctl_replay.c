@@ -627,6 +627,8 @@ int tctl_cmd_replay(tctl_ctx *ctx, int argc, char **argv)
 			if (ts.tv_nsec >= 1000000000)
 				ts.tv_sec++, ts.tv_nsec -= 1000000000;
 			pthread_cond_timedwait(&rp.done, &rp.mu, &ts);
+			if (!stop && ck->state != SLOT_DONE && signalled(&sigs))
+				interrupted = stop = true; /* this chunk and those after are dropped */
 		}
 		pthread_mutex_unlock(&rp.mu);
 		if (!stop && ck->fatal) {
