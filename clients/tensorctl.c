@@ -88,7 +88,8 @@ int main(int argc, char **argv)
 			url_opt = argv[++i];
 		} else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) {
 			if (!tctl_parse_long(argv[++i], 0, 86400000, &timeout))
-				return tctl_usage(NULL, "--timeout %s: not milliseconds (0..86400000)",
+				return tctl_usage(NULL,
+						  "--timeout %s: not milliseconds (0..86400000)",
 						  argv[i]);
 		} else {
 			return tctl_usage(NULL, "unknown option %s", argv[i]);

@@ -75,8 +75,7 @@ bool tctl_inputs_raw(tctl_inputs *in, const char *name, const char *dtype, const
 		     void *data, size_t len, char *err, size_t errlen);
 
 /* Add the tensor of a .npy file (tensorctl_npy.c) under name. False with the reason in err. */
-bool tctl_inputs_npy(tctl_inputs *in, const char *name, const char *path, char *err,
-		     size_t errlen);
+bool tctl_inputs_npy(tctl_inputs *in, const char *name, const char *path, char *err, size_t errlen);
 
 /* Inputs from command arguments: INPUT.json (every tensor in it) or NAME=FILE.npy, any mix.
  * False with the reason in err. */

@@ -63,10 +63,10 @@ struct bench {
 	const char *model, *priority;
 	tctl_inputs in;
 	long rows;
-	double rate;	     /* > 0: open loop */
-	atomic_long next;    /* open loop: the next request's index */
-	double t0;	     /* open loop: the schedule's start */
-	atomic_long late;    /* open loop: started over 1 ms after their time */
+	double rate;	  /* > 0: open loop */
+	atomic_long next; /* open loop: the next request's index */
+	double t0;	  /* open loop: the schedule's start */
+	atomic_long late; /* open loop: started over 1 ms after their time */
 	atomic_bool stop;
 	tctl_ctx *ctx;
 };
@@ -228,7 +228,8 @@ static int run_level(bench *b, int n, double rate, long window_ms, double stabil
 			ws[i].n = 0;
 			pthread_mutex_unlock(&ws[i].mu);
 		}
-		struct timespec d = {window_ms / 1000, (window_ms % 1000) * 1000000L}, zero = {0, 0};
+		struct timespec d = {window_ms / 1000, (window_ms % 1000) * 1000000L},
+				zero = {0, 0};
 		nanosleep(&d, NULL);
 		double t_end = tctl_now();
 		size_t cap = 0;
@@ -266,9 +267,11 @@ static int run_level(bench *b, int n, double rate, long window_ms, double stabil
 			bool ok = true;
 			for (int q = nw - 2; q <= nw; q++)
 				for (int m = nw - 2; m <= nw; m++)
-					ok = ok && fabs(win[q].thr - win[m].thr) <=
-							   stability / 100 * win[m].thr &&
-					     fabs(win[q].p50 - win[m].p50) <= stability / 100 * win[m].p50;
+					ok = ok &&
+					     fabs(win[q].thr - win[m].thr) <=
+						     stability / 100 * win[m].thr &&
+					     fabs(win[q].p50 - win[m].p50) <=
+						     stability / 100 * win[m].p50;
 			if (ok) {
 				lv->stable = true;
 				nw++;
@@ -349,8 +352,7 @@ static int parse_levels(const char *s, double *v, int *n)
 }
 
 /* Every input of m with rows rows of small pseudo-random values. */
-static bool synth_inputs(const tctl_model *m, long rows, tctl_inputs *in, char *err,
-			 size_t errlen)
+static bool synth_inputs(const tctl_model *m, long rows, tctl_inputs *in, char *err, size_t errlen)
 {
 	uint32_t s = 12345;
 	for (int i = 0; i < m->nin; i++) {
@@ -371,12 +373,13 @@ static bool synth_inputs(const tctl_model *m, long rows, tctl_inputs *in, char *
 		}
 		for (size_t k = 0; k < numel; k++) {
 			s = s * 1664525u + 1013904223u;
-			double v = eng_dtype_is_float(p->dtype) ? (double)(s >> 8) / (1 << 24) * 2 - 1
-							       : (double)((s >> 28) % 2);
+			double v = eng_dtype_is_float(p->dtype)
+					   ? (double)(s >> 8) / (1 << 24) * 2 - 1
+					   : (double)((s >> 28) % 2);
 			tctl_value_store(p->dtype, v, data + k * es);
 		}
-		if (!tctl_inputs_raw(in, p->name, eng_dtype_name(p->dtype), shape, data,
-				     numel * es, err, errlen))
+		if (!tctl_inputs_raw(in, p->name, eng_dtype_name(p->dtype), shape, data, numel * es,
+				     err, errlen))
 			return false;
 	}
 	return true;
@@ -387,10 +390,11 @@ static void print_level(FILE *f, const level *l, bool csv)
 	if (csv)
 		fprintf(f, "%g,%.2f,%.2f,%.4f,%.4f,%.4f,%.4f,%.4f,%.1f,%.1f,%.2f,%ld,%ld,%ld,%d\n",
 			l->x, l->thr, l->rows_ps, l->p50 * 1e3, l->p90 * 1e3, l->p95 * 1e3,
-			l->p99 * 1e3, l->mean * 1e3, l->queue_us, l->compute_us, l->batch, l->errors,
-			l->late, l->windows, l->stable);
+			l->p99 * 1e3, l->mean * 1e3, l->queue_us, l->compute_us, l->batch,
+			l->errors, l->late, l->windows, l->stable);
 	else
-		fprintf(f, "%8g %10.1f %8.3f %8.3f %8.3f %8.3f %8.3f %9.1f %9.1f %6.1f %6ld %6ld %s\n",
+		fprintf(f,
+			"%8g %10.1f %8.3f %8.3f %8.3f %8.3f %8.3f %9.1f %9.1f %6.1f %6ld %6ld %s\n",
 			l->x, l->thr, l->p50 * 1e3, l->p90 * 1e3, l->p95 * 1e3, l->p99 * 1e3,
 			l->mean * 1e3, l->queue_us, l->compute_us, l->batch, l->errors, l->late,
 			l->stable ? "" : "(unstable)");
@@ -422,14 +426,16 @@ int tctl_cmd_bench(tctl_ctx *ctx, int argc, char **argv)
 				rc = tctl_usage("bench", "--batch %s: not in 1..4096", argv[i]);
 		} else if (!strcmp(a, "--window-ms") && has) {
 			if (!tctl_parse_long(argv[++i], 10, 600000, &window_ms))
-				rc = tctl_usage("bench", "--window-ms %s: not in 10..600000", argv[i]);
+				rc = tctl_usage("bench", "--window-ms %s: not in 10..600000",
+						argv[i]);
 		} else if (!strcmp(a, "--max-windows") && has) {
 			if (!tctl_parse_long(argv[++i], 3, 64, &max_windows))
 				rc = tctl_usage("bench", "--max-windows %s: not in 3..64", argv[i]);
 		} else if (!strcmp(a, "--stability") && has) {
 			stability = strtod(argv[++i], &end);
 			if (*end || !(stability > 0 && stability <= 100))
-				rc = tctl_usage("bench", "--stability %s: not a percentage", argv[i]);
+				rc = tctl_usage("bench", "--stability %s: not a percentage",
+						argv[i]);
 		} else if (a[0] == '-') {
 			rc = tctl_usage("bench", "unexpected argument %s", a);
 		} else if (!b.model) {
@@ -498,8 +504,8 @@ int tctl_cmd_bench(tctl_ctx *ctx, int argc, char **argv)
 		memset(&lv[done], 0, sizeof(level));
 		lv[done].x = rate_mode ? rl[done] : cl[done];
 		int conn = (int)(rate_mode ? cl[ncl - 1] : cl[done]);
-		rc = run_level(&b, conn, rate_mode ? rl[done] : 0, window_ms, stability, max_windows,
-			       &sigs, &lv[done], &interrupted);
+		rc = run_level(&b, conn, rate_mode ? rl[done] : 0, window_ms, stability,
+			       max_windows, &sigs, &lv[done], &interrupted);
 		lv[done].rows_ps = lv[done].thr * (double)b.rows;
 		print_level(stdout, &lv[done], false);
 		fflush(stdout);
@@ -509,9 +515,10 @@ int tctl_cmd_bench(tctl_ctx *ctx, int argc, char **argv)
 	if (csv) {
 		FILE *f = fopen(csv, "w");
 		if (f) {
-			fprintf(f, "%s,throughput_rps,throughput_rows_ps,p50_ms,p90_ms,p95_ms,p99_ms,"
-				   "mean_ms,server_queue_us,server_compute_us,server_batch,errors,"
-				   "late,windows,stable\n",
+			fprintf(f,
+				"%s,throughput_rps,throughput_rows_ps,p50_ms,p90_ms,p95_ms,p99_ms,"
+				"mean_ms,server_queue_us,server_compute_us,server_batch,errors,"
+				"late,windows,stable\n",
 				rate_mode ? "rate" : "concurrency");
 			for (int i = 0; i < done; i++) {
 				level l = lv[i];

@@ -91,8 +91,9 @@ void tctl_progress_update(tctl_progress *p, size_t done, const char *note, bool 
 		for (int i = 0; i < width; i++)
 			bar[i] = i < full ? '#' : '.';
 		bar[width] = '\0';
-		clock_text(rate > 0 ? (double)(p->total - (done < p->total ? done : p->total)) / rate
-				    : NAN,
+		clock_text(rate > 0
+				   ? (double)(p->total - (done < p->total ? done : p->total)) / rate
+				   : NAN,
 			   eta, sizeof(eta));
 		fprintf(stderr, "\r[%s] %3.0f%% %zu/%zu %.4g/s ETA %s %s\033[K", bar, 100 * f, done,
 			p->total, rate, eta, note ? note : "");

@@ -18,14 +18,17 @@ bool tctl_idx_read(const char *path, tsd_tensor *t, char *err, size_t errlen)
 	if (!f)
 		return FAIL("%s: %s", path, strerror(errno ? errno : ENOENT));
 	uint8_t h[4], d[4];
-	bool ok = gzread(f, h, 4) == 4 && h[0] == 0 && h[1] == 0 && h[3] >= 1 &&
-		  h[3] <= ENG_MAX_DIMS;
+	bool ok =
+		gzread(f, h, 4) == 4 && h[0] == 0 && h[1] == 0 && h[3] >= 1 && h[3] <= ENG_MAX_DIMS;
 	size_t numel = 1, es = 1;
 	if (!ok) {
 		gzclose(f);
 		return FAIL("idx: %s: not an IDX file", path);
 	}
-	t->dtype = h[2] == 0x08 ? ENG_U8 : h[2] == 0x0C ? ENG_I32 : h[2] == 0x0D ? ENG_F32 : ENG_DTYPE_COUNT;
+	t->dtype = h[2] == 0x08	  ? ENG_U8
+		   : h[2] == 0x0C ? ENG_I32
+		   : h[2] == 0x0D ? ENG_F32
+				  : ENG_DTYPE_COUNT;
 	if (t->dtype == ENG_DTYPE_COUNT) {
 		gzclose(f);
 		return FAIL("idx: %s: element type 0x%02x (only u8, i32, f32)", path, h[2]);
@@ -97,9 +100,9 @@ bool tctl_safetensors_read(const char *path, tctl_inputs *in, char *err, size_t 
 		const cJSON *off = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
 		tsd_tensor t = {0};
 		size_t numel = 1;
-		ok = cJSON_IsString(dt) && st_dtype(dt->valuestring, &t.dtype) && cJSON_IsArray(sh) &&
-		     cJSON_GetArraySize(sh) <= ENG_MAX_DIMS && cJSON_GetArraySize(off) == 2 &&
-		     strlen(e->string) <= TCTL_NAME_MAX;
+		ok = cJSON_IsString(dt) && st_dtype(dt->valuestring, &t.dtype) &&
+		     cJSON_IsArray(sh) && cJSON_GetArraySize(sh) <= ENG_MAX_DIMS &&
+		     cJSON_GetArraySize(off) == 2 && strlen(e->string) <= TCTL_NAME_MAX;
 		for (const cJSON *d = ok ? sh->child : NULL; ok && d; d = d->next) {
 			ok = cJSON_IsNumber(d) && d->valuedouble >= 0 && d->valuedouble < 1e12;
 			t.shape[t.ndim++] = ok ? (int64_t)d->valuedouble : 0;
@@ -110,15 +113,15 @@ bool tctl_safetensors_read(const char *path, tctl_inputs *in, char *err, size_t 
 		ok = ok && b >= 0 && x >= b && x <= (double)dlen &&
 		     (size_t)(x - b) == numel * eng_dtype_size(t.dtype);
 		if (!ok) {
-			snprintf(err, errlen, "%s: tensor %.128s: bad dtype, shape or offsets", path,
-				 e->string);
+			snprintf(err, errlen, "%s: tensor %.128s: bad dtype, shape or offsets",
+				 path, e->string);
 			break;
 		}
 		void *copy = malloc((size_t)(x - b) + 1);
 		char sh_text[160] = "";
 		for (int d = 0, n = 0; d < t.ndim; d++)
-			n += snprintf(sh_text + n, sizeof(sh_text) - (size_t)n, "%s%lld", d ? "," : "",
-				      (long long)t.shape[d]);
+			n += snprintf(sh_text + n, sizeof(sh_text) - (size_t)n, "%s%lld",
+				      d ? "," : "", (long long)t.shape[d]);
 		if (!copy) {
 			ok = false;
 			snprintf(err, errlen, "out of memory");

@@ -12,9 +12,9 @@ const char tctl_status_help[] =
 const char tctl_models_help[] =
 	"usage: tensorctl models\n\nThe loaded models: name, version, state, device, batching, "
 	"queue, inputs and outputs\n(NAME:DTYPE[SHAPE], -1 the batch dimension).\n";
-const char tctl_stats_help[] =
-	"usage: tensorctl stats\n\nThe daemon's statistics (docs/PROTOCOL.md, \"stats\") as JSON on "
-	"stdout.\n";
+const char tctl_stats_help[] = "usage: tensorctl stats\n\nThe daemon's statistics "
+			       "(docs/PROTOCOL.md, \"stats\") as JSON on "
+			       "stdout.\n";
 
 static int usage(const char *fmt, const char *arg)
 {
@@ -148,4 +148,3 @@ int tctl_cmd_stats(tctl_ctx *ctx, int argc, char **argv)
 	tsd_reply_free(r);
 	return rc;
 }
-

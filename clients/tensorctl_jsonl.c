@@ -118,7 +118,8 @@ bool tctl_jsonl_scan(const char *p, const char *end, tctl_line *l, char *err, si
 	else
 		for (;;) {
 			bool esc;
-			const char *k = p, *ke = p < end && *p == '"' ? str_end(p, end, &esc) : NULL;
+			const char *k = p,
+				   *ke = p < end && *p == '"' ? str_end(p, end, &esc) : NULL;
 			if (!ke)
 				return FAIL("malformed JSON at byte %zu (expected a key)",
 					    (size_t)(p - start));
@@ -253,9 +254,9 @@ static bool row_nested(rowp *r, int depth, int ndim, const int64_t *dims)
 		if (i) {
 			r->p = ws(r->p, r->end);
 			if (r->p == r->end || *r->p != ',')
-				return FAIL("inputs.%s: a list of %lld expected at depth %d, got %lld",
-					    r->port->name, (long long)dims[depth], depth,
-					    (long long)i);
+				return FAIL(
+					"inputs.%s: a list of %lld expected at depth %d, got %lld",
+					r->port->name, (long long)dims[depth], depth, (long long)i);
 			r->p++;
 		}
 		if (!row_nested(r, depth + 1, ndim, dims))
@@ -263,8 +264,8 @@ static bool row_nested(rowp *r, int depth, int ndim, const int64_t *dims)
 	}
 	r->p = ws(r->p, r->end);
 	if (r->p == r->end || *r->p != ']')
-		return FAIL("inputs.%s: a list of %lld expected at depth %d, got more", r->port->name,
-			    (long long)dims[depth], depth);
+		return FAIL("inputs.%s: a list of %lld expected at depth %d, got more",
+			    r->port->name, (long long)dims[depth], depth);
 	r->p++;
 	return true;
 }
@@ -286,8 +287,8 @@ bool tctl_jsonl_inputs(tctl_span inputs, const tctl_model *m, void *const *rows,
 		while (i < m->nin && !key_is(k, kn, m->in[i].name))
 			i++;
 		if (i == m->nin)
-			return FAIL("inputs.%.*s: not an input of model %s", (int)(kn < 128 ? kn : 128),
-				    k, m->name);
+			return FAIL("inputs.%.*s: not an input of model %s",
+				    (int)(kn < 128 ? kn : 128), k, m->name);
 		if (seen & (1ull << i))
 			return FAIL("inputs.%s: given twice", m->in[i].name);
 		p = ws(ke, end);

@@ -74,7 +74,8 @@ int tctl_models_fetch(tsd_client *c, tctl_model **ms, int *n)
 		tctl_model *x = &m[k];
 		if (!cJSON_IsString(nm) || strlen(nm->valuestring) >= sizeof(x->name) ||
 		    !ports_parse(cJSON_GetObjectItemCaseSensitive(e, "inputs"), x->in, &x->nin) ||
-		    !ports_parse(cJSON_GetObjectItemCaseSensitive(e, "outputs"), x->out, &x->nout)) {
+		    !ports_parse(cJSON_GetObjectItemCaseSensitive(e, "outputs"), x->out,
+				 &x->nout)) {
 			fprintf(stderr, "tensorctl: model.list: entry %d is malformed\n", k);
 			free(m);
 			tsd_reply_free(r);

@@ -32,8 +32,7 @@ static const char *dict_value(const char *h, const char *key)
 }
 
 /* The header dict h parsed into t's dtype and shape. */
-static bool parse_header(const char *h, tsd_tensor *t, const char *path, char *err,
-			 size_t errlen)
+static bool parse_header(const char *h, tsd_tensor *t, const char *path, char *err, size_t errlen)
 {
 	const char *d = dict_value(h, "descr"), *f = dict_value(h, "fortran_order"),
 		   *s = dict_value(h, "shape");
@@ -52,7 +51,8 @@ static bool parse_header(const char *h, tsd_tensor *t, const char *path, char *e
 			break;
 	}
 	if (k == sizeof(npy_types) / sizeof(npy_types[0]))
-		return FAIL("%s: dtype %.8s is not one of bool, uint8, <i4, <i8, <f2, <f4", path, d);
+		return FAIL("%s: dtype %.8s is not one of bool, uint8, <i4, <i8, <f2, <f4", path,
+			    d);
 	t->dtype = npy_types[k].dt;
 	if (*s != '(')
 		return FAIL("%s: bad shape", path);
@@ -143,7 +143,9 @@ bool tctl_npy_write(const char *path, const tsd_tensor *t, char *err, size_t err
 			 descr);
 	for (int d = 0; d < t->ndim; d++)
 		n += snprintf(dict + n, sizeof(dict) - (size_t)n, "%lld%s", (long long)t->shape[d],
-			      t->ndim == 1 ? "," : d + 1 < t->ndim ? ", " : "");
+			      t->ndim == 1	? ","
+			      : d + 1 < t->ndim ? ", "
+						: "");
 	n += snprintf(dict + n, sizeof(dict) - (size_t)n, "), }");
 	size_t total = 10 + (size_t)n + 1, pad = (64 - total % 64) % 64;
 	size_t hl = (size_t)n + pad + 1;

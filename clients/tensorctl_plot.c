@@ -53,7 +53,11 @@ static double ypos(const axis *a, double y)
 static void text(FILE *f, const char *s)
 {
 	for (; *s; s++)
-		fputs(*s == '&' ? "&amp;" : *s == '<' ? "&lt;" : *s == '>' ? "&gt;" : (char[2]){*s, 0}, f);
+		fputs(*s == '&'	  ? "&amp;"
+		      : *s == '<' ? "&lt;"
+		      : *s == '>' ? "&gt;"
+				  : (char[2]){*s, 0},
+		      f);
 }
 
 bool tctl_plot_svg(const char *path, const tctl_plot *p, char *err, size_t errlen)
@@ -69,10 +73,11 @@ bool tctl_plot_svg(const char *path, const tctl_plot *p, char *err, size_t errle
 		hi = p->x[i] > hi ? p->x[i] : hi;
 	}
 	axis ya[2] = {y_axis(p->s, p->ns, p->n, false), y_axis(p->s, p->ns, p->n, true)};
-	fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-		   "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-		   "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n"
-		   "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
+	fprintf(f,
+		"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+		"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+		"viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n"
+		"<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
 		W, H, W, H);
 	fprintf(f, "<text x=\"%d\" y=\"28\" text-anchor=\"middle\" font-size=\"16\">", W / 2);
 	text(f, p->title);
@@ -88,25 +93,29 @@ bool tctl_plot_svg(const char *path, const tctl_plot *p, char *err, size_t errle
 		for (double v = a->lo; v <= a->hi + a->step / 2; v += a->step) {
 			double y = ypos(a, v);
 			if (!side)
-				fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" "
-					   "stroke=\"#e4e4e4\"/>\n",
+				fprintf(f,
+					"<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" "
+					"stroke=\"#e4e4e4\"/>\n",
 					ML, y, W - MR, y);
 			fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"%s\">%g</text>\n",
 				side ? W - MR + 8 : ML - 8, y + 4, side ? "start" : "end", v);
 		}
-		fprintf(f, "<text transform=\"translate(%d,%d) rotate(-90)\" text-anchor=\"middle\">",
+		fprintf(f,
+			"<text transform=\"translate(%d,%d) rotate(-90)\" text-anchor=\"middle\">",
 			side ? W - 22 : 22, (MT + H - MB) / 2);
 		text(f, side ? p->yright : p->yleft);
 		fputs("</text>\n", f);
 	}
 	for (int i = 0; i < p->n; i++) {
 		double x = xpos(p, p->x[i], lo, hi);
-		fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#888\"/>\n"
-			   "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%g</text>\n",
+		fprintf(f,
+			"<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#888\"/>\n"
+			"<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%g</text>\n",
 			x, H - MB, x, H - MB + 5, x, H - MB + 20, p->x[i]);
 	}
-	fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" "
-		   "stroke=\"#444\"/>\n",
+	fprintf(f,
+		"<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" "
+		"stroke=\"#444\"/>\n",
 		ML, MT, W - ML - MR, H - MT - MB);
 	fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">", (ML + W - MR) / 2,
 		H - MB + 42);
@@ -119,16 +128,19 @@ bool tctl_plot_svg(const char *path, const tctl_plot *p, char *err, size_t errle
 			s->color, s->dashed ? " stroke-dasharray=\"6,4\"" : "");
 		for (int i = 0; i < p->n; i++)
 			if (isfinite(s->y[i]))
-				fprintf(f, "%.1f,%.1f ", xpos(p, p->x[i], lo, hi), ypos(a, s->y[i]));
+				fprintf(f, "%.1f,%.1f ", xpos(p, p->x[i], lo, hi),
+					ypos(a, s->y[i]));
 		fputs("\"/>\n", f);
 		for (int i = 0; i < p->n; i++)
 			if (isfinite(s->y[i]))
-				fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n",
+				fprintf(f,
+					"<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n",
 					xpos(p, p->x[i], lo, hi), ypos(a, s->y[i]), s->color);
 		/* legend: a row under the axis label */
 		int lx = ML + k * ((W - ML - MR) / (p->ns ? p->ns : 1)), ly = H - 30;
-		fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" "
-			   "stroke-width=\"2\"%s/>\n<text x=\"%d\" y=\"%d\">",
+		fprintf(f,
+			"<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" "
+			"stroke-width=\"2\"%s/>\n<text x=\"%d\" y=\"%d\">",
 			lx, ly, lx + 24, ly, s->color, s->dashed ? " stroke-dasharray=\"6,4\"" : "",
 			lx + 30, ly + 4);
 		text(f, s->name);

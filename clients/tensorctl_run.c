@@ -21,7 +21,8 @@ const char tctl_infer_help[] =
 	"usage: tensorctl infer MODEL INPUT... [--out-dir DIR] [--priority P] [--timeout-ms MS]\n"
 	"       tensorctl infer MODEL --raw FILE --name X [--dtype DT] --shape 1,4\n"
 	"\n"
-	"Run a model once. Each INPUT is INPUT.json ({\"x\": {\"dtype\", \"shape\", \"data\"}, ...},\n"
+	"Run a model once. Each INPUT is INPUT.json ({\"x\": {\"dtype\", \"shape\", \"data\"}, "
+	"...},\n"
 	"every tensor in it) or NAME=FILE.npy (a NumPy array, C order, little-endian; bool,\n"
 	"uint8, int32, int64, float16, float32). Outputs: printed as JSON, or written as\n"
 	"DIR/OUTPUT.npy with --out-dir (the paths printed). --priority: realtime, normal, bulk.\n";
@@ -171,7 +172,8 @@ static int run_args(const char *cmd, int argc, char **argv, tctl_inputs *in, run
 			*opt = argv[++i];
 		} else if (!strcmp(a, "--timeout-ms") && i + 1 < argc) {
 			if (!tctl_parse_long(argv[++i], 0, 3600000, &o->timeout_ms))
-				return tctl_usage(cmd, "--timeout-ms %s: not in 0..3600000", argv[i]);
+				return tctl_usage(cmd, "--timeout-ms %s: not in 0..3600000",
+						  argv[i]);
 		} else if (a[0] == '-') {
 			return tctl_usage(cmd, "unexpected argument %s", a);
 		} else if (!tctl_inputs_arg(in, a, err, sizeof(err))) {
@@ -278,7 +280,8 @@ int tctl_cmd_save(tctl_ctx *ctx, int argc, char **argv)
 			return tctl_usage("save", "unexpected argument %s", argv[i]);
 	}
 	if (!name || !path == !dir)
-		return tctl_usage("save", "needs NAME and one of PATH.safetensors or --out-dir DIR");
+		return tctl_usage("save",
+				  "needs NAME and one of PATH.safetensors or --out-dir DIR");
 	cJSON *h = cJSON_CreateObject();
 	cJSON_AddStringToObject(h, "verb", "model.save");
 	cJSON_AddStringToObject(h, "name", name);

@@ -294,9 +294,9 @@ cJSON *tctl_tensor_json(const tsd_tensor *t)
 		ok = cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)t->shape[d]));
 	size_t es = eng_dtype_size(t->dtype), numel = es ? t->nbytes / es : 0;
 	for (size_t i = 0; ok && i < numel; i++)
-		ok = cJSON_AddItemToArray(
-			data,
-			cJSON_CreateNumber(tctl_value_load(t->dtype, (const uint8_t *)t->data + i * es)));
+		ok = cJSON_AddItemToArray(data,
+					  cJSON_CreateNumber(tctl_value_load(
+						  t->dtype, (const uint8_t *)t->data + i * es)));
 	if (!ok) {
 		cJSON_Delete(o);
 		if (!o) {
@@ -324,8 +324,7 @@ cJSON *tctl_json_file(const char *path, char *err, size_t errlen)
 	return j;
 }
 
-bool tctl_inputs_npy(tctl_inputs *in, const char *name, const char *path, char *err,
-		     size_t errlen)
+bool tctl_inputs_npy(tctl_inputs *in, const char *name, const char *path, char *err, size_t errlen)
 {
 	tsd_tensor t;
 	if (!tctl_npy_read(path, &t, err, errlen))

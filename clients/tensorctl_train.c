@@ -43,8 +43,13 @@ typedef struct train_opts {
 
 static int parse_opts(int argc, char **argv, train_opts *o)
 {
-	*o = (train_opts){.target = "target", .steps = 100, .batch = 32, .log_every = -1,
-			  .seed = 1, .scale = NAN, .progress = -1};
+	*o = (train_opts){.target = "target",
+			  .steps = 100,
+			  .batch = 32,
+			  .log_every = -1,
+			  .seed = 1,
+			  .scale = NAN,
+			  .progress = -1};
 	for (int i = 0; i < argc; i++) {
 		const char *a = argv[i];
 		bool has = i + 1 < argc;
@@ -116,8 +121,10 @@ static bool load_data(const train_opts *o, const tctl_model *m, tctl_inputs *ds,
 		else if (unnamed++ == m->nin)
 			snprintf(name, sizeof(name), "%s", o->target);
 		else {
-			snprintf(err, errlen, "--data %s: the model has %d inputs and a target; name "
-					      "the tensor (NAME=FILE)", arg, m->nin);
+			snprintf(err, errlen,
+				 "--data %s: the model has %d inputs and a target; name "
+				 "the tensor (NAME=FILE)",
+				 arg, m->nin);
 			return false;
 		}
 		tsd_tensor t;
@@ -182,7 +189,8 @@ int tctl_cmd_train(tctl_ctx *ctx, int argc, char **argv)
 		goto out;
 	}
 	if (!m->trainable) {
-		fprintf(stderr, "tensorctl train: model %s was loaded without \"train\"\n", o.model);
+		fprintf(stderr, "tensorctl train: model %s was loaded without \"train\"\n",
+			o.model);
 		rc = TCTL_EXIT_USAGE;
 		goto out;
 	}
@@ -219,7 +227,8 @@ int tctl_cmd_train(tctl_ctx *ctx, int argc, char **argv)
 			const tctl_port *p = &m->in[i];
 			if (p->batch_axis != 0 || p->row_numel != c->row) {
 				fprintf(stderr,
-					"tensorctl train: %s: a sample has %zu elements, the input's "
+					"tensorctl train: %s: a sample has %zu elements, the "
+					"input's "
 					"row %zu (the batch axis must come first)\n",
 					name, c->row, p->row_numel);
 				rc = TCTL_EXIT_USAGE;
@@ -288,15 +297,18 @@ int tctl_cmd_train(tctl_ctx *ctx, int argc, char **argv)
 				column *cl = &cols[c];
 				size_t ies = eng_dtype_size(cl->src->dtype),
 				       oes = eng_dtype_size(cl->out.dtype);
-				const uint8_t *src = (const uint8_t *)cl->src->data + s * cl->row * ies;
+				const uint8_t *src =
+					(const uint8_t *)cl->src->data + s * cl->row * ies;
 				uint8_t *dst = (uint8_t *)cl->out.data + (size_t)b * cl->row * oes;
 				if (cl->src->dtype == cl->out.dtype && cl->scale == 1)
 					memcpy(dst, src, cl->row * oes);
 				else
 					for (size_t e = 0; e < cl->row; e++)
-						tctl_value_store(cl->out.dtype,
-								 cl->scale * tctl_value_load(cl->src->dtype, src + e * ies),
-								 dst + e * oes);
+						tctl_value_store(
+							cl->out.dtype,
+							cl->scale * tctl_value_load(cl->src->dtype,
+										    src + e * ies),
+							dst + e * oes);
 			}
 		}
 		cJSON *h = cJSON_CreateObject();
