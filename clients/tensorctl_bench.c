@@ -459,11 +459,17 @@ int tctl_cmd_bench(tctl_ctx *ctx, int argc, char **argv)
 		rc = tctl_usage("bench", "--concurrency: at most 1024");
 	tctl_model *ms = NULL;
 	int nms = 0;
-	if (!rc && !b.in.n && !(rc = tctl_models_fetch(ctx->c, &ms, &nms))) {
+	if (!rc && !(rc = tctl_models_fetch(ctx->c, &ms, &nms))) {
 		const tctl_model *m = tctl_model_find(ms, nms, b.model, strlen(b.model));
 		if (!m) {
 			fprintf(stderr, "tensorctl bench: unknown_model: no model %s\n", b.model);
 			rc = TCTL_EXIT_DAEMON;
+		} else if (b.in.n) { /* rows/s: the given inputs' batch size */
+			for (int i = 0; i < b.in.n; i++)
+				if (!strcmp(b.in.t[i].name, m->in[0].name) &&
+				    m->in[0].batch_axis >= 0 &&
+				    m->in[0].batch_axis < b.in.t[i].ndim)
+					b.rows = (long)b.in.t[i].shape[m->in[0].batch_axis];
 		} else if (!synth_inputs(m, b.rows, &b.in, err, sizeof(err))) {
 			fprintf(stderr, "tensorctl bench: %s\n", err);
 			rc = TCTL_EXIT_USAGE;

@@ -1,5 +1,6 @@
 /* tensorctl_jsonl.c: replay's hand-written JSON Lines reader and writer: a log line's top-level
  * fields, its input rows parsed into the batch's buffers, output rows formatted without cJSON. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -223,6 +224,17 @@ static bool row_number(rowp *r)
 			memcpy(tok, p, n);
 			tok[n] = '\0';
 			v = strtod(tok, NULL);
+			if (dt == ENG_I64 && !strpbrk(tok, ".eE")) { /* exact past 2^53 */
+				char *end;
+				errno = 0;
+				long long x = strtoll(tok, &end, 10);
+				if (errno || *end)
+					return FAIL("inputs.%s[%zu]: %s is not a value of int64",
+						    r->port->name, r->k, tok);
+				memcpy(r->dst + r->k++ * 8, &x, 8);
+				r->p = e;
+				return true;
+			}
 		}
 	}
 	if (dt == ENG_F32 && isfinite(v)) {
