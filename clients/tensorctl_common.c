@@ -76,6 +76,17 @@ static void clock_text(double s, char *buf, size_t cap)
 		snprintf(buf, cap, "%ld:%02ld", t / 60, t % 60);
 }
 
+/* r per second as "950.0", "419.3k" or "1.47M". */
+static void rate_text(double r, char *buf, size_t cap)
+{
+	if (r >= 1e6)
+		snprintf(buf, cap, "%.2fM", r / 1e6);
+	else if (r >= 1e3)
+		snprintf(buf, cap, "%.1fk", r / 1e3);
+	else
+		snprintf(buf, cap, "%.1f", r);
+}
+
 void tctl_progress_update(tctl_progress *p, size_t done, const char *note, bool force)
 {
 	double now = tctl_now();
@@ -83,8 +94,9 @@ void tctl_progress_update(tctl_progress *p, size_t done, const char *note, bool 
 		return;
 	p->last = now;
 	double el = now - p->t0, rate = el > 0 ? (double)(done - p->base) / el : 0;
-	char eta[32], bar[32];
+	char eta[32], bar[32], rt[32];
 	const int width = 24;
+	rate_text(rate, rt, sizeof(rt));
 	if (p->total) {
 		double f = done >= p->total ? 1 : (double)done / (double)p->total;
 		int full = (int)(f * width);
@@ -95,11 +107,11 @@ void tctl_progress_update(tctl_progress *p, size_t done, const char *note, bool 
 				   ? (double)(p->total - (done < p->total ? done : p->total)) / rate
 				   : NAN,
 			   eta, sizeof(eta));
-		fprintf(stderr, "\r[%s] %3.0f%% %zu/%zu %.4g/s ETA %s %s\033[K", bar, 100 * f, done,
-			p->total, rate, eta, note ? note : "");
+		fprintf(stderr, "\r[%s] %3.0f%% %zu/%zu %s/s ETA %s %s\033[K", bar, 100 * f, done,
+			p->total, rt, eta, note ? note : "");
 	} else {
 		clock_text(el, eta, sizeof(eta));
-		fprintf(stderr, "\r%zu %.4g/s %s %s\033[K", done, rate, eta, note ? note : "");
+		fprintf(stderr, "\r%zu %s/s %s %s\033[K", done, rt, eta, note ? note : "");
 	}
 	fflush(stderr);
 }
