@@ -66,6 +66,10 @@ static const char *num_end(const char *p, const char *end)
 	return p;
 }
 
+/* The bytes value_end stops at inside objects and lists. */
+static const bool special[256] =
+	{['"'] = true, ['{'] = true, ['}'] = true, ['['] = true, [']'] = true};
+
 /* The end of the value at p: strings, numbers and literals exactly, objects and arrays by
  * bracket depth (their contents checked later, or by cJSON for an id). NULL when malformed. */
 static const char *value_end(const char *p, const char *end)
@@ -78,6 +82,10 @@ static const char *value_end(const char *p, const char *end)
 	if (*p == '{' || *p == '[') {
 		int depth = 0;
 		for (; p < end; p++) {
+			while (p < end && !special[(unsigned char)*p])
+				p++;
+			if (p == end)
+				break;
 			if (*p == '"') {
 				if (!(p = str_end(p, end, &esc)))
 					return NULL;
@@ -193,15 +201,24 @@ static bool row_number(rowp *r)
 	double v;
 	if (r->k >= r->port->row_numel)
 		return FAIL("inputs.%s: more values than a row holds", r->port->name);
-	if ((e = value_end(p, r->end)) && (*p == 't' || *p == 'f')) {
+	if (p < r->end && (*p == 't' || *p == 'f')) {
+		if (!(e = value_end(p, r->end))) /* "true" or "false" */
+			return FAIL("inputs.%s[%zu]: not a number", r->port->name, r->k);
 		v = *p == 't';
-	} else if (!e || !(*p == '-' || (*p >= '0' && *p <= '9'))) {
+	} else if (p == r->end || !(*p == '-' || (*p >= '0' && *p <= '9'))) {
 		return FAIL("inputs.%s[%zu]: not a number", r->port->name, r->k);
 	} else {
-		const char *q = p + (*p == '-');
+		const char *q = p + (*p == '-'), *d0 = q;
 		int64_t iv = 0;
-		while (q < e && *q >= '0' && *q <= '9' && q - p < 18)
+		while (q < r->end && *q >= '0' && *q <= '9' && q - d0 < 17)
 			iv = iv * 10 + (*q++ - '0');
+		e = q;
+		if (q == d0)
+			return FAIL("inputs.%s[%zu]: not a number", r->port->name, r->k);
+		if (q < r->end &&
+		    (*q == '.' || *q == 'e' || *q == 'E' || (*q >= '0' && *q <= '9')) &&
+		    !(e = num_end(p, r->end)))
+			return FAIL("inputs.%s[%zu]: not a number", r->port->name, r->k);
 		if (q == e) { /* an integer of at most 17 digits */
 			iv = *p == '-' ? -iv : iv;
 			if (dt == ENG_I32 && iv >= INT32_MIN && iv <= INT32_MAX) {
@@ -431,6 +448,19 @@ static size_t fmt_elem(char *p, eng_dtype dt, const uint8_t *src)
 		}
 		if (v == (double)(int64_t)v && fabs(v) < 1e9 && (v != 0 || !signbit(v)))
 			return fmt_int(p, (int64_t)v); /* what %.9g prints for these */
+		if (dt == ENG_F32 && fabs(v) < 1e5 && v * 8 == (double)(int64_t)(v * 8)) {
+			/* eighths (x.5, x.25, ...): at most 8 digits, exact, as %.9g prints them */
+			static const char *const frac[8] = {"",	 "125", "25", "375",
+							    "5", "625", "75", "875"};
+			int64_t e8 = (int64_t)(fabs(v) * 8);
+			size_t n = 0;
+			if (v < 0)
+				p[n++] = '-';
+			n += fmt_int(p + n, e8 / 8);
+			p[n++] = '.';
+			memcpy(p + n, frac[e8 % 8], strlen(frac[e8 % 8]));
+			return n + strlen(frac[e8 % 8]);
+		}
 		return (size_t)snprintf(p, 32, dt == ENG_F16 ? "%.5g" : "%.9g", v);
 	}
 	}
