@@ -216,6 +216,19 @@ else
 	echo "SKIP: train (no Fashion-MNIST in $F)"
 fi
 expect 2 train fmnist --data "$DIR/nonexistent.gz"
+expect 2 train tiny --data "$DIR/ids.npy"  # not trainable
+python3 - "$DIR/ds.safetensors" <<'EOF'  # 10 samples: x float32 [10, 784], label int64 [10]
+import json, struct, sys
+x = struct.pack('<7840f', *[(i % 784) / 784.0 for i in range(7840)])
+y = struct.pack('<10q', *[i % 10 for i in range(10)])
+h = json.dumps({"x": {"dtype": "F32", "shape": [10, 784], "data_offsets": [0, len(x)]},
+                "label": {"dtype": "I64", "shape": [10], "data_offsets": [len(x), len(x) + len(y)]},
+                "__metadata__": {"what": "test"}}).encode()
+open(sys.argv[1], 'wb').write(struct.pack('<Q', len(h)) + h + x + y)
+EOF
+expect 0 train fmnist --data "$DIR/ds.safetensors" --target label --steps 4 --batch 5 --lr 0.05
+has "$DIR/out" "step 4 loss"
+has "$DIR/err" "train: 4 steps of 5 samples (dataset 10)"
 expect 0 save fmnist w.safetensors
 [ -f "$DIR/models/w.safetensors" ] && ok || fail "save PATH wrote nothing"
 mkdir -p "$DIR/sv"
