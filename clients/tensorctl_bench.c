@@ -36,8 +36,8 @@ const char tctl_bench_help[] =
 	"  --plot FILE.svg       latency percentiles and throughput against the levels\n"
 	"Per level: throughput (requests/s, rows/s), latency p50 p90 p95 p99 and mean (ms, at the\n"
 	"client), the daemon's mean queue and compute time per request (stats deltas), errors.\n"
-	"SIGINT stops after the current level (its results kept, exit 5). Exit 4 when a request\n"
-	"failed, 3 when none could be sent.\n";
+	"SIGINT stops after the current window (the level so far kept, exit 5). Exit 4 when\n"
+	"a request failed, 3 when none could be sent.\n";
 
 #define MAX_LEVELS 32
 

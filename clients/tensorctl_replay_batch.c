@@ -21,7 +21,9 @@ static bool scratch_fit(worker *w, size_t n)
 
 static size_t run_cap(const replay *rp, const tctl_model *m, size_t left)
 {
-	size_t cap = m->batched ? (size_t)(rp->batch ? rp->batch : m->batch_max) : 1;
+	size_t cap = !m->batched			     ? 1
+		     : rp->batch && rp->batch < m->batch_max ? (size_t)rp->batch
+							     : (size_t)m->batch_max;
 	return cap < left ? cap : left;
 }
 
