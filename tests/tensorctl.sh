@@ -39,10 +39,13 @@ cat >"$DIR/tensord.json" <<EOF
 {"listen": ["ipc://$DIR/s.sock"], "models_dir": "$DIR/models", "cache_dir": "$DIR/cache",
  "log_level": "warn"}
 EOF
-"$TSD" --config "$DIR/tensord.json" 2>"$DIR/tensord.log" &
-PID=$!
+start_daemon() {
+	"$TSD" --config "$DIR/tensord.json" 2>>"$DIR/tensord.log" &
+	PID=$!
+	for _ in $(seq 100); do "$CTL" status >/dev/null 2>&1 && break; sleep 0.1; done
+}
 export TENSORD_URL="ipc://$DIR/s.sock"
-for _ in $(seq 100); do "$CTL" status >/dev/null 2>&1 && break; sleep 0.1; done
+start_daemon
 
 # ---- help, usage errors, exit codes ----
 expect 0 --help
@@ -183,6 +186,19 @@ rc=$?
 expect 4 replay "$DIR/big.jsonl" -o "$DIR/r4.jsonl"
 same "$DIR/big_want.jsonl" "$DIR/r4.jsonl"
 expect 3 --url "ipc://$DIR/nobody.sock" replay "$DIR/log.jsonl"
+# the daemon killed under a replay: exit 3 with complete lines only; resumed once it is back
+"$CTL" --timeout 5000 replay "$DIR/big.jsonl" -o "$DIR/r5.jsonl" --batch 4 --jobs 2 2>"$DIR/err" &
+RP=$!
+sleep 0.5
+kill -KILL "$PID"
+wait "$PID" 2>/dev/null
+wait $RP
+rc=$?
+{ [ $rc = 3 ] || [ $rc = 4 ]; } && ok || fail "replay with the daemon killed exited $rc"
+start_daemon
+expect 0 load "$HERE/tensorctl/tiny.json"
+expect 4 replay "$DIR/big.jsonl" -o "$DIR/r5.jsonl"
+same "$DIR/big_want.jsonl" "$DIR/r5.jsonl"
 
 # ---- bench: CSV and SVG (shape, not timings) ----
 expect 0 bench tiny --concurrency 1:2 --window-ms 50 --max-windows 3 --csv "$DIR/b.csv" --plot "$DIR/b.svg"
