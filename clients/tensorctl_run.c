@@ -8,10 +8,13 @@
 
 const char tctl_load_help[] =
 	"usage: tensorctl load SPEC.json [--weights FILE.safetensors] [--upload FILE.safetensors]\n"
-	"                      [PARAM=FILE.npy ...]\n"
+	"                      [PARAM=FILE.npy ...] [--name NAME]\n"
+	"       tensorctl load GRAPH.json --name NAME [--upload FILE.safetensors] ...\n"
 	"\n"
 	"Load (or hot-swap) a model. SPEC.json is the model.load object of docs/PROTOCOL.md\n"
-	"(name, graph, weights, inputs, outputs, device, batching, train).\n"
+	"(name, graph, weights, inputs, outputs, device, batching, train); GRAPH.json a bare\n"
+	"graph ({\"nodes\", \"outputs\"}) loaded with the daemon's default batching.\n"
+	"  --name NAME      the model's name (over the spec's)\n"
 	"  --weights FILE   a safetensors file the daemon reads, relative to its models_dir\n"
 	"  --upload FILE    a safetensors file read here, its tensors sent with the request\n"
 	"  PARAM=FILE.npy   one param's weights read here and sent (these win over the file's)\n";
@@ -70,13 +73,15 @@ static int print_loaded(const tsd_reply *r, const char *arg)
 
 int tctl_cmd_load(tctl_ctx *ctx, int argc, char **argv)
 {
-	const char *spec = NULL, *weights = NULL;
+	const char *spec = NULL, *weights = NULL, *name = NULL;
 	tctl_inputs in = {0};
 	char err[512];
 	int rc = 0;
 	for (int i = 0; i < argc && !rc; i++) {
 		if (!strcmp(argv[i], "--weights") && i + 1 < argc) {
 			weights = argv[++i];
+		} else if (!strcmp(argv[i], "--name") && i + 1 < argc) {
+			name = argv[++i];
 		} else if (!strcmp(argv[i], "--upload") && i + 1 < argc) {
 			if (!tctl_safetensors_read(argv[++i], &in, err, sizeof(err))) {
 				fprintf(stderr, "tensorctl load: %s\n", err);
@@ -100,15 +105,28 @@ int tctl_cmd_load(tctl_ctx *ctx, int argc, char **argv)
 		fprintf(stderr, "tensorctl load: %s\n", err);
 		rc = TCTL_EXIT_USAGE;
 	}
+	if (!rc && cJSON_GetObjectItemCaseSensitive(h, "nodes")) { /* a bare graph */
+		cJSON *g = h;
+		h = cJSON_CreateObject();
+		cJSON_AddItemToObject(h, "graph", g);
+		if (!name)
+			rc = tctl_usage("load", "%s is a graph: give the model's --name", spec);
+	}
 	if (!rc) {
 		cJSON_DeleteItemFromObjectCaseSensitive(h, "verb");
 		cJSON_AddStringToObject(h, "verb", "model.load");
+		if (name) {
+			cJSON_DeleteItemFromObjectCaseSensitive(h, "name");
+			cJSON_AddStringToObject(h, "name", name);
+		}
 		if (weights) {
 			cJSON_DeleteItemFromObjectCaseSensitive(h, "weights");
 			cJSON_AddStringToObject(h, "weights", weights);
 		}
 		rc = send_owned(ctx->c, h, &in, print_loaded, NULL);
+		h = NULL;
 	}
+	cJSON_Delete(h);
 	tctl_inputs_free(&in);
 	return rc;
 }

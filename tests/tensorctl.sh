@@ -252,6 +252,14 @@ expect 0 save fmnist --out-dir "$DIR/sv"
 [ -f "$DIR/sv/w.npy" ] && [ -f "$DIR/sv/b.npy" ] && ok || fail "save --out-dir"
 expect 0 load "$HERE/tensorctl/fmnist.json" --upload "$DIR/models/w.safetensors"
 has "$DIR/out" "version 2"
+python3 -c "import json,sys; json.dump(json.load(open(sys.argv[1]))['graph'], open(sys.argv[2], 'w'))" \
+	"$HERE/tensorctl/fmnist.json" "$DIR/graph.json"
+expect 2 load "$DIR/graph.json" --upload "$DIR/models/w.safetensors"
+expect 0 load "$DIR/graph.json" --name bare --upload "$DIR/models/w.safetensors"
+python3 "$HERE/tensorctl/npy.py" "$DIR/x.npy" '<f4' 3,784 0.5
+expect 0 infer bare "x=$DIR/x.npy"
+tr -d ' \t\n' <"$DIR/out" >"$DIR/out1"
+has "$DIR/out1" '"y":{"dtype":"float32","shape":\[3,10\]'
 expect 0 unload fmnist
 expect 1 unload fmnist
 expect 2 save fmnist
