@@ -1,5 +1,6 @@
 /* tensorctl_jsonl.c: replay's hand-written JSON Lines reader and writer: a log line's top-level
  * fields, its input rows parsed into the batch's buffers, output rows formatted without cJSON. */
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -30,8 +31,12 @@ static const char *str_end(const char *p, const char *end, bool *esc)
 			return NULL;
 		if (c == '\\') {
 			*esc = true;
-			if (++p == end || !strchr("\"\\/bfnrtu", *p))
+			if (++p == end || !*p || !strchr("\"\\/bfnrtu", *p))
 				return NULL;
+			for (int k = 0; *p == 'u' && k < 4; k++)
+				if (p + 1 + k >= end || !isxdigit((unsigned char)p[1 + k]))
+					return NULL;
+			p += *p == 'u' ? 4 : 0;
 		}
 	}
 	return NULL;
@@ -107,6 +112,39 @@ static const char *value_end(const char *p, const char *end)
 	return num_end(p, end);
 }
 
+/* The end of the JSON value at p checked strictly (objects and lists too, up to 64 deep), or
+ * NULL. */
+static const char *valid_end(const char *p, const char *end, int depth)
+{
+	if (p == end || depth > 64)
+		return NULL;
+	if (*p != '{' && *p != '[')
+		return value_end(p, end);
+	char close = *p == '{' ? '}' : ']';
+	p = ws(p + 1, end);
+	if (p < end && *p == close)
+		return p + 1;
+	for (;;) {
+		if (close == '}') {
+			bool esc;
+			if (p == end || *p != '"' || !(p = str_end(p, end, &esc)))
+				return NULL;
+			p = ws(p, end);
+			if (p == end || *p != ':')
+				return NULL;
+			p = ws(p + 1, end);
+		}
+		if (!(p = valid_end(p, end, depth + 1)))
+			return NULL;
+		p = ws(p, end);
+		if (p < end && *p == close)
+			return p + 1;
+		if (p == end || *p != ',')
+			return NULL;
+		p = ws(p + 1, end);
+	}
+}
+
 static bool key_is(const char *k, size_t n, const char *want)
 {
 	return strlen(want) == n && !memcmp(k, want, n);
@@ -136,12 +174,15 @@ bool tctl_jsonl_scan(const char *p, const char *end, tctl_line *l, char *err, si
 			if (p == end || *p != ':')
 				return FAIL("malformed JSON at byte %zu (expected ':')",
 					    (size_t)(p - start));
-			const char *v = ws(p + 1, end), *ve = value_end(v, end);
+			k++;
+			size_t kn = (size_t)(ke - k) - 1;
+			/* inputs are checked as they are parsed; the rest strictly here */
+			const char *v = ws(p + 1, end), *ve = key_is(k, kn, "inputs")
+								      ? value_end(v, end)
+								      : valid_end(v, end, 0);
 			if (!ve)
 				return FAIL("malformed JSON at byte %zu (a bad value)",
 					    (size_t)(v - start));
-			k++;
-			size_t kn = (size_t)(ke - k) - 1;
 			if (key_is(k, kn, "id")) {
 				l->id = (tctl_span){v, (size_t)(ve - v)};
 			} else if (key_is(k, kn, "model")) {
@@ -149,7 +190,7 @@ bool tctl_jsonl_scan(const char *p, const char *end, tctl_line *l, char *err, si
 					return FAIL("model: not a model name string");
 				l->model = (tctl_span){v + 1, (size_t)(ve - v) - 2};
 			} else if (key_is(k, kn, "inputs")) {
-				if (*v != '{')
+				if (*v != '{' || ve[-1] != '}') /* the inside is parsed later */
 					return FAIL("inputs: not an object");
 				l->inputs = (tctl_span){v, (size_t)(ve - v)};
 			}
@@ -167,12 +208,6 @@ bool tctl_jsonl_scan(const char *p, const char *end, tctl_line *l, char *err, si
 		}
 	if (ws(p, end) != end)
 		return FAIL("malformed JSON: text after the object");
-	if (l->id.p && (*l->id.p == '{' || *l->id.p == '[')) { /* check what is echoed */
-		cJSON *j = cJSON_ParseWithLength(l->id.p, l->id.n);
-		cJSON_Delete(j);
-		if (!j)
-			return FAIL("id: malformed JSON");
-	}
 	if (!l->model.p)
 		return FAIL("no \"model\"");
 	if (!l->inputs.p)
@@ -213,7 +248,7 @@ static bool row_number(rowp *r)
 		while (q < r->end && *q >= '0' && *q <= '9' && q - d0 < 17)
 			iv = iv * 10 + (*q++ - '0');
 		e = q;
-		if (q == d0)
+		if (q == d0 || (*d0 == '0' && q - d0 > 1))
 			return FAIL("inputs.%s[%zu]: not a number", r->port->name, r->k);
 		if (q < r->end &&
 		    (*q == '.' || *q == 'e' || *q == 'E' || (*q >= '0' && *q <= '9')) &&
@@ -338,10 +373,13 @@ bool tctl_jsonl_inputs(tctl_span inputs, const tctl_model *m, void *const *rows,
 		seen |= 1ull << i;
 		nseen++;
 		p = ws(r.p, end);
-		if (p < end && *p == ',')
+		if (p < end && *p == ',') {
 			p = ws(p + 1, end);
-		else if (p != end)
+			if (p == end) /* a trailing comma */
+				return FAIL("inputs: malformed JSON");
+		} else if (p != end) {
 			return FAIL("inputs: malformed JSON");
+		}
 	}
 	if (nseen != m->nin)
 		for (int i = 0; i < m->nin; i++)

@@ -163,6 +163,11 @@ EOF
 expect 0 replay "$DIR/mix.jsonl"
 same "$DIR/mix_want.jsonl" "$DIR/out"
 
+# mutated lines: each answered on its own line; malformed ones refused, good ones answered
+python3 "$HERE/tensorctl/replay_fuzz.py" gen "$DIR/fuzz.jsonl" 5 4000
+expect 4 replay "$DIR/fuzz.jsonl" -o "$DIR/fuzz.out" --batch 16
+python3 "$HERE/tensorctl/replay_fuzz.py" check "$DIR/fuzz.jsonl" "$DIR/fuzz.out" && ok || fail "replay of mutated lines"
+
 # ---- replay: resumption ----
 expect 5 replay "$DIR/log.jsonl" -o "$DIR/r2.jsonl" --stop-after 1234 --batch 100
 [ "$(wc -l <"$DIR/r2.jsonl")" = 1234 ] && ok || fail "--stop-after 1234 wrote $(wc -l <"$DIR/r2.jsonl") lines"
