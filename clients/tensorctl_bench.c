@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "tensorctl.h"
 #include "tensorctl_plot.h"
@@ -18,6 +19,7 @@ const char tctl_bench_help[] =
 	"usage: tensorctl bench MODEL [INPUT...] [--batch N] [--concurrency LEVELS]\n"
 	"                       [--rate LEVELS] [--window-ms MS] [--stability PCT]\n"
 	"                       [--max-windows N] [--priority P] [--csv FILE] [--plot FILE.svg]\n"
+	"                       [--progress|--no-progress]\n"
 	"\n"
 	"Load the daemon with infer requests of MODEL and measure, level after level:\n"
 	"  --concurrency LEVELS  closed loop: that many requests in flight, one connection each.\n"
@@ -69,6 +71,7 @@ struct bench {
 	atomic_long late; /* open loop: started over 1 ms after their time */
 	atomic_bool stop;
 	tctl_ctx *ctx;
+	bool progress; /* a status line on stderr while a level is measured */
 };
 
 /* One level's results. */
@@ -258,6 +261,10 @@ static int run_level(bench *b, int n, double rate, long window_ms, double stabil
 		qsort(wd->lat, wd->n, sizeof(double), cmp_double);
 		wd->thr = (double)wd->n / (t_end - wd->t_start);
 		wd->p50 = pct(wd->lat, wd->n, 50);
+		if (b->progress) /* what a person waits for: the windows so far */
+			fprintf(stderr, "\r%s %g: window %d/%ld, %.1f req/s, p50 %.3f ms\033[K",
+				rate > 0 ? "rate" : "concurrency", rate > 0 ? rate : (double)n,
+				nw + 1, max_windows, wd->thr, wd->p50 * 1e3);
 		if (sigtimedwait(sigs, NULL, &zero) > 0) {
 			*interrupted = true;
 			nw++;
@@ -279,6 +286,8 @@ static int run_level(bench *b, int n, double rate, long window_ms, double stabil
 			}
 		}
 	}
+	if (b->progress)
+		fputs("\r\033[K", stderr);
 	double cnt[3], sum[3];
 	bool have = nw && hist(b->ctx->c, cnt, sum);
 	atomic_store(&b->stop, true);
@@ -402,7 +411,7 @@ static void print_level(FILE *f, const level *l, bool csv)
 
 int tctl_cmd_bench(tctl_ctx *ctx, int argc, char **argv)
 {
-	bench b = {.ctx = ctx, .rows = 1};
+	bench b = {.ctx = ctx, .rows = 1, .progress = isatty(2)};
 	const char *conc = NULL, *rates = NULL, *csv = NULL, *plot = NULL;
 	long window_ms = 2000, max_windows = 10;
 	double stability = 10;
@@ -419,6 +428,8 @@ int tctl_cmd_bench(tctl_ctx *ctx, int argc, char **argv)
 			csv = argv[++i];
 		else if (!strcmp(a, "--plot") && has)
 			plot = argv[++i];
+		else if (!strcmp(a, "--progress") || !strcmp(a, "--no-progress"))
+			b.progress = a[2] == 'p';
 		else if (!strcmp(a, "--priority") && has)
 			b.priority = argv[++i];
 		else if (!strcmp(a, "--batch") && has) {
