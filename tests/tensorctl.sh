@@ -269,5 +269,12 @@ expect 0 unload fmnist
 expect 1 unload fmnist
 expect 2 save fmnist
 
+# the daemon drains and exits 0 after all that
+kill -TERM "$PID"
+wait "$PID"
+rc=$?
+PID=
+[ $rc = 0 ] && ok || { fail "tensord exited $rc"; tail -20 "$DIR/tensord.log"; }
+
 echo "tensorctl.sh: $PASSES passed, $FAILS failed"
 [ "$FAILS" = 0 ]
