@@ -315,8 +315,7 @@ int tctl_cmd_replay(tctl_ctx *ctx, int argc, char **argv)
 				ts.tv_sec++, ts.tv_nsec -= 1000000000;
 			pthread_cond_timedwait(&rp.done, &rp.mu, &ts);
 			if (!stop && ck->state != SLOT_DONE && signalled(&sigs))
-				interrupted = stop =
-					true; /* this chunk and those after are dropped */
+				interrupted = stop = rp.drop = true; /* this chunk on: dropped */
 		}
 		pthread_mutex_unlock(&rp.mu);
 		if (!stop && ck->fatal) {
@@ -330,7 +329,9 @@ int tctl_cmd_replay(tctl_ctx *ctx, int argc, char **argv)
 				lines = (size_t)o.stop_after - written;
 				const char *q = ck->out.p;
 				for (size_t k = 0; k < lines; k++)
-					q = (const char *)memchr(q, '\n', ck->out.n) + 1;
+					q = (const char *)memchr(
+						    q, '\n', (size_t)(ck->out.p + ck->out.n - q)) +
+					    1;
 				n = lines ? (size_t)(q - ck->out.p) : 0;
 				interrupted = stop = true;
 				for (size_t k = 0; k < lines; k++)
@@ -352,6 +353,7 @@ int tctl_cmd_replay(tctl_ctx *ctx, int argc, char **argv)
 		if (!stop && signalled(&sigs))
 			interrupted = stop = true;
 		pthread_mutex_lock(&rp.mu);
+		rp.drop = stop;
 		ck->state = SLOT_EMPTY;
 		rp.next_write++;
 	}

@@ -32,6 +32,7 @@ typedef struct replay {
 	pthread_mutex_t mu;
 	pthread_cond_t work, done;
 	bool quit;
+	bool drop; /* stopping: chunks taken from now on are marked done without any work */
 } replay;
 
 /* One request's rows: consecutive good lines of one model. */

@@ -256,8 +256,11 @@ void *tctl_replay_worker(void *arg)
 			break;
 		chunk *ck = &rp->slots[rp->next_take++ % rp->nslots];
 		ck->state = SLOT_TAKEN;
+		bool drop = rp->drop;
 		pthread_mutex_unlock(&rp->mu);
-		if (w->c) {
+		if (drop) {
+			ck->out.n = 0; /* the writer discards it */
+		} else if (w->c) {
 			chunk_do(w, ck);
 		} else {
 			ck->fatal = TCTL_EXIT_TRANSPORT;
