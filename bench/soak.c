@@ -27,6 +27,25 @@ static const char *const kind_name[K_COUNT] = {
 	"infer normal", "infer realtime", "infer bulk", "hello", "health", "stats", "model.list",
 	"realize", "unknown verb", "unknown model", "wrong shape", "bad graph", "infer no model"};
 
+/* The daemon's heap from stats' "process" (KiB): in use, and free but held. 0 or -1. */
+static int heap_kb(tsd_client *c, double *used, double *held)
+{
+	tsd_reply *r = NULL;
+	int rc = -1;
+	if (tsd_client_call_verb(c, "stats", &r) == TSD_OK) {
+		const cJSON *p = cJSON_GetObjectItemCaseSensitive(tsd_reply_json(r), "process");
+		const cJSON *u = cJSON_GetObjectItemCaseSensitive(p, "heap_in_use_bytes");
+		const cJSON *f = cJSON_GetObjectItemCaseSensitive(p, "heap_free_bytes");
+		if (cJSON_IsNumber(u) && cJSON_IsNumber(f)) {
+			*used = u->valuedouble / 1024;
+			*held = f->valuedouble / 1024;
+			rc = 0;
+		}
+	}
+	tsd_reply_free(r);
+	return rc;
+}
+
 /* The request mix, per 1000: what is not listed is normal infer. */
 static int kind_of(uint64_t i)
 {
@@ -49,6 +68,7 @@ typedef struct soak {
 	atomic_ullong answered;  /* replies checked */
 	atomic_llong rss_base;   /* KiB after rss_at requests, 0 until read */
 	atomic_llong rss_tenth[10]; /* KiB after each tenth of the run */
+	atomic_llong heap_tenth[10][2]; /* the daemon's heap in use and free (KiB) after each tenth */
 	int only;                /* SOAK_ONLY: the one non-infer kind sent (others become infer), -1: all */
 	atomic_ullong wrong;     /* replies with an unexpected status or content */
 	atomic_ullong count[K_COUNT];
@@ -153,8 +173,15 @@ static void *client_main(void *arg)
 		uint64_t a = atomic_fetch_add(&s->answered, 1) + 1;
 		if (a == s->rss_at)
 			atomic_store(&s->rss_base, db_rss_kb(s->pid));
-		if (a % (s->total / 10) == 0 && a / (s->total / 10) <= 10)
-			atomic_store(&s->rss_tenth[a / (s->total / 10) - 1], db_rss_kb(s->pid));
+		if (a % (s->total / 10) == 0 && a / (s->total / 10) <= 10) {
+			int t = (int)(a / (s->total / 10)) - 1;
+			atomic_store(&s->rss_tenth[t], db_rss_kb(s->pid));
+			double used, held;
+			if (!heap_kb(c, &used, &held)) {
+				atomic_store(&s->heap_tenth[t][0], (long long)used);
+				atomic_store(&s->heap_tenth[t][1], (long long)held);
+			}
+		}
 	}
 	tsd_client_close(c);
 	free_reqs(&q);
@@ -229,6 +256,10 @@ int main(void)
 	printf("daemon VmRSS after each tenth (KiB):");
 	for (int k = 0; k < 10; k++)
 		printf(" %lld", (long long)atomic_load(&s->rss_tenth[k]));
+	printf("\n");
+	printf("daemon heap after each tenth (KiB in use / free but held):");
+	for (int k = 0; k < 10; k++)
+		printf(" %lld/%lld", (long long)atomic_load(&s->heap_tenth[k][0]), (long long)atomic_load(&s->heap_tenth[k][1]));
 	printf("\n");
 	printf("wrong replies: %llu\n", (unsigned long long)wrong);
 	/* growth within tol% of the baseline, or (SOAK_RSS_FLOOR_KB) within that many KiB */

@@ -1,75 +1,128 @@
-/* client.c: the client's connection: an nng REQ socket dialled to the daemon, and one call:
- * encode the request straight into an nng message, send, receive, decode, check the id. */
+/* client.c: the client's connection: an nng REQ socket with one dialer to the daemon, which
+ * redials by itself after the daemon goes away; connect waits and the connection count. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "client_impl.h"
 
 #include <nng/protocol/reqrep0/req.h> /* needs nng.h first */
 
-struct tsd_client {
-	nng_socket sock;
-	int timeout_ms;
-	int64_t next_id; /* the id of the next request that has none */
-	char *url;
-	char err[512];
-};
+#define RECONNECT_MIN_MS 50   /* the first redial after a connection is lost */
+#define RECONNECT_MAX_MS 1000 /* the back-off's cap while the daemon stays away */
 
-/* The message into buf[cap] (either may be 0); returns s. */
-static tsd_status say(char *buf, size_t cap, tsd_status s, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-static tsd_status say(char *buf, size_t cap, tsd_status s, const char *fmt, ...)
+/* The message into buf[cap] (either may be 0). */
+static void say(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void say(char *buf, size_t cap, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
 	if (buf && cap)
 		vsnprintf(buf, cap, fmt, ap);
 	va_end(ap);
-	return s;
 }
 
-/* A failed call: the message into c->err (tsd_client_error); evaluates to the status s. */
-#define CALL_FAIL(c, s, ...) say((c)->err, sizeof((c)->err), s, __VA_ARGS__)
+/* nng's pipe callback (an nng thread): count the connections. */
+static void pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+	(void)p;
+	tsd_client *c = arg;
+	pthread_mutex_lock(&c->mu);
+	if (ev == NNG_PIPE_EV_ADD_POST) {
+		c->npipes++;
+		c->connects++;
+		pthread_cond_broadcast(&c->cv);
+	} else if (ev == NNG_PIPE_EV_REM_POST && c->npipes > 0) {
+		c->npipes--;
+	}
+	pthread_mutex_unlock(&c->mu);
+}
 
-tsd_client *tsd_client_open(const char *url, int timeout_ms, char *err, size_t errlen)
+/* Socket options: no resend (a request such as model.load must not run twice: with resending
+ * off, nng fails a request whose connection closed with NNG_ECONNRESET instead of sending it
+ * again on the next one), the reply cap, pipe events. Returns what failed, or NULL. */
+static const char *setup_socket(tsd_client *c, int *rv)
+{
+	if ((*rv = nng_socket_set_ms(c->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE)))
+		return "resend time";
+	if ((*rv = nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, TSD_CLIENT_MAX_REPLY)))
+		return "reply size limit";
+	if ((*rv = nng_pipe_notify(c->sock, NNG_PIPE_EV_ADD_POST, pipe_event, c)) ||
+	    (*rv = nng_pipe_notify(c->sock, NNG_PIPE_EV_REM_POST, pipe_event, c)))
+		return "pipe notification";
+	if ((*rv = nng_dialer_create(&c->dialer, c->sock, c->url)))
+		return "dialer";
+	if ((*rv = nng_dialer_set_ms(c->dialer, NNG_OPT_RECONNMINT, RECONNECT_MIN_MS)) ||
+	    (*rv = nng_dialer_set_ms(c->dialer, NNG_OPT_RECONNMAXT, RECONNECT_MAX_MS)))
+		return "reconnect times";
+	return NULL;
+}
+
+/* Wait up to ms for a connection; true when there is one. */
+static bool wait_connected(tsd_client *c, int ms)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += ms / 1000;
+	until.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&c->mu);
+	int rc = 0;
+	while (!c->npipes && rc != ETIMEDOUT)
+		rc = pthread_cond_timedwait(&c->cv, &c->mu, &until);
+	bool ok = c->npipes > 0;
+	pthread_mutex_unlock(&c->mu);
+	return ok;
+}
+
+tsd_client *tsd_client_open_wait(const char *url, int timeout_ms, int connect_ms, char *err,
+				 size_t errlen)
 {
 	if (!url || !url[0]) {
-		say(err, errlen, TSD_INTERNAL, "no daemon address");
+		say(err, errlen, "no daemon address");
 		return NULL;
 	}
 	tsd_client *c = calloc(1, sizeof(*c));
 	if (!c || !(c->url = strdup(url))) {
 		free(c);
-		say(err, errlen, TSD_INTERNAL, "out of memory");
+		say(err, errlen, "out of memory");
 		return NULL;
 	}
 	c->timeout_ms = timeout_ms;
-	c->next_id = 1;
+	atomic_init(&c->next_id, 1);
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->cv, NULL);
 	int rv = nng_req0_open(&c->sock);
 	if (rv) {
-		say(err, errlen, TSD_INTERNAL, "cannot open a request socket: %s",
-		    nng_strerror(rv));
+		say(err, errlen, "cannot open a request socket: %s", nng_strerror(rv));
+		pthread_cond_destroy(&c->cv);
+		pthread_mutex_destroy(&c->mu);
 		free(c->url);
 		free(c);
 		return NULL;
 	}
-	nng_duration to = timeout_ms > 0 ? timeout_ms : NNG_DURATION_INFINITE;
-	const char *what = NULL;
-	if ((rv = nng_socket_set_ms(c->sock, NNG_OPT_SENDTIMEO, to)) ||
-	    (rv = nng_socket_set_ms(c->sock, NNG_OPT_RECVTIMEO, to)))
-		what = "timeouts";
-	/* no resending: a request such as model.load must not run twice because it ran long */
-	else if ((rv = nng_socket_set_ms(c->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE)))
-		what = "resend time";
-	else if ((rv = nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, TSD_CLIENT_MAX_REPLY)))
-		what = "reply size limit";
-	if (what)
-		say(err, errlen, TSD_INTERNAL, "cannot set the %s: %s", what, nng_strerror(rv));
-	else if ((rv = nng_dial(c->sock, url, NULL, 0)))
-		say(err, errlen, TSD_INTERNAL, "cannot connect to %s: %s%s", url, nng_strerror(rv),
-		    rv == NNG_ECONNREFUSED || rv == NNG_ENOENT ? " (is tensord running?)" : "");
+	const char *what = setup_socket(c, &rv);
+	if (what) {
+		say(err, errlen, "cannot set the %s: %s", what, nng_strerror(rv));
+	} else if (connect_ms == 0) {
+		/* blocking: a daemon that is not there fails here at once; after this first
+		 * connection the dialer redials by itself whenever it is lost */
+		if ((rv = nng_dialer_start(c->dialer, 0)))
+			say(err, errlen, "cannot connect to %s: %s%s", url, nng_strerror(rv),
+			    rv == NNG_ECONNREFUSED || rv == NNG_ENOENT ? " (is tensord running?)" : "");
+	} else if ((rv = nng_dialer_start(c->dialer, NNG_FLAG_NONBLOCK))) {
+		say(err, errlen, "cannot connect to %s: %s", url, nng_strerror(rv));
+	} else if (connect_ms > 0 && !wait_connected(c, connect_ms)) {
+		say(err, errlen, "cannot connect to %s within %d ms (is tensord running?)", url,
+		    connect_ms);
+		rv = NNG_ETIMEDOUT;
+	}
 	if (rv) {
 		tsd_client_close(c);
 		return NULL;
@@ -77,184 +130,33 @@ tsd_client *tsd_client_open(const char *url, int timeout_ms, char *err, size_t e
 	return c;
 }
 
+tsd_client *tsd_client_open(const char *url, int timeout_ms, char *err, size_t errlen)
+{
+	return tsd_client_open_wait(url, timeout_ms, 0, err, errlen);
+}
+
 void tsd_client_close(tsd_client *c)
 {
 	if (!c)
 		return;
+	tsd_client_reap(c, true);
+	/* the dialer first: nng 1.5's nng_close of a REQ socket can hang on a dialer redialling */
+	nng_dialer_close(c->dialer);
 	nng_close(c->sock);
+	pthread_cond_destroy(&c->cv);
+	pthread_mutex_destroy(&c->mu);
 	free(c->url);
 	free(c);
 }
 
-const char *tsd_client_error(const tsd_client *c)
+bool tsd_client_connected(tsd_client *c, uint64_t *connects)
 {
-	return c->err;
-}
-
-const char *tsd_client_message(const tsd_client *c, const tsd_reply *r)
-{
-	return r ? tsd_reply_error(r) : tsd_client_error(c);
-}
-
-/* proto_alloc_fn: the encoded message goes straight into an nng_msg body; arg is nng_msg **. */
-static void *msg_alloc(void *arg, size_t size)
-{
-	nng_msg **m = arg;
-	if (nng_msg_alloc(m, size)) {
-		*m = NULL;
-		return NULL;
-	}
-	return nng_msg_body(*m);
-}
-
-/* The nng error of a send or receive as a status and message. */
-static tsd_status transport_fail(tsd_client *c, const char *what, int rv)
-{
-	if (rv == NNG_ETIMEDOUT)
-		return CALL_FAIL(c, TSD_TIMEOUT, "%s %s: no answer within %d ms", what, c->url,
-				 c->timeout_ms);
-	if (rv == NNG_ENOMEM)
-		return CALL_FAIL(c, TSD_OUT_OF_MEMORY, "%s %s: out of memory", what, c->url);
-	if (rv == NNG_EMSGSIZE)
-		return CALL_FAIL(c, TSD_TOO_LARGE, "%s %s: message too large", what, c->url);
-	return CALL_FAIL(c, TSD_INTERNAL, "%s %s: %s", what, c->url, nng_strerror(rv));
-}
-
-/* The id the reply must echo: header's own (checked as the decoder would), else a new one
- * added to a copy (*copy, the caller's to delete). */
-static tsd_status request_id(tsd_client *c, const cJSON *header, cJSON **copy, bool *is_str,
-			     char id[PROTO_MAX_ID + 1])
-{
-	const cJSON *j = cJSON_GetObjectItemCaseSensitive(header, "id");
-	int64_t v;
-	*copy = NULL;
-	*is_str = cJSON_IsString(j);
-	if (*is_str) {
-		if (strlen(j->valuestring) > PROTO_MAX_ID)
-			return CALL_FAIL(c, TSD_BAD_REQUEST, "id: more than %d bytes",
-					 PROTO_MAX_ID);
-		strcpy(id, j->valuestring);
-		return TSD_OK;
-	}
-	if (j) {
-		if (!proto_json_int(j, -((int64_t)1 << 53), (int64_t)1 << 53, &v))
-			return CALL_FAIL(c, TSD_BAD_REQUEST,
-					 "id: not a string or an integer up to 2^53");
-	} else {
-		v = c->next_id++;
-		if (!(*copy = cJSON_Duplicate(header, true)) ||
-		    !cJSON_AddNumberToObject(*copy, "id", (double)v))
-			return CALL_FAIL(c, TSD_OUT_OF_MEMORY, "out of memory");
-	}
-	snprintf(id, PROTO_MAX_ID + 1, "%lld", (long long)v);
-	return TSD_OK;
-}
-
-/* Encode the request into a new nng message (*msg, the caller's). */
-static tsd_status encode(tsd_client *c, const cJSON *h, const tsd_tensor *ts, int n, nng_msg **msg)
-{
-	proto_out outs[PROTO_MAX_TENSORS];
-	if (n < 0 || n > PROTO_MAX_TENSORS || (n && !ts))
-		return CALL_FAIL(c, TSD_BAD_REQUEST, "%d tensors: at most %d", n,
-				 PROTO_MAX_TENSORS);
-	for (int i = 0; i < n; i++)
-		outs[i] = (proto_out){.name = ts[i].name,
-				      .dtype = ts[i].dtype,
-				      .ndim = ts[i].ndim,
-				      .shape = ts[i].shape,
-				      .data = ts[i].data};
-	void *buf;
-	size_t len;
-	proto_err perr;
-	*msg = NULL;
-	tsd_status s = proto_encode(h, outs, n, 0, msg_alloc, msg, &buf, &len, &perr);
-	if (s != TSD_OK) {
-		nng_msg_free(*msg); /* never allocated when encoding fails, but free it if so */
-		*msg = NULL;
-		return CALL_FAIL(c, s, "%s", perr.msg);
-	}
-	return TSD_OK;
-}
-
-tsd_status tsd_client_call(tsd_client *c, const cJSON *header, const tsd_tensor *ts, int n,
-			   tsd_reply **out)
-{
-	*out = NULL;
-	c->err[0] = '\0';
-	if (!cJSON_IsObject(header))
-		return CALL_FAIL(c, TSD_BAD_REQUEST, "the request header is not a JSON object");
-	cJSON *copy;
-	bool id_str;
-	char id[PROTO_MAX_ID + 1];
-	tsd_status s = request_id(c, header, &copy, &id_str, id);
-	nng_msg *msg = NULL;
-	if (s == TSD_OK)
-		s = encode(c, copy ? copy : header, ts, n, &msg);
-	cJSON_Delete(copy);
-	if (s != TSD_OK)
-		return s;
-	int rv = nng_sendmsg(c->sock, msg, 0);
-	if (rv) {
-		nng_msg_free(msg);
-		return transport_fail(c, "sending to", rv);
-	}
-	if ((rv = nng_recvmsg(c->sock, &msg, 0)))
-		return transport_fail(c, "waiting for", rv);
-	tsd_reply *r;
-	proto_err perr;
-	if ((s = tsd_client_decode_reply(msg, &r, &perr)) != TSD_OK)
-		return CALL_FAIL(c, s, "undecodable reply from %s: %s", c->url, perr.msg);
-	/* a request too broken to have an id is answered with a null one */
-	bool null_id = cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(r->m.json, "id"));
-	if (null_id ? r->m.status == TSD_OK : r->m.id_is_str != id_str || strcmp(r->m.id, id)) {
-		CALL_FAIL(c, TSD_INTERNAL, "reply from %s has id %s%s%s, the request %s%s%s",
-			  c->url, r->m.id_is_str ? "\"" : "", null_id ? "null" : r->m.id,
-			  r->m.id_is_str ? "\"" : "", id_str ? "\"" : "", id, id_str ? "\"" : "");
-		tsd_reply_free(r);
-		return TSD_INTERNAL;
-	}
-	*out = r;
-	return r->m.status;
-}
-
-/* tsd_client_call with h, a header the caller built (built false: out of memory), deleted after. */
-static tsd_status call_built(tsd_client *c, cJSON *h, bool built, tsd_reply **out)
-{
-	*out = NULL;
-	tsd_status s = h && built ? tsd_client_call(c, h, NULL, 0, out)
-				  : CALL_FAIL(c, TSD_OUT_OF_MEMORY, "out of memory");
-	cJSON_Delete(h);
-	return s;
-}
-
-tsd_status tsd_client_call_text(tsd_client *c, const char *header_json, const tsd_tensor *ts,
-				int n, tsd_reply **out)
-{
-	*out = NULL;
-	c->err[0] = '\0';
-	cJSON *h = header_json ? tsd_client_parse(header_json) : NULL;
-	if (!cJSON_IsObject(h)) {
-		cJSON_Delete(h);
-		return CALL_FAIL(c, TSD_BAD_REQUEST, "the request header is not a JSON object");
-	}
-	tsd_status s = tsd_client_call(c, h, ts, n, out);
-	cJSON_Delete(h);
-	return s;
-}
-
-tsd_status tsd_client_call_verb(tsd_client *c, const char *verb, tsd_reply **out)
-{
-	cJSON *h = cJSON_CreateObject();
-	return call_built(c, h, h && cJSON_AddStringToObject(h, "verb", verb ? verb : ""), out);
-}
-
-tsd_status tsd_client_hello(tsd_client *c, tsd_reply **out)
-{
-	cJSON *h = cJSON_CreateObject();
-	bool built = h && cJSON_AddStringToObject(h, "verb", "hello") &&
-		     cJSON_AddNumberToObject(h, "version", TSD_PROTOCOL_VERSION) &&
-		     cJSON_AddStringToObject(h, "client", "tensord-c");
-	return call_built(c, h, built, out);
+	pthread_mutex_lock(&c->mu);
+	bool up = c->npipes > 0;
+	if (connects)
+		*connects = c->connects;
+	pthread_mutex_unlock(&c->mu);
+	return up;
 }
 
 bool tsd_client_default_url(const char *tensord_url, const char *xdg_runtime_dir, char *out,

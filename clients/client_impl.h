@@ -1,7 +1,10 @@
-/* client_impl.h: what the client library's files share: the reply object and its decoding
- * (reply.c), used by the connection (client.c). Not installed. */
+/* client_impl.h: what the client library's files share: the client and call objects, the reply
+ * and its decoding (reply.c), the per-thread error (error.c). Not installed. */
 #ifndef TSD_CLIENT_IMPL_H
 #define TSD_CLIENT_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
 
 #include <nng/nng.h>
 
@@ -9,16 +12,72 @@
 
 #include "message.h"
 
+/* Functions shared between the library's files only: kept out of libtensord.so's exports
+ * (which are the tsd_* names, clients/libtensord.map). */
+#define TSD_HIDDEN __attribute__((visibility("hidden")))
+
 struct tsd_reply {
 	nng_msg *msg; /* owned: the received bytes the views point into */
 	proto_msg m;  /* the decoded header, owned; its tensors are the reply's */
 };
 
+struct tsd_client {
+	nng_socket sock;
+	nng_dialer dialer;
+	int timeout_ms;
+	_Atomic int64_t next_id; /* the id of the next request that has none */
+	char *url;
+	pthread_mutex_t mu;      /* guards what follows */
+	pthread_cond_t cv;       /* a pipe came (tsd_client_open's connect wait) */
+	int npipes;              /* connections now open (0 or 1: one dialer) */
+	uint64_t connects;       /* connections made so far */
+	tsd_call *dead;          /* calls freed inside their callback, freed at the next submit */
+	int dying;               /* calls freed inside their callback, not yet in dead */
+};
+
+/* A call's life: SEND (the request waits for a connection or is being written), RECV (sent,
+ * waiting for the reply), DONE (status, reply and message final). */
+typedef enum call_state { CALL_SEND, CALL_RECV, CALL_DONE } call_state;
+
+struct tsd_call {
+	tsd_client *c;
+	nng_ctx ctx;
+	nng_aio *aio;
+	bool id_str;
+	char id[PROTO_MAX_ID + 1];
+	int64_t deadline_ms;  /* nng_clock() value; 0: none */
+	tsd_call_cb cb;
+	void *arg;
+	pthread_mutex_t mu;   /* guards what follows */
+	pthread_cond_t cv;    /* state became DONE */
+	call_state state;
+	atomic_bool done;     /* state == DONE, for tsd_call_done without the lock */
+	bool in_cb;           /* the callback is running on cb_thread */
+	pthread_t cb_thread;
+	bool free_after_cb;   /* tsd_call_free was called inside the callback */
+	tsd_status status;
+	tsd_reply *reply;     /* owned until taken */
+	char err[512];        /* the message when no reply came */
+	tsd_call *next;       /* in c->dead */
+};
+
 /* Decode msg as a reply (taking it in every case: kept by the reply, or freed). Returns the
  * reply in *out, or NULL with err filled (TSD_BAD_REQUEST, TSD_TOO_LARGE, TSD_OUT_OF_MEMORY). */
-tsd_status tsd_client_decode_reply(nng_msg *msg, tsd_reply **out, proto_err *err);
+TSD_HIDDEN tsd_status tsd_client_decode_reply(nng_msg *msg, tsd_reply **out, proto_err *err);
 /* cJSON_Parse under the lock that serialises the library's parsing (cJSON's error position is
  * process-wide); NULL when text is not JSON. */
-cJSON *tsd_client_parse(const char *text);
+TSD_HIDDEN cJSON *tsd_client_parse(const char *text);
+
+/* The calling thread's last error (error.c): set for client c (s returned), or cleared. */
+TSD_HIDDEN tsd_status tsd_client_fail(const tsd_client *c, tsd_status s, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+TSD_HIDDEN void tsd_client_clear_error(const tsd_client *c);
+/* tsd_client_submit run to completion on the calling thread (the synchronous calls): the call
+ * in *out is done when TSD_OK is returned. */
+TSD_HIDDEN tsd_status tsd_call_run(tsd_client *c, const cJSON *header, const tsd_tensor *ts, int n,
+				   tsd_call **out);
+/* Free the calls freed inside their callbacks (c->dead); all: first wait for those whose
+ * callbacks are still returning (tsd_client_close). */
+TSD_HIDDEN void tsd_client_reap(tsd_client *c, bool all);
 
 #endif

@@ -124,8 +124,9 @@ char *dmn_config_help(const char *prog)
 	fprintf(f,
 		"Usage: %s [--config PATH] [--check-config] [--KEY VALUE | --KEY=VALUE ...]\n"
 		"       %s --help | --version\n"
-		"tensord %s: the tensord daemon (for now it loads, checks and prints its "
-		"configuration).\n\n"
+		"tensord %s: the tensor daemon: serves models, graphs, inference and training to\n"
+		"clients over nng sockets (docs/PROTOCOL.md). Runs in the foreground until SIGTERM\n"
+		"(drain, exit 0); SIGHUP re-reads the config.\n\n"
 		"  --config PATH    read this JSON config file first (an object of the keys "
 		"below)\n"
 		"  --check-config   check the config, print the effective config as JSON, exit 0 "

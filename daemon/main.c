@@ -29,6 +29,7 @@ int main(int argc, char **argv)
 		rc = js && printf("%s\n", js) >= 0 ? 0 : 1;
 		free(js);
 	} else {
+		dmn_malloc_tune(argv); /* returns only where it need not or cannot re-execute */
 		return dmn_serve(&cfg, argc, argv);
 	}
 	dmn_config_free(&cfg);

@@ -258,6 +258,9 @@ struct dmn_srv {
 /* ---- server.c ---- */
 /* Run the daemon with cfg (taken); returns the process exit code. */
 int dmn_serve(dmn_config *cfg, int argc, char *const *argv);
+/* Re-execute the daemon with glibc's per-thread malloc cache off (malloc_tune.c), unless
+ * GLIBC_TUNABLES already sets it; returns only when it need not or could not. */
+void dmn_malloc_tune(char **argv);
 void dmn_wake(dmn_srv *s); /* any thread: run the loop's inbox drain */
 void dmn_post_event(dmn_srv *s, dmn_event *e); /* any thread: e (taken) onto the inbox, and wake */
 /* Called by the loop after anything that may let work run or stop. */

@@ -4,9 +4,11 @@
  * loop's state. */
 #include "server.h"
 
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void dmn_stats_init(dmn_srv *s)
 {
@@ -27,6 +29,25 @@ void dmn_stats_count(dmn_srv *s, dmn_req *r, tsd_status st)
 	    st == TSD_TIMEOUT || st == TSD_SUPERSEDED || st == TSD_BAD_REQUEST || st == TSD_UNKNOWN_VERB ||
 	    st == TSD_VERSION_MISMATCH)
 		s->rejected[st]++;
+}
+
+/* The process's memory: resident set (from /proc/self/statm) and malloc's heap (mallinfo2:
+ * bytes in use, and bytes free but still held, which is fragmentation or a pool). */
+static cJSON *process_json(void)
+{
+	cJSON *p = cJSON_CreateObject();
+	long pages = 0, resident = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+	if (f) {
+		if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+			resident = 0;
+		fclose(f);
+	}
+	struct mallinfo2 mi = mallinfo2();
+	cJSON_AddNumberToObject(p, "rss_bytes", (double)resident * (double)sysconf(_SC_PAGESIZE));
+	cJSON_AddNumberToObject(p, "heap_in_use_bytes", (double)(mi.uordblks + mi.hblkhd));
+	cJSON_AddNumberToObject(p, "heap_free_bytes", (double)mi.fordblks);
+	return p;
 }
 
 static const char *hist_names[] = {"queue_us", "compute_us", "total_us", "batch_size"};
@@ -81,6 +102,7 @@ cJSON *dmn_stats_json(dmn_srv *s)
 	cJSON_AddItemToObject(x, "engine", eng);
 	cJSON_AddItemToObject(x, "models", models);
 	cJSON_AddItemToObject(x, "realize", rz);
+	cJSON_AddItemToObject(x, "process", process_json());
 	return x;
 }
 

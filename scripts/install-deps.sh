@@ -10,6 +10,8 @@ PKGS=(
 	libuv1-dev libnng-dev libcjson-dev libsystemd-dev
 	ocl-icd-opencl-dev opencl-headers pocl-opencl-icd
 	dataset-fashion-mnist
+	# python3-numpy: the Python client's numpy tests (make python-test); the client needs none
+	python3-numpy
 )
 
 missing=()

@@ -346,8 +346,26 @@ void dh_wait_exit(dh_daemon *d)
 		dh_print_tail(d->err_path);
 	ck_assert_msg(!san, "tensord's stderr has a sanitizer report");
 	ck_assert_msg(ok, "tensord exited with status 0x%x (want exit 0)", st);
-	rm_rf(d->dir);
-	forget(d);
+	if (!d->keep_dir) {
+		rm_rf(d->dir);
+		forget(d);
+	}
+}
+
+void dh_stop_keep(dh_daemon *d)
+{
+	d->keep_dir = true;
+	dh_stop(d);
+	d->keep_dir = false;
+}
+
+void dh_kill(dh_daemon *d)
+{
+	ck_assert(d->running);
+	ck_assert_int_eq(kill(d->pid, SIGKILL), 0);
+	ck_assert_int_eq(waitpid(d->pid, NULL, 0), d->pid);
+	d->running = false;
+	live_of(d)->pid = 0;
 }
 
 /* ---- clients ---- */

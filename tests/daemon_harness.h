@@ -34,6 +34,7 @@ typedef struct dh_daemon {
 	pid_t pid;
 	bool running;
 	bool refused; /* allowed_uids excludes us: health answers unauthorised */
+	bool keep_dir; /* dh_stop_keep: the directory (and address) stay for the next dh_start */
 } dh_daemon;
 
 /* Fixtures: add both to every tcase that starts daemons (dh_add_test does). */
@@ -50,6 +51,10 @@ void dh_prepare(dh_daemon *d);
 void dh_start(dh_daemon *d, const char *extra_json);
 /* SIGTERM, waitpid: asserts exit status 0 and a clean stderr (no sanitizer report). */
 void dh_stop(dh_daemon *d);
+/* dh_stop keeping the directory, so that dh_start starts a new daemon on the same address. */
+void dh_stop_keep(dh_daemon *d);
+/* SIGKILL and reap (no exit status checks); the directory stays for dh_start. */
+void dh_kill(dh_daemon *d);
 /* The same without the signal (it was sent already). */
 void dh_wait_exit(dh_daemon *d);
 /* Print the last lines of the daemon's stderr file. */

@@ -545,6 +545,10 @@ START_TEST(t_concurrent_clients)
 	cJSON *st = dh_call_json(c, "stats");
 	double req = dh_num(st, "models.lin.requests"), ok = dh_num(st, "models.lin.ok"),
 	       batches = dh_num(st, "models.lin.batches"), rows = dh_num(st, "models.lin.rows");
+	/* the process's memory, as the soak reads it (malloc's figures are 0 under ASan's malloc) */
+	double rss = dh_num(st, "process.rss_bytes"), heap = dh_num(st, "process.heap_in_use_bytes");
+	ck_assert_msg(rss > 1e6 && heap >= 0 && dh_num(st, "process.heap_free_bytes") >= 0,
+		      "process: rss %g, heap in use %g", rss, heap);
 	cJSON_Delete(st);
 	fprintf(stderr, "daemon: %g requests in %g batches\n", req, batches);
 	ck_assert_int_eq((int)req, NCLIENTS * NREQ);

@@ -1,5 +1,6 @@
-/* client.h: a small synchronous client of the tensord daemon: one nng REQ socket, one request
- * at a time, replies decoded into views over the received message (docs/PROTOCOL.md). */
+/* client.h: the C client of the tensord daemon (libtensord): one nng REQ socket per client, one
+ * nng context per call, so any number of threads and asynchronous calls share a client; replies
+ * decoded into views over the received message (docs/PROTOCOL.md). Typed verbs: verbs.h. */
 #ifndef TSD_CLIENT_H
 #define TSD_CLIENT_H
 
@@ -16,19 +17,38 @@
 /* The daemon's socket inside its runtime directory (daemon config "listen"'s default). */
 #define TSD_CLIENT_SOCKET "tensord.sock"
 
-/* A connection to the daemon. Threads: a client is used by one thread at a time; clients on
- * different threads are independent (the library serialises its JSON parsing internally). */
+/* A connection to the daemon. Threads: every function on a client may be called from any
+ * number of threads at once (each call has its own nng context), except tsd_client_close, which
+ * must come after every other call on it returned and every tsd_call of it was freed.
+ * Reconnects: after the daemon stops, the client redials by itself (every 50 ms at first, backing
+ * off to 1 s) and later calls go to the new daemon. A call whose connection is lost before its
+ * reply fails with TSD_SHUTTING_DOWN and a message saying so; it is never re-sent (the daemon
+ * may or may not have run it). A call made while no daemon is there waits for one until its
+ * timeout (TSD_TIMEOUT, "no connection"). */
 typedef struct tsd_client tsd_client;
+/* One request in flight (asynchronous form, tsd_client_submit). */
+typedef struct tsd_call tsd_call;
 /* A reply from the daemon: the decoded header and tensor views over the received message. */
 typedef struct tsd_reply tsd_reply;
 
 /* Connect to url (nng address: "ipc:///run/tensord/tensord.sock", "tcp://127.0.0.1:7070").
- * timeout_ms > 0 bounds each send and each receive; <= 0 waits forever. The dial is blocking:
+ * timeout_ms > 0 bounds each call, from its submission (waiting for a connection included) to
+ * its reply; <= 0 waits forever. The dial is blocking:
  * a daemon that is not there fails here at once. Returns a client the caller frees with
  * tsd_client_close, or NULL with the reason in err[errlen] (either may be 0). */
 tsd_client *tsd_client_open(const char *url, int timeout_ms, char *err, size_t errlen);
-/* Close the socket and free c (NULL is fine). Replies already received stay valid. */
+
+/* tsd_client_open with a connect timeout: connect_ms > 0 waits up to that long for the daemon
+ * (it may be starting); 0 is tsd_client_open (fail at once); < 0 does not wait at all (the
+ * first calls wait for the connection within their own timeout). */
+tsd_client *tsd_client_open_wait(const char *url, int timeout_ms, int connect_ms, char *err,
+				 size_t errlen);
+/* Close the socket and free c (NULL is fine). Replies already received stay valid. Calls still
+ * in flight must be freed first (tsd_call_free). */
 void tsd_client_close(tsd_client *c);
+/* Whether c has a connection now, and how many it has made so far (a restart of the daemon
+ * makes one more); either pointer may be NULL. */
+bool tsd_client_connected(tsd_client *c, uint64_t *connects);
 
 /* Send one request and wait for its reply. header: an object with "verb" and the verb's fields
  * (only read; its "tensors" field, if any, is replaced by ts[0..n), tsd_tensor of protocol.h:
@@ -50,11 +70,53 @@ tsd_status tsd_client_call_verb(tsd_client *c, const char *verb, tsd_reply **out
 /* {"verb": "hello", "version": TSD_PROTOCOL_VERSION, "client": "tensord-c"}: the daemon
  * answers version_mismatch when it speaks another version. *out as for tsd_client_call. */
 tsd_status tsd_client_hello(tsd_client *c, tsd_reply **out);
-/* The message of the last call that got no reply ("" before any). Owned by c, valid until its
- * next call. */
+/* Why the calling thread's last call got no reply, when that call was on c; else "" (it got
+ * one, or it was on another client). Thread-local, like errno: each thread sees its own calls',
+ * and the string stays valid until the thread's next call. */
 const char *tsd_client_error(const tsd_client *c);
 /* A call's failure message: the reply's (tsd_reply_error) when r is non-NULL, else c's. */
 const char *tsd_client_message(const tsd_client *c, const tsd_reply *r);
+
+/* ---- asynchronous calls ----
+ * tsd_client_submit sends a request and returns at once; the reply is collected by polling
+ * (tsd_call_done), waiting (tsd_call_wait) or a callback. Any number may be in flight on one
+ * client, from any threads. The call's deadline is the client's timeout from the submit.
+ * Threads: a call may be polled and waited for from any thread; take its reply and free it from
+ * one (or from its callback). */
+
+/* Called once when call completes, on an nng thread (keep it short: it delays other replies).
+ * It may read the call (tsd_call_status, tsd_call_take, tsd_call_error), submit new calls and
+ * free call (the library then frees it after the callback returns); it must not wait for
+ * other calls of the same client. */
+typedef void (*tsd_call_cb)(tsd_call *call, void *arg);
+
+/* Encode the request (as tsd_client_call: ts only read, copied into the message before this
+ * returns) and send it. cb (may be NULL) is called with arg when the call completes.
+ * Returns TSD_OK and the call in *out (the caller frees it with tsd_call_free), or a failure
+ * before anything was sent (a bad header or tensor, out of memory): then *out is NULL, cb is
+ * never called, and tsd_client_error(c) says why. */
+tsd_status tsd_client_submit(tsd_client *c, const cJSON *header, const tsd_tensor *ts, int n,
+			     tsd_call_cb cb, void *arg, tsd_call **out);
+/* Whether call completed (never blocks). */
+bool tsd_call_done(const tsd_call *call);
+/* Wait until call completes, at most timeout_ms (< 0: until it does; the call's own deadline
+ * bounds that). True when it completed. */
+bool tsd_call_wait(tsd_call *call, int timeout_ms);
+/* A completed call's status: the reply's, or the failure's when no reply came (TSD_TIMEOUT,
+ * TSD_SHUTTING_DOWN for a lost connection, TSD_CANCELLED after tsd_call_cancel, ...).
+ * TSD_STATUS_COUNT while in flight. */
+tsd_status tsd_call_status(const tsd_call *call);
+/* A completed call's message: the reply's error, the failure's, or NULL when ok. Owned by call. */
+const char *tsd_call_error(const tsd_call *call);
+/* Move the completed call's reply to *out (NULL when none came, or it was taken): the caller
+ * frees it with tsd_reply_free. Returns tsd_call_status. */
+tsd_status tsd_call_take(tsd_call *call, tsd_reply **out);
+/* Stop waiting for the reply: the call completes with TSD_CANCELLED (if it had not completed).
+ * The daemon may still run a request it received. */
+void tsd_call_cancel(tsd_call *call);
+/* Cancel call if in flight, wait for its callback, and free it with any reply not taken
+ * (NULL is fine). */
+void tsd_call_free(tsd_call *call);
 
 /* Free r and the message its views point into (NULL is fine). */
 void tsd_reply_free(tsd_reply *r);

@@ -1,0 +1,151 @@
+/* graph_ops.c: one typed builder function per op of graph_ops.def, generated from its attribute
+ * kind (and input counts): a new op of a known kind needs only its line in graph_ops.def (and its
+ * prototype in graph.h); an op of a kind not listed here gets no typed function (tsd_g_op). */
+#include <tensord/graph.h>
+
+#include "graph_builder.h"
+
+/* KNOWN(GB_HAS_x) is 1 when GB_HAS_x is defined as GB_YES, else 0 (the usual probe: a defined
+ * one expands to two arguments, moving the 1 into the second place). */
+#define GB_YES ~, 1
+#define GB_SECOND(a, b, ...) b
+#define GB_KNOWN_(...) GB_SECOND(__VA_ARGS__, 0, ~)
+#define GB_KNOWN(x) GB_KNOWN_(x)
+#define GB_IF_0(then, skip) skip
+#define GB_IF_1(then, skip) then
+#define GB_IF_(c) GB_IF_##c
+#define GB_IF(c) GB_IF_(c)
+#define GB_SKIP(n, lo, hi)
+
+/* NONE: only inputs; the signature follows the input counts. */
+#define GB_HAS_NONE_1_1 GB_YES
+#define GB_NONE_1_1(n) \
+	int tsd_g_##n(tsd_graph *g, int x) { return gb_done(g, gb_node(g, #n, NULL, &x, 1), true); }
+#define GB_HAS_NONE_2_2 GB_YES
+#define GB_NONE_2_2(n)                                                                     \
+	int tsd_g_##n(tsd_graph *g, int a, int b)                                           \
+	{                                                                                   \
+		return gb_done(g, gb_node(g, #n, NULL, (const int[]){a, b}, 2), true);       \
+	}
+#define GB_HAS_NONE_3_3 GB_YES
+#define GB_NONE_3_3(n)                                                                     \
+	int tsd_g_##n(tsd_graph *g, int a, int b, int c)                                    \
+	{                                                                                   \
+		return gb_done(g, gb_node(g, #n, NULL, (const int[]){a, b, c}, 3), true);    \
+	}
+/* an optional third input (linear's bias): -1 for none */
+#define GB_HAS_NONE_2_3 GB_YES
+#define GB_NONE_2_3(n)                                                                     \
+	int tsd_g_##n(tsd_graph *g, int a, int b, int c)                                    \
+	{                                                                                   \
+		return gb_done(g, gb_node(g, #n, NULL, (const int[]){a, b, c}, c < 0 ? 2 : 3), \
+			       true);                                                       \
+	}
+#define GB_HAS_NONE GB_YES
+#define GB_NONE(n, lo, hi) GB_IF(GB_KNOWN(GB_HAS_NONE_##lo##_##hi))(GB_NONE_##lo##_##hi, GB_SKIP1)(n)
+#define GB_SKIP1(n)
+
+#define GB_HAS_LEAF GB_YES
+#define GB_LEAF(n, lo, hi)                                                                     \
+	int tsd_g_##n(tsd_graph *g, const char *id, eng_dtype dtype, int ndim, const int64_t *shape) \
+	{                                                                                       \
+		if (ndim < 0 || ndim > ENG_MAX_DIMS || (ndim && !shape) || !eng_dtype_valid(dtype)) \
+			return gb_fail(g, TSD_BAD_REQUEST, #n " %s: bad dtype or shape", id ? id : ""); \
+		cJSON *o = gb_node(g, #n, id ? id : "", NULL, 0);                               \
+		return gb_done(g, o, o && cJSON_AddStringToObject(o, "dtype", eng_dtype_name(dtype)) && \
+					     gb_ints(o, "shape", shape, ndim));                     \
+	}
+
+#define GB_HAS_CONST GB_YES
+#define GB_CONST(n, lo, hi)                                                                     \
+	int tsd_g_##n(tsd_graph *g, double value, eng_dtype dtype)                              \
+	{                                                                                       \
+		if (!eng_dtype_valid(dtype))                                                    \
+			return gb_fail(g, TSD_BAD_REQUEST, #n ": bad dtype");                   \
+		cJSON *o = gb_node(g, #n, NULL, NULL, 0);                                       \
+		return gb_done(g, o, o && cJSON_AddNumberToObject(o, "value", value) &&        \
+					     cJSON_AddStringToObject(o, "dtype", eng_dtype_name(dtype))); \
+	}
+
+#define GB_HAS_AXIS GB_YES
+#define GB_AXIS(n, lo, hi)                                                                 \
+	int tsd_g_##n(tsd_graph *g, int x, int axis)                                        \
+	{                                                                                   \
+		cJSON *o = gb_node(g, #n, NULL, &x, 1);                                     \
+		return gb_done(g, o, o && cJSON_AddNumberToObject(o, "axis", axis));        \
+	}
+
+#define GB_HAS_AXES GB_YES
+#define GB_AXES(n, lo, hi)                                                                 \
+	int tsd_g_##n(tsd_graph *g, int x, const int *axes, int naxes, bool keepdim)        \
+	{                                                                                   \
+		return gb_reduce(g, #n, x, axes, naxes, keepdim);                           \
+	}
+
+#define GB_HAS_SHAPE GB_YES
+#define GB_SHAPE(n, lo, hi)                                                                \
+	int tsd_g_##n(tsd_graph *g, int x, int ndim, const int64_t *shape)                  \
+	{                                                                                   \
+		if (ndim < 0 || ndim > ENG_MAX_DIMS || (ndim && !shape))                    \
+			return gb_fail(g, TSD_BAD_REQUEST, #n ": bad shape");               \
+		cJSON *o = gb_node(g, #n, NULL, &x, 1);                                     \
+		return gb_done(g, o, o && gb_ints(o, "shape", shape, ndim));                \
+	}
+
+#define GB_HAS_PERM GB_YES
+#define GB_PERM(n, lo, hi)                                                                 \
+	int tsd_g_##n(tsd_graph *g, int x, int np, const int *perm)                         \
+	{                                                                                   \
+		int64_t v[ENG_MAX_DIMS];                                                    \
+		if (np < 0 || np > ENG_MAX_DIMS || (np && !perm))                           \
+			return gb_fail(g, TSD_BAD_REQUEST, #n ": bad perm");                \
+		for (int k = 0; k < np; k++)                                                \
+			v[k] = perm[k];                                                     \
+		cJSON *o = gb_node(g, #n, NULL, &x, 1);                                     \
+		return gb_done(g, o, o && gb_ints(o, "perm", v, np));                       \
+	}
+
+#define GB_HAS_DIMS GB_YES
+#define GB_DIMS(n, lo, hi)                                                                 \
+	int tsd_g_##n(tsd_graph *g, int x, int a, int b)                                    \
+	{                                                                                   \
+		cJSON *o = gb_node(g, #n, NULL, &x, 1);                                     \
+		return gb_done(g, o, o && gb_ints(o, "dims", (const int64_t[]){a, b}, 2));  \
+	}
+
+#define GB_HAS_DTYPE GB_YES
+#define GB_DTYPE(n, lo, hi)                                                                \
+	int tsd_g_##n(tsd_graph *g, int x, eng_dtype dtype)                                 \
+	{                                                                                   \
+		if (!eng_dtype_valid(dtype))                                                \
+			return gb_fail(g, TSD_BAD_REQUEST, #n ": bad dtype");               \
+		cJSON *o = gb_node(g, #n, NULL, &x, 1);                                     \
+		return gb_done(g, o, o && cJSON_AddStringToObject(o, "dtype", eng_dtype_name(dtype))); \
+	}
+
+#define GB_HAS_CONV GB_YES
+#define GB_CONV(n, lo, hi)                                                                 \
+	int tsd_g_##n(tsd_graph *g, int x, int w, int bias, int stride_h, int stride_w,     \
+		      int pad_h, int pad_w)                                                 \
+	{                                                                                   \
+		cJSON *o = gb_node(g, #n, NULL, (const int[]){x, w, bias}, bias < 0 ? 2 : 3); \
+		return gb_done(g, o, o && gb_ints(o, "stride", (const int64_t[]){stride_h, stride_w}, 2) && \
+					     gb_ints(o, "padding", (const int64_t[]){pad_h, pad_w}, 2)); \
+	}
+
+/* sum, mean, max: "axes" only when given (absent: all), "keepdim" only when true */
+static int gb_reduce(tsd_graph *g, const char *op, int x, const int *axes, int naxes, bool keepdim)
+{
+	int64_t v[ENG_MAX_DIMS];
+	if (naxes < 0 || naxes > ENG_MAX_DIMS || (naxes && !axes))
+		return gb_fail(g, TSD_BAD_REQUEST, "%s: bad axes", op);
+	for (int k = 0; k < naxes; k++)
+		v[k] = axes[k];
+	cJSON *o = gb_node(g, op, NULL, &x, 1);
+	return gb_done(g, o, o && (!naxes || gb_ints(o, "axes", v, naxes)) &&
+				     (!keepdim || cJSON_AddTrueToObject(o, "keepdim")));
+}
+
+#define PG_OP(e, n, lo, hi, a) GB_IF(GB_KNOWN(GB_HAS_##a))(GB_##a, GB_SKIP)(n, lo, hi)
+#include "graph_ops.def"
+#undef PG_OP

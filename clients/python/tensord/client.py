@@ -1,0 +1,224 @@
+"""client.py: Client, a connection to the tensord daemon over the C client library: one method
+per verb (docs/PROTOCOL.md, "Verbs"), tensors in and out as numpy arrays or Tensor objects."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import threading
+from typing import Any, Mapping
+
+from . import _lib
+from ._numpy import np as _np
+from .convert import from_wire, to_wire
+from .errors import TensordError, error_for
+from .graph import Graph
+
+PROTOCOL_VERSION = 1  # TSD_PROTOCOL_VERSION
+DEFAULT_TIMEOUT_MS = 60000
+
+Tensors = Mapping[str, Any]
+
+
+class Reply:
+    """A successful reply: header (the JSON object less "tensors") and tensors (name -> value)."""
+
+    __slots__ = ("header", "tensors")
+
+    def __init__(self, header: dict[str, Any], tensors: dict[str, Any]):
+        self.header, self.tensors = header, tensors
+
+    def __repr__(self) -> str:
+        return f"Reply({self.header!r}, tensors={list(self.tensors)})"
+
+
+def _graph_dict(graph: Graph | Mapping[str, Any]) -> dict[str, Any]:
+    return graph.to_dict() if isinstance(graph, Graph) else dict(graph)
+
+
+def _merge(base: Mapping[str, Any] | None, **extra: Any) -> dict[str, Any] | None:
+    out = dict(base or {})
+    out.update({k: v for k, v in extra.items() if v is not None})
+    return out or None
+
+
+class Client:
+    """A connection to tensord (one nng REQ socket of the C library).
+
+    url: an nng address ("ipc:///run/tensord/tensord.sock", "tcp://127.0.0.1:7070"); None: the
+    C library's default (TENSORD_URL, else $XDG_RUNTIME_DIR/tensord/tensord.sock, else
+    /run/tensord/tensord.sock). timeout_ms bounds each send and each reply (<= 0: forever).
+    use_numpy: return numpy arrays (default: when numpy can be imported) or Tensor objects.
+
+    Threads: a Client may be shared; its calls are serialised by a lock (one request in flight
+    at a time, the library's contract). For requests in parallel, open one Client per thread:
+    the C calls release the GIL, so they run concurrently.
+    """
+
+    def __init__(self, url: str | None = None, timeout_ms: int = DEFAULT_TIMEOUT_MS, *,
+                 use_numpy: bool | None = None):
+        self._lib = _lib.library()
+        self.url = url if url is not None else _lib.default_url()
+        self.timeout_ms = timeout_ms
+        self.use_numpy = (_np is not None) if use_numpy is None else bool(use_numpy)
+        if self.use_numpy and _np is None:
+            raise TensordError("use_numpy=True but numpy cannot be imported", "bad_request")
+        self._lock = threading.Lock()
+        err = ctypes.create_string_buffer(512)
+        self._c: int | None = self._lib.tsd_client_open(self.url.encode(), int(timeout_ms), err, len(err))
+        if not self._c:
+            raise TensordError(err.value.decode(errors="replace") or f"cannot connect to {self.url}")
+
+    # ---- life cycle ----
+    def close(self) -> None:
+        """Closes the connection (idempotent)."""
+        with self._lock:
+            c, self._c = self._c, None
+            if c:
+                self._lib.tsd_client_close(c)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_c", None):
+            self._lib.tsd_client_close(self._c)
+            self._c = None
+
+    # ---- the one call ----
+    def call(self, verb: str, fields: Mapping[str, Any] | None = None, tensors: Tensors | None = None) -> Reply:
+        """Sends {"verb": verb, **fields} with tensors and returns the reply; raises the
+        TensordError subclass of its status when it is not ok (or no reply came)."""
+        header = {k: v for k, v in (fields or {}).items() if v is not None}
+        header["verb"] = verb
+        text = json.dumps(header, allow_nan=False).encode()
+        wires = [to_wire(name, value) for name, value in (tensors or {}).items()]
+        array = (_lib.TsdTensor * len(wires))(*[w.struct for w in wires]) if wires else None
+        lib, out = self._lib, ctypes.c_void_p()
+        with self._lock:
+            if not self._c:
+                raise TensordError("the client is closed")
+            status = lib.tsd_client_call_text(self._c, text, array, len(wires), ctypes.byref(out))
+            if not out:
+                msg = lib.tsd_client_error(self._c).decode(errors="replace")
+                raise error_for(_lib.status_name(status), msg)
+        try:
+            return self._reply(out, status)
+        finally:
+            lib.tsd_reply_free(out)
+
+    def _reply(self, r: ctypes.c_void_p, status: int) -> Reply:
+        lib = self._lib
+        raw = lib.tsd_reply_text(r)
+        if not raw:
+            raise TensordError("out of memory reading the reply", "out_of_memory")
+        try:
+            header = json.loads(ctypes.string_at(raw).decode())
+        finally:
+            lib.tsd_free(raw)
+        if status != 0:
+            msg = lib.tsd_reply_error(r)
+            raise error_for(header.get("status") or _lib.status_name(status),
+                            header.get("error") or (msg.decode(errors="replace") if msg else ""), header)
+        header.pop("tensors", None)
+        tensors = {}
+        for i in range(lib.tsd_reply_ntensors(r)):
+            t = lib.tsd_reply_tensor(r, i).contents
+            tensors[t.name.decode()] = from_wire(t, self.use_numpy)
+        return Reply(header, tensors)
+
+    # ---- the verbs ----
+    def hello(self, client: str = "tensord-python") -> dict[str, Any]:
+        """hello: the daemon's protocol, version, devices and limits."""
+        return self.call("hello", {"version": PROTOCOL_VERSION, "client": client}).header
+
+    def health(self) -> dict[str, Any]:
+        """health: ready, draining, models {ready, loading}, uptime_s."""
+        return self.call("health").header
+
+    def stats(self) -> dict[str, Any]:
+        """stats: request counts, histograms, engine and per-model counters."""
+        return self.call("stats").header
+
+    def models(self) -> list[dict[str, Any]]:
+        """model.list: one entry per loaded model."""
+        return self.call("model.list").header["models"]
+
+    def load(self, name: str | None = None, graph: Graph | Mapping[str, Any] | None = None,
+             weights: str | Tensors | None = None, *, spec: Mapping[str, Any] | None = None,
+             inputs: list[str] | None = None, outputs: list[str] | None = None,
+             device: str | None = None, batching: Mapping[str, Any] | None = None,
+             batch_max: int | None = None, delay_us: int | None = None,
+             buckets: list[int] | None = None, queue_max: int | None = None,
+             train: Mapping[str, Any] | None = None, loss: str | None = None,
+             optimizer: str | Mapping[str, Any] | None = None, lr: float | None = None,
+             target: str | None = None, train_output: str | None = None) -> dict[str, Any]:
+        """model.load: builds, compiles and swaps in a model; returns its model.list entry.
+
+        spec: a model.load object (e.g. examples/models/mlp.json loaded with json.load), which
+        the other arguments override. graph: a Graph (its param values are sent as weights) or
+        the graph JSON object. weights: a safetensors path relative to the daemon's models_dir,
+        or {param id: tensor} sent in the message (these win over the file's). batching: the
+        object, or its fields as batch_max, delay_us, buckets, queue_max. train: the object, or
+        loss ("mse", "cross_entropy", "sparse_cross_entropy"), optimizer (kind or object), lr,
+        target, train_output."""
+        fields: dict[str, Any] = dict(spec or {})
+        fields.pop("verb", None)
+        tensors: dict[str, Any] = {}
+        if isinstance(graph, Graph):
+            tensors.update(graph.values)
+        if graph is not None:
+            fields["graph"] = _graph_dict(graph)
+        if isinstance(weights, str):
+            fields["weights"] = weights
+        elif weights is not None:
+            tensors.update(weights)
+        if name is not None:
+            fields["name"] = name
+        fields.update({k: v for k, v in (("inputs", inputs), ("outputs", outputs), ("device", device)) if v is not None})
+        fields["batching"] = _merge(batching or fields.get("batching"), max=batch_max, delay_us=delay_us,
+                                    buckets=buckets, queue_max=queue_max)
+        base_train = dict(train or fields.get("train") or {})
+        opt = {"kind": optimizer} if isinstance(optimizer, str) else optimizer
+        if lr is not None:  # the rate alone keeps the given optimizer (default: sgd)
+            opt = _merge(opt or base_train.get("optimizer") or {"kind": "sgd"}, lr=lr)
+        fields["train"] = _merge(base_train, loss=loss, optimizer=opt, target=target, output=train_output)
+        if "name" not in fields or "graph" not in fields:
+            raise ValueError("load needs a name and a graph (or a spec with both)")
+        return self.call("model.load", fields, tensors).header["model"]
+
+    def unload(self, name: str) -> None:
+        """model.unload: requests still queued for it are answered cancelled."""
+        self.call("model.unload", {"name": name})
+
+    def save(self, name: str, path: str | None = None) -> str | dict[str, Any]:
+        """model.save: with path (relative to models_dir, ending .safetensors) writes the weights
+        there and returns the path; without, returns the weights {param id: tensor}."""
+        reply = self.call("model.save", {"name": name, "path": path})
+        return reply.header["path"] if path is not None else reply.tensors
+
+    def infer(self, model: str, inputs: Tensors, *, priority: str | None = None,
+              timeout_ms: int | None = None, latest_only: bool | None = None) -> dict[str, Any]:
+        """infer: runs the model on inputs {input name: tensor}; returns {output name: tensor}.
+        priority: "realtime", "normal" or "bulk"; timeout_ms: the request's deadline in the
+        daemon (0: none); latest_only: a newer latest-only request supersedes this one."""
+        fields = {"model": model, "priority": priority, "timeout_ms": timeout_ms, "latest_only": latest_only}
+        return self.call("infer", fields, inputs).tensors
+
+    def realize(self, graph: Graph | Mapping[str, Any], inputs: Tensors | None = None, *,
+                timeout_ms: int | None = None) -> dict[str, Any]:
+        """realize: runs a graph once; inputs feed its input and param nodes (a Graph's param
+        values are sent too, inputs win). Returns {output id: tensor}."""
+        tensors: dict[str, Any] = dict(graph.values) if isinstance(graph, Graph) else {}
+        tensors.update(inputs or {})
+        return self.call("realize", {"graph": _graph_dict(graph), "timeout_ms": timeout_ms}, tensors).tensors
+
+    def train_step(self, model: str, batch: Tensors, *, lr: float | None = None,
+                   timeout_ms: int | None = None) -> dict[str, Any]:
+        """train.step: one optimiser step on batch {input name or train target: tensor};
+        lr (> 0) sets the rate from this step on. Returns {"loss": float, "step": int, ...}."""
+        header = self.call("train.step", {"model": model, "lr": lr, "timeout_ms": timeout_ms}, batch).header
+        return {k: v for k, v in header.items() if k not in ("id", "status")}
