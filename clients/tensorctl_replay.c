@@ -17,7 +17,7 @@
 
 const char tctl_replay_help[] =
 	"usage: tensorctl replay LOG [-o OUT] [--batch N] [--jobs N] [--progress|--no-progress]\n"
-	"                        [--stop-after N]\n"
+	"                        [--priority P] [--stop-after N]\n"
 	"\n"
 	"Replay logged infer requests. LOG holds one JSON object a line:\n"
 	"  {\"id\": ANY, \"model\": \"NAME\", \"inputs\": {\"INPUT\": ROW, ...}}\n"
@@ -34,6 +34,7 @@ const char tctl_replay_help[] =
 	"  --batch N       rows per request at most (default and upper bound: each model's\n"
 	"                  batch_max, its largest bucket)\n"
 	"  --jobs N        requests in flight, one connection each (default 8)\n"
+	"  --priority P    the requests' priority: bulk (default), normal, realtime\n"
 	"  --progress      a progress bar on stderr (default: when stderr is a terminal)\n"
 	"  --no-progress   none\n"
 	"  --stop-after N  stop after writing N lines (as an interruption would; for tests)\n"
@@ -148,20 +149,27 @@ static bool write_all(int fd, const char *p, size_t n)
 /* ---- the command ---- */
 
 typedef struct replay_opts {
-	const char *log, *out;
+	const char *log, *out, *priority;
 	long batch, jobs, stop_after;
 	int progress; /* -1 auto */
 } replay_opts;
 
 static int parse_opts(int argc, char **argv, replay_opts *o)
 {
-	*o = (replay_opts){.jobs = 8, .stop_after = -1, .progress = -1};
+	*o = (replay_opts){.priority = "bulk", .jobs = 8, .stop_after = -1, .progress = -1};
 	for (int i = 0; i < argc; i++) {
 		const char *a = argv[i];
 		bool has = i + 1 < argc;
 		if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && has)
 			o->out = argv[++i];
-		else if (!strcmp(a, "--batch") && has) {
+		else if (!strcmp(a, "--priority") && has) {
+			o->priority = argv[++i];
+			if (strcmp(o->priority, "bulk") && strcmp(o->priority, "normal") &&
+			    strcmp(o->priority, "realtime"))
+				return tctl_usage("replay",
+						  "--priority %s: bulk, normal or realtime",
+						  o->priority);
+		} else if (!strcmp(a, "--batch") && has) {
 			if (!tctl_parse_long(argv[++i], 1, 4096, &o->batch))
 				return tctl_usage("replay", "--batch %s: not in 1..4096", argv[i]);
 		} else if (!strcmp(a, "--jobs") && has) {
@@ -256,6 +264,7 @@ int tctl_cmd_replay(tctl_ctx *ctx, int argc, char **argv)
 	replay rp = {.ms = ms,
 		     .nms = nms,
 		     .batch = (int)o.batch,
+		     .priority = o.priority,
 		     .url = ctx->url,
 		     .timeout_ms = ctx->timeout_ms,
 		     .nslots = (size_t)o.jobs * 3};

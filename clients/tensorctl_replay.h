@@ -23,7 +23,8 @@ typedef struct chunk {
 typedef struct replay {
 	const tctl_model *ms;
 	int nms;
-	int batch; /* --batch, 0: the model's */
+	int batch;	      /* --batch, 0: the model's */
+	const char *priority; /* --priority (default bulk) */
 	const char *url;
 	int timeout_ms;
 	chunk *slots;

@@ -67,7 +67,7 @@ static void run_send(worker *w, run *u, chunk *ck)
 	tsd_status s = TSD_OUT_OF_MEMORY;
 	if (h && cJSON_AddStringToObject(h, "verb", "infer") &&
 	    cJSON_AddStringToObject(h, "model", m->name) &&
-	    cJSON_AddStringToObject(h, "priority", "bulk") && run_tensors(w, u, ts, tmp)) {
+	    cJSON_AddStringToObject(h, "priority", w->rp->priority) && run_tensors(w, u, ts, tmp)) {
 		for (int attempt = 0;; attempt++) {
 			s = tsd_client_call(w->c, h, ts, m->nin, &u->reply);
 			if (s != TSD_BUSY || attempt == 2000)

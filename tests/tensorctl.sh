@@ -135,8 +135,9 @@ EOF
 expect 4 replay "$DIR/log.jsonl" -o "$DIR/r1.jsonl"
 same "$DIR/want.jsonl" "$DIR/r1.jsonl"
 has "$DIR/err" "5015 lines (0 before, 5015 this run), 15 errors"
-expect 4 replay "$DIR/log.jsonl" --batch 7 --jobs 3
+expect 4 replay "$DIR/log.jsonl" --batch 7 --jobs 3 --priority realtime
 same "$DIR/want.jsonl" "$DIR/out"
+expect 2 replay "$DIR/log.jsonl" --priority urgent
 for n in 0 1234 4999; do  # the same rows sent one by one with infer
 	python3 -c "import json,sys; l=json.loads(open(sys.argv[1]).readlines()[int(sys.argv[2])]); print(json.dumps({'ids': {'dtype': 'int32', 'shape': [1, 8], 'data': l['inputs']['ids']}}))" "$DIR/log.jsonl" $n >"$DIR/one.json"
 	expect 0 infer tiny "$DIR/one.json"
