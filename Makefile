@@ -67,7 +67,7 @@ $(BUILD)/pic/protocol/%.o $(BUILD)/pic/clients/%.o: INC := -Iinclude -Iprotocol
 # keep example and bench objects (make would delete them as intermediates)
 .SECONDARY:
 
-.PHONY: all test asan tsan check clean examples bench demo deps train-check conformance layers fuzz run soak install install-check
+.PHONY: all test asan tsan check clean examples bench demo deps train-check conformance layers fuzz run soak install install-check tensorctl-check
 all: $(LIB) $(PROTO_LIB) $(CLIENT_LIB) $(SO_LINK) $(DAEMON_BIN) $(CTL_BIN) $(TEST_BIN) $(EXAMPLE_BIN) $(BENCH_BIN)
 
 $(BUILD)/%.o: %.c
@@ -196,7 +196,7 @@ fuzz:
 # Every test: the layering check, the plain suite, the sanitized ones, the loader fuzzers, short
 # training runs, then the backend conformance run (CPU and OpenCL; an absent backend is reported
 # SKIPPED). The README's test command.
-check: layers test asan tsan fuzz train-check conformance soak install-check python-test
+check: layers test asan tsan fuzz train-check conformance soak install-check python-test tensorctl-check
 
 # The daemon soak (bench/soak.c): SOAK_REQUESTS (default 1,000,000) mixed requests from several
 # clients against one tensord; fails on any unexpected reply status or on daemon RSS growth
@@ -204,6 +204,11 @@ check: layers test asan tsan fuzz train-check conformance soak install-check pyt
 # byte per request would add ~900 KiB).
 soak: $(BUILD)/bin/bench_soak $(DAEMON_BIN)
 	$(BUILD)/bin/bench_soak
+
+# tensorctl against a live tensord: every subcommand, replay's order and resumption, .npy round
+# trips, bench's CSV and SVG, exit codes (tests/tensorctl.sh; ~20 s).
+tensorctl-check: $(CTL_BIN) $(DAEMON_BIN)
+	tests/tensorctl.sh $(BUILD)
 
 # Dependencies point one way (docs/ARCHITECTURE.md, "Layers"): the objects' symbols and the
 # include lines are checked, and a planted backward call must be caught.

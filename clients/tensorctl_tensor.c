@@ -60,7 +60,7 @@ static uint16_t f16_bits(double v)
 	return sign | (uint16_t)(v * 16777216.0); /* subnormal: multiples of 2^-24 */
 }
 
-static void store(eng_dtype dt, double v, void *dst)
+void tctl_value_store(eng_dtype dt, double v, void *dst)
 {
 	switch (dt) {
 	case ENG_BOOL:
@@ -92,7 +92,7 @@ static void store(eng_dtype dt, double v, void *dst)
 	}
 }
 
-static double load(eng_dtype dt, const void *src)
+double tctl_value_load(eng_dtype dt, const void *src)
 {
 	switch (dt) {
 	case ENG_BOOL:
@@ -121,8 +121,7 @@ static double load(eng_dtype dt, const void *src)
 	}
 }
 
-/* A number fit for dt: finite; for integer dtypes a whole number in range. */
-static bool fits(eng_dtype dt, double v)
+bool tctl_value_fits(eng_dtype dt, double v)
 {
 	double lo = dt == ENG_I32 ? -2147483648.0 : dt == ENG_I64 ? -9223372036854775808.0 : 0;
 	double hi = dt == ENG_U8 ? 255 : dt == ENG_I32 ? 2147483647.0 : 9223372036854775807.0;
@@ -148,13 +147,13 @@ static bool flatten(const cJSON *j, eng_dtype dt, uint8_t *buf, size_t numel, si
 		snprintf(err, errlen, "%s.data[%zu]: not a number", name, *k);
 		return false;
 	}
-	if (!fits(dt, v)) {
+	if (!tctl_value_fits(dt, v)) {
 		snprintf(err, errlen, "%s.data[%zu]: %g is not a value of %s", name, *k, v,
 			 eng_dtype_name(dt));
 		return false;
 	}
 	if (*k < numel)
-		store(dt, v, buf + *k * eng_dtype_size(dt));
+		tctl_value_store(dt, v, buf + *k * eng_dtype_size(dt));
 	++*k;
 	return true;
 }
@@ -295,9 +294,9 @@ cJSON *tctl_tensor_json(const tsd_tensor *t)
 		ok = cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)t->shape[d]));
 	size_t es = eng_dtype_size(t->dtype), numel = es ? t->nbytes / es : 0;
 	for (size_t i = 0; ok && i < numel; i++)
-		ok = cJSON_AddItemToArray(
-			data,
-			cJSON_CreateNumber(load(t->dtype, (const uint8_t *)t->data + i * es)));
+		ok = cJSON_AddItemToArray(data,
+					  cJSON_CreateNumber(tctl_value_load(
+						  t->dtype, (const uint8_t *)t->data + i * es)));
 	if (!ok) {
 		cJSON_Delete(o);
 		if (!o) {
@@ -307,4 +306,52 @@ cJSON *tctl_tensor_json(const tsd_tensor *t)
 		return NULL;
 	}
 	return o;
+}
+
+cJSON *tctl_json_file(const char *path, char *err, size_t errlen)
+{
+	size_t len;
+	char *text = tctl_read_file(path, &len, err, errlen);
+	if (!text)
+		return NULL;
+	cJSON *j = cJSON_ParseWithLength(text, len);
+	free(text);
+	if (!cJSON_IsObject(j)) {
+		snprintf(err, errlen, "%s: not a JSON object", path);
+		cJSON_Delete(j);
+		return NULL;
+	}
+	return j;
+}
+
+bool tctl_inputs_npy(tctl_inputs *in, const char *name, const char *path, char *err, size_t errlen)
+{
+	tsd_tensor t;
+	if (!tctl_npy_read(path, &t, err, errlen))
+		return false;
+	tsd_tensor *d = add(in, name, err, errlen);
+	if (!d) {
+		free((void *)t.data);
+		return false;
+	}
+	t.name = d->name;
+	*d = t;
+	return true;
+}
+
+bool tctl_inputs_arg(tctl_inputs *in, const char *arg, char *err, size_t errlen)
+{
+	const char *eq = strchr(arg, '=');
+	if (eq && eq > arg && (size_t)(eq - arg) <= TCTL_NAME_MAX) {
+		char name[TCTL_NAME_MAX + 1];
+		memcpy(name, arg, (size_t)(eq - arg));
+		name[eq - arg] = '\0';
+		return tctl_inputs_npy(in, name, eq + 1, err, errlen);
+	}
+	cJSON *j = tctl_json_file(arg, err, errlen);
+	if (!j)
+		return false;
+	bool ok = tctl_inputs_from_json(in, j, err, errlen);
+	cJSON_Delete(j);
+	return ok;
 }

@@ -1,0 +1,309 @@
+/* tensorctl_run.c: tensorctl's commands that change or run things: load, unload, infer, realize
+ * and save; tensors in from JSON, raw bytes or .npy, out as JSON or .npy files. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensorctl.h"
+
+const char tctl_load_help[] =
+	"usage: tensorctl load SPEC.json [--weights FILE.safetensors] [--upload FILE.safetensors]\n"
+	"                      [PARAM=FILE.npy ...] [--name NAME]\n"
+	"       tensorctl load GRAPH.json --name NAME [--upload FILE.safetensors] ...\n"
+	"\n"
+	"Load (or hot-swap) a model. SPEC.json is the model.load object of docs/PROTOCOL.md\n"
+	"(name, graph, weights, inputs, outputs, device, batching, train); GRAPH.json a bare\n"
+	"graph ({\"nodes\", \"outputs\"}) loaded with the daemon's default batching.\n"
+	"  --name NAME      the model's name (over the spec's)\n"
+	"  --weights FILE   a safetensors file the daemon reads, relative to its models_dir\n"
+	"  --upload FILE    a safetensors file read here, its tensors sent with the request\n"
+	"  PARAM=FILE.npy   one param's weights read here and sent (these win over the file's)\n";
+const char tctl_unload_help[] = "usage: tensorctl unload NAME\n\nUnload a model; requests "
+				"still queued for it are answered cancelled.\n";
+const char tctl_infer_help[] =
+	"usage: tensorctl infer MODEL INPUT... [--out-dir DIR] [--priority P] [--timeout-ms MS]\n"
+	"       tensorctl infer MODEL --raw FILE --name X [--dtype DT] --shape 1,4\n"
+	"\n"
+	"Run a model once. Each INPUT is INPUT.json ({\"x\": {\"dtype\", \"shape\", \"data\"}, "
+	"...},\n"
+	"every tensor in it) or NAME=FILE.npy (a NumPy array, C order, little-endian; bool,\n"
+	"uint8, int32, int64, float16, float32). Outputs: printed as JSON, or written as\n"
+	"DIR/OUTPUT.npy with --out-dir (the paths printed). --priority: realtime, normal, bulk.\n";
+const char tctl_realize_help[] =
+	"usage: tensorctl realize GRAPH.json INPUT... [--out-dir DIR] [--timeout-ms MS]\n"
+	"\n"
+	"Run a graph once (docs/PROTOCOL.md, graph format). GRAPH.json: the graph object\n"
+	"{\"nodes\", \"outputs\"} or an object with it under \"graph\". INPUTs as for infer: one\n"
+	"tensor per input and param node, named by node id. Outputs as for infer.\n";
+const char tctl_save_help[] =
+	"usage: tensorctl save NAME [PATH.safetensors]\n"
+	"       tensorctl save NAME --out-dir DIR\n"
+	"\n"
+	"Save a model's weights: with PATH the daemon writes them (relative to its models_dir);\n"
+	"with --out-dir they come back and are written here as DIR/PARAM.npy.\n";
+
+/* Send h (owned, deleted here) with in's tensors; an ok reply goes to print (its exit status). */
+static int send_owned(tsd_client *c, cJSON *h, const tctl_inputs *in,
+		      int (*print)(const tsd_reply *, const char *), const char *arg)
+{
+	tsd_reply *r;
+	tsd_status s = tsd_client_call(c, h, in ? in->t : NULL, in ? in->n : 0, &r);
+	int rc = tctl_outcome(c, s, r);
+	if (!rc)
+		rc = print(r, arg);
+	tsd_reply_free(r);
+	cJSON_Delete(h);
+	return rc;
+}
+
+static const char *str_field(const cJSON *o, const char *key, const char *def)
+{
+	const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, key);
+	return cJSON_IsString(j) ? j->valuestring : def;
+}
+
+static int print_loaded(const tsd_reply *r, const char *arg)
+{
+	const cJSON *m = cJSON_GetObjectItemCaseSensitive(tsd_reply_json(r), "model");
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, "version");
+	printf("loaded %s version %g on %s\n", str_field(m, "name", "?"),
+	       cJSON_IsNumber(v) ? v->valuedouble : 0, str_field(m, "device", "?"));
+	return 0;
+}
+
+int tctl_cmd_load(tctl_ctx *ctx, int argc, char **argv)
+{
+	const char *spec = NULL, *weights = NULL, *name = NULL;
+	tctl_inputs in = {0};
+	char err[512];
+	int rc = 0;
+	for (int i = 0; i < argc && !rc; i++) {
+		if (!strcmp(argv[i], "--weights") && i + 1 < argc) {
+			weights = argv[++i];
+		} else if (!strcmp(argv[i], "--name") && i + 1 < argc) {
+			name = argv[++i];
+		} else if (!strcmp(argv[i], "--upload") && i + 1 < argc) {
+			if (!tctl_safetensors_read(argv[++i], &in, err, sizeof(err))) {
+				fprintf(stderr, "tensorctl load: %s\n", err);
+				rc = TCTL_EXIT_USAGE;
+			}
+		} else if (argv[i][0] != '-' && strchr(argv[i], '=')) {
+			if (!tctl_inputs_arg(&in, argv[i], err, sizeof(err))) {
+				fprintf(stderr, "tensorctl load: %s\n", err);
+				rc = TCTL_EXIT_USAGE;
+			}
+		} else if (!spec && argv[i][0] != '-') {
+			spec = argv[i];
+		} else {
+			rc = tctl_usage("load", "unexpected argument %s", argv[i]);
+		}
+	}
+	if (!rc && !spec)
+		rc = tctl_usage("load", "needs SPEC.json");
+	cJSON *h = rc ? NULL : tctl_json_file(spec, err, sizeof(err));
+	if (!rc && !h) {
+		fprintf(stderr, "tensorctl load: %s\n", err);
+		rc = TCTL_EXIT_USAGE;
+	}
+	if (!rc && cJSON_GetObjectItemCaseSensitive(h, "nodes")) { /* a bare graph */
+		cJSON *g = h;
+		h = cJSON_CreateObject();
+		cJSON_AddItemToObject(h, "graph", g);
+		if (!name)
+			rc = tctl_usage("load", "%s is a graph: give the model's --name", spec);
+	}
+	if (!rc) {
+		cJSON_DeleteItemFromObjectCaseSensitive(h, "verb");
+		cJSON_AddStringToObject(h, "verb", "model.load");
+		if (name) {
+			cJSON_DeleteItemFromObjectCaseSensitive(h, "name");
+			cJSON_AddStringToObject(h, "name", name);
+		}
+		if (weights) {
+			cJSON_DeleteItemFromObjectCaseSensitive(h, "weights");
+			cJSON_AddStringToObject(h, "weights", weights);
+		}
+		rc = send_owned(ctx->c, h, &in, print_loaded, NULL);
+		h = NULL;
+	}
+	cJSON_Delete(h);
+	tctl_inputs_free(&in);
+	return rc;
+}
+
+static int print_unloaded(const tsd_reply *r, const char *arg)
+{
+	printf("unloaded %s\n", str_field(tsd_reply_json(r), "name", "?"));
+	return 0;
+}
+
+int tctl_cmd_unload(tctl_ctx *ctx, int argc, char **argv)
+{
+	if (argc != 1 || argv[0][0] == '-')
+		return tctl_usage("unload", "needs NAME");
+	cJSON *h = cJSON_CreateObject();
+	cJSON_AddStringToObject(h, "verb", "model.unload");
+	cJSON_AddStringToObject(h, "name", argv[0]);
+	return send_owned(ctx->c, h, NULL, print_unloaded, NULL);
+}
+
+/* The reply's tensors as {"NAME": {"dtype", "shape", "data"}, ...}, pretty, or with dir as
+ * DIR/NAME.npy. */
+static int print_outputs(const tsd_reply *r, const char *dir)
+{
+	if (dir)
+		return tctl_write_outputs_npy(r, dir);
+	cJSON *o = cJSON_CreateObject();
+	for (int i = 0; o && i < tsd_reply_ntensors(r); i++) {
+		const tsd_tensor *t = tsd_reply_tensor(r, i);
+		cJSON_AddItemToObject(o, t->name, tctl_tensor_json(t));
+	}
+	char *text = o ? cJSON_Print(o) : NULL;
+	puts(text ? text : "{}");
+	free(text);
+	cJSON_Delete(o);
+	return 0;
+}
+
+/* Options shared by infer and realize. */
+typedef struct run_opts {
+	const char *out_dir, *priority;
+	long timeout_ms;
+	const char *raw, *name, *dtype, *shape;
+} run_opts;
+
+/* The arguments after MODEL or GRAPH: inputs into in, options into o. */
+static int run_args(const char *cmd, int argc, char **argv, tctl_inputs *in, run_opts *o)
+{
+	char err[512];
+	*o = (run_opts){.dtype = "float32", .timeout_ms = -1};
+	for (int i = 0; i < argc; i++) {
+		const char *a = argv[i];
+		const char **opt = !strcmp(a, "--raw")	      ? &o->raw
+				   : !strcmp(a, "--name")     ? &o->name
+				   : !strcmp(a, "--dtype")    ? &o->dtype
+				   : !strcmp(a, "--shape")    ? &o->shape
+				   : !strcmp(a, "--out-dir")  ? &o->out_dir
+				   : !strcmp(a, "--priority") ? &o->priority
+							      : NULL;
+		if (opt && i + 1 < argc) {
+			*opt = argv[++i];
+		} else if (!strcmp(a, "--timeout-ms") && i + 1 < argc) {
+			if (!tctl_parse_long(argv[++i], 0, 3600000, &o->timeout_ms))
+				return tctl_usage(cmd, "--timeout-ms %s: not in 0..3600000",
+						  argv[i]);
+		} else if (a[0] == '-') {
+			return tctl_usage(cmd, "unexpected argument %s", a);
+		} else if (!tctl_inputs_arg(in, a, err, sizeof(err))) {
+			fprintf(stderr, "tensorctl %s: %s\n", cmd, err);
+			return TCTL_EXIT_USAGE;
+		}
+	}
+	if (o->raw) {
+		size_t len;
+		if (!o->name || !o->shape)
+			return tctl_usage(cmd, "--raw needs --name X and --shape S");
+		char *data = tctl_read_file(o->raw, &len, err, sizeof(err));
+		if (!data || !tctl_inputs_raw(in, o->name, o->dtype, o->shape, data, len, err,
+					      sizeof(err))) {
+			fprintf(stderr, "tensorctl %s: %s\n", cmd, err);
+			return TCTL_EXIT_USAGE;
+		}
+	}
+	return 0;
+}
+
+static void add_run_fields(cJSON *h, const run_opts *o)
+{
+	if (o->priority)
+		cJSON_AddStringToObject(h, "priority", o->priority);
+	if (o->timeout_ms >= 0)
+		cJSON_AddNumberToObject(h, "timeout_ms", (double)o->timeout_ms);
+}
+
+int tctl_cmd_infer(tctl_ctx *ctx, int argc, char **argv)
+{
+	if (argc < 1 || argv[0][0] == '-')
+		return tctl_usage("infer", "needs MODEL and inputs");
+	tctl_inputs in = {0};
+	run_opts o;
+	int rc = run_args("infer", argc - 1, argv + 1, &in, &o);
+	if (!rc && !in.n)
+		rc = tctl_usage("infer", "needs inputs (INPUT.json, NAME=FILE.npy or --raw)");
+	if (!rc) {
+		cJSON *h = cJSON_CreateObject();
+		cJSON_AddStringToObject(h, "verb", "infer");
+		cJSON_AddStringToObject(h, "model", argv[0]);
+		add_run_fields(h, &o);
+		rc = send_owned(ctx->c, h, &in, print_outputs, o.out_dir);
+	}
+	tctl_inputs_free(&in);
+	return rc;
+}
+
+int tctl_cmd_realize(tctl_ctx *ctx, int argc, char **argv)
+{
+	if (argc < 1 || argv[0][0] == '-')
+		return tctl_usage("realize", "needs GRAPH.json");
+	char err[512];
+	cJSON *g = tctl_json_file(argv[0], err, sizeof(err));
+	if (!g) {
+		fprintf(stderr, "tensorctl realize: %s\n", err);
+		return TCTL_EXIT_USAGE;
+	}
+	cJSON *inner = cJSON_DetachItemFromObjectCaseSensitive(g, "graph");
+	if (inner) {
+		cJSON_Delete(g);
+		g = inner;
+	}
+	tctl_inputs in = {0};
+	run_opts o;
+	int rc = run_args("realize", argc - 1, argv + 1, &in, &o);
+	if (!rc && o.priority)
+		rc = tctl_usage("realize", "--priority is for infer");
+	if (!rc) {
+		cJSON *h = cJSON_CreateObject();
+		cJSON_AddStringToObject(h, "verb", "realize");
+		cJSON_AddItemToObject(h, "graph", g);
+		g = NULL;
+		add_run_fields(h, &o);
+		rc = send_owned(ctx->c, h, &in, print_outputs, o.out_dir);
+	}
+	cJSON_Delete(g);
+	tctl_inputs_free(&in);
+	return rc;
+}
+
+static int print_saved(const tsd_reply *r, const char *dir)
+{
+	if (dir)
+		return tctl_write_outputs_npy(r, dir);
+	printf("saved %s\n", str_field(tsd_reply_json(r), "path", "?"));
+	return 0;
+}
+
+int tctl_cmd_save(tctl_ctx *ctx, int argc, char **argv)
+{
+	const char *name = NULL, *path = NULL, *dir = NULL;
+	for (int i = 0; i < argc; i++) {
+		if (!strcmp(argv[i], "--out-dir") && i + 1 < argc)
+			dir = argv[++i];
+		else if (argv[i][0] == '-')
+			return tctl_usage("save", "unexpected argument %s", argv[i]);
+		else if (!name)
+			name = argv[i];
+		else if (!path)
+			path = argv[i];
+		else
+			return tctl_usage("save", "unexpected argument %s", argv[i]);
+	}
+	if (!name || !path == !dir)
+		return tctl_usage("save",
+				  "needs NAME and one of PATH.safetensors or --out-dir DIR");
+	cJSON *h = cJSON_CreateObject();
+	cJSON_AddStringToObject(h, "verb", "model.save");
+	cJSON_AddStringToObject(h, "name", name);
+	if (path)
+		cJSON_AddStringToObject(h, "path", path);
+	return send_owned(ctx->c, h, NULL, print_saved, dir);
+}

@@ -1,0 +1,281 @@
+#!/usr/bin/env bash
+# tensorctl.sh: tensorctl against a live tensord (make tensorctl-check): every subcommand, the
+# replay output (order, values, bad lines) and its resumption, .npy round trips, bench's CSV
+# and SVG, train on Fashion-MNIST, usage errors and exit codes. Usage: tests/tensorctl.sh [BUILD]
+set -u
+BUILD=${1:-build}
+CTL=$(realpath "$BUILD/bin/tensorctl")
+TSD=$(realpath "$BUILD/bin/tensord")
+HERE=$(cd "$(dirname "$0")" && pwd)
+DIR=$(mktemp -d /tmp/tensorctl-test.XXXXXX)
+FAILS=0
+PASSES=0
+PID=
+
+cleanup() {
+	[ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
+	if [ "$FAILS" = 0 ]; then rm -rf "$DIR"; else echo "tensorctl.sh: files kept in $DIR"; fi
+}
+trap cleanup EXIT
+
+ok() { PASSES=$((PASSES + 1)); }
+fail() { FAILS=$((FAILS + 1)); echo "FAIL: $*"; }
+# expect RC CMD...: run CMD (tensorctl's arguments), its stdout in $DIR/out, stderr in $DIR/err
+expect() {
+	local want=$1; shift
+	"$CTL" "$@" >"$DIR/out" 2>"$DIR/err"
+	local rc=$?
+	if [ "$rc" = "$want" ]; then ok; else
+		fail "tensorctl $* exited $rc, expected $want"; tail -5 "$DIR/err"; fi
+	if grep -q -E "Sanitizer|runtime error:" "$DIR/err"; then  # a sanitized build's report
+		fail "tensorctl $*: sanitizer report"; head -30 "$DIR/err"; fi
+}
+has() { if grep -q -- "$2" "$1"; then ok; else fail "$1 lacks '$2'"; head -5 "$1"; fi; }
+same() { if cmp -s "$1" "$2"; then ok; else fail "$1 and $2 differ"; diff "$1" "$2" | head -5; fi; }
+
+# ---- the daemon ----
+mkdir -p "$DIR/models"
+cat >"$DIR/tensord.json" <<EOF
+{"listen": ["ipc://$DIR/s.sock"], "models_dir": "$DIR/models", "cache_dir": "$DIR/cache",
+ "log_level": "warn"}
+EOF
+start_daemon() {
+	"$TSD" --config "$DIR/tensord.json" 2>>"$DIR/tensord.log" &
+	PID=$!
+	for _ in $(seq 100); do "$CTL" status >/dev/null 2>&1 && break; sleep 0.1; done
+}
+export TENSORD_URL="ipc://$DIR/s.sock"
+start_daemon
+
+# ---- help, usage errors, exit codes ----
+expect 0 --help
+has "$DIR/out" "exit status"
+for c in status models load unload infer realize save train stats bench replay; do
+	expect 0 "$c" --help
+	has "$DIR/out" "usage: tensorctl $c"
+done
+expect 2 bogus
+expect 2
+expect 2 --timeout x status
+expect 2 replay
+expect 2 infer
+expect 2 infer tiny
+expect 2 replay /nonexistent.jsonl
+expect 2 bench tiny --concurrency 0:x
+expect 3 --url "ipc://$DIR/nobody.sock" status
+
+# ---- status, load, models, infer, stats ----
+expect 0 status
+has "$DIR/out" "ready:     yes"
+expect 0 load "$HERE/tensorctl/tiny.json"
+has "$DIR/out" "loaded tiny version 1"
+expect 0 models
+has "$DIR/out" "ids:int32\[-1,8\]"
+cat >"$DIR/in.json" <<'EOF'
+{"ids": {"dtype": "int32", "shape": [2, 8], "data": [[1, 2, 3, 4, 5, 6, 7, 8], [1, 1, 1, 1, 1, 1, 1, 0]]}}
+EOF
+expect 0 infer tiny "$DIR/in.json"
+tr -d ' \t\n' <"$DIR/out" >"$DIR/out1"
+has "$DIR/out1" '"sum":{"dtype":"int32","shape":\[2\],"data":\[36,7\]}'
+has "$DIR/out1" '"mean":{"dtype":"float32","shape":\[2\],"data":\[18,3.5\]}'
+expect 1 infer nosuchmodel "$DIR/in.json"
+has "$DIR/err" "unknown_model"
+expect 0 stats
+python3 -c "import json,sys; json.load(open(sys.argv[1]))['histograms']['queue_us']" "$DIR/out" && ok || fail "stats is not JSON with histograms"
+
+# ---- .npy: inputs, outputs, round trip through realize ----
+python3 "$HERE/tensorctl/npy.py" "$DIR/ids.npy" '<i4' 2,8 1 2 3 4 5 6 7 8 1 1 1 1 1 1 1 0
+mkdir -p "$DIR/o1" "$DIR/o2"
+expect 0 infer tiny "ids=$DIR/ids.npy" --out-dir "$DIR/o1"
+has "$DIR/out" "o1/sum.npy"
+python3 - "$DIR/o1/sum.npy" "$DIR/o1/mean.npy" <<'EOF' && ok || fail ".npy outputs"
+import struct, sys
+def npy(p):
+    b = open(p, 'rb').read()
+    assert b[:8] == b'\x93NUMPY\x01\x00', b[:8]
+    hl = struct.unpack('<H', b[8:10])[0]
+    assert (10 + hl) % 64 == 0
+    return eval(b[10:10 + hl].decode()), b[10 + hl:]
+h, d = npy(sys.argv[1])
+assert h == {'descr': '<i4', 'fortran_order': False, 'shape': (2,)}, h
+assert struct.unpack('<2i', d) == (36, 7)
+h, d = npy(sys.argv[2])
+assert h['descr'] == '<f4' and h['shape'] == (2,) and struct.unpack('<2f', d) == (18.0, 3.5)
+EOF
+cat >"$DIR/ident.json" <<'EOF'
+{"graph": {"nodes": [{"id": "a", "op": "input", "dtype": "int32", "shape": [2]},
+  {"id": "z", "op": "const", "value": 0, "dtype": "int32"},
+  {"id": "s", "op": "add", "in": ["a", "z"]}], "outputs": ["s"]}}
+EOF
+expect 0 realize "$DIR/ident.json" "a=$DIR/o1/sum.npy" --out-dir "$DIR/o2"
+same "$DIR/o1/sum.npy" "$DIR/o2/s.npy"
+expect 1 realize "$DIR/ident.json"
+expect 2 realize "$DIR/ident.json" "a=$DIR/nonexistent.npy"
+
+# ---- replay: values, order, bad lines; against single infers ----
+python3 - "$DIR" <<'EOF'
+import json, random, sys
+d = sys.argv[1]
+random.seed(7)
+with open(d + '/log.jsonl', 'w') as f, open(d + '/want.jsonl', 'w') as w:
+    for i in range(5000):
+        ids = [random.randint(-100000, 100000) for _ in range(8)]
+        f.write(json.dumps({"id": i, "model": "tiny", "inputs": {"ids": ids}}) + '\n')
+        s = sum(ids)
+        m = str(s // 2) if s % 2 == 0 else '%.1f' % (s / 2)
+        w.write('{"id":%d,"outputs":{"sum":%d,"mean":%s}}\n' % (i, s, m))
+        if i % 1000 == 999:  # bad lines among good ones: their batch-mates are unaffected
+            f.write('{"id": "bad%d", "model": "tiny", "inputs": {"ids": [1, 2]}}\n' % i)
+            w.write('{"id":"bad%d","error":"shape_mismatch","message":"inputs.ids: a list of 8 expected at depth 0, got 2"}\n' % i)
+            f.write('not json\n')
+            w.write('{"error":"bad_request","message":"not a JSON object"}\n')
+            f.write('{"id": [%d], "model": "other", "inputs": {"ids": 1}}\n' % i)
+            w.write('{"id":[%d],"error":"unknown_model","message":"model other is not loaded"}\n' % i)
+EOF
+expect 4 replay "$DIR/log.jsonl" -o "$DIR/r1.jsonl"
+same "$DIR/want.jsonl" "$DIR/r1.jsonl"
+has "$DIR/err" "5015 lines (0 before, 5015 this run), 15 errors"
+expect 4 replay "$DIR/log.jsonl" --batch 7 --jobs 3 --priority realtime
+same "$DIR/want.jsonl" "$DIR/out"
+expect 2 replay "$DIR/log.jsonl" --priority urgent
+for n in 0 1234 4999; do  # the same rows sent one by one with infer
+	python3 -c "import json,sys; l=json.loads(open(sys.argv[1]).readlines()[int(sys.argv[2])]); print(json.dumps({'ids': {'dtype': 'int32', 'shape': [1, 8], 'data': l['inputs']['ids']}}))" "$DIR/log.jsonl" $n >"$DIR/one.json"
+	expect 0 infer tiny "$DIR/one.json"
+	python3 -c "import json,sys; a=json.load(open(sys.argv[1])); b=json.loads(open(sys.argv[2]).readlines()[int(sys.argv[3])])['outputs']; assert a['sum']['data']==[b['sum']] and a['mean']['data']==[b['mean']], (a,b)" "$DIR/out" "$DIR/r1.jsonl" $n && ok || fail "replay line $n differs from infer"
+done
+
+# ---- replay: a batch axis inside the shape, a model without one, models mixed ----
+expect 0 load "$HERE/tensorctl/cols.json"
+expect 0 load "$HERE/tensorctl/fixed.json"
+cat >"$DIR/mix.jsonl" <<'EOF'
+{"id": 1, "model": "cols", "inputs": {"x": [[1, -2, 3], [-4, 5, 0.1]]}}
+{"id": 2, "model": "cols", "inputs": {"x": [[-1, 2, -3], [4, -5, 1e-3]]}}
+{"id": 3, "model": "fixed", "inputs": {"a": [1, -2, 3.25]}}
+{"id": 4, "model": "fixed", "inputs": {"a": [-1, 2, 1e30]}}
+{"inputs": {"x": [[0, 0, 0], [1, 1, 1]]}, "model": "cols", "other": [1, {"a": "}"}]}
+EOF
+cat >"$DIR/mix_want.jsonl" <<'EOF'
+{"id":1,"outputs":{"y":[[1,0,3],[0,5,0.100000001]],"z":[[2,-4,6],[-8,10,0.200000003]]}}
+{"id":2,"outputs":{"y":[[0,2,0],[4,0,0.00100000005]],"z":[[-2,4,-6],[8,-10,0.00200000009]]}}
+{"id":3,"outputs":{"r":[1,0,3.25]}}
+{"id":4,"outputs":{"r":[0,2,1.00000002e+30]}}
+{"outputs":{"y":[[0,0,0],[1,1,1]],"z":[[0,0,0],[2,2,2]]}}
+EOF
+expect 0 replay "$DIR/mix.jsonl"
+same "$DIR/mix_want.jsonl" "$DIR/out"
+
+# mutated lines: each answered on its own line; malformed ones refused, good ones answered
+python3 "$HERE/tensorctl/replay_fuzz.py" gen "$DIR/fuzz.jsonl" 5 4000
+expect 4 replay "$DIR/fuzz.jsonl" -o "$DIR/fuzz.out" --batch 16
+python3 "$HERE/tensorctl/replay_fuzz.py" check "$DIR/fuzz.jsonl" "$DIR/fuzz.out" && ok || fail "replay of mutated lines"
+
+# ---- replay: resumption ----
+expect 5 replay "$DIR/log.jsonl" -o "$DIR/r2.jsonl" --stop-after 1234 --batch 100
+[ "$(wc -l <"$DIR/r2.jsonl")" = 1234 ] && ok || fail "--stop-after 1234 wrote $(wc -l <"$DIR/r2.jsonl") lines"
+head -c -9 "$DIR/r2.jsonl" >"$DIR/r3.jsonl" # a partial last line, as a kill leaves it
+mv "$DIR/r3.jsonl" "$DIR/r2.jsonl"
+expect 4 replay "$DIR/log.jsonl" -o "$DIR/r2.jsonl" --jobs 2
+has "$DIR/err" "(1233 before, 3782 this run)"
+same "$DIR/r1.jsonl" "$DIR/r2.jsonl"
+expect 4 replay "$DIR/log.jsonl" -o "$DIR/r2.jsonl" # complete: nothing to do
+same "$DIR/r1.jsonl" "$DIR/r2.jsonl"
+# SIGTERM during a run of small batches: exit 5 (or 4 when it finished first), then resume
+for _ in 1 2 3 4 5 6 7 8; do cat "$DIR/log.jsonl"; done >"$DIR/big.jsonl"
+for _ in 1 2 3 4 5 6 7 8; do cat "$DIR/r1.jsonl"; done >"$DIR/big_want.jsonl"
+"$CTL" replay "$DIR/big.jsonl" -o "$DIR/r4.jsonl" --batch 4 --jobs 1 2>"$DIR/err" &
+RP=$!
+sleep 0.3
+kill -TERM $RP
+wait $RP
+rc=$?
+{ [ $rc = 5 ] || [ $rc = 4 ]; } && ok || fail "replay after SIGTERM exited $rc"
+expect 4 replay "$DIR/big.jsonl" -o "$DIR/r4.jsonl"
+same "$DIR/big_want.jsonl" "$DIR/r4.jsonl"
+expect 3 --url "ipc://$DIR/nobody.sock" replay "$DIR/log.jsonl"
+# the daemon killed under a replay: exit 3 with complete lines only; resumed once it is back
+"$CTL" --timeout 5000 replay "$DIR/big.jsonl" -o "$DIR/r5.jsonl" --batch 4 --jobs 2 2>"$DIR/err" &
+RP=$!
+sleep 0.5
+kill -KILL "$PID"
+wait "$PID" 2>/dev/null
+wait $RP
+rc=$?
+{ [ $rc = 3 ] || [ $rc = 4 ]; } && ok || fail "replay with the daemon killed exited $rc"
+start_daemon
+expect 0 load "$HERE/tensorctl/tiny.json"
+expect 4 replay "$DIR/big.jsonl" -o "$DIR/r5.jsonl"
+same "$DIR/big_want.jsonl" "$DIR/r5.jsonl"
+
+# ---- bench: CSV and SVG (shape, not timings) ----
+expect 0 bench tiny --concurrency 1:2 --window-ms 50 --max-windows 3 --csv "$DIR/b.csv" --plot "$DIR/b.svg"
+python3 - "$DIR/b.csv" "$DIR/b.svg" <<'EOF' && ok || fail "bench CSV or SVG"
+import csv, sys, xml.dom.minidom
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert [r['concurrency'] for r in rows] == ['1', '2'], rows
+for r in rows:
+    assert float(r['throughput_rps']) > 0 and float(r['p99_ms']) >= float(r['p50_ms']) > 0, r
+    assert r['errors'] == '0'
+svg = xml.dom.minidom.parse(sys.argv[2])
+assert len(svg.getElementsByTagName('polyline')) == 5
+texts = ' '.join(t.firstChild.data for t in svg.getElementsByTagName('text') if t.firstChild)
+assert 'p99 latency' in texts and 'throughput' in texts and 'concurrent requests' in texts, texts
+EOF
+expect 0 bench tiny --rate 50,100 --concurrency 2 --window-ms 50 --max-windows 3 --csv "$DIR/b2.csv"
+has "$DIR/b2.csv" "^rate,throughput_rps"
+expect 1 bench nosuchmodel --window-ms 50
+
+# ---- train (Fashion-MNIST), save, unload ----
+python3 "$HERE/tensorctl/npy.py" "$DIR/w.npy" '<f4' 10,784 0
+python3 "$HERE/tensorctl/npy.py" "$DIR/b.npy" '<f4' 10 0
+expect 0 load "$HERE/tensorctl/fmnist.json" "w=$DIR/w.npy" "b=$DIR/b.npy"
+F=/usr/share/datasets/fashion-mnist
+if [ -f "$F/train-images-idx3-ubyte.gz" ]; then
+	expect 0 train fmnist --data "$F/train-images-idx3-ubyte.gz" --data "$F/train-labels-idx1-ubyte.gz" \
+		--target label --steps 30 --batch 64 --log-every 10
+	has "$DIR/out" "step 30 loss"
+	python3 -c "import sys; l=[float(x.split()[3]) for x in open(sys.argv[1])]; assert l[-1] < 1.6 < 2.31 and len(l) == 3, l" "$DIR/out" && ok || fail "train loss did not fall"
+else
+	echo "SKIP: train (no Fashion-MNIST in $F)"
+fi
+expect 2 train fmnist --data "$DIR/nonexistent.gz"
+expect 2 train tiny --data "$DIR/ids.npy"  # not trainable
+python3 - "$DIR/ds.safetensors" <<'EOF'  # 10 samples: x float32 [10, 784], label int64 [10]
+import json, struct, sys
+x = struct.pack('<7840f', *[(i % 784) / 784.0 for i in range(7840)])
+y = struct.pack('<10q', *[i % 10 for i in range(10)])
+h = json.dumps({"x": {"dtype": "F32", "shape": [10, 784], "data_offsets": [0, len(x)]},
+                "label": {"dtype": "I64", "shape": [10], "data_offsets": [len(x), len(x) + len(y)]},
+                "__metadata__": {"what": "test"}}).encode()
+open(sys.argv[1], 'wb').write(struct.pack('<Q', len(h)) + h + x + y)
+EOF
+expect 0 train fmnist --data "$DIR/ds.safetensors" --target label --steps 4 --batch 5 --lr 0.05
+has "$DIR/out" "step 4 loss"
+has "$DIR/err" "train: 4 steps of 5 samples (dataset 10)"
+expect 0 save fmnist w.safetensors
+[ -f "$DIR/models/w.safetensors" ] && ok || fail "save PATH wrote nothing"
+mkdir -p "$DIR/sv"
+expect 0 save fmnist --out-dir "$DIR/sv"
+[ -f "$DIR/sv/w.npy" ] && [ -f "$DIR/sv/b.npy" ] && ok || fail "save --out-dir"
+expect 0 load "$HERE/tensorctl/fmnist.json" --upload "$DIR/models/w.safetensors"
+has "$DIR/out" "version 2"
+python3 -c "import json,sys; json.dump(json.load(open(sys.argv[1]))['graph'], open(sys.argv[2], 'w'))" \
+	"$HERE/tensorctl/fmnist.json" "$DIR/graph.json"
+expect 2 load "$DIR/graph.json" --upload "$DIR/models/w.safetensors"
+expect 0 load "$DIR/graph.json" --name bare --upload "$DIR/models/w.safetensors"
+python3 "$HERE/tensorctl/npy.py" "$DIR/x.npy" '<f4' 3,784 0.5
+expect 0 infer bare "x=$DIR/x.npy"
+tr -d ' \t\n' <"$DIR/out" >"$DIR/out1"
+has "$DIR/out1" '"y":{"dtype":"float32","shape":\[3,10\]'
+expect 0 unload fmnist
+expect 1 unload fmnist
+expect 2 save fmnist
+
+# the daemon drains and exits 0 after all that
+kill -TERM "$PID"
+wait "$PID"
+rc=$?
+PID=
+[ $rc = 0 ] && ok || { fail "tensord exited $rc"; tail -20 "$DIR/tensord.log"; }
+
+echo "tensorctl.sh: $PASSES passed, $FAILS failed"
+[ "$FAILS" = 0 ]
