@@ -331,15 +331,8 @@ bool tsd_call_done(const tsd_call *k)
 bool tsd_call_wait(tsd_call *k, int timeout_ms)
 {
 	struct timespec until;
-	if (timeout_ms >= 0) {
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_sec += timeout_ms / 1000;
-		until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
-	}
+	if (timeout_ms >= 0)
+		tsd_deadline(timeout_ms, &until);
 	pthread_mutex_lock(&k->mu);
 	int rc = 0;
 	while (k->state != CALL_DONE && !rc)

@@ -65,13 +65,7 @@ static const char *setup_socket(tsd_client *c, int *rv)
 static bool wait_connected(tsd_client *c, int ms)
 {
 	struct timespec until;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += ms / 1000;
-	until.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	tsd_deadline(ms, &until);
 	pthread_mutex_lock(&c->mu);
 	int rc = 0;
 	while (!c->npipes && rc != ETIMEDOUT)

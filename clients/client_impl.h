@@ -4,6 +4,7 @@
 #define TSD_CLIENT_IMPL_H
 
 #include <pthread.h>
+#include <time.h>
 #include <stdatomic.h>
 
 #include <nng/nng.h>
@@ -79,5 +80,17 @@ TSD_HIDDEN tsd_status tsd_call_run(tsd_client *c, const cJSON *header, const tsd
 /* Free the calls freed inside their callbacks (c->dead); all: first wait for those whose
  * callbacks are still returning (tsd_client_close). */
 TSD_HIDDEN void tsd_client_reap(tsd_client *c, bool all);
+
+/* The CLOCK_REALTIME time ms (>= 0) milliseconds from now, for pthread_cond_timedwait. */
+static inline void tsd_deadline(int ms, struct timespec *until)
+{
+	clock_gettime(CLOCK_REALTIME, until);
+	until->tv_sec += ms / 1000;
+	until->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (until->tv_nsec >= 1000000000L) {
+		until->tv_sec++;
+		until->tv_nsec -= 1000000000L;
+	}
+}
 
 #endif

@@ -6,9 +6,11 @@
  * Usage: robot_gen DIR [train (4000)] [test (600)] [seed (1)]   writes DIR/{train,test}.tsv and DIR/vocab.txt
  *        robot_gen --replay N FILE [seed]                       N JSON lines for tensorctl replay */
 #include <stdint.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "robot.h"
 
@@ -231,6 +233,10 @@ int main(int argc, char **argv)
 	if (ntrain < 1 || ntest < 1) {
 		fprintf(stderr, "robot_gen: counts must be positive\n");
 		return 2;
+	}
+	if (mkdir(argv[1], 0755) && errno != EEXIST) {
+		fprintf(stderr, "robot_gen: cannot create %s: %s\n", argv[1], strerror(errno));
+		return 1;
 	}
 	return write_sets(argv[1], ntrain, ntest, seed) ? 1 : 0;
 }
