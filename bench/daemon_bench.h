@@ -397,6 +397,79 @@ static inline void db_echo_stop(db_echo *e)
 	pthread_join(e->thread, NULL);
 }
 
+/* ---- the echo in a process of its own, as the daemon is: a round trip between two
+ * processes pays for switching address spaces, one between two threads of a process does not.
+ * The bench re-executes itself (fork then exec: nng must not run in a forked child) with
+ * argv[1] DB_ECHO_ARG; its main calls db_echo_child_main first thing. ---- */
+
+#define DB_ECHO_ARG "--db-echo-child"
+
+typedef struct db_echo_proc {
+	pid_t pid;
+} db_echo_proc;
+
+/* In main, before anything else: when this process is an echo child, serve and return its exit
+ * code (>= 0); else -1. */
+static inline int db_echo_child_main(int argc, char **argv)
+{
+	if (argc != 4 || strcmp(argv[1], DB_ECHO_ARG))
+		return -1;
+	db_echo e;
+	if (db_echo_start(&e, argv[2], (size_t)strtoull(argv[3], NULL, 10)))
+		return 1;
+	pthread_join(e.thread, NULL); /* until the parent kills us */
+	return 0;
+}
+
+/* Start an echo process listening on url, replying reply_bytes; waits until it answers. */
+static inline int db_echo_spawn(db_echo_proc *e, const char *url, size_t reply_bytes)
+{
+	char exe[PATH_MAX], n[32];
+	ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (len <= 0)
+		return -1;
+	exe[len] = 0;
+	snprintf(n, sizeof(n), "%zu", reply_bytes);
+	e->pid = fork();
+	if (e->pid < 0)
+		return -1;
+	if (e->pid == 0) {
+		execl(exe, exe, DB_ECHO_ARG, url, n, (char *)NULL);
+		_exit(127);
+	}
+	nng_socket s;
+	if (nng_req0_open(&s))
+		return -1;
+	nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 200);
+	int ok = 0;
+	for (int i = 0; i < 100 && !ok; i++) { /* 10 s */
+		nng_msg *m;
+		if (nng_dial(s, url, NULL, 0)) {
+			usleep(100000);
+			continue;
+		}
+		ok = !nng_msg_alloc(&m, 8) && !nng_sendmsg(s, m, 0) && !nng_recvmsg(s, &m, 0);
+		if (ok)
+			nng_msg_free(m);
+	}
+	nng_close(s);
+	if (!ok) {
+		kill(e->pid, SIGKILL);
+		waitpid(e->pid, NULL, 0);
+		return -1;
+	}
+	return 0;
+}
+
+static inline void db_echo_kill(db_echo_proc *e)
+{
+	if (e->pid > 0) {
+		kill(e->pid, SIGKILL);
+		waitpid(e->pid, NULL, 0);
+		e->pid = 0;
+	}
+}
+
 /* ---- the real message sizes: one call relayed through an in-process REQ/REP proxy ---- */
 
 typedef struct db_probe {

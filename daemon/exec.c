@@ -100,7 +100,7 @@ static void *exec_main(void *arg)
 	dmn_srv *s = e->srv;
 	for (;;) {
 		pthread_mutex_lock(&e->mu);
-		while (!e->head && !e->stop)
+		while ((!e->head || e->busy) && !e->stop)
 			pthread_cond_wait(&e->cv, &e->mu);
 		dmn_job *j = e->head;
 		if (!j) {
@@ -110,10 +110,14 @@ static void *exec_main(void *arg)
 		e->head = j->next;
 		if (!e->head)
 			e->tail = NULL;
+		e->busy = true;
 		pthread_mutex_unlock(&e->mu);
 		j->next = NULL;
 		run(e, j);
 		send_replies(j);
+		pthread_mutex_lock(&e->mu);
+		e->busy = false;
+		pthread_mutex_unlock(&e->mu);
 		pthread_mutex_lock(&s->mu);
 		if (s->in_jobs_tail)
 			s->in_jobs_tail->next = j;
@@ -138,6 +142,27 @@ void dmn_exec_push(dmn_srv *s, dmn_job *j)
 	e->tail = j;
 	pthread_cond_signal(&e->cv);
 	pthread_mutex_unlock(&e->mu);
+}
+
+bool dmn_exec_run_here(dmn_srv *s, dmn_job *j)
+{
+	dmn_exec *e = &s->exec;
+	pthread_mutex_lock(&e->mu);
+	bool idle = !e->head && !e->busy && !e->stop;
+	if (idle)
+		e->busy = true; /* the context is ours until we clear it: the executor waits */
+	pthread_mutex_unlock(&e->mu);
+	if (!idle)
+		return false;
+	j->next = NULL;
+	run(e, j);
+	send_replies(j);
+	pthread_mutex_lock(&e->mu);
+	e->busy = false;
+	if (e->head)
+		pthread_cond_signal(&e->cv);
+	pthread_mutex_unlock(&e->mu);
+	return true;
 }
 
 void dmn_exec_cancel(dmn_srv *s)

@@ -114,6 +114,7 @@ struct dmn_mver {
 	int in_order[PROTO_GRAPH_MAX_OUTPUTS]; /* graph input k (node order) = model input in_order[k] */
 	bool batched;
 	int batch_max, nbuckets, buckets[DMN_MAX_BUCKETS];
+	uint64_t bucket_ns[DMN_MAX_BUCKETS]; /* loop: the last infer job's compute time per bucket (0: none) */
 	int64_t delay_us;
 	int queue_max;
 	char weights_path[4096];  /* "" unless loaded from a file */
@@ -182,6 +183,7 @@ typedef struct dmn_exec {
 	pthread_cond_t cv;
 	dmn_job *head, *tail;
 	bool stop;
+	bool busy;   /* a job is running: on the executor thread, or on the loop's (dmn_exec_run_here) */
 	eng_ctx *ctx;
 	char name[64];
 	/* the engine's figures after the last job, for stats (under mu) */
@@ -347,6 +349,10 @@ void dmn_flush_queues(dmn_srv *s, dmn_model *m, tsd_status st, const char *msg);
 int dmn_exec_start(dmn_srv *s, char *err, size_t errlen);
 void dmn_exec_stop(dmn_srv *s);
 void dmn_exec_push(dmn_srv *s, dmn_job *j);
+/* Loop: run j on the calling thread, replies sent, when the executor is idle (nothing queued or
+ * running); false (nothing done) when it is not. */
+bool dmn_exec_run_here(dmn_srv *s, dmn_job *j);
+
 void dmn_job_free(dmn_job *j);
 /* The figures the executor published after its last job. */
 void dmn_exec_stats(dmn_srv *s, eng_stats *st, eng_device_stats *ds);

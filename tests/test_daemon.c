@@ -224,6 +224,78 @@ START_TEST(t_load_infer_unload)
 }
 END_TEST
 
+/* ---- small realtime batches on the loop's thread (loop_run_max_us) ---- */
+
+typedef struct rt_arg {
+	dh_daemon *d;
+	const char *prio;
+	int n;
+	const float *x, *y; /* 3 rows of 4, their 3 rows of 2 */
+	char err[256];
+} rt_arg;
+
+/* n single-row infers at a->prio, every answer checked. */
+static void *rt_main(void *p)
+{
+	rt_arg *a = p;
+	tsd_client *c = dh_client(a->d);
+	char why[256], extra[64];
+	float got[2];
+	snprintf(extra, sizeof(extra), "{\"priority\":\"%s\"}", a->prio);
+	for (int i = 0; i < a->n && !a->err[0]; i++) {
+		int r = i % 3;
+		tsd_status s = dh_infer(c, "mlp", extra, a->x + 4 * r, 1, 4, got, 2, why, sizeof(why));
+		if (s != TSD_OK)
+			snprintf(a->err, sizeof(a->err), "%s %d: %s: %.180s", a->prio, i, tsd_status_name(s), why);
+		else if (!close_to(got, a->y + 2 * r, 2, TOL))
+			snprintf(a->err, sizeof(a->err), "%s %d: got %g %g, want %g %g", a->prio, i, got[0], got[1],
+				 a->y[2 * r], a->y[2 * r + 1]);
+	}
+	tsd_client_close(c);
+	return NULL;
+}
+
+/* Realtime rows while normal ones keep the executor busy part of the time: the realtime batches
+ * that find it idle run on the loop's thread (counted), the others on the executor; every
+ * answer is right either way, and normal batches never run on the loop. */
+START_TEST(t_loop_run)
+{
+	dh_daemon d = {0};
+	dh_start(&d, "{\"loop_run_max_us\":1000000}");
+	tsd_client *c = dh_client(&d);
+	float w1[32], b1[8], w2[16], x[12], h[24], y[6];
+	fill(w1, 32, 1, 0.7f);
+	fill(b1, 8, 2, 0.3f);
+	fill(w2, 16, 3, 0.7f);
+	fill(x, 12, 4, 2.0f);
+	tsd_tensor ws[3] = {DH_F32("w1", w1, 8, 4), DH_F32("b1", b1, 8), DH_F32("w2", w2, 2, 8)};
+	dh_load(c, MLP_SPEC, ws, 3);
+	linear_ref(x, 3, 4, w1, b1, 8, h);
+	for (int i = 0; i < 24; i++)
+		h[i] = h[i] > 0 ? h[i] : 0;
+	linear_ref(h, 3, 8, w2, NULL, 2, y);
+	rt_arg a[2] = {{.d = &d, .prio = "realtime", .n = 200, .x = x, .y = y},
+		       {.d = &d, .prio = "normal", .n = 100, .x = x, .y = y}};
+	pthread_t th[2];
+	for (int k = 0; k < 2; k++)
+		ck_assert_int_eq(pthread_create(&th[k], NULL, rt_main, &a[k]), 0);
+	for (int k = 0; k < 2; k++)
+		pthread_join(th[k], NULL);
+	for (int k = 0; k < 2; k++)
+		ck_assert_msg(!a[k].err[0], "%s", a[k].err);
+	cJSON *l = dh_call_json(c, "model.list");
+	const cJSON *m = cJSON_GetArrayItem(jget(l, "models"), 0);
+	double on_loop = dh_num(m, "counters.loop_batches"), batches = dh_num(m, "counters.batches");
+	fprintf(stderr, "daemon: %g of %g batches ran on the loop's thread\n", on_loop, batches);
+	ck_assert_msg(on_loop >= 1 && on_loop <= 200 && on_loop < batches, "%g of %g batches on the loop", on_loop,
+		      batches);
+	ck_assert_int_eq((int)dh_num(m, "counters.ok"), 300);
+	cJSON_Delete(l);
+	tsd_client_close(c);
+	dh_stop(&d);
+}
+END_TEST
+
 /* ---- realize from two clients: the second compiles nothing ---- */
 
 #define REALIZE_GRAPH                                                                                    \
@@ -1102,6 +1174,7 @@ Suite *daemon_suite(void)
 {
 	Suite *s = suite_create("daemon");
 	dh_add_test(s, "load_infer_unload", t_load_infer_unload, 60);
+	dh_add_test(s, "loop_run", t_loop_run, 60);
 	dh_add_test(s, "realize_shared", t_realize_shared, 60);
 	dh_add_test(s, "train", t_train, 60);
 	dh_add_test(s, "infer_during_train", t_infer_during_train, 60);
