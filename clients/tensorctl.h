@@ -126,6 +126,7 @@ typedef struct tctl_model {
 	tctl_port in[TCTL_MAX_TENSORS], out[TCTL_MAX_TENSORS];
 	bool batched, trainable;
 	int batch_max;
+	char target[TCTL_NAME_MAX + 1]; /* a trainable model's target tensor ("" if not said) */
 } tctl_model;
 
 /* Every model of model.list into *ms (malloc'd, *n of them; the caller frees *ms). Returns an

@@ -84,6 +84,10 @@ int tctl_models_fetch(tsd_client *c, tctl_model **ms, int *n)
 		snprintf(x->name, sizeof(x->name), "%s", nm->valuestring);
 		x->batched = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "batched"));
 		x->trainable = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "trainable"));
+		const cJSON *tg = cJSON_GetObjectItemCaseSensitive(
+			cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(e, "train"), "target"), "name");
+		if (cJSON_IsString(tg))
+			snprintf(x->target, sizeof(x->target), "%s", tg->valuestring);
 		x->batch_max = cJSON_IsNumber(bm) && bm->valueint > 0 ? bm->valueint : 1;
 		if (!x->batched) {
 			x->batch_max = 1;

@@ -24,8 +24,8 @@ const char tctl_train_help[] =
 	"  --data FILE               IDX or .npy, named in order: the inputs, then the target\n"
 	"A sample is reshaped to the input's row (28x28 images feed a [-1, 784] input) and\n"
 	"converted to its dtype; uint8 data into a float input is scaled by 1/255 unless --scale.\n"
-	"  --target NAME       the target's tensor name (the model's train.target; default\n"
-	"                      \"target\"; model.list does not say it)\n"
+	"  --target NAME       the target's tensor name (default: the model's train.target,\n"
+	"                      as model.list says it)\n"
 	"  --target-dtype DT   the target's dtype (default: int32 for integer data, else float32)\n"
 	"  --lr X              set the learning rate from the first step on\n"
 	"  --log-every K       print \"step S loss L\" every K steps (default steps/10)\n"
@@ -44,7 +44,7 @@ typedef struct train_opts {
 
 static int parse_opts(int argc, char **argv, train_opts *o)
 {
-	*o = (train_opts){.target = "target",
+	*o = (train_opts){.target = NULL,
 			  .steps = 100,
 			  .batch = 32,
 			  .log_every = -1,
@@ -195,6 +195,8 @@ int tctl_cmd_train(tctl_ctx *ctx, int argc, char **argv)
 		rc = TCTL_EXIT_USAGE;
 		goto out;
 	}
+	if (!o.target)
+		o.target = m->target[0] ? m->target : "target";
 	if (!load_data(&o, m, &ds, err, sizeof(err))) {
 		fprintf(stderr, "tensorctl train: %s\n", err);
 		rc = TCTL_EXIT_USAGE;

@@ -373,6 +373,7 @@ void dmn_batch_done(dmn_srv *s, dmn_job *j)
 		dmn_hist_observe(&s->hist.batch_size, (double)rows);
 	} else if (j->kind == DMN_J_TRAIN && j->st == TSD_OK) {
 		m->c.train_steps++;
+		j->ver->steps++; /* the version's own count (model.list "train_steps"; the executor's step) */
 	}
 	if (j->t_end > j->t_start)
 		dmn_hist_observe(&s->hist.compute_us, (double)(j->t_end - j->t_start) / 1e3);

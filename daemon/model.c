@@ -529,6 +529,26 @@ static cJSON *ports_json(const dmn_mver *v, const dmn_port *ports, int n)
 	return a;
 }
 
+/* What a train.step needs to know: the loss, the output it applies to, the target tensor
+ * (name, dtype, shape with -1 for the batch) and the optimizer with its rate. */
+static cJSON *train_json(const dmn_mver *v)
+{
+	static const char *const losses[] = {"mse", "cross_entropy", "sparse_cross_entropy"};
+	static const char *const optims[] = {"sgd", "adam", "adamw"};
+	cJSON *t = cJSON_CreateObject(), *tg = cJSON_CreateObject(), *sh = cJSON_CreateArray();
+	cJSON_AddStringToObject(t, "loss", losses[v->loss]);
+	cJSON_AddStringToObject(t, "output", v->out[v->train_out].name);
+	cJSON_AddStringToObject(tg, "name", v->target);
+	cJSON_AddStringToObject(tg, "dtype", eng_dtype_name(v->target_dtype));
+	for (int d = 0; d < v->target_ndim; d++)
+		cJSON_AddItemToArray(sh, cJSON_CreateNumber(v->target_shape[d] == PROTO_BATCH ? -1.0 : (double)v->target_shape[d]));
+	cJSON_AddItemToObject(tg, "shape", sh);
+	cJSON_AddItemToObject(t, "target", tg);
+	cJSON_AddStringToObject(t, "optimizer", optims[v->optim.kind]);
+	cJSON_AddNumberToObject(t, "lr", v->optim.lr);
+	return t;
+}
+
 cJSON *dmn_counters_json(const dmn_mcounters *c)
 {
 	cJSON *o = cJSON_CreateObject();
@@ -557,8 +577,10 @@ cJSON *dmn_model_json(const dmn_srv *s, const dmn_model *m)
 	cJSON_AddNumberToObject(o, "delay_us", (double)v->delay_us);
 	cJSON_AddNumberToObject(o, "queue_max", v->queue_max);
 	cJSON_AddBoolToObject(o, "trainable", v->trainable);
-	if (v->trainable)
+	if (v->trainable) {
 		cJSON_AddNumberToObject(o, "train_steps", (double)v->steps);
+		cJSON_AddItemToObject(o, "train", train_json(v));
+	}
 	cJSON_AddNumberToObject(o, "queued", m->queued);
 	cJSON_AddItemToObject(o, "counters", dmn_counters_json(&m->c));
 	return o;

@@ -248,7 +248,7 @@ h = json.dumps({"x": {"dtype": "F32", "shape": [10, 784], "data_offsets": [0, le
                 "__metadata__": {"what": "test"}}).encode()
 open(sys.argv[1], 'wb').write(struct.pack('<Q', len(h)) + h + x + y)
 EOF
-expect 0 train fmnist --data "$DIR/ds.safetensors" --target label --steps 4 --batch 5 --lr 0.05
+expect 0 train fmnist --data "$DIR/ds.safetensors" --steps 4 --batch 5 --lr 0.05   # the target's name from model.list
 has "$DIR/out" "step 4 loss"
 has "$DIR/err" "train: 4 steps of 5 samples (dataset 10)"
 expect 0 save fmnist w.safetensors

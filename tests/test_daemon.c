@@ -456,6 +456,17 @@ START_TEST(t_train)
 	ck_assert_msg(s == TSD_OK, "infer: %s: %s", tsd_status_name(s), why);
 	assert_close(got, want, 6, "infer after training");
 	ck_assert_int_eq((int)dh_stat(c, "models.lin.train_steps"), 21);
+	/* model.list says how to train it */
+	cJSON *l = dh_call_json(c, "model.list");
+	const cJSON *m = cJSON_GetArrayItem(jget(l, "models"), 0), *t = jget(m, "train");
+	ck_assert_str_eq(jget(t, "loss")->valuestring, "mse");
+	ck_assert_str_eq(jget(t, "output")->valuestring, "y");
+	ck_assert_str_eq(jget(t, "optimizer")->valuestring, "sgd");
+	ck_assert_str_eq(jget(jget(t, "target"), "name")->valuestring, "t");
+	ck_assert_str_eq(jget(jget(t, "target"), "dtype")->valuestring, "float32");
+	assert_int_array(jget(jget(t, "target"), "shape"), (const int[]){-1, 3}, 2, "train.target.shape");
+	ck_assert_int_eq((int)dh_num(m, "train_steps"), 21);
+	cJSON_Delete(l);
 	tsd_client_close(c);
 	dh_stop(&d);
 }

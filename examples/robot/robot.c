@@ -1,7 +1,8 @@
 /* robot.c (robot): one robot asking the brain for one plan at a time: each command (the
  * arguments, else stdin lines) is tokenised and sent as a realtime infer of one row; the plan
  * and the decision's round trip are printed. --bench N times N decisions and, in the same run
- * and interleaved with them, N round trips of a plain nng REQ/REP echo with messages of the same
+ * and alternating with them call by call (so that both see the same machine), N round trips of
+ * a plain nng REQ/REP echo in a process of its own, as the daemon is, with messages of the same
  * sizes (bench/daemon_bench.h), and prints both p50/p95 and their ratio.
  * Usage: robot [--url URL] [--model brain] [--bench N] [command ...] */
 #include <stdlib.h>
@@ -74,9 +75,9 @@ static int bench(tsd_client *c, const char *url, const char *model, int n)
 	size_t req = 0, rep = 0;
 	int rc = db_probe_sizes(url, probe, h, &in, 1, &req, &rep);
 	cJSON_Delete(h);
-	db_echo echo;
+	db_echo_proc echo = {0};
 	nng_socket sk;
-	if (rc || db_echo_start(&echo, echo_url, rep) || nng_req0_open(&sk) || nng_dial(sk, echo_url, NULL, 0)) {
+	if (rc || db_echo_spawn(&echo, echo_url, rep) || nng_req0_open(&sk) || nng_dial(sk, echo_url, NULL, 0)) {
 		fprintf(stderr, "robot: echo setup failed\n");
 		return -1;
 	}
@@ -84,13 +85,11 @@ static int bench(tsd_client *c, const char *url, const char *model, int n)
 	for (int w = 0; w < 200 && !rc; w++) /* warm-up */
 		rc = rb_infer(c, model, "realtime", ids[w % ncmd], 1, plan);
 	rc = rc || !td || !te || echo_times(sk, req, 200, te);
-	for (int r = 0; r < ROUNDS && !rc; r++) {
-		for (int i = 0; i < per && !rc; i++) {
-			uint64_t t0 = rb_now_ns();
-			rc = rb_infer(c, model, "realtime", ids[i % ncmd], 1, plan);
-			td[r * per + i] = rb_now_ns() - t0;
-		}
-		rc = rc || echo_times(sk, req, per, te + r * per);
+	for (int i = 0; i < per * ROUNDS && !rc; i++) {
+		uint64_t t0 = rb_now_ns();
+		rc = rb_infer(c, model, "realtime", ids[i % ncmd], 1, plan);
+		td[i] = rb_now_ns() - t0;
+		rc = rc || echo_times(sk, req, 1, te + i);
 	}
 	if (!rc) {
 		size_t m = (size_t)per * ROUNDS;
@@ -103,7 +102,7 @@ static int bench(tsd_client *c, const char *url, const char *model, int n)
 		printf("ratio decision/echo: p50 %.2fx (goal <= 1.5x)  p95 %.2fx (goal <= 2x)\n", d50 / e50, d95 / e95);
 	}
 	nng_close(sk);
-	db_echo_stop(&echo);
+	db_echo_kill(&echo);
 	free(td);
 	free(te);
 	return rc ? -1 : 0;
@@ -111,6 +110,9 @@ static int bench(tsd_client *c, const char *url, const char *model, int n)
 
 int main(int argc, char **argv)
 {
+	int ec = db_echo_child_main(argc, argv); /* --bench's echo process */
+	if (ec >= 0)
+		return ec;
 	const char *url_arg = NULL, *model = "brain";
 	int nbench = 0, first = argc;
 	for (int i = 1; i < argc; i++) {
