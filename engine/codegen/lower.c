@@ -531,7 +531,7 @@ static void plan_tiles(eng_kernel_ir *ir, const eng_target *t, char *opts, size_
 			rows *= ir->shape[d];
 	if (eng_target_groups_rows(t, rows, red))
 		return; /* few long rows: a work-group each (linearize.c), not register tiles */
-	int score[ENG_MAX_DIMS] = {0}, reuse[ENG_MAX_DIMS] = {0};
+	int score[ENG_MAX_DIMS] = {0}, reuse[ENG_MAX_DIMS] = {0}, nloads = 0;
 	for (int p = 0; p < ir->nphases; p++) {
 		/* walk loads in the phase value */
 		eng_uop *stack[256];
@@ -541,6 +541,7 @@ static void plan_tiles(eng_kernel_ir *ir, const eng_target *t, char *opts, size_
 		while (sp && guard++ < 4096) {
 			eng_uop *x = stack[--sp];
 			if (x->kind == U_LOAD) {
+				nloads++;
 				for (int d = 0; d < ir->ndim; d++) {
 					int v = -1;
 					for (int l = 0; l < ir->nloops; l++)
@@ -568,7 +569,17 @@ static void plan_tiles(eng_kernel_ir *ir, const eng_target *t, char *opts, size_
 		if (best < 0 || score[d] > score[best])
 			best = d;
 	}
-	if (best < 0 || score[best] == 0)
+	/* no dim read contiguously: a dim that no load depends on (the phases see it only through
+	 * index arithmetic, e.g. one_hot's compare against the class index) takes the lanes, each
+	 * load then serving the whole tile */
+	if (best >= 0 && score[best] == 0) {
+		best = -1;
+		for (int d = 0; d < ir->ndim; d++)
+			if (((D >> d) & 1) && ir->shape[d] >= 2 && nloads > 0 && reuse[d] == nloads &&
+			    (best < 0 || ir->shape[d] > ir->shape[best]))
+				best = d;
+	}
+	if (best < 0)
 		return;
 	/* vector lanes: at most the device's; if the best dim's tile would be no vector width, a
 	 * dim whose tile is one (its loads gathered, a constant stride apart) is taken instead, the
