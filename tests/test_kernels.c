@@ -138,11 +138,37 @@ START_TEST(test_contiguous_forces_store)
 }
 END_TEST
 
+/* A bag of words (one_hot summed over the tokens: a reduction whose loads do not depend on the
+ * class dim, register-tiled along it) is one kernel; so is a stack or cat of reductions, each
+ * computed once per row (unguarded under the pad), and a cat along the reductions' own outer
+ * axis (where the pad's index leaves the bounds, so the guard stays). */
+START_TEST(test_bag_of_words_stacked_reductions)
+{
+	eng_ctx *ctx = tu_ctx();
+	tu_rng r = {9};
+	int64_t si[2] = {64, 8}, s[2] = {64, 16};
+	eng_tensor *ids = tu_rand(ctx, &r, ENG_I32, 2, si, 0, 40);
+	int ax = 1;
+	EXPECT_KERNELS(ctx, 1, eng_sum(eng_one_hot(eng_sub(ids, eng_scalar(ctx, ENG_I32, 1)), 32), &ax, 1, false));
+	eng_tensor *x[3] = {mk(ctx, &r, 2, s), mk(ctx, &r, 2, s), mk(ctx, &r, 2, s)};
+	eng_tensor *am[3], *mx[3];
+	for (int k = 0; k < 3; k++) {
+		am[k] = eng_argmax(x[k], -1, false);
+		mx[k] = eng_max(x[k], &ax, 1, true);
+	}
+	EXPECT_KERNELS(ctx, 1, eng_stack(am, 3, 1));
+	EXPECT_KERNELS(ctx, 1, eng_cat(mx, 3, 1));
+	EXPECT_KERNELS(ctx, 1, eng_cat(mx, 3, 0));
+	eng_ctx_destroy(ctx);
+}
+END_TEST
+
 Suite *kernels_suite(void)
 {
 	const TTest *const tests[] = {
 		test_matmul_fused_vs_forced, test_matmul_bias_relu, test_mlp_forward, test_softmax_layernorm_argmax,
 		test_sparse_cross_entropy,   test_conv2d_relu,      test_siblings,    test_contiguous_forces_store,
+		test_bag_of_words_stacked_reductions,
 	};
 	return tu_suite("kernels", tests, (int)(sizeof(tests) / sizeof(tests[0])), TU_TIMEOUT);
 }

@@ -149,6 +149,16 @@ static eng_uop *acc_ref(lctx *c, int p, eng_dtype dt)
 	return u_acc(ir->uops, p, dt, t[1], t[0]);
 }
 
+/* Whether reduce node n's index idx is in bounds on every axis it does not reduce, whatever
+ * the validity it is lowered under. */
+static bool outer_in_bounds(const eng_node *n, eng_uop *const *idx)
+{
+	for (int d = 0; d < n->ndim; d++)
+		if (!((n->arg.axes >> d) & 1) && (idx[d]->vmin < 0 || idx[d]->vmax >= n->shape[d]))
+			return false;
+	return true;
+}
+
 static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, eng_uop *valid)
 {
 	eng_kernel_ir *ir = c->ir;
@@ -160,6 +170,17 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 	for (int d = 0; d < n->ndim; d++)
 		deps |= idx[d]->deps;
 	int stop = c->nphase_stack ? c->phase_path[c->nphase_stack - 1] : 0;
+	if (!(deps & reduce_vars) && valid && outer_in_bounds(n, idx)) {
+		/* under a pad's validity: where it is false the pad discards this value, and with
+		 * its outer index in bounds the reduction may run there unguarded. It then no longer
+		 * depends on the padded dims, so each reduction of a cat or stack runs once per row
+		 * instead of once per output element. */
+		valid = NULL;
+		deps = 0;
+		for (int d = 0; d < n->ndim; d++)
+			if (!((n->arg.axes >> d) & 1))
+				deps |= idx[d]->deps;
+	}
 	if (deps & reduce_vars) {
 		/* Its value changes inside another phase's loop: it cannot be an accumulator of
 		 * this kernel. Store the largest unexpanded piece around it instead. */
@@ -168,9 +189,9 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 		return u_int_const(u, 0);
 	}
 	/* share an existing phase with the same outer index */
-	eng_uop *key[ENG_MAX_DIMS + 1];
+	eng_uop *key[ENG_MAX_DIMS + 1]; /* a reduced axis (size 1) reads no index */
 	for (int d = 0; d < n->ndim; d++)
-		key[d] = idx[d];
+		key[d] = (n->arg.axes >> d) & 1 ? u_int_const(u, 0) : idx[d];
 	key[n->ndim] = valid;
 	for (int p = 0; p < ir->nphases; p++) {
 		eng_phase *ph = &ir->phases[p];
