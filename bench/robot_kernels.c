@@ -1,6 +1,9 @@
 /* robot_kernels: the robot brain's serving graph (examples/robot/spec.c) built in-process with the
  * Tensor API and realized at one batch size, to see its kernels (DEBUG=2: each kernel and its time).
- * Usage: bench_robot_kernels [batch (4096)] [runs (20)]; prints the median and best realize. */
+ * Usage: bench_robot_kernels [batch (4096)] [runs (20)] [bag]; prints the median and best realize.
+ * The context is sum over tokens of one_hot(word) @ emb as in spec.c; `bag` computes it as the
+ * bag of words (the one-hots summed first) @ emb instead. */
+#include <stdbool.h>
 #include <string.h>
 
 #include "bench.h"
@@ -9,6 +12,7 @@ enum { V = 96, H = 64, P = 16, L = 8, T = 5, START = 1 };
 
 typedef struct brain {
 	int64_t batch;
+	bool bag; /* the bag of words times emb; else each word's one-hot times emb, summed */
 	eng_tensor *emb, *b1, *prev_emb, *pos, *w_out, *b_out;
 	int32_t *ids;
 } brain;
@@ -30,7 +34,9 @@ static eng_tensor *build(eng_ctx *ctx, void *arg)
 	eng_tensor *ids = eng_from_data(ctx, ENG_I32, 2, is, br->ids);
 	eng_tensor *words = eng_one_hot(eng_sub(ids, eng_scalar(ctx, ENG_I32, 1)), V);
 	int ax = 1, last = -1;
-	eng_tensor *ctxv = eng_add(eng_matmul(eng_sum(words, &ax, 1, false), br->emb), br->b1);
+	eng_tensor *bagemb = br->bag ? eng_matmul(eng_sum(words, &ax, 1, false), br->emb)
+				     : eng_sum(eng_matmul(words, br->emb), &ax, 1, false);
+	eng_tensor *ctxv = eng_add(bagemb, br->b1);
 	eng_tensor *ys[T], *hot = NULL;
 	for (int t = 0; t < T; t++) {
 		eng_tensor *pe = t ? eng_matmul(hot, br->prev_emb) : eng_slice(br->prev_emb, 0, START, START + 1, 1);
@@ -47,6 +53,7 @@ int main(int argc, char **argv)
 {
 	int64_t batch = argc > 1 ? atoll(argv[1]) : 4096;
 	int runs = argc > 2 ? atoi(argv[2]) : 20;
+	bool bag = argc > 3 && !strcmp(argv[3], "bag");
 	char err[256];
 	if (batch < 1 || batch > (1 << 20) || runs < 1 || runs > 10000) {
 		fprintf(stderr, "usage: bench_robot_kernels [batch] [runs]\n");
@@ -57,7 +64,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_robot_kernels: %s\n", err);
 		return 1;
 	}
-	brain br = {.batch = batch, .ids = calloc((size_t)(batch * L), sizeof(int32_t))};
+	brain br = {.batch = batch, .bag = bag, .ids = calloc((size_t)(batch * L), sizeof(int32_t))};
 	br.emb = param(ctx, 2, V, H);
 	br.b1 = param(ctx, 1, H, 0);
 	br.prev_emb = param(ctx, 2, P, H);

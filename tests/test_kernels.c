@@ -163,12 +163,31 @@ START_TEST(test_bag_of_words_stacked_reductions)
 }
 END_TEST
 
+/* A sum whose value is zero but at one index (a one_hot matmul, a gather, an embedding) reads
+ * that index instead of looping, so one_hot(ids) @ W summed over the tokens is one kernel;
+ * indices out of range give zeros. */
+START_TEST(test_gather_sums)
+{
+	eng_ctx *ctx = tu_ctx();
+	tu_rng r = {10};
+	int64_t si[2] = {16, 8}, sw[2] = {32, 24}, sa[2] = {16, 32}, sg[2] = {16, 5};
+	eng_tensor *ids = tu_rand(ctx, &r, ENG_I32, 2, si, -3, 36);
+	eng_tensor *w = mk(ctx, &r, 2, sw), *a = mk(ctx, &r, 2, sa);
+	eng_tensor *gi = tu_rand(ctx, &r, ENG_I32, 2, sg, -2, 34);
+	int ax = 1;
+	EXPECT_KERNELS(ctx, 1, eng_sum(eng_matmul(eng_one_hot(ids, 32), w), &ax, 1, false));
+	EXPECT_KERNELS(ctx, 1, eng_gather(a, 1, gi));
+	EXPECT_KERNELS(ctx, 1, eng_relu(eng_embedding(w, ids)));
+	eng_ctx_destroy(ctx);
+}
+END_TEST
+
 Suite *kernels_suite(void)
 {
 	const TTest *const tests[] = {
 		test_matmul_fused_vs_forced, test_matmul_bias_relu, test_mlp_forward, test_softmax_layernorm_argmax,
 		test_sparse_cross_entropy,   test_conv2d_relu,      test_siblings,    test_contiguous_forces_store,
-		test_bag_of_words_stacked_reductions,
+		test_bag_of_words_stacked_reductions, test_gather_sums,
 	};
 	return tu_suite("kernels", tests, (int)(sizeof(tests) / sizeof(tests[0])), TU_TIMEOUT);
 }

@@ -149,6 +149,40 @@ static eng_uop *acc_ref(lctx *c, int p, eng_dtype dt)
 	return u_acc(ir->uops, p, dt, t[1], t[0]);
 }
 
+/* Whether x is loop variable var, or it cast to an integer type. */
+static bool is_var(const eng_uop *x, int var)
+{
+	if (x->kind == U_ALU && x->op == ENG_OP_CAST && eng_dtype_is_int((eng_dtype)x->dtype))
+		x = x->src[0];
+	return x->kind == U_VAR && x->arg.var == var;
+}
+
+/* If a sum's value over reduce variable var is zero unless var equals an integer value that
+ * does not depend on var (cast(var == j) * y, where(var == j, y, 0), cast(var == j): a one_hot
+ * or gather feeding a sum), return j: the sum is then its value at var = j (0 where j is out of
+ * range). For float y the product drops y's inf and NaN at the other positions. */
+static eng_uop *gather_index(const eng_uop *x, int var)
+{
+	const eng_uop *eq = NULL;
+	if (x->kind != U_ALU)
+		return NULL;
+	if (x->op == ENG_OP_WHERE && u_is_const(x->src[2]) && !x->src[2]->arg.c.i)
+		eq = x->src[0];
+	for (int k = 0; k < (x->op == ENG_OP_MUL ? 2 : x->op == ENG_OP_CAST ? 1 : 0) && !eq; k++) {
+		const eng_uop *f = x->op == ENG_OP_MUL ? x->src[k] : x;
+		if (f->kind == U_ALU && f->op == ENG_OP_CAST && f->src[0]->dtype == ENG_BOOL)
+			eq = f->src[0];
+	}
+	if (!eq || eq->kind != U_ALU || eq->op != ENG_OP_CMPEQ)
+		return NULL;
+	for (int k = 0; k < 2; k++) {
+		eng_uop *j = eq->src[1 - k];
+		if (is_var(eq->src[k], var) && !((j->deps >> var) & 1) && eng_dtype_is_int((eng_dtype)j->dtype))
+			return j;
+	}
+	return NULL;
+}
+
 /* Whether reduce node n's index idx is in bounds on every axis it does not reduce, whatever
  * the validity it is lowered under. */
 static bool outer_in_bounds(const eng_node *n, eng_uop *const *idx)
@@ -157,6 +191,28 @@ static bool outer_in_bounds(const eng_node *n, eng_uop *const *idx)
 		if (!((n->arg.axes >> d) & 1) && (idx[d]->vmin < 0 || idx[d]->vmax >= n->shape[d]))
 			return false;
 	return true;
+}
+
+/* The axis a sum reduces, when it is a sum over exactly one axis longer than 1 (a candidate
+ * for gather_index); else -1. */
+static int gather_axis(const eng_node *n)
+{
+	int axis = -1, nred = 0;
+	for (int d = 0; d < n->ndim; d++)
+		if (((n->arg.axes >> d) & 1) && n->src[0]->shape[d] > 1)
+			axis = d, nred++;
+	return n->op == ENG_OP_RSUM && nred == 1 ? axis : -1;
+}
+
+/* Forget what lowering a reduction's value on trial left behind (loops from nloops, phases from
+ * nphases, and the memo, whose entries may hold them). */
+static void trial_rollback(lctx *c, int nloops, int nphases)
+{
+	c->ir->nloops = nloops;
+	c->ir->nphases = nphases;
+	if (c->memo)
+		memset(c->memo, 0, sizeof(*c->memo) * c->memo_cap);
+	c->memo_n = 0;
 }
 
 static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, eng_uop *valid)
@@ -181,7 +237,9 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 			if (!((n->arg.axes >> d) & 1))
 				deps |= idx[d]->deps;
 	}
-	if (deps & reduce_vars) {
+	const bool nested = (deps & reduce_vars) != 0;
+	const int gaxis = gather_axis(n);
+	if (nested && gaxis < 0) {
 		/* Its value changes inside another phase's loop: it cannot be an accumulator of
 		 * this kernel. Store the largest unexpanded piece around it instead. */
 		c->must_store = store_candidate(c, c->npath - 1, stop);
@@ -193,7 +251,7 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 	for (int d = 0; d < n->ndim; d++)
 		key[d] = (n->arg.axes >> d) & 1 ? u_int_const(u, 0) : idx[d];
 	key[n->ndim] = valid;
-	for (int p = 0; p < ir->nphases; p++) {
+	for (int p = 0; p < ir->nphases && !nested; p++) {
 		eng_phase *ph = &ir->phases[p];
 		if (ph->node == n && !memcmp(ph->key, key, sizeof(eng_uop *) * (n->ndim + 1)))
 			return acc_ref(c, p, n->dtype);
@@ -207,6 +265,7 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 	ph.candidate = store_candidate(c, c->npath - 1, stop);
 	eng_uop *ridx[ENG_MAX_DIMS];
 	const eng_node *s = n->src[0];
+	const int nloops0 = ir->nloops, nphases0 = ir->nphases;
 	for (int d = 0; d < n->ndim; d++) {
 		if (!((n->arg.axes >> d) & 1) || s->shape[d] == 1) {
 			ridx[d] = (n->arg.axes >> d) & 1 ? u_int_const(u, 0) : idx[d];
@@ -224,7 +283,26 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 	}
 	c->phase_path[c->nphase_stack++] = c->npath - 1;
 	ph.value = lower(c, s, ridx, valid);
+	eng_uop *j = gaxis >= 0 && !c->st && ir->nphases == nphases0 ? gather_index(ph.value, ph.red[0]) : NULL;
+	if (j) {
+		/* a one_hot or gather summed: its value at j, no loop (so it fuses even nested) */
+		trial_rollback(c, nloops0, nphases0);
+		eng_uop *j64 = j->dtype == ENG_I64 ? j : u_alu(u, ENG_OP_CAST, ENG_I64, j, NULL, NULL);
+		eng_uop *in = u_and(u, u_lt(u, u_int_const(u, -1), j64), u_lt(u, j64, u_int_const(u, s->shape[gaxis])));
+		ridx[gaxis] = j64;
+		eng_uop *val = lower(c, s, ridx, valid ? u_and(u, valid, in) : in);
+		c->nphase_stack--;
+		return u_where(u, n->dtype, in, val, u_const(u, n->dtype, (eng_const_value){.i = 0}));
+	}
 	c->nphase_stack--;
+	if (nested) { /* no gather after all: store, as above */
+		trial_rollback(c, nloops0, nphases0);
+		if (c->st == ENG_OK || c->st == ENG_ESTATE) {
+			c->must_store = ph.candidate;
+			c->st = ENG_ESTATE;
+		}
+		return u_int_const(u, 0);
+	}
 	if (c->st)
 		return u_int_const(u, 0);
 	int p = ir->nphases++;
