@@ -13,6 +13,7 @@ enum { V = 96, H = 64, P = 16, L = 8, T = 5, START = 1 };
 typedef struct brain {
 	int64_t batch;
 	bool bag; /* the bag of words times emb; else each word's one-hot times emb, summed */
+	bool eqmax; /* the fed-back word as contiguous(logits == max); else one_hot(argmax) */
 	eng_tensor *emb, *b1, *prev_emb, *pos, *w_out, *b_out;
 	int32_t *ids;
 } brain;
@@ -44,7 +45,8 @@ static eng_tensor *build(eng_ctx *ctx, void *arg)
 		eng_tensor *z = eng_add(eng_matmul(h, br->w_out), br->b_out);
 		ys[t] = eng_argmax(z, -1, false);
 		if (t + 1 < T)
-			hot = eng_contiguous(eng_cast(eng_eq(z, eng_max(z, &last, 1, true)), ENG_F32));
+			hot = br->eqmax ? eng_contiguous(eng_cast(eng_eq(z, eng_max(z, &last, 1, true)), ENG_F32))
+					: eng_one_hot(ys[t], P);
 	}
 	return eng_stack(ys, T, 1);
 }
@@ -53,7 +55,7 @@ int main(int argc, char **argv)
 {
 	int64_t batch = argc > 1 ? atoll(argv[1]) : 4096;
 	int runs = argc > 2 ? atoi(argv[2]) : 20;
-	bool bag = argc > 3 && !strcmp(argv[3], "bag");
+	bool bag = argc > 3 && strstr(argv[3], "bag"), eqmax = argc > 3 && strstr(argv[3], "eqmax");
 	char err[256];
 	if (batch < 1 || batch > (1 << 20) || runs < 1 || runs > 10000) {
 		fprintf(stderr, "usage: bench_robot_kernels [batch] [runs]\n");
@@ -64,7 +66,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_robot_kernels: %s\n", err);
 		return 1;
 	}
-	brain br = {.batch = batch, .bag = bag, .ids = calloc((size_t)(batch * L), sizeof(int32_t))};
+	brain br = {.batch = batch, .bag = bag, .eqmax = eqmax, .ids = calloc((size_t)(batch * L), sizeof(int32_t))};
 	br.emb = param(ctx, 2, V, H);
 	br.b1 = param(ctx, 1, H, 0);
 	br.prev_emb = param(ctx, 2, P, H);

@@ -125,13 +125,42 @@ static void reshape_index(eng_uops *u, int sn, const int64_t *sshape, int dn, co
 
 static eng_uop *lower(lctx *c, const eng_node *n, eng_uop *const *idx, eng_uop *valid);
 
+/* Whether n's value reads a reduction over target (under_reduce: n is inside one), looking at
+ * most *budget nodes deep; stored nodes end the search. */
+static bool reduces_over(lctx *c, const eng_node *n, const eng_node *target, bool under_reduce, int *budget)
+{
+	if (--*budget < 0)
+		return false;
+	if (n == target)
+		return under_reduce;
+	if (n->buf || (c->o->is_stored && c->o->is_stored(c->o->arg, n)))
+		return false;
+	under_reduce |= eng_op_kind_of(n->op) == ENG_KIND_REDUCE;
+	for (int k = 0; k < n->nsrc; k++)
+		if (reduces_over(c, n->src[k], target, under_reduce, budget))
+			return true;
+	return false;
+}
+
+/* Whether parent, besides reading child, reads a reduction over r (an argmax or softmax of a
+ * matmul: z == max(z)). Storing parent would need r stored as well (nested in that reduction's
+ * loop), so r is the better store: one kernel instead of two. */
+static bool rereduces(lctx *c, const eng_node *parent, const eng_node *child, const eng_node *r)
+{
+	int budget = 256;
+	for (int k = 0; k < parent->nsrc; k++)
+		if (parent->src[k] != child && reduces_over(c, parent->src[k], r, false, &budget))
+			return true;
+	return false;
+}
+
 /* Pick what to store instead of an unfusable reduce at path depth `at`: climb from it
- * towards the enclosing phase (or root) until the parent is an EXPAND, then step down past
- * movement ops. */
+ * towards the enclosing phase (or root) until the parent is an EXPAND or reads another
+ * reduction of it, then step down past movement ops. */
 static const eng_node *store_candidate(lctx *c, int at, int stop)
 {
 	int i = at;
-	while (i - 1 > stop && c->path[i - 1]->op != ENG_OP_EXPAND)
+	while (i - 1 > stop && c->path[i - 1]->op != ENG_OP_EXPAND && !rereduces(c, c->path[i - 1], c->path[i], c->path[at]))
 		i--;
 	while (i < at && eng_op_kind_of(c->path[i]->op) == ENG_KIND_MOVEMENT)
 		i++;
