@@ -131,21 +131,10 @@ cJSON *rb_spec_serve(const char *name, int batch_max, int delay_us)
 		cJSON_AddNumberToObject(node(nodes, ys[t], "argmax", 1, id[7]), "axis", -1);
 		if (t + 1 == RB_T)
 			break;
-		/* one_hot(argmax) for the next step, computed as logits == their max (one_hot of the
-		 * argmax would put its two reductions inside the next matmul; ties, which float logits
-		 * practically never have, would add the tied words' rows) */
-		snprintf(id[1], 32, "s%d_max", t);
-		cJSON *mx = node(nodes, id[1], "max", 1, id[7]);
-		cJSON_AddNumberToObject(mx, "axes", -1);
-		cJSON_AddBoolToObject(mx, "keepdim", true);
-		snprintf(id[2], 32, "s%d_hit", t);
-		node(nodes, id[2], "eq", 2, id[7], id[1]);
-		snprintf(id[3], 32, "s%d_hotf", t);
-		cJSON_AddStringToObject(node(nodes, id[3], "cast", 1, id[2]), "dtype", "float32");
-		/* in a buffer of its own, so that the next step's matmul is a plain one (fused into
-		 * it, the compare ran in the matmul's inner loop: 10x slower at batch 4096) */
+		/* the next step's previous word: the one-hot row of this argmax (the engine reads
+		 * prev_emb's row at the argmax: no matmul) */
 		snprintf(hot, sizeof(hot), "s%d_hot", t);
-		node(nodes, hot, "contiguous", 1, id[3]);
+		cJSON_AddNumberToObject(node(nodes, hot, "one_hot", 1, ys[t]), "num_classes", rb_nplan);
 	}
 	cJSON *st = node(nodes, "plan", "stack", 0);
 	cJSON *in = cJSON_AddArrayToObject(st, "in");
