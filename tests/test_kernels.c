@@ -164,8 +164,8 @@ START_TEST(test_bag_of_words_stacked_reductions)
 END_TEST
 
 /* A sum whose value is zero but at one index (a one_hot matmul, a gather, an embedding) reads
- * that index instead of looping, so one_hot(ids) @ W summed over the tokens is one kernel;
- * indices out of range give zeros. */
+ * that index instead of looping, so one_hot(ids) @ W summed over the tokens is one kernel, and
+ * so is one_hot(argmax(z)) @ W; indices out of range give zeros. */
 START_TEST(test_gather_sums)
 {
 	eng_ctx *ctx = tu_ctx();
@@ -178,6 +178,10 @@ START_TEST(test_gather_sums)
 	EXPECT_KERNELS(ctx, 1, eng_sum(eng_matmul(eng_one_hot(ids, 32), w), &ax, 1, false));
 	EXPECT_KERNELS(ctx, 1, eng_gather(a, 1, gi));
 	EXPECT_KERNELS(ctx, 1, eng_relu(eng_embedding(w, ids)));
+	/* a greedy decode step: the argmax's one-hot row times a table, no matmul loop */
+	int64_t sz[2] = {16, 32}, sc[2] = {16, 24};
+	eng_tensor *z = mk(ctx, &r, 2, sz), *c = mk(ctx, &r, 2, sc);
+	EXPECT_KERNELS(ctx, 1, eng_relu(eng_add(c, eng_matmul(eng_one_hot(eng_argmax(z, -1, false), 32), w))));
 	eng_ctx_destroy(ctx);
 }
 END_TEST

@@ -312,15 +312,22 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 	}
 	c->phase_path[c->nphase_stack++] = c->npath - 1;
 	ph.value = lower(c, s, ridx, valid);
-	eng_uop *j = gaxis >= 0 && !c->st && ir->nphases == nphases0 ? gather_index(ph.value, ph.red[0]) : NULL;
+	eng_uop *j = gaxis >= 0 && !c->st ? gather_index(ph.value, ph.red[0]) : NULL;
 	if (j) {
-		/* a one_hot or gather summed: its value at j, no loop (so it fuses even nested) */
-		trial_rollback(c, nloops0, nphases0);
-		eng_uop *j64 = j->dtype == ENG_I64 ? j : u_alu(u, ENG_OP_CAST, ENG_I64, j, NULL, NULL);
-		eng_uop *in = u_and(u, u_lt(u, u_int_const(u, -1), j64), u_lt(u, j64, u_int_const(u, s->shape[gaxis])));
-		ridx[gaxis] = j64;
-		eng_uop *val = lower(c, s, ridx, valid ? u_and(u, valid, in) : in);
+		/* a one_hot or gather summed: its value at j, no loop (so it fuses even nested).
+		 * Phases its value made (j itself may be an argmax) do not depend on the loop (they
+		 * would have been stored): they stay, and the loop stays unused by any phase. */
 		c->nphase_stack--;
+		if (ir->nphases == nphases0)
+			trial_rollback(c, nloops0, nphases0);
+		/* read at j clamped into range (j's own lowering stays as it was, under the same
+		 * validity), the value kept where j is in range */
+		int64_t last = s->shape[gaxis] - 1;
+		eng_uop *j64 = j->dtype == ENG_I64 ? j : u_alu(u, ENG_OP_CAST, ENG_I64, j, NULL, NULL);
+		eng_uop *lo = u_lt(u, j64, u_int_const(u, 0)), *hi = u_lt(u, u_int_const(u, last), j64);
+		eng_uop *in = u_and(u, u_lt(u, u_int_const(u, -1), j64), u_lt(u, j64, u_int_const(u, last + 1)));
+		ridx[gaxis] = u_where(u, ENG_I64, lo, u_int_const(u, 0), u_where(u, ENG_I64, hi, u_int_const(u, last), j64));
+		eng_uop *val = lower(c, s, ridx, valid);
 		return u_where(u, n->dtype, in, val, u_const(u, n->dtype, (eng_const_value){.i = 0}));
 	}
 	c->nphase_stack--;
@@ -597,13 +604,15 @@ static void reset_ir(eng_kernel_ir *ir)
 }
 
 /* Cost guard: a phase that depends on fewer output dims than the kernel's phases together
- * would be recomputed for every value of the others; store it instead. */
+ * would be recomputed for every value of the others; store it instead. The last such phase
+ * first: phases come after the phases inside them, so storing an argmax takes the max inside it
+ * along (stored first, the max would be a kernel of its own). */
 static const eng_node *cost_guard(const eng_kernel_ir *ir, const eng_node *const *roots, int nroots)
 {
 	uint32_t all = 0;
 	for (int p = 0; p < ir->nphases; p++)
 		all |= ir->phases[p].dims;
-	for (int p = 0; p < ir->nphases; p++) {
+	for (int p = ir->nphases - 1; p >= 0; p--) {
 		uint32_t missing = all & ~ir->phases[p].dims;
 		int64_t extra = 1;
 		for (int d = 0; d < ir->ndim; d++)
