@@ -1,8 +1,10 @@
 /* robot_kernels: the robot brain's serving graph (examples/robot/spec.c) built in-process with the
  * Tensor API and realized at one batch size, to see its kernels (DEBUG=2: each kernel and its time).
- * Usage: bench_robot_kernels [batch (4096)] [runs (20)] [bag]; prints the median and best realize.
- * The context is sum over tokens of one_hot(word) @ emb as in spec.c; `bag` computes it as the
- * bag of words (the one-hots summed first) @ emb instead. */
+ * Usage: bench_robot_kernels [batch (4096)] [runs (20)] [bag,eqmax]; prints the median and best
+ * realize. As in spec.c, the context is the sum over tokens of one_hot(word) @ emb and the next
+ * step's word comes in as one_hot(argmax) @ prev_emb; `bag` computes the context as the bag of
+ * words (the one-hots summed first) @ emb, `eqmax` feeds back contiguous(logits == max(logits))
+ * (the formulation before the engine learned gather sums). */
 #include <stdbool.h>
 #include <string.h>
 
