@@ -182,6 +182,11 @@ START_TEST(test_gather_sums)
 	int64_t sz[2] = {16, 32}, sc[2] = {16, 24};
 	eng_tensor *z = mk(ctx, &r, 2, sz), *c = mk(ctx, &r, 2, sc);
 	EXPECT_KERNELS(ctx, 1, eng_relu(eng_add(c, eng_matmul(eng_one_hot(eng_argmax(z, -1, false), 32), w))));
+	/* a class index that wraps (uint8 over 300 classes) matches several rows: no gather */
+	int64_t sl[2] = {16, 1}, sh[2] = {16, 300}, sv[2] = {300, 4};
+	eng_tensor *lab = tu_rand(ctx, &r, ENG_U8, 2, sl, 0, 255), *v = mk(ctx, &r, 2, sv);
+	eng_tensor *hot = eng_cast(eng_eq(lab, eng_index(ctx, ENG_U8, 2, sh, 1)), ENG_F32);
+	EXPECT_KERNELS(ctx, 1, eng_matmul(hot, v));
 	eng_ctx_destroy(ctx);
 }
 END_TEST

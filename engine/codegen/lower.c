@@ -178,10 +178,11 @@ static eng_uop *acc_ref(lctx *c, int p, eng_dtype dt)
 	return u_acc(ir->uops, p, dt, t[1], t[0]);
 }
 
-/* Whether x is loop variable var, or it cast to an integer type. */
+/* Whether x is loop variable var, or it cast to an integer type that holds all its values. */
 static bool is_var(const eng_uop *x, int var)
 {
-	if (x->kind == U_ALU && x->op == ENG_OP_CAST && eng_dtype_is_int((eng_dtype)x->dtype))
+	if (x->kind == U_ALU && x->op == ENG_OP_CAST && eng_dtype_is_int((eng_dtype)x->dtype) &&
+	    x->vmin == x->src[0]->vmin && x->vmax == x->src[0]->vmax)
 		x = x->src[0];
 	return x->kind == U_VAR && x->arg.var == var;
 }
