@@ -138,11 +138,65 @@ START_TEST(test_contiguous_forces_store)
 }
 END_TEST
 
+/* A bag of words (one_hot summed over the tokens: a reduction whose loads do not depend on the
+ * class dim, register-tiled along it) is one kernel; so is a stack or cat of reductions, each
+ * computed once per row (unguarded under the pad), and a cat along the reductions' own outer
+ * axis (where the pad's index leaves the bounds, so the guard stays). */
+START_TEST(test_bag_of_words_stacked_reductions)
+{
+	eng_ctx *ctx = tu_ctx();
+	tu_rng r = {9};
+	int64_t si[2] = {64, 8}, s[2] = {64, 16};
+	eng_tensor *ids = tu_rand(ctx, &r, ENG_I32, 2, si, 0, 40);
+	int ax = 1;
+	EXPECT_KERNELS(ctx, 1, eng_sum(eng_one_hot(eng_sub(ids, eng_scalar(ctx, ENG_I32, 1)), 32), &ax, 1, false));
+	eng_tensor *x[3] = {mk(ctx, &r, 2, s), mk(ctx, &r, 2, s), mk(ctx, &r, 2, s)};
+	eng_tensor *am[3], *mx[3];
+	for (int k = 0; k < 3; k++) {
+		am[k] = eng_argmax(x[k], -1, false);
+		mx[k] = eng_max(x[k], &ax, 1, true);
+	}
+	EXPECT_KERNELS(ctx, 1, eng_stack(am, 3, 1));
+	EXPECT_KERNELS(ctx, 1, eng_cat(mx, 3, 1));
+	EXPECT_KERNELS(ctx, 1, eng_cat(mx, 3, 0));
+	eng_ctx_destroy(ctx);
+}
+END_TEST
+
+/* A sum whose value is zero but at one index (a one_hot matmul, a gather, an embedding) reads
+ * that index instead of looping, so one_hot(ids) @ W summed over the tokens is one kernel, and
+ * so is one_hot(argmax(z)) @ W; indices out of range give zeros. */
+START_TEST(test_gather_sums)
+{
+	eng_ctx *ctx = tu_ctx();
+	tu_rng r = {10};
+	int64_t si[2] = {16, 8}, sw[2] = {32, 24}, sa[2] = {16, 32}, sg[2] = {16, 5};
+	eng_tensor *ids = tu_rand(ctx, &r, ENG_I32, 2, si, -3, 36);
+	eng_tensor *w = mk(ctx, &r, 2, sw), *a = mk(ctx, &r, 2, sa);
+	eng_tensor *gi = tu_rand(ctx, &r, ENG_I32, 2, sg, -2, 34);
+	int ax = 1;
+	EXPECT_KERNELS(ctx, 1, eng_sum(eng_matmul(eng_one_hot(ids, 32), w), &ax, 1, false));
+	EXPECT_KERNELS(ctx, 1, eng_gather(a, 1, gi));
+	EXPECT_KERNELS(ctx, 1, eng_relu(eng_embedding(w, ids)));
+	/* a greedy decode step: the argmax's one-hot row times a table, no matmul loop */
+	int64_t sz[2] = {16, 32}, sc[2] = {16, 24};
+	eng_tensor *z = mk(ctx, &r, 2, sz), *c = mk(ctx, &r, 2, sc);
+	EXPECT_KERNELS(ctx, 1, eng_relu(eng_add(c, eng_matmul(eng_one_hot(eng_argmax(z, -1, false), 32), w))));
+	/* a class index that wraps (uint8 over 300 classes) matches several rows: no gather */
+	int64_t sl[2] = {16, 1}, sh[2] = {16, 300}, sv[2] = {300, 4};
+	eng_tensor *lab = tu_rand(ctx, &r, ENG_U8, 2, sl, 0, 255), *v = mk(ctx, &r, 2, sv);
+	eng_tensor *hot = eng_cast(eng_eq(lab, eng_index(ctx, ENG_U8, 2, sh, 1)), ENG_F32);
+	EXPECT_KERNELS(ctx, 1, eng_matmul(hot, v));
+	eng_ctx_destroy(ctx);
+}
+END_TEST
+
 Suite *kernels_suite(void)
 {
 	const TTest *const tests[] = {
 		test_matmul_fused_vs_forced, test_matmul_bias_relu, test_mlp_forward, test_softmax_layernorm_argmax,
 		test_sparse_cross_entropy,   test_conv2d_relu,      test_siblings,    test_contiguous_forces_store,
+		test_bag_of_words_stacked_reductions, test_gather_sums,
 	};
 	return tu_suite("kernels", tests, (int)(sizeof(tests) / sizeof(tests[0])), TU_TIMEOUT);
 }

@@ -125,13 +125,42 @@ static void reshape_index(eng_uops *u, int sn, const int64_t *sshape, int dn, co
 
 static eng_uop *lower(lctx *c, const eng_node *n, eng_uop *const *idx, eng_uop *valid);
 
+/* Whether n's value reads a reduction over target (under_reduce: n is inside one), looking at
+ * most *budget nodes deep; stored nodes end the search. */
+static bool reduces_over(lctx *c, const eng_node *n, const eng_node *target, bool under_reduce, int *budget)
+{
+	if (--*budget < 0)
+		return false;
+	if (n == target)
+		return under_reduce;
+	if (n->buf || (c->o->is_stored && c->o->is_stored(c->o->arg, n)))
+		return false;
+	under_reduce |= eng_op_kind_of(n->op) == ENG_KIND_REDUCE;
+	for (int k = 0; k < n->nsrc; k++)
+		if (reduces_over(c, n->src[k], target, under_reduce, budget))
+			return true;
+	return false;
+}
+
+/* Whether parent, besides reading child, reads a reduction over r (an argmax or softmax of a
+ * matmul: z == max(z)). Storing parent would need r stored as well (nested in that reduction's
+ * loop), so r is the better store: one kernel instead of two. */
+static bool rereduces(lctx *c, const eng_node *parent, const eng_node *child, const eng_node *r)
+{
+	int budget = 256;
+	for (int k = 0; k < parent->nsrc; k++)
+		if (parent->src[k] != child && reduces_over(c, parent->src[k], r, false, &budget))
+			return true;
+	return false;
+}
+
 /* Pick what to store instead of an unfusable reduce at path depth `at`: climb from it
- * towards the enclosing phase (or root) until the parent is an EXPAND, then step down past
- * movement ops. */
+ * towards the enclosing phase (or root) until the parent is an EXPAND or reads another
+ * reduction of it, then step down past movement ops. */
 static const eng_node *store_candidate(lctx *c, int at, int stop)
 {
 	int i = at;
-	while (i - 1 > stop && c->path[i - 1]->op != ENG_OP_EXPAND)
+	while (i - 1 > stop && c->path[i - 1]->op != ENG_OP_EXPAND && !rereduces(c, c->path[i - 1], c->path[i], c->path[at]))
 		i--;
 	while (i < at && eng_op_kind_of(c->path[i]->op) == ENG_KIND_MOVEMENT)
 		i++;
@@ -149,6 +178,73 @@ static eng_uop *acc_ref(lctx *c, int p, eng_dtype dt)
 	return u_acc(ir->uops, p, dt, t[1], t[0]);
 }
 
+/* Whether x is loop variable var, or it cast to an integer type that holds all its values. */
+static bool is_var(const eng_uop *x, int var)
+{
+	if (x->kind == U_ALU && x->op == ENG_OP_CAST && eng_dtype_is_int((eng_dtype)x->dtype) &&
+	    x->vmin == x->src[0]->vmin && x->vmax == x->src[0]->vmax)
+		x = x->src[0];
+	return x->kind == U_VAR && x->arg.var == var;
+}
+
+/* If a sum's value over reduce variable var is zero unless var equals an integer value that
+ * does not depend on var (cast(var == j) * y, where(var == j, y, 0), cast(var == j): a one_hot
+ * or gather feeding a sum), return j: the sum is then its value at var = j (0 where j is out of
+ * range). For float y the product drops y's inf and NaN at the other positions. */
+static eng_uop *gather_index(const eng_uop *x, int var)
+{
+	const eng_uop *eq = NULL;
+	if (x->kind != U_ALU)
+		return NULL;
+	if (x->op == ENG_OP_WHERE && u_is_const(x->src[2]) && !x->src[2]->arg.c.i)
+		eq = x->src[0];
+	for (int k = 0; k < (x->op == ENG_OP_MUL ? 2 : x->op == ENG_OP_CAST ? 1 : 0) && !eq; k++) {
+		const eng_uop *f = x->op == ENG_OP_MUL ? x->src[k] : x;
+		if (f->kind == U_ALU && f->op == ENG_OP_CAST && f->src[0]->dtype == ENG_BOOL)
+			eq = f->src[0];
+	}
+	if (!eq || eq->kind != U_ALU || eq->op != ENG_OP_CMPEQ)
+		return NULL;
+	for (int k = 0; k < 2; k++) {
+		eng_uop *j = eq->src[1 - k];
+		if (is_var(eq->src[k], var) && !((j->deps >> var) & 1) && eng_dtype_is_int((eng_dtype)j->dtype))
+			return j;
+	}
+	return NULL;
+}
+
+/* Whether reduce node n's index idx is in bounds on every axis it does not reduce, whatever
+ * the validity it is lowered under. */
+static bool outer_in_bounds(const eng_node *n, eng_uop *const *idx)
+{
+	for (int d = 0; d < n->ndim; d++)
+		if (!((n->arg.axes >> d) & 1) && (idx[d]->vmin < 0 || idx[d]->vmax >= n->shape[d]))
+			return false;
+	return true;
+}
+
+/* The axis a sum reduces, when it is a sum over exactly one axis longer than 1 (a candidate
+ * for gather_index); else -1. */
+static int gather_axis(const eng_node *n)
+{
+	int axis = -1, nred = 0;
+	for (int d = 0; d < n->ndim; d++)
+		if (((n->arg.axes >> d) & 1) && n->src[0]->shape[d] > 1)
+			axis = d, nred++;
+	return n->op == ENG_OP_RSUM && nred == 1 ? axis : -1;
+}
+
+/* Forget what lowering a reduction's value on trial left behind (loops from nloops, phases from
+ * nphases, and the memo, whose entries may hold them). */
+static void trial_rollback(lctx *c, int nloops, int nphases)
+{
+	c->ir->nloops = nloops;
+	c->ir->nphases = nphases;
+	if (c->memo)
+		memset(c->memo, 0, sizeof(*c->memo) * c->memo_cap);
+	c->memo_n = 0;
+}
+
 static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, eng_uop *valid)
 {
 	eng_kernel_ir *ir = c->ir;
@@ -160,7 +256,20 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 	for (int d = 0; d < n->ndim; d++)
 		deps |= idx[d]->deps;
 	int stop = c->nphase_stack ? c->phase_path[c->nphase_stack - 1] : 0;
-	if (deps & reduce_vars) {
+	if (!(deps & reduce_vars) && valid && outer_in_bounds(n, idx)) {
+		/* under a pad's validity: where it is false the pad discards this value, and with
+		 * its outer index in bounds the reduction may run there unguarded. It then no longer
+		 * depends on the padded dims, so each reduction of a cat or stack runs once per row
+		 * instead of once per output element. */
+		valid = NULL;
+		deps = 0;
+		for (int d = 0; d < n->ndim; d++)
+			if (!((n->arg.axes >> d) & 1))
+				deps |= idx[d]->deps;
+	}
+	const bool nested = (deps & reduce_vars) != 0;
+	const int gaxis = gather_axis(n);
+	if (nested && gaxis < 0) {
 		/* Its value changes inside another phase's loop: it cannot be an accumulator of
 		 * this kernel. Store the largest unexpanded piece around it instead. */
 		c->must_store = store_candidate(c, c->npath - 1, stop);
@@ -168,11 +277,11 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 		return u_int_const(u, 0);
 	}
 	/* share an existing phase with the same outer index */
-	eng_uop *key[ENG_MAX_DIMS + 1];
+	eng_uop *key[ENG_MAX_DIMS + 1]; /* a reduced axis (size 1) reads no index */
 	for (int d = 0; d < n->ndim; d++)
-		key[d] = idx[d];
+		key[d] = (n->arg.axes >> d) & 1 ? u_int_const(u, 0) : idx[d];
 	key[n->ndim] = valid;
-	for (int p = 0; p < ir->nphases; p++) {
+	for (int p = 0; p < ir->nphases && !nested; p++) {
 		eng_phase *ph = &ir->phases[p];
 		if (ph->node == n && !memcmp(ph->key, key, sizeof(eng_uop *) * (n->ndim + 1)))
 			return acc_ref(c, p, n->dtype);
@@ -186,6 +295,7 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 	ph.candidate = store_candidate(c, c->npath - 1, stop);
 	eng_uop *ridx[ENG_MAX_DIMS];
 	const eng_node *s = n->src[0];
+	const int nloops0 = ir->nloops, nphases0 = ir->nphases;
 	for (int d = 0; d < n->ndim; d++) {
 		if (!((n->arg.axes >> d) & 1) || s->shape[d] == 1) {
 			ridx[d] = (n->arg.axes >> d) & 1 ? u_int_const(u, 0) : idx[d];
@@ -203,7 +313,33 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 	}
 	c->phase_path[c->nphase_stack++] = c->npath - 1;
 	ph.value = lower(c, s, ridx, valid);
+	eng_uop *j = gaxis >= 0 && !c->st ? gather_index(ph.value, ph.red[0]) : NULL;
+	if (j) {
+		/* a one_hot or gather summed: its value at j, no loop (so it fuses even nested).
+		 * Phases its value made (j itself may be an argmax) do not depend on the loop (they
+		 * would have been stored): they stay, and the loop stays unused by any phase. */
+		c->nphase_stack--;
+		if (ir->nphases == nphases0)
+			trial_rollback(c, nloops0, nphases0);
+		/* read at j clamped into range (j's own lowering stays as it was, under the same
+		 * validity), the value kept where j is in range */
+		int64_t last = s->shape[gaxis] - 1;
+		eng_uop *j64 = j->dtype == ENG_I64 ? j : u_alu(u, ENG_OP_CAST, ENG_I64, j, NULL, NULL);
+		eng_uop *lo = u_lt(u, j64, u_int_const(u, 0)), *hi = u_lt(u, u_int_const(u, last), j64);
+		eng_uop *in = u_and(u, u_lt(u, u_int_const(u, -1), j64), u_lt(u, j64, u_int_const(u, last + 1)));
+		ridx[gaxis] = u_where(u, ENG_I64, lo, u_int_const(u, 0), u_where(u, ENG_I64, hi, u_int_const(u, last), j64));
+		eng_uop *val = lower(c, s, ridx, valid);
+		return u_where(u, n->dtype, in, val, u_const(u, n->dtype, (eng_const_value){.i = 0}));
+	}
 	c->nphase_stack--;
+	if (nested) { /* no gather after all: store, as above */
+		trial_rollback(c, nloops0, nphases0);
+		if (c->st == ENG_OK || c->st == ENG_ESTATE) {
+			c->must_store = ph.candidate;
+			c->st = ENG_ESTATE;
+		}
+		return u_int_const(u, 0);
+	}
 	if (c->st)
 		return u_int_const(u, 0);
 	int p = ir->nphases++;
@@ -469,13 +605,15 @@ static void reset_ir(eng_kernel_ir *ir)
 }
 
 /* Cost guard: a phase that depends on fewer output dims than the kernel's phases together
- * would be recomputed for every value of the others; store it instead. */
+ * would be recomputed for every value of the others; store it instead. The last such phase
+ * first: phases come after the phases inside them, so storing an argmax takes the max inside it
+ * along (stored first, the max would be a kernel of its own). */
 static const eng_node *cost_guard(const eng_kernel_ir *ir, const eng_node *const *roots, int nroots)
 {
 	uint32_t all = 0;
 	for (int p = 0; p < ir->nphases; p++)
 		all |= ir->phases[p].dims;
-	for (int p = 0; p < ir->nphases; p++) {
+	for (int p = ir->nphases - 1; p >= 0; p--) {
 		uint32_t missing = all & ~ir->phases[p].dims;
 		int64_t extra = 1;
 		for (int d = 0; d < ir->ndim; d++)
@@ -531,7 +669,7 @@ static void plan_tiles(eng_kernel_ir *ir, const eng_target *t, char *opts, size_
 			rows *= ir->shape[d];
 	if (eng_target_groups_rows(t, rows, red))
 		return; /* few long rows: a work-group each (linearize.c), not register tiles */
-	int score[ENG_MAX_DIMS] = {0}, reuse[ENG_MAX_DIMS] = {0};
+	int score[ENG_MAX_DIMS] = {0}, reuse[ENG_MAX_DIMS] = {0}, nloads = 0;
 	for (int p = 0; p < ir->nphases; p++) {
 		/* walk loads in the phase value */
 		eng_uop *stack[256];
@@ -541,6 +679,7 @@ static void plan_tiles(eng_kernel_ir *ir, const eng_target *t, char *opts, size_
 		while (sp && guard++ < 4096) {
 			eng_uop *x = stack[--sp];
 			if (x->kind == U_LOAD) {
+				nloads++;
 				for (int d = 0; d < ir->ndim; d++) {
 					int v = -1;
 					for (int l = 0; l < ir->nloops; l++)
@@ -568,7 +707,17 @@ static void plan_tiles(eng_kernel_ir *ir, const eng_target *t, char *opts, size_
 		if (best < 0 || score[d] > score[best])
 			best = d;
 	}
-	if (best < 0 || score[best] == 0)
+	/* no dim read contiguously: a dim that no load depends on (the phases see it only through
+	 * index arithmetic, e.g. one_hot's compare against the class index) takes the lanes, each
+	 * load then serving the whole tile */
+	if (best >= 0 && score[best] == 0) {
+		best = -1;
+		for (int d = 0; d < ir->ndim; d++)
+			if (((D >> d) & 1) && ir->shape[d] >= 2 && nloads > 0 && reuse[d] == nloads &&
+			    (best < 0 || ir->shape[d] > ir->shape[best]))
+				best = d;
+	}
+	if (best < 0)
 		return;
 	/* vector lanes: at most the device's; if the best dim's tile would be no vector width, a
 	 * dim whose tile is one (its loads gathered, a constant stride apart) is taken instead, the

@@ -272,6 +272,14 @@ eng_uop *u_alu(eng_uops *u, eng_op op, eng_dtype dt, eng_uop *a, eng_uop *b, eng
 	full_range(&k);
 	if (dt == ENG_BOOL)
 		k.vmin = 0, k.vmax = 1;
+	/* integer bounds that survive: a cast that cannot wrap, a select between two values */
+	if (op == ENG_OP_CAST && eng_dtype_is_int(dt) && eng_dtype_is_int((eng_dtype)a->dtype) && a->vmin >= k.vmin &&
+	    a->vmax <= k.vmax)
+		k.vmin = a->vmin, k.vmax = a->vmax;
+	if (op == ENG_OP_WHERE && eng_dtype_is_int(dt) && b->dtype == dt && c->dtype == dt) {
+		k.vmin = b->vmin < c->vmin ? b->vmin : c->vmin;
+		k.vmax = b->vmax > c->vmax ? b->vmax : c->vmax;
+	}
 	return intern(u, &k);
 }
 

@@ -180,6 +180,11 @@ static void render_alu(const rk *r, const eng_uop *x)
 		}
 		if (dt == ENG_BOOL) {
 			eng_strbuf_puts(b, "("); R(A); eng_strbuf_puts(b, "!=0)");
+		} else if (sdt == ENG_BOOL && dt != ENG_F16) {
+			/* a select, not a conversion: gcc vectorizes no _Bool-to-float conversion (the
+			 * one_hot compare summed in a register tile ran 11x slower as a cast) */
+			eng_strbuf_puts(b, "("); R(A);
+			eng_strbuf_printf(b, "?(%s)1:(%s)0)", ctype(r, dt), ctype(r, dt));
 		} else if (eng_dtype_is_float(sdt) && !fl) {
 			eng_strbuf_printf(b, "eng_f2i_%s(", hname(dt)); R(A); eng_strbuf_puts(b, ")");
 		} else if (dt == ENG_F16) {

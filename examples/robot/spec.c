@@ -49,8 +49,10 @@ static void leaf(cJSON *nodes, const char *id, const char *op, const char *dtype
 }
 
 /* The params, ids and the context vector "ctx" [B, H]: the bag of words (one_hot of ids - 1 over
- * the V - 1 real words, so padding 0 gives a zero row, summed over the tokens) times emb, + b1. */
-static void encoder(cJSON *nodes)
+ * the V - 1 real words, so padding 0 gives a zero row, summed over the tokens) times emb, + b1.
+ * per_word: the same product as each token's one-hot row times emb, summed over the tokens
+ * (the engine reads those as rows of emb: no compare over the V words, no matmul). */
+static void encoder(cJSON *nodes, bool per_word)
 {
 	for (int k = 0; k < RB_NPARAMS; k++) {
 		int nd;
@@ -64,8 +66,13 @@ static void encoder(cJSON *nodes)
 	cJSON_AddStringToObject(one, "dtype", "int32");
 	node(nodes, "ids1", "sub", 2, "ids", "one");
 	cJSON_AddNumberToObject(node(nodes, "words", "one_hot", 1, "ids1"), "num_classes", rb_emb_rows());
-	cJSON_AddNumberToObject(node(nodes, "bag", "sum", 1, "words"), "axes", 1);
-	node(nodes, "bagemb", "matmul", 2, "bag", "emb");
+	if (per_word) {
+		node(nodes, "wordemb", "matmul", 2, "words", "emb"); /* [B, L, H] */
+		cJSON_AddNumberToObject(node(nodes, "bagemb", "sum", 1, "wordemb"), "axes", 1);
+	} else {
+		cJSON_AddNumberToObject(node(nodes, "bag", "sum", 1, "words"), "axes", 1);
+		node(nodes, "bagemb", "matmul", 2, "bag", "emb");
+	}
 	node(nodes, "ctx", "add", 2, "bagemb", "b1");
 }
 
@@ -93,7 +100,7 @@ static void batching(cJSON *s, int max, const int *buckets, int n, int delay_us)
 cJSON *rb_spec_serve(const char *name, int batch_max, int delay_us)
 {
 	cJSON *nodes = cJSON_CreateArray();
-	encoder(nodes);
+	encoder(nodes, true);
 	char id[8][32], ys[RB_T][16], hot[32] = "";
 	for (int t = 0; t < RB_T; t++) {
 		snprintf(id[0], 32, "s%d_pe", t);
@@ -124,21 +131,10 @@ cJSON *rb_spec_serve(const char *name, int batch_max, int delay_us)
 		cJSON_AddNumberToObject(node(nodes, ys[t], "argmax", 1, id[7]), "axis", -1);
 		if (t + 1 == RB_T)
 			break;
-		/* one_hot(argmax) for the next step, computed as logits == their max (one_hot of the
-		 * argmax would put its two reductions inside the next matmul; ties, which float logits
-		 * practically never have, would add the tied words' rows) */
-		snprintf(id[1], 32, "s%d_max", t);
-		cJSON *mx = node(nodes, id[1], "max", 1, id[7]);
-		cJSON_AddNumberToObject(mx, "axes", -1);
-		cJSON_AddBoolToObject(mx, "keepdim", true);
-		snprintf(id[2], 32, "s%d_hit", t);
-		node(nodes, id[2], "eq", 2, id[7], id[1]);
-		snprintf(id[3], 32, "s%d_hotf", t);
-		cJSON_AddStringToObject(node(nodes, id[3], "cast", 1, id[2]), "dtype", "float32");
-		/* in a buffer of its own, so that the next step's matmul is a plain one (fused into
-		 * it, the compare ran in the matmul's inner loop: 10x slower at batch 4096) */
+		/* the next step's previous word: the one-hot row of this argmax (the engine reads
+		 * prev_emb's row at the argmax: no matmul) */
 		snprintf(hot, sizeof(hot), "s%d_hot", t);
-		node(nodes, hot, "contiguous", 1, id[3]);
+		cJSON_AddNumberToObject(node(nodes, hot, "one_hot", 1, ys[t]), "num_classes", rb_nplan);
 	}
 	cJSON *st = node(nodes, "plan", "stack", 0);
 	cJSON *in = cJSON_AddArrayToObject(st, "in");
@@ -160,7 +156,7 @@ cJSON *rb_spec_serve(const char *name, int batch_max, int delay_us)
 cJSON *rb_spec_train(const char *name, int batch, double lr)
 {
 	cJSON *nodes = cJSON_CreateArray();
-	encoder(nodes);
+	encoder(nodes, false);
 	leaf(nodes, "prev", "input", "int32", 2, (int64_t[]){-1, RB_T});
 	cJSON_AddNumberToObject(node(nodes, "prev_oh", "one_hot", 1, "prev"), "num_classes", rb_nplan);
 	node(nodes, "pe", "matmul", 2, "prev_oh", "prev_emb");           /* [B, T, H] */
