@@ -4,6 +4,9 @@
  * speedup, and the batch sizes the daemon formed meanwhile (stats: histograms.batch_size and
  * the model's rows/batches counters, before and after).
  * The lone robot calls at realtime priority (no batching delay); the fleet at --prio.
+ * Then the transport's own ceiling on this machine: N processes doing plain nng REQ/REP round
+ * trips of the same message sizes against an echo process, and how busy the CPUs were during
+ * the fleet (CPU per decision, client and daemon together).
  * Usage: robot_fleet [--url URL] [--model brain] [-n 32] [--seconds 5] [--prio normal] */
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../../bench/daemon_bench.h"
 #include "robot.h"
 
 #define CAP 400000 /* latencies kept per robot */
@@ -53,6 +57,61 @@ static int run_robot(const char *url, const char *model, const char *prio, doubl
 	}
 	tsd_client_close(c);
 	return 0;
+}
+
+/* What an echo client is told through its pipe once the sizes are known. */
+typedef struct echo_job {
+	char url[256];
+	uint32_t req;
+	int ok; /* 0: leave */
+} echo_job;
+
+/* One echo client: round trips of j->req bytes until `seconds` pass; latencies into lg. */
+static int run_echo(const echo_job *j, double seconds, robot_log *lg)
+{
+	nng_socket s;
+	if (nng_req0_open(&s) || nng_dial(s, j->url, NULL, 0))
+		return -1;
+	uint64_t end = rb_now_ns() + (uint64_t)(seconds * 1e9);
+	while (rb_now_ns() < end) {
+		nng_msg *m;
+		uint64_t t0 = rb_now_ns();
+		if (nng_msg_alloc(&m, j->req))
+			break;
+		memset(nng_msg_body(m), 0x5a, j->req);
+		if (nng_sendmsg(s, m, 0)) {
+			nng_msg_free(m);
+			lg->failed++;
+			continue;
+		}
+		if (nng_recvmsg(s, &m, 0)) {
+			lg->failed++;
+			continue;
+		}
+		nng_msg_free(m);
+		uint64_t dt = rb_now_ns() - t0;
+		if (lg->n < CAP)
+			lg->lat[lg->n++] = dt > UINT32_MAX ? UINT32_MAX : (uint32_t)dt;
+	}
+	nng_close(s);
+	return 0;
+}
+
+/* The machine's CPU time, busy and total, in clock ticks (/proc/stat). */
+static void cpu_ticks(double *busy, double *total)
+{
+	unsigned long long v[8] = {0};
+	FILE *f = fopen("/proc/stat", "r");
+	*busy = *total = 0;
+	if (!f)
+		return;
+	if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+		   &v[7]) == 8) {
+		for (int k = 0; k < 8; k++)
+			*total += (double)v[k];
+		*busy = *total - (double)v[3] - (double)v[4]; /* less idle and iowait */
+	}
+	fclose(f);
 }
 
 /* The stats' batch_size histogram (cumulative counts by bound, up to 13 bounds) and the model's
@@ -111,6 +170,9 @@ static void report(const char *what, robot_log *const *logs, int n, double secon
 
 int main(int argc, char **argv)
 {
+	int ec = db_echo_child_main(argc, argv); /* the ceiling's echo process */
+	if (ec >= 0)
+		return ec;
 	const char *url_arg = NULL, *model = "brain", *prio = "normal";
 	int n = 32;
 	double seconds = 5;
@@ -137,29 +199,31 @@ int main(int argc, char **argv)
 	}
 	char url[512];
 	rb_url(url_arg, url, sizeof(url));
-	size_t bytes = sizeof(robot_log) * (size_t)(n + 1);
+	size_t bytes = sizeof(robot_log) * (size_t)(2 * n + 1); /* robots, the lone one, echo clients */
 	robot_log *logs = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (logs == MAP_FAILED) {
 		perror("mmap");
 		return 1;
 	}
-	robot_log *ptr[1025];
-	for (int i = 0; i <= n; i++)
+	robot_log *ptr[2049];
+	for (int i = 0; i <= 2 * n; i++)
 		ptr[i] = &logs[i];
 	/* nng may not be used across fork: the robots are forked before this process touches it,
 	 * and wait on a pipe until the baseline is done */
-	int go[2];
-	if (pipe(go)) {
+	int go[2], go2[2];
+	if (pipe(go) || pipe(go2)) {
 		perror("pipe");
 		return 1;
 	}
-	pid_t pids[1024];
-	int up = 0;
+	pid_t pids[1024], epids[1024];
+	int up = 0, eup = 0;
 	for (int i = 0; i < n; i++) {
 		pid_t p = fork();
 		if (p == 0) {
 			char b;
 			close(go[1]);
+			close(go2[0]);
+			close(go2[1]);
 			_exit(read(go[0], &b, 1) == 1 && !run_robot(url, model, prio, seconds, i, &logs[i]) ? 0 : 1);
 		}
 		if (p < 0) {
@@ -168,7 +232,23 @@ int main(int argc, char **argv)
 		}
 		pids[up++] = p;
 	}
+	for (int i = 0; i < n && up == n; i++) {
+		pid_t p = fork();
+		if (p == 0) {
+			echo_job j;
+			close(go[0]);
+			close(go[1]);
+			close(go2[1]);
+			_exit(read(go2[0], &j, sizeof(j)) == (ssize_t)sizeof(j) && j.ok && !run_echo(&j, seconds, &logs[n + 1 + i]) ? 0 : 1);
+		}
+		if (p < 0) {
+			perror("fork");
+			break;
+		}
+		epids[eup++] = p;
+	}
 	close(go[0]);
+	close(go2[0]);
 	double base_rate, base_p99, rate, p99;
 	snap before, after;
 	printf("robot_fleet: model \"%s\" at %s, priority %s, %.1f s each\n", model, url, prio, seconds);
@@ -176,6 +256,8 @@ int main(int argc, char **argv)
 	if (!bad)
 		report("1 robot, serially (realtime)", &ptr[n], 1, seconds, &base_rate, &base_p99);
 	char b[1024] = {0};
+	double busy0, total0, busy1, total1;
+	cpu_ticks(&busy0, &total0);
 	if (!bad && write(go[1], b, (size_t)up) != up)
 		bad = 1;
 	close(go[1]); /* on failure the robots read EOF and leave */
@@ -184,6 +266,38 @@ int main(int argc, char **argv)
 		waitpid(pids[i], &st, 0);
 		bad |= !WIFEXITED(st) || WEXITSTATUS(st);
 	}
+	cpu_ticks(&busy1, &total1);
+	/* the ceiling: the same number of processes against a plain echo, same message sizes */
+	echo_job ej = {.ok = 0};
+	db_echo_proc ep = {0};
+	size_t req = 0, rep = 0;
+	char probe[128];
+	snprintf(probe, sizeof(probe), "ipc:///tmp/robot-fleet-probe-%d.sock", (int)getpid());
+	snprintf(ej.url, sizeof(ej.url), "ipc:///tmp/robot-fleet-echo-%d.sock", (int)getpid());
+	if (!bad) {
+		cJSON *h = cJSON_CreateObject();
+		int32_t ids[RB_L];
+		rb_tokenize(cmds[0], ids);
+		tsd_tensor in = {.name = "ids", .dtype = ENG_I32, .ndim = 2, .shape = {1, RB_L}, .data = ids,
+				 .nbytes = sizeof(ids)};
+		cJSON_AddStringToObject(h, "verb", "infer");
+		cJSON_AddStringToObject(h, "model", model);
+		cJSON_AddStringToObject(h, "priority", prio);
+		ej.ok = !db_probe_sizes(url, probe, h, &in, 1, &req, &rep) && !db_echo_spawn(&ep, ej.url, rep);
+		ej.req = (uint32_t)req;
+		cJSON_Delete(h);
+	}
+	for (int i = 0; i < eup; i++)
+		if (write(go2[1], &ej, sizeof(ej)) != (ssize_t)sizeof(ej))
+			ej.ok = 0;
+	close(go2[1]);
+	bool echo_ok = ej.ok;
+	for (int i = 0; i < eup; i++) {
+		int st;
+		waitpid(epids[i], &st, 0);
+		echo_ok = echo_ok && WIFEXITED(st) && !WEXITSTATUS(st);
+	}
+	db_echo_kill(&ep);
 	if (bad)
 		return 1;
 	if (take_snap(url, model, &after))
@@ -193,6 +307,19 @@ int main(int argc, char **argv)
 	report(what, ptr, n, seconds, &rate, &p99);
 	printf("fleet/serial throughput: %.1fx (goal >= 10x), fleet p99 %.2f ms (goal < 2 ms)\n", rate / base_rate,
 	       p99 / 1e3);
+	double busy = total1 > total0 ? (busy1 - busy0) / (total1 - total0) : 0;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	printf("CPUs busy during the fleet: %.0f%% of %ld; CPU per decision (robots and daemon together): %.0f us\n",
+	       busy * 100, ncpu, rate > 0 ? busy * (double)ncpu / rate * 1e6 : 0);
+	if (echo_ok) {
+		double erate, ep99;
+		snprintf(what, sizeof(what), "%d echo clients", n);
+		report(what, ptr + n + 1, n, seconds, &erate, &ep99);
+		printf("the transport's own ceiling here: %d processes doing plain nng round trips of the same sizes (%zu B, "
+		       "%zu B) reach %.1fx the lone robot's rate\n", n, req, rep, erate / base_rate);
+	} else {
+		printf("(the echo ceiling could not be measured)\n");
+	}
 	double db = after.batches - before.batches, dr = after.rows - before.rows;
 	printf("batches the daemon formed: %.0f for %.0f rows, %.1f rows a batch on average\n", db, dr, db > 0 ? dr / db : 0);
 	printf("batch sizes (stats histograms.batch_size, all models):");
