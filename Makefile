@@ -33,6 +33,12 @@ NNG_LIBS   := $(shell pkg-config --libs nng 2>/dev/null || echo -lnng)
 DAEMON_LIBS := $(NNG_LIBS) $(shell pkg-config --libs libuv libsystemd 2>/dev/null || echo -luv -lsystemd)
 
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
+# The ONNX importer (engine/onnx) parses with C that protoc-c generates at build time from the
+# onnx.proto of Debian's libonnx-dev into $(BUILD)/gen (not committed), linked with libprotobuf-c.
+ONNX_PROTO   ?= /usr/include/onnx/onnx.proto
+ONNX_GEN_OBJ := $(BUILD)/engine/onnx/gen/onnx.pb-c.o
+ENGINE_OBJ   += $(ONNX_GEN_OBJ)
+LDLIBS       += $(shell pkg-config --libs libprotobuf-c 2>/dev/null || echo -lprotobuf-c)
 PROTO_OBJ  := $(PROTO_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ   := $(TEST_SRC:%.c=$(BUILD)/%.o)
 DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/%.o)
@@ -73,6 +79,17 @@ all: $(LIB) $(PROTO_LIB) $(CLIENT_LIB) $(SO_LINK) $(DAEMON_BIN) $(CTL_BIN) $(TES
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(INC) -c $< -o $@
+
+$(BUILD)/gen/onnx%pb-c.c $(BUILD)/gen/onnx%pb-c.h: $(ONNX_PROTO)
+	@mkdir -p $(BUILD)/gen
+	protoc-c --c_out=$(BUILD)/gen --proto_path=$(dir $(ONNX_PROTO)) $(ONNX_PROTO)
+
+$(ONNX_GEN_OBJ): $(BUILD)/gen/onnx.pb-c.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -I$(BUILD)/gen -c $< -o $@
+
+$(BUILD)/engine/onnx/%.o: INC += -I$(BUILD)/gen
+$(filter-out $(ONNX_GEN_OBJ),$(filter $(BUILD)/engine/onnx/%,$(ENGINE_OBJ))): | $(BUILD)/gen/onnx.pb-c.h
 
 $(BUILD)/pic/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -140,6 +157,24 @@ $(BUILD)/bin/bench_%: $(BUILD)/bench/%.o $(LIB)
 $(DAEMON_BENCH_BIN): $(BUILD)/bin/bench_%: $(BUILD)/bench/%.o $(CLIENT_LIB) $(PROTO_LIB) $(LIB) | $(DAEMON_BIN)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(CLIENT_LIB) $(PROTO_LIB) $(LIB) $(NNG_LIBS) $(LDLIBS)
+
+# ONNX's backend node tests (Debian's libonnx-testdata) through the importer, each case in its own
+# process (tests/onnx/runner.c): per case PASS / FAIL / UNSUPPORTED, a summary line per suite; a
+# case of tests/onnx/passing.txt that no longer passes fails the run. `make onnx-baseline` rewrites
+# passing.txt and unsupported.txt (the other cases with their reasons) from a full run.
+ONNX_DATA   ?= /usr/share/libonnx-testdata/data
+ONNX_SUITES := $(wildcard $(ONNX_DATA)/node $(ONNX_DATA)/pytorch-converted $(ONNX_DATA)/pytorch-operator $(ONNX_DATA)/simple)
+ONNX_RUNNER := $(BUILD)/bin/onnx_node_runner
+ONNX_JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
+$(ONNX_RUNNER): $(BUILD)/tests/onnx/runner.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+$(BUILD)/tests/onnx/runner.o: INC := -Iinclude
+.PHONY: onnx-check onnx-baseline
+onnx-check: $(ONNX_RUNNER)
+	$(ONNX_RUNNER) -j $(ONNX_JOBS) --baseline tests/onnx/passing.txt $(ONNX_SUITES)
+onnx-baseline: $(ONNX_RUNNER)
+	$(ONNX_RUNNER) -j $(ONNX_JOBS) --write tests/onnx/passing.txt --unsupported tests/onnx/unsupported.txt $(ONNX_SUITES)
 
 examples: $(EXAMPLE_BIN)
 bench: $(BENCH_BIN)

@@ -1,0 +1,235 @@
+/* graph.c: eng_onnx_build: walks the nodes in topological order, looks each up in the op table,
+ * checks its attributes, and binds values by name; constants propagate so that values needed at
+ * build time (shapes, axes, pads) are read from folded constants. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/context.h"
+#include "onnx_int.h"
+
+struct onx_build {
+	eng_onnx_model *m;
+	eng_ctx *ctx;
+	unsigned flags;
+	onx_map names;
+	onx_val *vals;
+	int nvals, cap;
+};
+
+static int add_val(onx_build *b, const char *name, eng_tensor *t, bool is_const, int input)
+{
+	if (b->nvals == b->cap) {
+		int cap = b->cap ? b->cap * 2 : 256;
+		onx_val *v = realloc(b->vals, (size_t)cap * sizeof(*v));
+		if (!v)
+			return -1;
+		b->vals = v;
+		b->cap = cap;
+	}
+	b->vals[b->nvals] = (onx_val){t, is_const, input};
+	if (!onx_map_put(&b->names, name, b->nvals))
+		return -1;
+	return b->nvals++;
+}
+
+eng_status onx_in_ints(onx_node *n, int i, int64_t *out, int max, int *count)
+{
+	*count = -1;
+	if (i >= n->n_in || !n->in[i])
+		return ENG_OK;
+	const onx_val *v = n->in[i];
+	if (!v->is_const) {
+		onx_build *b = n->b;
+		if (!(b->flags & ENG_ONNX_SPECIALIZE))
+			return onx_fail(n, ENG_ENOTSUP, "input %d ('%.200s') is needed while building and must be a constant "
+				"(an initializer, a Constant node or computed from them)", i, n->pb->input[i]);
+		/* The built graph now depends on input values: which inputs is not tracked finer
+		 * than "all of them". */
+		for (int k = 0; k < b->m->n_in; k++)
+			b->m->in_static[k] = true;
+	}
+	int64_t numel = eng_numel(v->t);
+	if (eng_ndim(v->t) > 1 || numel > max)
+		return onx_fail(n, ENG_ENOTSUP, "input %d ('%.200s'): %lld values (at most %d, rank <= 1)", i, n->pb->input[i], (long long)numel, max);
+	eng_dtype dt = eng_tensor_dtype(v->t);
+	if (eng_dtype_is_float(dt))
+		return onx_fail(n, ENG_EDTYPE, "input %d ('%.200s') must be integer, not %s", i, n->pb->input[i], eng_dtype_name(dt));
+	eng_tensor *c = dt == ENG_I64 ? (eng_tensor *)v->t : eng_cast(v->t, ENG_I64);
+	eng_status s = c ? eng_tensor_read(c, out, (size_t)numel * sizeof(int64_t)) : eng_error(n->ctx);
+	if (c != v->t)
+		eng_tensor_free(c);
+	if (s)
+		return s;
+	*count = (int)numel;
+	return ENG_OK;
+}
+
+eng_status onx_in_scalar(onx_node *n, int i, double *out, bool *present)
+{
+	*present = false;
+	if (i >= n->n_in || !n->in[i])
+		return ENG_OK;
+	const onx_val *v = n->in[i];
+	if (!v->is_const && !(n->b->flags & ENG_ONNX_SPECIALIZE))
+		return onx_fail(n, ENG_ENOTSUP, "input %d ('%.200s') is needed while building and must be a constant", i, n->pb->input[i]);
+	if (!v->is_const)
+		for (int k = 0; k < n->b->m->n_in; k++)
+			n->b->m->in_static[k] = true;
+	if (eng_numel(v->t) != 1)
+		return onx_fail(n, ENG_ESHAPE, "input %d ('%.200s') must hold one value, not %lld", i, n->pb->input[i], (long long)eng_numel(v->t));
+	*out = eng_item(v->t);
+	if (eng_error(n->ctx))
+		return eng_error(n->ctx);
+	*present = true;
+	return ENG_OK;
+}
+
+/* Every attribute of the node must be one the op's entry lists. */
+static eng_status check_attrs(onx_node *n, const onx_op *op)
+{
+	for (size_t i = 0; i < n->pb->n_attribute; i++) {
+		const char *a = n->pb->attribute[i]->name ? n->pb->attribute[i]->name : "";
+		size_t al = strlen(a);
+		bool ok = false;
+		for (const char *p = op->attrs; p && *p && !ok;) {
+			size_t l = strcspn(p, ",");
+			ok = l == al && !strncmp(p, a, l);
+			p += l + (p[l] == ',');
+		}
+		if (!ok)
+			return onx_fail(n, ENG_ENOTSUP, "attribute '%.100s' is not supported", a);
+		if (n->pb->attribute[i]->ref_attr_name && *n->pb->attribute[i]->ref_attr_name)
+			return onx_fail(n, ENG_ENOTSUP, "attribute '%.100s' refers to a function attribute", a);
+	}
+	return ENG_OK;
+}
+
+static eng_status run_node(onx_build *b, const Onnx__NodeProto *pb)
+{
+	const onx_val *inv[64];
+	eng_tensor *outv[64] = {0};
+	onx_node n = {.b = b, .ctx = b->ctx, .pb = pb, .opset = b->m->opset, .n_in = (int)pb->n_input,
+		      .n_out = (int)pb->n_output, .in = inv, .out = outv, .out_const = true};
+	const char *dom = pb->domain ? pb->domain : "";
+	if (*dom && strcmp(dom, "ai.onnx"))
+		return onx_fail(&n, ENG_ENOTSUP, "domain '%.100s' is not supported", dom);
+	if (pb->n_input > 64 || pb->n_output > 64)
+		return onx_fail(&n, ENG_ENOTSUP, "%zu inputs, %zu outputs (at most 64)", pb->n_input, pb->n_output);
+	bool known;
+	const onx_op *op = onx_op_find(pb->op_type ? pb->op_type : "", b->m->opset, &known);
+	if (!op)
+		return onx_fail(&n, ENG_ENOTSUP, known ? "this opset's version of the op is not supported" : "op is not supported");
+	eng_status s = check_attrs(&n, op);
+	if (s)
+		return s;
+	for (int i = 0; i < n.n_in; i++) {
+		inv[i] = NULL;
+		if (!*pb->input[i])
+			continue;
+		int k = onx_map_get(&b->names, pb->input[i]);
+		if (k < 0)
+			return onx_fail(&n, ENG_EINVAL, "input '%.200s' has no value", pb->input[i]);
+		inv[i] = &b->vals[k];
+		n.out_const &= b->vals[k].is_const;
+	}
+	s = op->fn(&n);
+	if (s)
+		return eng_error(b->ctx) ? s : onx_fail(&n, s, "failed");
+	if (eng_error(b->ctx))
+		return eng_error(b->ctx);
+	for (int i = 0; i < n.n_out; i++) {
+		if (!*pb->output[i])
+			continue;
+		if (!outv[i])
+			return onx_fail(&n, ENG_ENOTSUP, "output %d ('%.200s') is not produced", i, pb->output[i]);
+		if (add_val(b, pb->output[i], outv[i], n.out_const, -1) < 0)
+			return eng_set_error(b->ctx, ENG_ENOMEM, "onnx: out of memory");
+	}
+	return ENG_OK;
+}
+
+static eng_status check_input(eng_onnx_model *m, int i, const eng_tensor *t)
+{
+	const eng_onnx_io *io = &m->in[i];
+	if (!t)
+		return eng_set_error(m->ctx, ENG_EINVAL, "onnx: input %d ('%.200s') is NULL", i, io->name);
+	if (!io->dtype_ok)
+		return eng_set_error(m->ctx, ENG_ENOTSUP, "onnx: input %d ('%.200s'): element type %s is not supported", i, io->name, onx_type_name(io->onnx_type));
+	if (eng_tensor_dtype(t) != io->dtype)
+		return eng_set_error(m->ctx, ENG_EDTYPE, "onnx: input %d ('%.200s') must be %s, not %s", i, io->name, eng_dtype_name(io->dtype), eng_dtype_name(eng_tensor_dtype(t)));
+	if (io->ndim >= 0) {
+		bool ok = eng_ndim(t) == io->ndim;
+		for (int d = 0; ok && d < io->ndim; d++)
+			ok = io->shape[d] < 0 || io->shape[d] == eng_shape(t)[d];
+		if (!ok)
+			return eng_set_error(m->ctx, ENG_ESHAPE, "onnx: input %d ('%.200s'): shape does not match the declared one", i, io->name);
+	}
+	return ENG_OK;
+}
+
+/* Output i's value as a new tensor of the caller's scope, checked against the declared type. */
+static eng_status take_output(onx_build *b, int i, eng_tensor **out)
+{
+	const eng_onnx_io *io = &b->m->out[i];
+	int k = onx_map_get(&b->names, io->name);
+	if (k < 0)
+		return eng_set_error(b->ctx, ENG_EINVAL, "onnx: output %d ('%.200s') is never computed", i, io->name);
+	eng_tensor *t = b->vals[k].t;
+	if (io->dtype_ok && eng_tensor_dtype(t) != io->dtype)
+		return eng_set_error(b->ctx, ENG_EDTYPE, "onnx: output %d ('%.200s') came out %s but is declared %s (an importer bug)", i, io->name,
+				     eng_dtype_name(eng_tensor_dtype(t)), eng_dtype_name(io->dtype));
+	if (!io->dtype_ok && io->onnx_type)
+		return eng_set_error(b->ctx, ENG_ENOTSUP, "onnx: output %d ('%.200s'): element type %s is not supported", i, io->name, onx_type_name(io->onnx_type));
+	if (io->ndim >= 0) {
+		bool ok = eng_ndim(t) == io->ndim;
+		for (int d = 0; ok && d < io->ndim; d++)
+			ok = io->shape[d] < 0 || io->shape[d] == eng_shape(t)[d];
+		if (!ok)
+			return eng_set_error(b->ctx, ENG_ESHAPE, "onnx: output %d ('%.200s'): shape differs from the declared one (an importer bug)", i, io->name);
+	}
+	*out = eng_reshape(t, eng_ndim(t), eng_shape(t)); /* a handle of its own */
+	return *out ? ENG_OK : eng_error(b->ctx);
+}
+
+eng_status eng_onnx_build(eng_onnx_model *m, eng_tensor *const *inputs, eng_tensor **outputs, unsigned flags)
+{
+	if (!m || (m->n_in && !inputs) || (m->n_out && !outputs))
+		return m ? eng_set_error(m->ctx, ENG_EINVAL, "onnx: build: NULL inputs or outputs") : ENG_EINVAL;
+	eng_ctx *ctx = m->ctx;
+	if (eng_error(ctx))
+		return eng_error(ctx);
+	for (int i = 0; i < m->n_out; i++)
+		outputs[i] = NULL;
+	for (int i = 0; i < m->n_in; i++) {
+		m->in_static[i] = false;
+		eng_status s = check_input(m, i, inputs[i]);
+		if (s)
+			return s;
+	}
+	onx_build b = {.m = m, .ctx = ctx, .flags = flags};
+	eng_status s = ENG_OK;
+	eng_scope_begin(ctx);
+	for (int i = 0; i < m->n_init && !s; i++)
+		if (add_val(&b, m->g->initializer[i]->name, m->init[i], true, -1) < 0)
+			s = eng_set_error(ctx, ENG_ENOMEM, "onnx: out of memory");
+	for (int i = 0; i < m->n_in && !s; i++)
+		if (add_val(&b, m->in[i].name, inputs[i], false, i) < 0)
+			s = eng_set_error(ctx, ENG_ENOMEM, "onnx: out of memory");
+	for (size_t k = 0; k < m->g->n_node && !s; k++)
+		s = run_node(&b, m->g->node[m->order[k]]);
+	for (int i = 0; i < m->n_out && !s; i++)
+		s = take_output(&b, i, &outputs[i]);
+	for (int i = 0; i < m->n_out; i++) {
+		if (outputs[i] && s) {
+			eng_tensor_free(outputs[i]);
+			outputs[i] = NULL;
+		}
+		if (outputs[i])
+			eng_keep(outputs[i]);
+	}
+	eng_scope_end(ctx);
+	onx_map_free(&b.names);
+	free(b.vals);
+	return s;
+}

@@ -1,0 +1,60 @@
+/* ops.h: the op functions the table (optable.c) points at, one group per ops_*.c file, and
+ * helpers they share. */
+#ifndef ONX_OPS_H
+#define ONX_OPS_H
+
+#include "onnx_int.h"
+
+/* ops_elementwise.c */
+eng_status onx_op_unary(onx_node *n);
+eng_status onx_op_identity(onx_node *n);
+eng_status onx_op_binary(onx_node *n);
+eng_status onx_op_variadic(onx_node *n);
+eng_status onx_op_clip(onx_node *n);
+eng_status onx_op_where(onx_node *n);
+eng_status onx_op_prelu(onx_node *n);
+eng_status onx_op_cast(onx_node *n);
+
+/* ops_reduce.c */
+eng_status onx_op_reduce(onx_node *n);
+eng_status onx_op_argminmax(onx_node *n);
+eng_status onx_op_softmax(onx_node *n);
+
+/* ops_shape.c */
+eng_status onx_op_reshape(onx_node *n);
+eng_status onx_op_flatten(onx_node *n);
+eng_status onx_op_squeeze(onx_node *n);
+eng_status onx_op_unsqueeze(onx_node *n);
+eng_status onx_op_transpose(onx_node *n);
+eng_status onx_op_concat(onx_node *n);
+eng_status onx_op_split(onx_node *n);
+eng_status onx_op_slice(onx_node *n);
+eng_status onx_op_expand(onx_node *n);
+eng_status onx_op_tile(onx_node *n);
+eng_status onx_op_shape(onx_node *n);
+eng_status onx_op_size(onx_node *n);
+eng_status onx_op_dropout(onx_node *n);
+
+/* ops_const.c */
+eng_status onx_op_constant(onx_node *n);
+eng_status onx_op_constant_of_shape(onx_node *n);
+eng_status onx_op_range(onx_node *n);
+
+/* ops_index.c */
+eng_status onx_op_gather(onx_node *n);
+eng_status onx_op_gather_elements(onx_node *n);
+eng_status onx_op_pad(onx_node *n);
+
+/* ops_nn.c */
+eng_status onx_op_matmul(onx_node *n);
+eng_status onx_op_gemm(onx_node *n);
+eng_status onx_op_batchnorm(onx_node *n);
+eng_status onx_op_layernorm(onx_node *n);
+eng_status onx_op_instancenorm(onx_node *n);
+
+/* ops_conv.c */
+eng_status onx_op_conv(onx_node *n);
+eng_status onx_op_pool(onx_node *n);
+eng_status onx_op_global_pool(onx_node *n);
+
+#endif
