@@ -9,6 +9,7 @@
 eng_status onx_op_unary(onx_node *n);
 eng_status onx_op_identity(onx_node *n);
 eng_status onx_op_binary(onx_node *n);
+eng_status onx_op_binary_legacy(onx_node *n);
 eng_status onx_op_variadic(onx_node *n);
 eng_status onx_op_clip(onx_node *n);
 eng_status onx_op_where(onx_node *n);
@@ -56,5 +57,18 @@ eng_status onx_op_instancenorm(onx_node *n);
 eng_status onx_op_conv(onx_node *n);
 eng_status onx_op_pool(onx_node *n);
 eng_status onx_op_global_pool(onx_node *n);
+
+/* ops_loss.c */
+eng_status onx_op_nll_loss(onx_node *n);
+eng_status onx_op_sce_loss(onx_node *n);
+
+/* ops_misc.c */
+eng_status onx_op_trilu(onx_node *n);
+eng_status onx_op_eyelike(onx_node *n);
+eng_status onx_op_onehot(onx_node *n);
+eng_status onx_op_shrink(onx_node *n);
+eng_status onx_op_depth_space(onx_node *n);
+eng_status onx_op_lrn(onx_node *n);
+eng_status onx_op_mvn(onx_node *n);
 
 #endif

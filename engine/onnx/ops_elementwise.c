@@ -22,6 +22,26 @@ static eng_tensor *erf_t(const eng_tensor *x)
 	return eng_mul(eng_sign(x), y);
 }
 
+/* atan by range reduction to |u| <= tan(pi/8) and its odd series (|error| < 1e-6). */
+static eng_tensor *atan_t(eng_ctx *ctx, const eng_tensor *x)
+{
+	eng_dtype dt = eng_tensor_dtype(x);
+	eng_tensor *ax = eng_abs(x);
+	eng_tensor *big = eng_gt(ax, eng_scalar(ctx, dt, 1.0));
+	eng_tensor *t = eng_where(big, eng_recip(ax), ax);
+	eng_tensor *mid = eng_gt(t, eng_scalar(ctx, dt, 0.41421356237309503));
+	eng_tensor *u = eng_where(mid, eng_div(eng_add_s(t, -1.0), eng_add_s(t, 1.0)), t);
+	eng_tensor *u2 = eng_mul(u, u);
+	eng_tensor *p = eng_rsub_s(1.0 / 9, eng_mul_s(u2, 1.0 / 11));
+	p = eng_rsub_s(1.0 / 7, eng_mul(u2, p));
+	p = eng_rsub_s(1.0 / 5, eng_mul(u2, p));
+	p = eng_rsub_s(1.0 / 3, eng_mul(u2, p));
+	p = eng_mul(u, eng_rsub_s(1.0, eng_mul(u2, p)));
+	eng_tensor *a = eng_add(p, eng_where(mid, eng_scalar(ctx, dt, M_PI / 4), eng_scalar(ctx, dt, 0)));
+	a = eng_where(big, eng_rsub_s(M_PI / 2, a), a);
+	return eng_where(eng_lt(x, eng_scalar(ctx, dt, 0)), eng_neg(a), a);
+}
+
 static eng_tensor *isinf_t(onx_node *n, const eng_tensor *x)
 {
 	bool neg = onx_attr_i(n, "detect_negative", 1), pos = onx_attr_i(n, "detect_positive", 1);
@@ -56,6 +76,10 @@ static eng_tensor *unary(onx_node *n, const char *op, const eng_tensor *x)
 	if (!strcmp(op, "Relu")) return eng_relu(x);
 	if (!strcmp(op, "Not")) return eng_logical_not(x);
 	if (!strcmp(op, "Erf")) return erf_t(x);
+	if (!strcmp(op, "Atan")) return atan_t(ctx, x);
+	if (!strcmp(op, "Asin")) return atan_t(ctx, eng_div(x, eng_sqrt(eng_rsub_s(1.0, eng_mul(x, x)))));
+	if (!strcmp(op, "Acos"))
+		return eng_rsub_s(M_PI / 2, atan_t(ctx, eng_div(x, eng_sqrt(eng_rsub_s(1.0, eng_mul(x, x))))));
 	if (!strcmp(op, "Sinh")) return eng_mul_s(eng_sub(eng_exp(x), eng_exp(eng_neg(x))), 0.5);
 	if (!strcmp(op, "Cosh")) return eng_mul_s(eng_add(eng_exp(x), eng_exp(eng_neg(x))), 0.5);
 	if (!strcmp(op, "Asinh")) return eng_log(eng_add(x, eng_sqrt(eng_add_s(eng_mul(x, x), 1.0))));
@@ -101,7 +125,7 @@ static bool float_only(const char *op)
 	static const char *const ops[] = {"Sqrt", "Exp", "Log", "Reciprocal", "Sin", "Cos", "Tan", "Tanh",
 		"Sigmoid", "Erf", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Softsign", "Softplus", "Mish",
 		"LeakyRelu", "Elu", "Selu", "Celu", "ThresholdedRelu", "HardSigmoid", "HardSwish", "Gelu",
-		"Floor", "Ceil", "Round", "IsNaN", "IsInf"};
+		"Floor", "Ceil", "Round", "IsNaN", "IsInf", "Atan", "Asin", "Acos"};
 	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
 		if (!strcmp(ops[i], op))
 			return true;
@@ -176,9 +200,10 @@ eng_status onx_op_binary(onx_node *n)
 	else if (!strcmp(op, "Mul")) y = eng_mul(a, b);
 	else if (!strcmp(op, "Div")) y = eng_dtype_is_float(da) ? eng_div(a, b) : eng_idiv(a, b);
 	else if (!strcmp(op, "Pow")) {
-		if (!eng_dtype_is_float(da) || da == ENG_BOOL)
-			return onx_fail(n, ENG_ENOTSUP, "integer base (%s) is not supported", eng_dtype_name(da));
-		y = eng_cast(eng_pow(a, eng_cast(b, da)), da);
+		if (da == ENG_BOOL || db == ENG_BOOL)
+			return onx_fail(n, ENG_EDTYPE, "bool operands");
+		/* an integer base computes in float32 and rounds (exact below 2^24) */
+		y = eng_cast(eng_pow(a, eng_dtype_is_float(da) ? eng_cast(b, da) : b), da);
 	} else if (!strcmp(op, "Mod")) y = mod_t(n, a, b);
 	else if (!strcmp(op, "Equal")) y = eng_eq(a, b);
 	else if (!strcmp(op, "Less")) y = eng_lt(a, b);
@@ -202,6 +227,42 @@ eng_status onx_op_binary(onx_node *n)
 		return onx_check(n, y);
 	n->out[0] = y;
 	return ENG_OK;
+}
+
+/* Opsets < 7: broadcasting only when attribute broadcast is 1, B aligned at attribute axis (else
+ * at the end, as numpy); without it the shapes must be equal. */
+eng_status onx_op_binary_legacy(onx_node *n)
+{
+	eng_tensor *a = onx_in(n, 0), *b = onx_in(n, 1);
+	if (!a || !b)
+		return onx_fail(n, ENG_EINVAL, "two inputs are needed");
+	int ra = eng_ndim(a), rb = eng_ndim(b);
+	if (!onx_attr_i(n, "broadcast", 0)) {
+		bool same = ra == rb;
+		for (int i = 0; same && i < ra; i++)
+			same = eng_shape(a)[i] == eng_shape(b)[i];
+		if (!same && strcmp(n->pb->op_type, "PRelu"))
+			return onx_fail(n, ENG_ESHAPE, "shapes differ and attribute 'broadcast' is 0");
+		return strcmp(n->pb->op_type, "PRelu") ? onx_op_binary(n) : onx_op_prelu(n);
+	}
+	const Onnx__AttributeProto *ax = onx_attr(n, "axis");
+	if (!ax)
+		return onx_op_binary(n);
+	int64_t axis = onx_attr_i(n, "axis", 0);
+	if (axis < 0)
+		axis += ra;
+	if (axis < 0 || axis + rb > ra)
+		return onx_fail(n, ENG_EAXIS, "attribute 'axis' %lld does not fit B (rank %d) in A (rank %d)", (long long)axis, rb, ra);
+	int64_t sh[ENG_MAX_DIMS];
+	for (int i = 0; i < ra; i++)
+		sh[i] = i >= axis && i < axis + rb ? eng_shape(b)[i - axis] : 1;
+	onx_val bv = *n->in[1];
+	bv.t = eng_reshape(b, ra, sh);
+	const onx_val *ins[2] = {n->in[0], &bv};
+	onx_node m = *n;
+	m.in = ins;
+	m.n_in = 2;
+	return onx_op_binary(&m);
 }
 
 /* Max, Min, Sum, Mean over any number of inputs (broadcasting). */
@@ -269,6 +330,13 @@ eng_status onx_op_prelu(onx_node *n)
 	eng_tensor *x = onx_in(n, 0), *s = onx_in(n, 1);
 	if (!x || !s)
 		return onx_fail(n, ENG_EINVAL, "two inputs are needed");
+	if (n->opset < 7 && eng_ndim(s) == 1 && eng_ndim(x) > 2 && eng_numel(s) == eng_shape(x)[1]) {
+		/* opsets < 7: a 1-D slope is per channel */
+		int64_t sh[ENG_MAX_DIMS];
+		for (int i = 0; i < eng_ndim(x) - 1; i++)
+			sh[i] = i == 0 ? eng_numel(s) : 1;
+		s = eng_reshape(s, eng_ndim(x) - 1, sh);
+	}
 	n->out[0] = eng_where(eng_lt(x, eng_scalar(n->ctx, eng_tensor_dtype(x), 0)), eng_mul(x, s), x);
 	return onx_check(n, n->out[0]);
 }
