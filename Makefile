@@ -88,7 +88,8 @@ $(ONNX_GEN_OBJ): $(BUILD)/gen/onnx.pb-c.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -I$(BUILD)/gen -c $< -o $@
 
-$(BUILD)/engine/onnx/%.o: INC += -I$(BUILD)/gen
+$(BUILD)/engine/onnx/%.o $(BUILD)/tests/test_onnx.o: INC += -I$(BUILD)/gen
+$(BUILD)/tests/test_onnx.o: | $(BUILD)/gen/onnx.pb-c.h
 $(filter-out $(ONNX_GEN_OBJ),$(filter $(BUILD)/engine/onnx/%,$(ENGINE_OBJ))): | $(BUILD)/gen/onnx.pb-c.h
 
 $(BUILD)/pic/%.o: %.c
@@ -231,7 +232,7 @@ fuzz:
 # Every test: the layering check, the plain suite, the sanitized ones, the loader fuzzers, short
 # training runs, then the backend conformance run (CPU and OpenCL; an absent backend is reported
 # SKIPPED). The README's test command.
-check: layers test asan tsan fuzz train-check conformance soak install-check python-test tensorctl-check
+check: layers test asan tsan fuzz train-check conformance soak install-check python-test tensorctl-check onnx-check
 
 # The daemon soak (bench/soak.c): SOAK_REQUESTS (default 1,000,000) mixed requests from several
 # clients against one tensord; fails on any unexpected reply status or on daemon RSS growth
