@@ -55,6 +55,7 @@ eng_status onx_op_instancenorm(onx_node *n);
 
 /* ops_conv.c */
 eng_status onx_op_conv(onx_node *n);
+eng_status onx_op_conv_transpose(onx_node *n);
 eng_status onx_op_pool(onx_node *n);
 eng_status onx_op_global_pool(onx_node *n);
 

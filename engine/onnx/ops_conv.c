@@ -7,8 +7,8 @@
 #include "ops.h"
 
 typedef struct win {
-	int s;                       /* spatial dims (1 or 2) */
-	int64_t in[2], k[2], st[2], dil[2], pb[2], pe[2];
+	int s;                       /* spatial dims (1 to 3) */
+	int64_t in[3], k[3], st[3], dil[3], pb[3], pe[3];
 } win;
 
 /* Window attributes of node n for input spatial sizes in and kernel k (already in w). */
@@ -90,14 +90,93 @@ static void pads4(const win *w, int64_t (*p)[2])
 	}
 }
 
+/* Pads (begin, end) of the spatial axes of x (rank 2 + w->s); negative values crop. */
+static eng_tensor *pad_spatial(eng_tensor *x, int s, const int64_t *b, const int64_t *e)
+{
+	int r = eng_ndim(x);
+	int64_t p[ENG_MAX_DIMS][2] = {{0}}, c[ENG_MAX_DIMS][2];
+	bool crop = false;
+	for (int d = 0; d < r; d++)
+		c[d][0] = 0, c[d][1] = eng_shape(x)[d];
+	for (int i = 0; i < s; i++) {
+		int d = 2 + i;
+		if (b[i] < 0)
+			c[d][0] = -b[i], crop = true;
+		else
+			p[d][0] = b[i];
+		if (e[i] < 0)
+			c[d][1] += e[i], crop = true;
+		else
+			p[d][1] = e[i];
+	}
+	if (crop)
+		x = eng_shrink(x, c);
+	return eng_pad(x, p);
+}
+
+/* Pooling of a padded xp (N, C, spatial...) as a max or sum over the kernel's offsets, each a
+ * strided slice (any rank, dilations): prod(kernel) slices. */
+static eng_tensor *pool_slices(onx_node *n, eng_tensor *xp, const win *w, bool is_max)
+{
+	int64_t o[3], off[3] = {0}, total = 1;
+	for (int i = 0; i < w->s; i++) {
+		int64_t ext = (w->k[i] - 1) * w->dil[i] + 1;
+		o[i] = (eng_shape(xp)[2 + i] - ext) / w->st[i] + 1;
+		total *= w->k[i];
+	}
+	if (total > 4096) {
+		onx_fail(n, ENG_ENOTSUP, "a kernel of %lld elements with dilations or 3-D is not supported", (long long)total);
+		return NULL;
+	}
+	eng_tensor *acc = NULL;
+	for (int64_t t = 0; t < total; t++) {
+		eng_tensor *v = xp;
+		for (int i = 0; i < w->s; i++) {
+			int64_t st = off[i] * w->dil[i];
+			v = eng_slice(v, 2 + i, st, st + (o[i] - 1) * w->st[i] + 1, w->st[i]);
+		}
+		acc = !acc ? v : is_max ? eng_maximum(acc, v) : eng_add(acc, v);
+		for (int i = w->s - 1; i >= 0; i--) { /* next offset */
+			if (++off[i] < w->k[i])
+				break;
+			off[i] = 0;
+		}
+	}
+	return acc;
+}
+
+/* 3-D convolution as a sum over the depth taps of 2-D convolutions with depth folded into the
+ * batch. xp is padded already. */
+static eng_tensor *conv3d(const win *w, eng_tensor *xp, eng_tensor *wt, int group)
+{
+	const int64_t *xs = eng_shape(xp), *ws = eng_shape(wt);
+	int64_t N = xs[0], C = xs[1], Hp = xs[3], Wp = xs[4], M = ws[0];
+	int64_t Do = (xs[2] - ((w->k[0] - 1) * w->dil[0] + 1)) / w->st[0] + 1;
+	int stride[2] = {(int)w->st[1], (int)w->st[2]}, dil[2] = {(int)w->dil[1], (int)w->dil[2]};
+	eng_tensor *acc = NULL;
+	for (int64_t kd = 0; kd < w->k[0]; kd++) {
+		int64_t st = kd * w->dil[0];
+		eng_tensor *xs2 = eng_slice(xp, 2, st, st + (Do - 1) * w->st[0] + 1, w->st[0]);
+		xs2 = eng_reshape(eng_permute(xs2, (int[]){0, 2, 1, 3, 4}), 4, (int64_t[]){N * Do, C, Hp, Wp});
+		eng_tensor *wk = eng_reshape(eng_slice(wt, 2, kd, kd + 1, 1), 4, (int64_t[]){M, ws[1], ws[3], ws[4]});
+		eng_tensor *y = eng_conv2d(xs2, wk, NULL, stride, (int[]){0, 0}, dil, group);
+		acc = acc ? eng_add(acc, y) : y;
+	}
+	if (!acc)
+		return NULL;
+	const int64_t *ys = eng_shape(acc);
+	acc = eng_reshape(acc, 5, (int64_t[]){N, Do, M, ys[2], ys[3]});
+	return eng_permute(acc, (int[]){0, 2, 1, 3, 4});
+}
+
 eng_status onx_op_conv(onx_node *n)
 {
 	eng_tensor *x = onx_in(n, 0), *wt = onx_in(n, 1), *b = onx_in(n, 2);
 	if (!x || !wt)
 		return onx_fail(n, ENG_EINVAL, "X and W are needed");
 	int r = eng_ndim(x);
-	if (r != 3 && r != 4)
-		return onx_fail(n, ENG_ENOTSUP, "%d-D convolution is not supported (1-D and 2-D are)", r - 2);
+	if (r < 3 || r > 5)
+		return onx_fail(n, ENG_ENOTSUP, "%d-D convolution is not supported (1-D to 3-D are)", r - 2);
 	if (eng_ndim(wt) != r)
 		return onx_fail(n, ENG_ESHAPE, "W has rank %d, X %d", eng_ndim(wt), r);
 	win w = {.s = r - 2};
@@ -117,6 +196,13 @@ eng_status onx_op_conv(onx_node *n)
 	int64_t group = onx_attr_i(n, "group", 1);
 	if (group < 1 || eng_shape(x)[1] % group || eng_shape(x)[1] / group != eng_shape(wt)[1])
 		return onx_fail(n, ENG_ESHAPE, "attribute 'group' %lld disagrees with X and W channels", (long long)group);
+	if (r == 5) {
+		eng_tensor *y = conv3d(&w, pad_spatial(x, 3, w.pb, w.pe), wt, (int)group);
+		if (y && b)
+			y = eng_add(y, eng_reshape(b, 5, (int64_t[]){1, eng_numel(b), 1, 1, 1}));
+		n->out[0] = y ? eng_cast(y, eng_tensor_dtype(x)) : y;
+		return onx_check(n, n->out[0]);
+	}
 	int64_t p[4][2];
 	pads4(&w, p);
 	eng_tensor *x4 = eng_pad(as4d(x), p);
@@ -130,6 +216,46 @@ eng_status onx_op_conv(onx_node *n)
 	return onx_check(n, n->out[0]);
 }
 
+/* Pooling of any rank and dilation through pool_slices (masks as in onx_op_pool). */
+static eng_status pool_general(onx_node *n, eng_tensor *x, const win *w, bool is_max)
+{
+	eng_dtype dt = eng_tensor_dtype(x);
+	int r = eng_ndim(x);
+	eng_tensor *y;
+	if (is_max) {
+		double lo = eng_dtype_is_float(dt) ? -INFINITY : dt == ENG_U8 ? 0 : NAN;
+		if (isnan(lo))
+			return onx_fail(n, ENG_ENOTSUP, "type %s is not supported", eng_dtype_name(dt));
+		eng_tensor *mask = pad_spatial(eng_ones(n->ctx, ENG_BOOL, r, eng_shape(x)), w->s, w->pb, w->pe);
+		eng_tensor *xp = eng_where(mask, pad_spatial(x, w->s, w->pb, w->pe), eng_scalar(n->ctx, dt, lo));
+		y = pool_slices(n, xp, w, true);
+	} else {
+		if (!eng_dtype_is_float(dt))
+			return onx_fail(n, ENG_ENOTSUP, "type %s is not supported", eng_dtype_name(dt));
+		eng_tensor *mask;
+		if (onx_attr_i(n, "count_include_pad", 0)) {
+			win dec = {.s = w->s};
+			for (int i = 0; i < w->s; i++)
+				dec.in[i] = w->in[i], dec.k[i] = w->k[i];
+			eng_status s = window(n, &dec, false);
+			if (s)
+				return s;
+			int64_t big[ENG_MAX_DIMS], eb[3], ee[3];
+			for (int i = 0; i < r; i++)
+				big[i] = eng_shape(x)[i] + (i >= 2 ? dec.pb[i - 2] + dec.pe[i - 2] : 0);
+			for (int i = 0; i < w->s; i++)
+				eb[i] = w->pb[i] - dec.pb[i], ee[i] = w->pe[i] - dec.pe[i];
+			mask = pad_spatial(eng_ones(n->ctx, dt, r, big), w->s, eb, ee);
+		} else
+			mask = pad_spatial(eng_ones(n->ctx, dt, r, eng_shape(x)), w->s, w->pb, w->pe);
+		eng_tensor *sum = pool_slices(n, pad_spatial(x, w->s, w->pb, w->pe), w, false);
+		eng_tensor *cnt = sum ? pool_slices(n, mask, w, false) : NULL;
+		y = cnt ? eng_div(sum, cnt) : NULL;
+	}
+	n->out[0] = y ? eng_cast(y, dt) : y;
+	return onx_check(n, n->out[0]);
+}
+
 eng_status onx_op_pool(onx_node *n)
 {
 	eng_tensor *x = onx_in(n, 0);
@@ -139,8 +265,8 @@ eng_status onx_op_pool(onx_node *n)
 	if (is_max && n->n_out > 1 && *n->pb->output[1])
 		return onx_fail(n, ENG_ENOTSUP, "output Indices is not supported");
 	int r = eng_ndim(x);
-	if (r != 3 && r != 4)
-		return onx_fail(n, ENG_ENOTSUP, "%d-D pooling is not supported (1-D and 2-D are)", r - 2);
+	if (r < 3 || r > 5)
+		return onx_fail(n, ENG_ENOTSUP, "%d-D pooling is not supported (1-D to 3-D are)", r - 2);
 	win w = {.s = r - 2};
 	int64_t ks[8];
 	int cnt;
@@ -153,9 +279,11 @@ eng_status onx_op_pool(onx_node *n)
 		w.in[i] = eng_shape(x)[2 + i], w.k[i] = ks[i];
 	if ((s = window(n, &w, onx_attr_i(n, "ceil_mode", 0) != 0)))
 		return s;
+	bool general = w.s == 3;
 	for (int i = 0; i < w.s; i++)
-		if (w.dil[i] != 1)
-			return onx_fail(n, ENG_ENOTSUP, "attribute 'dilations' other than 1 is not supported");
+		general |= w.dil[i] != 1;
+	if (general)
+		return pool_general(n, x, &w, is_max);
 	int64_t p[4][2];
 	pads4(&w, p);
 	eng_tensor *x4 = as4d(x);
@@ -216,6 +344,104 @@ eng_status onx_op_global_pool(onx_node *n)
 	if (!nax)
 		return onx_fail(n, ENG_ESHAPE, "the input needs spatial dims");
 	eng_tensor *y = !strcmp(n->pb->op_type, "GlobalMaxPool") ? eng_max(x, ax, nax, true) : eng_mean(x, ax, nax, true);
+	n->out[0] = y ? eng_cast(y, eng_tensor_dtype(x)) : y;
+	return onx_check(n, n->out[0]);
+}
+
+/* ConvTranspose (1-D, 2-D) as a convolution of the zero-stuffed input with the flipped kernel,
+ * in and out channels swapped per group; pads (or output_shape / auto_pad) crop the result. */
+eng_status onx_op_conv_transpose(onx_node *n)
+{
+	eng_tensor *x = onx_in(n, 0), *wt = onx_in(n, 1), *b = onx_in(n, 2);
+	if (!x || !wt)
+		return onx_fail(n, ENG_EINVAL, "X and W are needed");
+	int r = eng_ndim(x);
+	if (r != 3 && r != 4)
+		return onx_fail(n, ENG_ENOTSUP, "%d-D transposed convolution is not supported (1-D and 2-D are)", r - 2);
+	if (eng_ndim(wt) != r)
+		return onx_fail(n, ENG_ESHAPE, "W has rank %d, X %d", eng_ndim(wt), r);
+	int s = r - 2;
+	int64_t group = onx_attr_i(n, "group", 1);
+	int64_t C = eng_shape(x)[1];
+	if (group < 1 || C % group || eng_shape(wt)[0] != C)
+		return onx_fail(n, ENG_ESHAPE, "attribute 'group' %lld disagrees with X and W channels", (long long)group);
+	int64_t st[3], dil[3], pb[3], pe[3], op[3], osh[3], k[3], in[3], v[8];
+	int cnt, ocnt;
+	eng_status e;
+	for (int i = 0; i < s; i++) {
+		st[i] = dil[i] = 1, pb[i] = pe[i] = op[i] = 0;
+		k[i] = eng_shape(wt)[2 + i], in[i] = eng_shape(x)[2 + i];
+	}
+	const char *names[] = {"strides", "dilations", "output_padding"};
+	int64_t *dst[] = {st, dil, op};
+	for (int a = 0; a < 3; a++) {
+		if ((e = onx_attr_ints(n, names[a], v, 8, &cnt)))
+			return e;
+		if (cnt >= 0 && cnt != s)
+			return onx_fail(n, ENG_EINVAL, "attribute '%s' has %d entries", names[a], cnt);
+		for (int i = 0; i < cnt; i++)
+			dst[a][i] = v[i];
+	}
+	if ((e = onx_attr_ints(n, "kernel_shape", v, 8, &cnt)))
+		return e;
+	for (int i = 0; i < cnt; i++)
+		if (cnt != s || v[i] != k[i])
+			return onx_fail(n, ENG_ESHAPE, "attribute 'kernel_shape' disagrees with W");
+	if ((e = onx_attr_ints(n, "pads", v, 8, &cnt)))
+		return e;
+	if (cnt >= 0 && cnt != 2 * s)
+		return onx_fail(n, ENG_EINVAL, "attribute 'pads' has %d entries", cnt);
+	for (int i = 0; i < cnt; i++)
+		*(i < s ? &pb[i] : &pe[i - s]) = v[i];
+	if ((e = onx_attr_ints(n, "output_shape", osh, 3, &ocnt)))
+		return e;
+	char buf[16];
+	const char *ap = onx_attr_s(n, "auto_pad", "NOTSET", buf, sizeof(buf));
+	bool same = !strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER");
+	if (ocnt >= 0 && ocnt != s)
+		return onx_fail(n, ENG_ENOTSUP, "attribute 'output_shape' with %d entries (the spatial dims only are supported)", ocnt);
+	for (int i = 0; i < s; i++) {
+		if (st[i] < 1 || dil[i] < 1 || op[i] < 0 || pb[i] < 0 || pe[i] < 0)
+			return onx_fail(n, ENG_EINVAL, "strides and dilations must be >= 1, pads >= 0");
+		int64_t ext = (k[i] - 1) * dil[i] + 1, full = st[i] * (in[i] - 1) + op[i] + ext;
+		if (ocnt >= 0 || same) {
+			int64_t want = ocnt >= 0 ? osh[i] : in[i] * st[i], tot = full - want;
+			if (tot < 0)
+				return onx_fail(n, ENG_ENOTSUP, "an output_shape larger than the full output is not supported");
+			bool upper = strcmp(ap, "SAME_LOWER") != 0;
+			pb[i] = upper ? tot / 2 : tot - tot / 2;
+			pe[i] = tot - pb[i];
+		} else if (!strcmp(ap, "VALID"))
+			pb[i] = pe[i] = 0;
+	}
+	/* zero-stuffed input, as 4-D */
+	eng_tensor *x4 = as4d(x), *w4 = as4d(wt);
+	int64_t S[2] = {s == 2 ? st[0] : 1, st[s - 1]}, D[2] = {s == 2 ? dil[0] : 1, dil[s - 1]};
+	int64_t K[2] = {eng_shape(w4)[2], eng_shape(w4)[3]}, PB[2] = {s == 2 ? pb[0] : 0, pb[s - 1]},
+		PE[2] = {s == 2 ? pe[0] : 0, pe[s - 1]}, OP[2] = {s == 2 ? op[0] : 0, op[s - 1]};
+	const int64_t *xs = eng_shape(x4);
+	int64_t N = xs[0], H = xs[2], W = xs[3];
+	eng_tensor *z = eng_reshape(x4, 6, (int64_t[]){N, C, H, 1, W, 1});
+	z = eng_pad(z, (const int64_t[][2]){{0, 0}, {0, 0}, {0, 0}, {0, S[0] - 1}, {0, 0}, {0, S[1] - 1}});
+	z = eng_reshape(z, 4, (int64_t[]){N, C, H * S[0], W * S[1]});
+	z = eng_shrink(z, (const int64_t[][2]){{0, N}, {0, C}, {0, (H - 1) * S[0] + 1}, {0, (W - 1) * S[1] + 1}});
+	int64_t bb[2], ee[2];
+	for (int i = 0; i < 2; i++) {
+		int64_t ext = (K[i] - 1) * D[i] + 1;
+		bb[i] = ext - 1 - PB[i];
+		ee[i] = ext - 1 - PE[i] + OP[i];
+	}
+	z = pad_spatial(z, 2, bb, ee);
+	/* kernel: (C, M/g, kh, kw) -> flipped, (M, C/g, kh, kw) */
+	int64_t g = group, Mg = eng_shape(w4)[1], Cg = C / g;
+	int fl[2] = {2, 3};
+	eng_tensor *wf = eng_flip(w4, fl, 2);
+	wf = eng_reshape(wf, 5, (int64_t[]){g, Cg, Mg, K[0], K[1]});
+	wf = eng_reshape(eng_permute(wf, (int[]){0, 2, 1, 3, 4}), 4, (int64_t[]){g * Mg, Cg, K[0], K[1]});
+	int dl[2] = {(int)D[0], (int)D[1]};
+	eng_tensor *y = eng_conv2d(z, wf, b, (int[]){1, 1}, (int[]){0, 0}, dl, (int)g);
+	if (y && r == 3)
+		y = eng_reshape(y, 3, (int64_t[]){eng_shape(y)[0], eng_shape(y)[1], eng_shape(y)[3]});
 	n->out[0] = y ? eng_cast(y, eng_tensor_dtype(x)) : y;
 	return onx_check(n, n->out[0]);
 }

@@ -65,6 +65,51 @@ eng_status onx_op_gather_elements(onx_node *n)
 	return onx_check(n, n->out[0]);
 }
 
+/* Pads that repeat the edge (edge), mirror without it (reflect) or wrap around (wrap), one axis
+ * at a time by concatenating slices. */
+static eng_tensor *pad_from_edges(onx_node *n, eng_tensor *v, int64_t (*pads)[2], const char *mode)
+{
+	for (int d = 0; d < eng_ndim(v) && v; d++) {
+		int64_t b = pads[d][0], e = pads[d][1], len = eng_shape(v)[d];
+		if (!b && !e)
+			continue;
+		if (mode[0] == 'r' ? (b > len - 1 || e > len - 1) : (len == 0 || (mode[0] == 'w' && (b > len || e > len)))) {
+			onx_fail(n, ENG_ESHAPE, "pads (%lld, %lld) do not fit axis %d of size %lld in mode %s", (long long)b, (long long)e, d,
+				 (long long)len, mode);
+			return NULL;
+		}
+		eng_tensor *parts[3];
+		int k = 0;
+		int64_t sh[ENG_MAX_DIMS];
+		memcpy(sh, eng_shape(v), sizeof(int64_t) * (size_t)eng_ndim(v));
+		if (b) {
+			eng_tensor *l;
+			if (mode[0] == 'e') {
+				sh[d] = b;
+				l = eng_expand(eng_slice(v, d, 0, 1, 1), eng_ndim(v), sh);
+			} else if (mode[0] == 'r')
+				l = eng_flip(eng_slice(v, d, 1, b + 1, 1), &d, 1);
+			else
+				l = eng_slice(v, d, len - b, len, 1);
+			parts[k++] = l;
+		}
+		parts[k++] = v;
+		if (e) {
+			eng_tensor *r;
+			if (mode[0] == 'e') {
+				sh[d] = e;
+				r = eng_expand(eng_slice(v, d, len - 1, len, 1), eng_ndim(v), sh);
+			} else if (mode[0] == 'r')
+				r = eng_flip(eng_slice(v, d, len - 1 - e, len - 1, 1), &d, 1);
+			else
+				r = eng_slice(v, d, 0, e, 1);
+			parts[k++] = r;
+		}
+		v = eng_cat(parts, k, d);
+	}
+	return v;
+}
+
 eng_status onx_op_pad(onx_node *n)
 {
 	eng_tensor *x = onx_in(n, 0);
@@ -73,8 +118,8 @@ eng_status onx_op_pad(onx_node *n)
 	int r = eng_ndim(x);
 	char buf[16];
 	const char *mode = onx_attr_s(n, "mode", "constant", buf, sizeof(buf));
-	if (strcmp(mode, "constant"))
-		return onx_fail(n, ENG_ENOTSUP, "attribute 'mode' '%s' is not supported", mode);
+	if (strcmp(mode, "constant") && strcmp(mode, "edge") && strcmp(mode, "reflect") && strcmp(mode, "wrap"))
+		return onx_fail(n, ENG_EINVAL, "attribute 'mode' '%s'", mode);
 	int64_t p[2 * ENG_MAX_DIMS + 1], axv[ENG_MAX_DIMS + 1];
 	int cnt, nax = -1;
 	double value = 0;
@@ -119,6 +164,10 @@ eng_status onx_op_pad(onx_node *n)
 			return onx_fail(n, ENG_ESHAPE, "pads crop axis %d below zero", d);
 	}
 	eng_tensor *v = any_crop ? eng_shrink(x, crop) : (eng_tensor *)x;
+	if (strcmp(mode, "constant")) {
+		n->out[0] = pad_from_edges(n, v, pads, mode);
+		return onx_check(n, n->out[0]);
+	}
 	eng_tensor *y = eng_pad(v, pads);
 	if (value != 0 && y) {
 		eng_tensor *mask = eng_pad(eng_ones(n->ctx, ENG_BOOL, r, eng_shape(v)), pads);

@@ -137,6 +137,7 @@ static const onx_op ops[] = {
 	{"AveragePool", 1, ANY, onx_op_pool, "auto_pad,ceil_mode,count_include_pad,kernel_shape,pads,strides,dilations"},
 	{"BatchNormalization", 1, ANY, onx_op_batchnorm, "epsilon,momentum,spatial,is_test,training_mode," LEGACY},
 	{"Conv", 1, ANY, onx_op_conv, "auto_pad,dilations,group,kernel_shape,pads,strides"},
+	{"ConvTranspose", 1, ANY, onx_op_conv_transpose, "auto_pad,dilations,group,kernel_shape,output_padding,output_shape,pads,strides"},
 	{"Gemm", 1, ANY, onx_op_gemm, "alpha,beta,transA,transB,broadcast"},
 	{"GlobalAveragePool", 1, ANY, onx_op_global_pool, ""},
 	{"GlobalMaxPool", 1, ANY, onx_op_global_pool, ""},
