@@ -124,6 +124,28 @@ static eng_tensor *pool_slices(onx_node *n, eng_tensor *xp, const win *w, bool i
 		o[i] = (eng_shape(xp)[2 + i] - ext) / w->st[i] + 1;
 		total *= w->k[i];
 	}
+	bool phase = w->s <= 2 && total > 16;
+	for (int i = 0; i < w->s; i++)
+		phase &= w->st[i] % w->dil[i] == 0;
+	if (phase) {
+		/* every window starts on a multiple of the dilation: pool the phase-0 sub-grid with the
+		 * undilated kernel and stride / dilation */
+		eng_tensor *g = xp;
+		for (int i = 0; i < w->s; i++)
+			g = eng_slice(g, 2 + i, 0, INT64_MAX, w->dil[i]);
+		eng_tensor *g4 = as4d(g);
+		int kern[2] = {w->s == 2 ? (int)w->k[0] : 1, (int)w->k[w->s - 1]};
+		int str[2] = {w->s == 2 ? (int)(w->st[0] / w->dil[0]) : 1, (int)(w->st[w->s - 1] / w->dil[w->s - 1])};
+		eng_tensor *y = is_max ? eng_max_pool2d(g4, kern, str, NULL)
+				       : eng_mul_s(eng_avg_pool2d(g4, kern, str, NULL), (double)(kern[0] * kern[1]));
+		if (!y)
+			return NULL;
+		int64_t rg[4][2] = {{0, eng_shape(y)[0]}, {0, eng_shape(y)[1]}, {0, w->s == 2 ? o[0] : 1}, {0, o[w->s - 1]}};
+		y = eng_shrink(y, rg);
+		if (y && w->s == 1)
+			y = eng_reshape(y, 3, (int64_t[]){eng_shape(y)[0], eng_shape(y)[1], o[0]});
+		return y;
+	}
 	if (total > 4096) {
 		onx_fail(n, ENG_ENOTSUP, "a kernel of %lld elements with dilations or 3-D is not supported", (long long)total);
 		return NULL;
