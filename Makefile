@@ -207,7 +207,7 @@ tsan:
 # committed seed corpus (new inputs go to build-fuzz/corpus/). Any crash, leak, sanitizer report
 # or failed check in a target fails the run; the input is kept as build-fuzz/crash-<target>-*.
 FUZZ_SECONDS ?= 45
-FUZZ_TARGETS := safetensors idx request graph
+FUZZ_TARGETS := safetensors idx request graph onnx
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 
 $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h $(PROTO_LIB) $(LIB)
@@ -220,10 +220,11 @@ fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		mkdir -p build-fuzz/corpus/$$t || exit 1; \
 		dict=; [ -f tests/fuzz/$$t.dict ] && dict=-dict=tests/fuzz/$$t.dict; \
+		extra=; [ $$t = onnx ] && [ -d $(ONNX_DATA)/simple ] && extra=$(ONNX_DATA)/simple; \
 		echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
 		UBSAN_OPTIONS=print_stacktrace=1 build-fuzz/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) \
 			-max_len=65536 -rss_limit_mb=2048 -print_final_stats=1 $$dict \
-			-artifact_prefix=build-fuzz/crash-$$t- build-fuzz/corpus/$$t tests/fuzz/corpus/$$t \
+			-artifact_prefix=build-fuzz/crash-$$t- build-fuzz/corpus/$$t tests/fuzz/corpus/$$t $$extra \
 			2>build-fuzz/fuzz-$$t.log || { tail -60 build-fuzz/fuzz-$$t.log; \
 			echo "fuzz: $$t FAILED (log: build-fuzz/fuzz-$$t.log)"; exit 1; }; \
 		grep -E '^stat::number_of_executed_units|^Done' build-fuzz/fuzz-$$t.log; \
