@@ -33,22 +33,31 @@ static int add_val(onx_build *b, const char *name, eng_tensor *t, bool is_const,
 	return b->nvals++;
 }
 
+eng_status onx_in_check_static(onx_node *n, int i)
+{
+	const onx_val *v = n->in[i];
+	if (v->is_const)
+		return ENG_OK;
+	onx_build *b = n->b;
+	if (!(b->flags & ENG_ONNX_SPECIALIZE))
+		return onx_fail(n, ENG_ENOTSUP, "input %d ('%.200s') is needed while building and must be a constant "
+			"(an initializer, a Constant node or computed from them)", i, n->pb->input[i]);
+	/* The built graph now depends on input values: which inputs is not tracked finer than
+	 * "all of them". */
+	for (int k = 0; k < b->m->n_in; k++)
+		b->m->in_static[k] = true;
+	return ENG_OK;
+}
+
 eng_status onx_in_ints(onx_node *n, int i, int64_t *out, int max, int *count)
 {
 	*count = -1;
 	if (i >= n->n_in || !n->in[i])
 		return ENG_OK;
 	const onx_val *v = n->in[i];
-	if (!v->is_const) {
-		onx_build *b = n->b;
-		if (!(b->flags & ENG_ONNX_SPECIALIZE))
-			return onx_fail(n, ENG_ENOTSUP, "input %d ('%.200s') is needed while building and must be a constant "
-				"(an initializer, a Constant node or computed from them)", i, n->pb->input[i]);
-		/* The built graph now depends on input values: which inputs is not tracked finer
-		 * than "all of them". */
-		for (int k = 0; k < b->m->n_in; k++)
-			b->m->in_static[k] = true;
-	}
+	eng_status s = onx_in_check_static(n, i);
+	if (s)
+		return s;
 	int64_t numel = eng_numel(v->t);
 	if (eng_ndim(v->t) > 1 || numel > max)
 		return onx_fail(n, ENG_ENOTSUP, "input %d ('%.200s'): %lld values (at most %d, rank <= 1)", i, n->pb->input[i], (long long)numel, max);
@@ -56,7 +65,7 @@ eng_status onx_in_ints(onx_node *n, int i, int64_t *out, int max, int *count)
 	if (eng_dtype_is_float(dt))
 		return onx_fail(n, ENG_EDTYPE, "input %d ('%.200s') must be integer, not %s", i, n->pb->input[i], eng_dtype_name(dt));
 	eng_tensor *c = dt == ENG_I64 ? (eng_tensor *)v->t : eng_cast(v->t, ENG_I64);
-	eng_status s = c ? eng_tensor_read(c, out, (size_t)numel * sizeof(int64_t)) : eng_error(n->ctx);
+	s = c ? eng_tensor_read(c, out, (size_t)numel * sizeof(int64_t)) : eng_error(n->ctx);
 	if (c != v->t)
 		eng_tensor_free(c);
 	if (s)
@@ -71,11 +80,9 @@ eng_status onx_in_scalar(onx_node *n, int i, double *out, bool *present)
 	if (i >= n->n_in || !n->in[i])
 		return ENG_OK;
 	const onx_val *v = n->in[i];
-	if (!v->is_const && !(n->b->flags & ENG_ONNX_SPECIALIZE))
-		return onx_fail(n, ENG_ENOTSUP, "input %d ('%.200s') is needed while building and must be a constant", i, n->pb->input[i]);
-	if (!v->is_const)
-		for (int k = 0; k < n->b->m->n_in; k++)
-			n->b->m->in_static[k] = true;
+	eng_status s = onx_in_check_static(n, i);
+	if (s)
+		return s;
 	if (eng_numel(v->t) != 1)
 		return onx_fail(n, ENG_ESHAPE, "input %d ('%.200s') must hold one value, not %lld", i, n->pb->input[i], (long long)eng_numel(v->t));
 	*out = eng_item(v->t);

@@ -111,6 +111,9 @@ static inline eng_tensor *onx_in(const onx_node *n, int i)
 /* Input i's values as int64 (it must be a constant, or a graph input with ENG_ONNX_SPECIALIZE):
  * at most max entries, *count of them; a missing input gives *count = -1. */
 eng_status onx_in_ints(onx_node *n, int i, int64_t *out, int max, int *count);
+/* ENG_OK if input i may be read while building (a constant, or ENG_ONNX_SPECIALIZE, which then
+ * marks the inputs static); the error otherwise. */
+eng_status onx_in_check_static(onx_node *n, int i);
 /* The same as doubles (one scalar, e.g. Clip's min). */
 eng_status onx_in_scalar(onx_node *n, int i, double *out, bool *present);
 

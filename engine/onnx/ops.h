@@ -63,6 +63,9 @@ eng_status onx_op_global_pool(onx_node *n);
 eng_status onx_op_nll_loss(onx_node *n);
 eng_status onx_op_sce_loss(onx_node *n);
 
+/* ops_resize.c */
+eng_status onx_op_resize(onx_node *n);
+
 /* ops_misc.c */
 eng_status onx_op_trilu(onx_node *n);
 eng_status onx_op_eyelike(onx_node *n);

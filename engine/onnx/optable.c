@@ -115,6 +115,8 @@ static const onx_op ops[] = {
 	{"GatherElements", 11, ANY, onx_op_gather_elements, "axis"},
 	{"Pad", 1, ANY, onx_op_pad, "mode,pads,paddings,value"},
 	{"Range", 11, ANY, onx_op_range, ""},
+	{"Resize", 10, ANY, onx_op_resize, "mode,coordinate_transformation_mode,nearest_mode,cubic_coeff_a,exclude_outside,extrapolation_value,antialias,axes,keep_aspect_ratio_policy"},
+	{"Upsample", 7, 9, onx_op_resize, "mode,scales"},
 	{"Reshape", 1, ANY, onx_op_reshape, "shape,allowzero," LEGACY},
 	{"Shape", 1, ANY, onx_op_shape, "start,end"},
 	{"Size", 1, ANY, onx_op_size, ""},
