@@ -63,6 +63,11 @@ eng_status onx_op_global_pool(onx_node *n);
 eng_status onx_op_nll_loss(onx_node *n);
 eng_status onx_op_sce_loss(onx_node *n);
 
+/* ops_scatter.c */
+eng_status onx_op_gather_nd(onx_node *n);
+eng_status onx_op_scatter_elements(onx_node *n);
+eng_status onx_op_scatter_nd(onx_node *n);
+
 /* ops_resize.c */
 eng_status onx_op_resize(onx_node *n);
 
