@@ -20,6 +20,7 @@ eng_status onx_op_cast(onx_node *n);
 eng_status onx_op_reduce(onx_node *n);
 eng_status onx_op_argminmax(onx_node *n);
 eng_status onx_op_softmax(onx_node *n);
+eng_status onx_op_topk(onx_node *n);
 
 /* ops_shape.c */
 eng_status onx_op_reshape(onx_node *n);

@@ -163,3 +163,64 @@ eng_status onx_op_softmax(onx_node *n)
 	n->out[0] = y;
 	return onx_check(n, y);
 }
+
+/* TopK by K rounds of argmax (argmin) with the chosen entries masked out: values and int64
+ * indices, sorted, ties to the lower index (as ONNX). K is needed at build time. */
+eng_status onx_op_topk(onx_node *n)
+{
+	eng_tensor *x = onx_in(n, 0);
+	if (!x)
+		return onx_fail(n, ENG_EINVAL, "input 0 is missing");
+	int r = eng_ndim(x), a;
+	if (!onx_axis(onx_attr_i(n, "axis", -1), r, &a))
+		return onx_fail(n, ENG_EAXIS, "attribute 'axis' is out of range for rank %d", r);
+	int64_t k;
+	if (n->opset < 10)
+		k = onx_attr_i(n, "k", -1);
+	else {
+		int64_t kv[2];
+		int cnt;
+		eng_status s = onx_in_ints(n, 1, kv, 2, &cnt);
+		if (s)
+			return s;
+		if (cnt != 1)
+			return onx_fail(n, ENG_EINVAL, "K must hold one value");
+		k = kv[0];
+	}
+	if (k < 0 || k > eng_shape(x)[a])
+		return onx_fail(n, ENG_EINVAL, "K = %lld for an axis of %lld", (long long)k, (long long)eng_shape(x)[a]);
+	if (k > 64)
+		return onx_fail(n, ENG_ENOTSUP, "K = %lld (at most 64)", (long long)k);
+	if (!onx_attr_i(n, "sorted", 1))
+		return onx_fail(n, ENG_ENOTSUP, "attribute 'sorted' = 0 is not supported");
+	bool largest = onx_attr_i(n, "largest", 1) != 0;
+	eng_dtype dt = eng_tensor_dtype(x);
+	if (!eng_dtype_is_float(dt))
+		return onx_fail(n, ENG_ENOTSUP, "type %s is not supported", eng_dtype_name(dt));
+	eng_tensor *idx = eng_index(n->ctx, ENG_I32, r, eng_shape(x), a);
+	eng_tensor *cur = x, *vals[64], *ids[64];
+	eng_tensor *fill = eng_scalar(n->ctx, dt, largest ? -INFINITY : INFINITY);
+	for (int64_t t = 0; t < k; t++) {
+		eng_tensor *am = largest ? eng_argmax(cur, a, true) : eng_argmin(cur, a, true);
+		eng_tensor *hit = eng_eq(idx, am);
+		int ax = a;
+		vals[t] = eng_sum(eng_where(hit, x, eng_scalar(n->ctx, dt, 0)), &ax, 1, true);
+		ids[t] = eng_cast(am, ENG_I64);
+		cur = eng_where(hit, fill, cur);
+		if (!cur)
+			return onx_check(n, cur);
+	}
+	if (k == 0) {
+		int64_t sh[ENG_MAX_DIMS];
+		memcpy(sh, eng_shape(x), sizeof(int64_t) * (size_t)r);
+		sh[a] = 0;
+		n->out[0] = eng_zeros(n->ctx, dt, r, sh);
+		if (n->n_out > 1)
+			n->out[1] = eng_zeros(n->ctx, ENG_I64, r, sh);
+		return onx_check(n, n->out[0]);
+	}
+	n->out[0] = k == 1 ? vals[0] : eng_cat(vals, (int)k, a);
+	if (n->n_out > 1)
+		n->out[1] = k == 1 ? ids[0] : eng_cat(ids, (int)k, a);
+	return onx_check(n, n->out[0]);
+}

@@ -104,6 +104,7 @@ static const onx_op ops[] = {
 	{"Hardmax", 1, ANY, onx_op_softmax, "axis"},
 	{"LogSoftmax", 1, ANY, onx_op_softmax, "axis"},
 	{"Softmax", 1, ANY, onx_op_softmax, "axis"},
+	{"TopK", 1, ANY, onx_op_topk, "axis,k,largest,sorted"},
 	/* shape and movement (ops_shape.c, ops_index.c, ops_const.c) */
 	{"Concat", 4, ANY, onx_op_concat, "axis"},
 	{"Constant", 1, ANY, onx_op_constant, "value,value_float,value_floats,value_int,value_ints,sparse_value,value_string,value_strings"},
