@@ -153,7 +153,7 @@ static eng_onnx_model *load_mb(eng_ctx *ctx, mb *b, const char *dir, char *err, 
 {
 	size_t len;
 	uint8_t *buf = mb_pack(b, &len);
-	eng_onnx_model *m = eng_onnx_load_mem(ctx, buf, len, dir, err, errlen);
+	eng_onnx_model *m = eng_onnx_load_mem(ctx, buf, len, dir, 0, err, errlen);
 	free(buf);
 	return m;
 }
@@ -291,28 +291,28 @@ START_TEST(test_truncated_and_garbage)
 	char err[512];
 	int loaded = 0;
 	for (size_t k = 0; k < len; k++) {
-		eng_onnx_model *m = eng_onnx_load_mem(ctx, buf, k, NULL, err, sizeof(err));
+		eng_onnx_model *m = eng_onnx_load_mem(ctx, buf, k, NULL, 0, err, sizeof(err));
 		if (m) { /* a prefix can be a valid, smaller model: it must still be consistent */
 			loaded++;
 			eng_onnx_free(m);
 		} else
 			ck_assert_msg(strncmp(err, "onnx: ", 6) == 0, "message '%s'", err);
 	}
-	eng_onnx_model *m = eng_onnx_load_mem(ctx, buf, len, NULL, err, sizeof(err));
+	eng_onnx_model *m = eng_onnx_load_mem(ctx, buf, len, NULL, 0, err, sizeof(err));
 	ck_assert_msg(m, "%s", err);
 	eng_onnx_free(m);
 	free(buf);
 	/* wrong wire types: the graph field (7) as a varint, the ir_version (1) as bytes */
 	const uint8_t bad1[] = {0x38, 0x01}, bad2[] = {0x0a, 0x02, 0x01, 0x02};
-	ck_assert_ptr_null(eng_onnx_load_mem(ctx, bad1, sizeof(bad1), NULL, err, sizeof(err)));
+	ck_assert_ptr_null(eng_onnx_load_mem(ctx, bad1, sizeof(bad1), NULL, 0, err, sizeof(err)));
 	ck_assert_msg(strstr(err, "protobuf"), "%s", err);
-	ck_assert_ptr_null(eng_onnx_load_mem(ctx, bad2, sizeof(bad2), NULL, err, sizeof(err)));
+	ck_assert_ptr_null(eng_onnx_load_mem(ctx, bad2, sizeof(bad2), NULL, 0, err, sizeof(err)));
 	/* a length running past the end */
 	const uint8_t bad3[] = {0x3a, 0x7f, 0x0a};
-	ck_assert_ptr_null(eng_onnx_load_mem(ctx, bad3, sizeof(bad3), NULL, err, sizeof(err)));
+	ck_assert_ptr_null(eng_onnx_load_mem(ctx, bad3, sizeof(bad3), NULL, 0, err, sizeof(err)));
 	/* no graph */
 	const uint8_t nog[] = {0x08, 0x08};
-	ck_assert_ptr_null(eng_onnx_load_mem(ctx, nog, sizeof(nog), NULL, err, sizeof(err)));
+	ck_assert_ptr_null(eng_onnx_load_mem(ctx, nog, sizeof(nog), NULL, 0, err, sizeof(err)));
 	ck_assert_msg(strstr(err, "no graph"), "%s", err);
 	tu_ctx_free(ctx);
 }
@@ -332,7 +332,7 @@ START_TEST(test_unknown_fields_skipped)
 	memcpy(big, buf, len);
 	memcpy(big + len, extra, sizeof(extra));
 	char err[512];
-	eng_onnx_model *m = eng_onnx_load_mem(ctx, big, len + sizeof(extra), NULL, err, sizeof(err));
+	eng_onnx_model *m = eng_onnx_load_mem(ctx, big, len + sizeof(extra), NULL, 0, err, sizeof(err));
 	ck_assert_msg(m, "%s", err);
 	eng_onnx_free(m);
 	free(buf);
@@ -508,13 +508,13 @@ START_TEST(test_load_file)
 	snprintf(p, sizeof(p), "%s/m.onnx", dir);
 	write_file(p, buf, len);
 	free(buf);
-	eng_onnx_model *m = eng_onnx_load(ctx, p, err, sizeof(err));
+	eng_onnx_model *m = eng_onnx_load(ctx, p, 0, err, sizeof(err));
 	ck_assert_msg(m, "%s", err);
 	eng_onnx_free(m);
-	ck_assert_ptr_null(eng_onnx_load(ctx, dir, err, sizeof(err)));
+	ck_assert_ptr_null(eng_onnx_load(ctx, dir, 0, err, sizeof(err)));
 	ck_assert_msg(strstr(err, "regular file"), "%s", err);
 	unlink(p);
-	ck_assert_ptr_null(eng_onnx_load(ctx, p, err, sizeof(err)));
+	ck_assert_ptr_null(eng_onnx_load(ctx, p, 0, err, sizeof(err)));
 	rmdir(dir);
 	tu_ctx_free(ctx);
 }

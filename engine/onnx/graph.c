@@ -33,6 +33,14 @@ static int add_val(onx_build *b, const char *name, eng_tensor *t, bool is_const,
 	return b->nvals++;
 }
 
+unsigned onx_model_flags(const onx_node *n) { return n->b->m->flags; }
+bool *onx_model_narrowed(onx_node *n) { return &n->b->m->narrowed; }
+
+bool onx_node_dtype(onx_node *n, int onnx_type, eng_dtype *out)
+{
+	return onx_dtype(onnx_type, n->b->m->flags, &n->b->m->narrowed, out);
+}
+
 eng_status onx_in_check_static(onx_node *n, int i)
 {
 	const onx_val *v = n->in[i];

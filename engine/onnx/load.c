@@ -51,7 +51,7 @@ void eng_onnx_free(eng_onnx_model *m)
 }
 
 /* A ValueInfoProto's type and shape into io. */
-static bool value_info(const Onnx__ValueInfoProto *v, eng_onnx_io *io, char *why, size_t wl)
+static bool value_info(eng_onnx_model *m, const Onnx__ValueInfoProto *v, eng_onnx_io *io, char *why, size_t wl)
 {
 	memset(io, 0, sizeof(*io));
 	io->name = v->name ? v->name : "";
@@ -63,7 +63,7 @@ static bool value_info(const Onnx__ValueInfoProto *v, eng_onnx_io *io, char *why
 	}
 	const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
 	io->onnx_type = tt->has_elem_type ? tt->elem_type : 0;
-	io->dtype_ok = onx_dtype(io->onnx_type, &io->dtype);
+	io->dtype_ok = onx_dtype(io->onnx_type, m->flags, &m->narrowed, &io->dtype);
 	if (tt->shape) {
 		if (tt->shape->n_dim > ENG_MAX_DIMS) {
 			snprintf(why, wl, "value '%.200s' has %zu dims (at most %d)", io->name, tt->shape->n_dim, ENG_MAX_DIMS);
@@ -183,7 +183,7 @@ static bool topo_order(eng_onnx_model *m, char *err, size_t errlen)
 }
 
 static eng_onnx_model *load_pb(eng_ctx *ctx, const uint8_t *data, size_t len, const char *dir,
-			       const char *label, char *err, size_t errlen)
+			       unsigned flags, const char *label, char *err, size_t errlen)
 {
 	if (!ctx)
 		return lfail(err, errlen, label, "no context");
@@ -191,6 +191,7 @@ static eng_onnx_model *load_pb(eng_ctx *ctx, const uint8_t *data, size_t len, co
 	if (!m)
 		return lfail(err, errlen, label, "out of memory");
 	m->ctx = ctx;
+	m->flags = flags;
 	m->label = strdup(label ? label : "<memory>");
 	if (dir) {
 		char real[PATH_MAX];
@@ -247,7 +248,7 @@ static eng_onnx_model *load_pb(eng_ctx *ctx, const uint8_t *data, size_t len, co
 			goto fail;
 		}
 		eng_tensor *t;
-		if (onx_tensor_decode(ctx, tp, m->dir, &t, why, sizeof(why))) {
+		if (onx_tensor_decode(ctx, tp, m->dir, m->flags, &m->narrowed, &t, why, sizeof(why))) {
 			lfail(err, errlen, label, "initializer %s", why);
 			goto fail;
 		}
@@ -265,14 +266,14 @@ static eng_onnx_model *load_pb(eng_ctx *ctx, const uint8_t *data, size_t len, co
 	for (size_t i = 0; i < g->n_input; i++) {
 		if (!g->input[i]->name || onx_map_get(&m->init_map, g->input[i]->name) >= 0)
 			continue;
-		if (!value_info(g->input[i], &m->in[m->n_in], why, sizeof(why))) {
+		if (!value_info(m, g->input[i], &m->in[m->n_in], why, sizeof(why))) {
 			lfail(err, errlen, label, "graph input %zu: %s", i, why);
 			goto fail;
 		}
 		m->in_graph_idx[m->n_in++] = (int)i;
 	}
 	for (size_t i = 0; i < g->n_output; i++)
-		if (!value_info(g->output[i], &m->out[m->n_out++], why, sizeof(why))) {
+		if (!value_info(m, g->output[i], &m->out[m->n_out++], why, sizeof(why))) {
 			lfail(err, errlen, label, "graph output %zu: %s", i, why);
 			goto fail;
 		}
@@ -287,14 +288,14 @@ fail:
 }
 
 eng_onnx_model *eng_onnx_load_mem(eng_ctx *ctx, const void *data, size_t len, const char *dir,
-				  char *err, size_t errlen)
+				  unsigned flags, char *err, size_t errlen)
 {
 	if (!data && len)
 		return lfail(err, errlen, NULL, "no data");
-	return load_pb(ctx, data, len, dir, NULL, err, errlen);
+	return load_pb(ctx, data, len, dir, flags, NULL, err, errlen);
 }
 
-eng_onnx_model *eng_onnx_load(eng_ctx *ctx, const char *path, char *err, size_t errlen)
+eng_onnx_model *eng_onnx_load(eng_ctx *ctx, const char *path, unsigned flags, char *err, size_t errlen)
 {
 	if (!path || !*path)
 		return lfail(err, errlen, "", "path is empty");
@@ -337,7 +338,7 @@ eng_onnx_model *eng_onnx_load(eng_ctx *ctx, const char *path, char *err, size_t 
 		slash == dir ? (void)(dir[1] = 0) : (void)(*slash = 0);
 	else
 		snprintf(dir, sizeof(dir), ".");
-	eng_onnx_model *m = load_pb(ctx, buf, len, dir, path, err, errlen);
+	eng_onnx_model *m = load_pb(ctx, buf, len, dir, flags, path, err, errlen);
 	free(buf);
 	return m;
 }
@@ -379,3 +380,5 @@ bool eng_onnx_input_static(const eng_onnx_model *m, int i)
 {
 	return m && i >= 0 && i < m->n_in && m->in_static[i];
 }
+
+bool eng_onnx_narrowed(const eng_onnx_model *m) { return m && m->narrowed; }

@@ -47,6 +47,8 @@ struct eng_onnx_model {
 	int *in_graph_idx;    /* graph input index of each non-initializer input */
 	bool *in_static;      /* inputs the last build read */
 	int *order;           /* node indices in topological order */
+	unsigned flags;       /* ENG_ONNX_F64_AS_F32 */
+	bool narrowed;        /* a float64 became float32 */
 };
 
 /* One value of a build: its tensor, and whether it is a constant (computed from initializers
@@ -104,6 +106,11 @@ eng_status onx_attr_ints(onx_node *n, const char *name, int64_t *out, int max, i
 eng_status onx_attr_floats(onx_node *n, const char *name, float *out, int max, int *count);
 
 /* ---- inputs (graph.c) ---- */
+/* onx_dtype with the model's flags (a Cast target, an attribute's dtype). */
+bool onx_node_dtype(onx_node *n, int onnx_type, eng_dtype *out);
+/* The model's load flags, and where a narrowing is recorded (for onx_tensor_decode). */
+unsigned onx_model_flags(const onx_node *n);
+bool *onx_model_narrowed(onx_node *n);
 static inline eng_tensor *onx_in(const onx_node *n, int i)
 {
 	return i < n->n_in && n->in[i] ? n->in[i]->t : NULL;
@@ -118,14 +125,15 @@ eng_status onx_in_check_static(onx_node *n, int i);
 eng_status onx_in_scalar(onx_node *n, int i, double *out, bool *present);
 
 /* ---- tensors (tensor.c) ---- */
-/* The engine dtype of a TensorProto.DataType; false if the engine has none. */
-bool onx_dtype(int onnx_type, eng_dtype *out);
+/* The engine dtype of a TensorProto.DataType; false if the engine has none. With
+ * ENG_ONNX_F64_AS_F32 in flags, float64 maps to float32 and *narrowed (if non-NULL) is set. */
+bool onx_dtype(int onnx_type, unsigned flags, bool *narrowed, eng_dtype *out);
 int onx_type_of(eng_dtype dt);
 const char *onx_type_name(int onnx_type);
 /* Decode a TensorProto into a new tensor in the current scope; external data from dir (NULL:
  * refused). ENG_ENOTSUP for an element type the engine lacks. Message in err. */
-eng_status onx_tensor_decode(eng_ctx *ctx, const Onnx__TensorProto *tp, const char *dir,
-			     eng_tensor **out, char *err, size_t errlen);
+eng_status onx_tensor_decode(eng_ctx *ctx, const Onnx__TensorProto *tp, const char *dir, unsigned flags,
+			     bool *narrowed, eng_tensor **out, char *err, size_t errlen);
 
 /* Normalise axis (negatives from the end) against rank; false if out of range. */
 static inline bool onx_axis(int64_t axis, int rank, int *out)

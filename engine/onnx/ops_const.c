@@ -19,7 +19,7 @@ eng_status onx_op_constant(onx_node *n)
 		if (!a->t)
 			return onx_fail(n, ENG_EINVAL, "attribute 'value' holds no tensor");
 		char err[512];
-		eng_status s = onx_tensor_decode(n->ctx, a->t, n->b ? NULL : NULL, &t, err, sizeof(err));
+		eng_status s = onx_tensor_decode(n->ctx, a->t, NULL, onx_model_flags(n), onx_model_narrowed(n), &t, err, sizeof(err));
 		if (s)
 			return onx_fail(n, s, "attribute 'value': %s", err);
 	} else if (!strcmp(nm, "value_float")) {
@@ -61,7 +61,7 @@ eng_status onx_op_constant_of_shape(onx_node *n)
 			return onx_fail(n, ENG_EINVAL, "attribute 'value' holds no tensor");
 		char err[512];
 		eng_tensor *t;
-		if ((s = onx_tensor_decode(n->ctx, a->t, NULL, &t, err, sizeof(err))))
+		if ((s = onx_tensor_decode(n->ctx, a->t, NULL, onx_model_flags(n), onx_model_narrowed(n), &t, err, sizeof(err))))
 			return onx_fail(n, s, "attribute 'value': %s", err);
 		if (eng_numel(t) != 1) {
 			eng_tensor_free(t);

@@ -354,7 +354,7 @@ eng_status onx_op_cast(onx_node *n)
 		to = eng_tensor_dtype(like);
 	} else {
 		int64_t t = onx_attr_i(n, "to", -1);
-		if (!onx_dtype((int)t, &to))
+		if (!onx_node_dtype(n, (int)t, &to))
 			return onx_fail(n, ENG_ENOTSUP, "attribute 'to': type %s (%lld) is not supported", onx_type_name((int)t), (long long)t);
 	}
 	n->out[0] = eng_cast(x, to);

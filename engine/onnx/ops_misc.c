@@ -37,7 +37,7 @@ eng_status onx_op_eyelike(onx_node *n)
 	if (eng_ndim(x) != 2)
 		return onx_fail(n, ENG_ESHAPE, "the input must be 2-D");
 	eng_dtype dt = eng_tensor_dtype(x);
-	if (onx_attr(n, "dtype") && !onx_dtype((int)onx_attr_i(n, "dtype", 0), &dt))
+	if (onx_attr(n, "dtype") && !onx_node_dtype(n, (int)onx_attr_i(n, "dtype", 0), &dt))
 		return onx_fail(n, ENG_ENOTSUP, "attribute 'dtype' %s is not supported", onx_type_name((int)onx_attr_i(n, "dtype", 0)));
 	eng_tensor *row = eng_index(n->ctx, ENG_I64, 2, eng_shape(x), 0);
 	eng_tensor *col = eng_index(n->ctx, ENG_I64, 2, eng_shape(x), 1);

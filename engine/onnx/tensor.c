@@ -13,8 +13,14 @@
 #include "io/io_limits.h"
 #include "onnx_int.h"
 
-bool onx_dtype(int t, eng_dtype *out)
+bool onx_dtype(int t, unsigned flags, bool *narrowed, eng_dtype *out)
 {
+	if (t == ONX_DOUBLE && (flags & ENG_ONNX_F64_AS_F32)) {
+		if (narrowed)
+			*narrowed = true;
+		*out = ENG_F32;
+		return true;
+	}
 	switch (t) {
 	case ONX_FLOAT: *out = ENG_F32; return true;
 	case ONX_UINT8: *out = ENG_U8; return true;
@@ -142,6 +148,7 @@ static eng_status from_typed(const Onnx__TensorProto *tp, int type, eng_dtype dt
 	size_t have;
 	switch (type) {
 	case ONX_FLOAT: have = tp->n_float_data; break;
+	case ONX_DOUBLE: have = tp->n_double_data; break;
 	case ONX_INT64: have = tp->n_int64_data; break;
 	default: have = tp->n_int32_data; break; /* int32, uint8, bool, float16 */
 	}
@@ -149,7 +156,7 @@ static eng_status from_typed(const Onnx__TensorProto *tp, int type, eng_dtype dt
 		return fail(err, errlen, ENG_ESHAPE, "tensor '%.200s': %zu values but its dims hold %llu", tname, have, (unsigned long long)numel);
 	for (uint64_t i = 0; i < numel; i++) {
 		switch (dt) {
-		case ENG_F32: ((float *)dst)[i] = tp->float_data[i]; break;
+		case ENG_F32: ((float *)dst)[i] = type == ONX_DOUBLE ? (float)tp->double_data[i] : tp->float_data[i]; break;
 		case ENG_I64: ((int64_t *)dst)[i] = tp->int64_data[i]; break;
 		case ENG_I32: ((int32_t *)dst)[i] = tp->int32_data[i]; break;
 		case ENG_U8: ((uint8_t *)dst)[i] = (uint8_t)tp->int32_data[i]; break;
@@ -161,18 +168,19 @@ static eng_status from_typed(const Onnx__TensorProto *tp, int type, eng_dtype dt
 	return ENG_OK;
 }
 
-eng_status onx_tensor_decode(eng_ctx *ctx, const Onnx__TensorProto *tp, const char *dir,
-			     eng_tensor **out, char *err, size_t errlen)
+eng_status onx_tensor_decode(eng_ctx *ctx, const Onnx__TensorProto *tp, const char *dir, unsigned flags,
+			     bool *narrowed, eng_tensor **out, char *err, size_t errlen)
 {
 	*out = NULL;
 	const char *tname = tp->name ? tp->name : "";
 	int type = tp->has_data_type ? tp->data_type : 0;
 	eng_dtype dt;
-	if (!onx_dtype(type, &dt))
+	if (!onx_dtype(type, flags, narrowed, &dt))
 		return fail(err, errlen, type == 0 ? ENG_EINVAL : ENG_ENOTSUP, "tensor '%.200s': element type %s (%d) is not supported", tname, onx_type_name(type), type);
 	if (tp->n_dims > ENG_MAX_DIMS)
 		return fail(err, errlen, ENG_ENOTSUP, "tensor '%.200s': %zu dims (at most %d)", tname, tp->n_dims, ENG_MAX_DIMS);
-	uint64_t numel = 1, maxb = eng_io_max_bytes(ctx), isz = eng_dtype_size(dt);
+	bool f64 = type == ONX_DOUBLE; /* stored as 8 bytes, narrowed to float32 after reading */
+	uint64_t numel = 1, maxb = eng_io_max_bytes(ctx), isz = f64 ? 8 : eng_dtype_size(dt);
 	int64_t shape[ENG_MAX_DIMS];
 	for (size_t i = 0; i < tp->n_dims; i++) {
 		int64_t d = tp->dims[i];
@@ -200,6 +208,12 @@ eng_status onx_tensor_decode(eng_ctx *ctx, const Onnx__TensorProto *tp, const ch
 		memcpy(buf, tp->raw_data.data, nbytes);
 	else
 		s = from_typed(tp, type, dt, buf, numel, tname, err, errlen);
+	if (!s && f64 && (external || tp->has_raw_data))
+		for (uint64_t i = 0; i < numel; i++) {
+			double v;
+			memcpy(&v, (char *)buf + i * 8, 8);
+			((float *)buf)[i] = (float)v;
+		}
 	if (!s && dt == ENG_BOOL)
 		for (uint64_t i = 0; i < numel; i++)
 			((uint8_t *)buf)[i] = ((uint8_t *)buf)[i] != 0;
@@ -214,8 +228,8 @@ eng_status onx_tensor_decode(eng_ctx *ctx, const Onnx__TensorProto *tp, const ch
 	return s;
 }
 
-eng_tensor *eng_onnx_tensor_load_mem(eng_ctx *ctx, const void *data, size_t len, char *name,
-				     size_t namelen, char *err, size_t errlen)
+eng_tensor *eng_onnx_tensor_load_mem(eng_ctx *ctx, const void *data, size_t len, unsigned flags,
+				     char *name, size_t namelen, char *err, size_t errlen)
 {
 	if (!ctx || (!data && len)) {
 		fail(err, errlen, ENG_EINVAL, "onnx tensor: no context or data");
@@ -229,7 +243,7 @@ eng_tensor *eng_onnx_tensor_load_mem(eng_ctx *ctx, const void *data, size_t len,
 	if (name && namelen)
 		snprintf(name, namelen, "%s", tp->name ? tp->name : "");
 	eng_tensor *t = NULL;
-	onx_tensor_decode(ctx, tp, NULL, &t, err, errlen);
+	onx_tensor_decode(ctx, tp, NULL, flags, NULL, &t, err, errlen);
 	onnx__tensor_proto__free_unpacked(tp, NULL);
 	return t;
 }

@@ -7,17 +7,23 @@
 
 typedef struct eng_onnx_model eng_onnx_model;
 
+/* Load flags. */
+/* float64 (double) tensors, inputs, outputs and Cast targets become float32: the engine has no
+ * float64, and with this flag such a model runs in single precision instead of being refused
+ * (eng_onnx_narrowed then says it happened). Without it float64 is ENG_ENOTSUP. */
+#define ENG_ONNX_F64_AS_F32 1u
+
 /* Load a model file. The file is untrusted input: every field is checked (dtypes, dims, data
  * lengths, node order, attributes); external data files must lie inside the model's directory
  * (no absolute paths, no "..", no symlink leading out). Initializers become engine tensors once
  * (owned by the model, kept in the context's root scope, freed by eng_onnx_free). On failure
  * returns NULL and writes a message naming the file, and where it applies the node, op, opset
  * and attribute, to err (if non-NULL). The model belongs to ctx and must be freed before it. */
-eng_onnx_model *eng_onnx_load(eng_ctx *ctx, const char *path, char *err, size_t errlen);
+eng_onnx_model *eng_onnx_load(eng_ctx *ctx, const char *path, unsigned flags, char *err, size_t errlen);
 /* The same from memory (copied; data may be freed after the call). External data is read from
  * dir, or refused when dir is NULL. */
 eng_onnx_model *eng_onnx_load_mem(eng_ctx *ctx, const void *data, size_t len, const char *dir,
-				  char *err, size_t errlen);
+				  unsigned flags, char *err, size_t errlen);
 /* Free the model and its initializers (NULL is allowed). Tensors built from it stay valid. */
 void eng_onnx_free(eng_onnx_model *m);
 
@@ -58,14 +64,16 @@ int64_t eng_onnx_opset(const eng_onnx_model *m, const char *domain);
  * left set, as for any engine call. */
 eng_status eng_onnx_build(eng_onnx_model *m, eng_tensor *const *inputs, eng_tensor **outputs,
 			  unsigned flags);
+/* Whether float64 values were narrowed to float32 (ENG_ONNX_F64_AS_F32) at load or build. */
+bool eng_onnx_narrowed(const eng_onnx_model *m);
 /* Whether the last build read input i's values (ENG_ONNX_SPECIALIZE). */
 bool eng_onnx_input_static(const eng_onnx_model *m, int i);
 
 /* Decode one serialized TensorProto (as in ONNX's test_data_set_N/input_K.pb files) into a new
  * tensor in the current scope. name (if non-NULL) receives the tensor's name (truncated to
- * namelen). Same checks as initializers; external data is refused. NULL on failure, with a
- * message in err. */
-eng_tensor *eng_onnx_tensor_load_mem(eng_ctx *ctx, const void *data, size_t len, char *name,
-				     size_t namelen, char *err, size_t errlen);
+ * namelen). Same checks as initializers; external data is refused; flags as for loads
+ * (ENG_ONNX_F64_AS_F32). NULL on failure, with a message in err. */
+eng_tensor *eng_onnx_tensor_load_mem(eng_ctx *ctx, const void *data, size_t len, unsigned flags,
+				     char *name, size_t namelen, char *err, size_t errlen);
 
 #endif

@@ -33,7 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t nodes = eng_graph_live_nodes(ctx->graph);
 	eng_scope_begin(ctx);
 	char err[512] = "";
-	eng_onnx_model *m = eng_onnx_load_mem(ctx, data, size, NULL, err, sizeof(err));
+	eng_onnx_model *m = eng_onnx_load_mem(ctx, data, size, NULL, 0, err, sizeof(err));
 	if (!m && strncmp(err, "onnx: ", 6)) {
 		fprintf(stderr, "fuzz: a failed load without an 'onnx: ' message: '%s'\n", err);
 		abort();

@@ -2,12 +2,13 @@
  * test_data_set_N/{input,output}_K.pb) runs in its own process, outputs are compared with rtol
  * 1e-3 / atol 1e-7 as ONNX's runner does, and a baseline of passing cases guards regressions.
  *
- * Usage: onnx_node_runner [-j N] [-d DEV] [-f SUBSTR] [-v] [--baseline FILE] [--write FILE]
+ * Usage: onnx_node_runner [-j N] [-d DEV] [-f SUBSTR] [--no-f64] [--baseline FILE] [--write FILE]
  *                         [--unsupported FILE] SUITE_DIR...
  * Every case of SUITE_DIR/<case>/ is run; per case one line PASS, FAIL or UNSUPPORTED with the
  * reason; per suite a summary line. --baseline: a case listed there ("suite/case") that does not
  * pass fails the run (exit 1). --write: write the passing cases there; --unsupported: write the
- * others with their reasons there (the repo's tests/onnx/passing.txt and unsupported.txt). */
+ * others with their reasons there (the repo's tests/onnx/passing.txt and unsupported.txt).
+ * float64 models run in float32 (ENG_ONNX_F64_AS_F32, counted apart) unless --no-f64. */
 /* Messages and paths are cut to their buffers on purpose. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 #include <dirent.h>
@@ -139,7 +140,9 @@ static int compare(int k, eng_tensor *got, eng_tensor *want, char *why, size_t w
 static int classify(eng_status s) { return s == ENG_ENOTSUP ? R_UNSUP : R_FAIL; }
 
 /* One case, in the child: returns the result, the reason in why. */
-static int run_case(const char *dir, const char *dev, char *why, size_t wl)
+#define NARROWED "float64 computed as float32"
+
+static int run_case(const char *dir, const char *dev, unsigned flags, char *why, size_t wl)
 {
 	eng_ctx_opts o;
 	eng_ctx_opts_default(&o);
@@ -153,7 +156,7 @@ static int run_case(const char *dir, const char *dev, char *why, size_t wl)
 	}
 	char path[1200];
 	snprintf(path, sizeof(path), "%s/model.onnx", dir);
-	eng_onnx_model *m = eng_onnx_load(ctx, path, err, sizeof(err));
+	eng_onnx_model *m = eng_onnx_load(ctx, path, flags, err, sizeof(err));
 	if (!m) {
 		snprintf(why, wl, "%s", err);
 		eng_ctx_destroy(ctx);
@@ -179,7 +182,7 @@ static int run_case(const char *dir, const char *dev, char *why, size_t wl)
 				r = R_FAIL;
 				break;
 			}
-			in[i] = eng_onnx_tensor_load_mem(ctx, buf, len, NULL, 0, err, sizeof(err));
+			in[i] = eng_onnx_tensor_load_mem(ctx, buf, len, flags, NULL, 0, err, sizeof(err));
 			free(buf);
 			if (!in[i]) {
 				snprintf(why, wl, "input %d: %s", i, err);
@@ -201,7 +204,7 @@ static int run_case(const char *dir, const char *dev, char *why, size_t wl)
 			snprintf(path, sizeof(path), "%s/output_%d.pb", sd, k);
 			size_t len;
 			void *buf = read_file(path, &len);
-			eng_tensor *want = buf ? eng_onnx_tensor_load_mem(ctx, buf, len, NULL, 0, err, sizeof(err)) : NULL;
+			eng_tensor *want = buf ? eng_onnx_tensor_load_mem(ctx, buf, len, flags, NULL, 0, err, sizeof(err)) : NULL;
 			free(buf);
 			if (!want) {
 				snprintf(why, wl, "output %d: %s", k, buf ? err : "missing");
@@ -211,6 +214,8 @@ static int run_case(const char *dir, const char *dev, char *why, size_t wl)
 		}
 		eng_scope_end(ctx);
 	}
+	if (r == R_PASS && eng_onnx_narrowed(m))
+		snprintf(why, wl, NARROWED);
 	if (r == R_PASS && !sets) {
 		snprintf(why, wl, "no test data sets");
 		r = R_FAIL;
@@ -243,7 +248,7 @@ static bool list_has(const list *l, const char *s)
 	return l->n && bsearch(&s, l->items, (size_t)l->n, sizeof(char *), cmp_str);
 }
 
-static void start_case(tcase *c, const char *dev)
+static void start_case(tcase *c, const char *dev, unsigned flags)
 {
 	int p[2];
 	if (pipe(p)) {
@@ -258,7 +263,7 @@ static void start_case(tcase *c, const char *dev)
 		close(p[0]);
 		alarm(CASE_TIMEOUT);
 		char why[512] = "";
-		int r = run_case(c->path, dev, why, sizeof(why));
+		int r = run_case(c->path, dev, flags, why, sizeof(why));
 		for (char *q = why; *q; q++)
 			if (*q == '\n')
 				*q = ' ';
@@ -302,17 +307,19 @@ int main(int argc, char **argv)
 	int jobs = (int)sysconf(_SC_NPROCESSORS_ONLN);
 	const char *dev = "CPU", *filter = NULL, *baseline = NULL, *write_pass = NULL, *write_unsup = NULL;
 	bool verbose = false;
+	unsigned flags = ENG_ONNX_F64_AS_F32;
 	list suites = {0};
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "-j") && i + 1 < argc) jobs = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "-d") && i + 1 < argc) dev = argv[++i];
 		else if (!strcmp(argv[i], "-f") && i + 1 < argc) filter = argv[++i];
 		else if (!strcmp(argv[i], "-v")) verbose = true;
+		else if (!strcmp(argv[i], "--no-f64")) flags &= ~ENG_ONNX_F64_AS_F32;
 		else if (!strcmp(argv[i], "--baseline") && i + 1 < argc) baseline = argv[++i];
 		else if (!strcmp(argv[i], "--write") && i + 1 < argc) write_pass = argv[++i];
 		else if (!strcmp(argv[i], "--unsupported") && i + 1 < argc) write_unsup = argv[++i];
 		else if (argv[i][0] == '-') {
-			fprintf(stderr, "usage: %s [-j N] [-d DEV] [-f SUBSTR] [-v] [--baseline FILE] [--write FILE] [--unsupported FILE] SUITE_DIR...\n", argv[0]);
+			fprintf(stderr, "usage: %s [-j N] [-d DEV] [-f SUBSTR] [--no-f64] [--baseline FILE] [--write FILE] [--unsupported FILE] SUITE_DIR...\n", argv[0]);
 			return 2;
 		} else
 			list_add(&suites, argv[i]);
@@ -373,7 +380,7 @@ int main(int argc, char **argv)
 	while (done < nc) {
 		for (int i = 0; i < jobs && next < nc; i++)
 			if (slot[i] < 0) {
-				start_case(&cases[next], dev);
+				start_case(&cases[next], dev, flags);
 				if (cases[next].pid < 0) {
 					done++;
 					next++;
@@ -408,12 +415,14 @@ int main(int argc, char **argv)
 	/* summary per suite */
 	int rc = 0;
 	for (int i = 0; i < nc;) {
-		int j = i, cnt[3] = {0};
-		while (j < nc && !strcmp(cases[j].suite, cases[i].suite))
+		int j = i, cnt[3] = {0}, narrowed = 0;
+		while (j < nc && !strcmp(cases[j].suite, cases[i].suite)) {
+			narrowed += cases[j].result == R_PASS && !strcmp(cases[j].why, NARROWED);
 			cnt[cases[j++].result]++;
+		}
 		int n = j - i;
-		printf("onnx %s: passed %d, failed %d, unsupported %d of %d (%.1f%%) on %s\n", cases[i].suite, cnt[R_PASS], cnt[R_FAIL],
-		       cnt[R_UNSUP], n, n ? 100.0 * cnt[R_PASS] / n : 0.0, dev);
+		printf("onnx %s: passed %d, failed %d, unsupported %d of %d (%.1f%%) on %s; %d of the passes with float64 as float32\n",
+		       cases[i].suite, cnt[R_PASS], cnt[R_FAIL], cnt[R_UNSUP], n, n ? 100.0 * cnt[R_PASS] / n : 0.0, dev, narrowed);
 		i = j;
 	}
 	printf("onnx: %d cases in %.0f s\n", nc, now_s() - t0);
