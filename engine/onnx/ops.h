@@ -69,6 +69,13 @@ eng_status onx_op_gather_nd(onx_node *n);
 eng_status onx_op_scatter_elements(onx_node *n);
 eng_status onx_op_scatter_nd(onx_node *n);
 
+/* ops_seq.c */
+eng_status onx_op_cumsum(onx_node *n);
+eng_status onx_op_reverse_sequence(onx_node *n);
+eng_status onx_op_window(onx_node *n);
+eng_status onx_op_compress(onx_node *n);
+eng_status onx_op_nonzero(onx_node *n);
+
 /* ops_resize.c */
 eng_status onx_op_resize(onx_node *n);
 

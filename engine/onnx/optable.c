@@ -137,6 +137,13 @@ static const onx_op ops[] = {
 	{"Shrink", 9, ANY, onx_op_shrink, "bias,lambd"},
 	{"SpaceToDepth", 1, ANY, onx_op_depth_space, "blocksize"},
 	{"Trilu", 14, ANY, onx_op_trilu, "upper"},
+	{"BlackmanWindow", 17, ANY, onx_op_window, "output_datatype,periodic"},
+	{"Compress", 9, ANY, onx_op_compress, "axis"},
+	{"CumSum", 11, ANY, onx_op_cumsum, "exclusive,reverse"},
+	{"HammingWindow", 17, ANY, onx_op_window, "output_datatype,periodic"},
+	{"HannWindow", 17, ANY, onx_op_window, "output_datatype,periodic"},
+	{"NonZero", 9, ANY, onx_op_nonzero, ""},
+	{"ReverseSequence", 10, ANY, onx_op_reverse_sequence, "batch_axis,time_axis"},
 	/* losses (ops_loss.c) */
 	{"NegativeLogLikelihoodLoss", 12, ANY, onx_op_nll_loss, "ignore_index,reduction"},
 	{"SoftmaxCrossEntropyLoss", 12, ANY, onx_op_sce_loss, "ignore_index,reduction"},
