@@ -76,6 +76,12 @@ eng_status onx_op_window(onx_node *n);
 eng_status onx_op_compress(onx_node *n);
 eng_status onx_op_nonzero(onx_node *n);
 
+/* ops_quant.c */
+eng_status onx_op_quantize(onx_node *n);
+eng_status onx_op_dequantize(onx_node *n);
+eng_status onx_op_dynamic_quantize(onx_node *n);
+eng_status onx_op_einsum(onx_node *n);
+
 /* ops_resize.c */
 eng_status onx_op_resize(onx_node *n);
 

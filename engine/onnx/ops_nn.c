@@ -54,21 +54,37 @@ eng_status onx_op_batchnorm(onx_node *n)
 	eng_tensor *x = onx_in(n, 0), *sc = onx_in(n, 1), *b = onx_in(n, 2), *mean = onx_in(n, 3), *var = onx_in(n, 4);
 	if (!x || !sc || !b || !mean || !var)
 		return onx_fail(n, ENG_EINVAL, "five inputs are needed");
-	if (onx_attr_i(n, "training_mode", 0))
-		return onx_fail(n, ENG_ENOTSUP, "attribute 'training_mode' = 1 is not supported");
+	bool train = onx_attr_i(n, "training_mode", 0) != 0;
 	if (n->opset < 9 && onx_attr_i(n, "spatial", 1) != 1)
 		return onx_fail(n, ENG_ENOTSUP, "attribute 'spatial' = 0 is not supported");
 	if (n->opset < 7 && onx_attr_i(n, "is_test", 0) == 0)
 		return onx_fail(n, ENG_ENOTSUP, "training mode (is_test = 0) is not supported");
-	for (int i = 1; i < n->n_out; i++)
+	for (int i = 1; i < n->n_out && !train; i++)
 		if (*n->pb->output[i])
-			return onx_fail(n, ENG_ENOTSUP, "training outputs are not supported");
+			return onx_fail(n, ENG_ENOTSUP, "training outputs without training_mode are not supported");
 	int r = eng_ndim(x);
 	if (r < 2)
 		return onx_fail(n, ENG_ESHAPE, "the input needs at least 2 dims");
 	double eps = onx_attr_f(n, "epsilon", 1e-5);
-	eng_tensor *inv = eng_rsqrt(eng_add_s(chan(var, r), eps));
-	eng_tensor *y = eng_add(eng_mul(eng_mul(eng_sub(x, chan(mean, r)), inv), chan(sc, r)), chan(b, r));
+	eng_tensor *m = chan(mean, r), *v = chan(var, r);
+	if (train) { /* batch statistics; running ones updated with momentum */
+		int ax[ENG_MAX_DIMS], nax = 0;
+		for (int i = 0; i < r; i++)
+			if (i != 1)
+				ax[nax++] = i;
+		double mom = onx_attr_f(n, "momentum", 0.9);
+		eng_tensor *bm = eng_mean(x, ax, nax, true);
+		eng_tensor *d = eng_sub(x, bm);
+		eng_tensor *bv = eng_mean(eng_mul(d, d), ax, nax, true);
+		if (n->n_out > 1)
+			n->out[1] = eng_add(eng_mul_s(mean, mom), eng_mul_s(eng_reshape(bm, 1, eng_shape(mean)), 1 - mom));
+		if (n->n_out > 2)
+			n->out[2] = eng_add(eng_mul_s(var, mom), eng_mul_s(eng_reshape(bv, 1, eng_shape(var)), 1 - mom));
+		m = bm;
+		v = bv;
+	}
+	eng_tensor *inv = eng_rsqrt(eng_add_s(v, eps));
+	eng_tensor *y = eng_add(eng_mul(eng_mul(eng_sub(x, m), inv), chan(sc, r)), chan(b, r));
 	n->out[0] = y ? eng_cast(y, eng_tensor_dtype(x)) : y;
 	return onx_check(n, n->out[0]);
 }

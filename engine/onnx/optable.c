@@ -159,6 +159,10 @@ static const onx_op ops[] = {
 	{"LayerNormalization", 17, ANY, onx_op_layernorm, "axis,epsilon,stash_type"},
 	{"LRN", 1, ANY, onx_op_lrn, "alpha,beta,bias,size"},
 	{"MatMul", 1, ANY, onx_op_matmul, ""},
+	{"Einsum", 12, ANY, onx_op_einsum, "equation"},
+	{"QuantizeLinear", 10, ANY, onx_op_quantize, "axis"},
+	{"DequantizeLinear", 10, ANY, onx_op_dequantize, "axis"},
+	{"DynamicQuantizeLinear", 11, ANY, onx_op_dynamic_quantize, ""},
 	{"MeanVarianceNormalization", 9, ANY, onx_op_mvn, "axes"},
 	{"MaxPool", 1, ANY, onx_op_pool, "auto_pad,ceil_mode,dilations,kernel_shape,pads,storage_order,strides"},
 };
