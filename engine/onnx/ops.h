@@ -82,6 +82,9 @@ eng_status onx_op_dequantize(onx_node *n);
 eng_status onx_op_dynamic_quantize(onx_node *n);
 eng_status onx_op_einsum(onx_node *n);
 
+/* ops_rnn.c */
+eng_status onx_op_rnn(onx_node *n);
+
 /* ops_resize.c */
 eng_status onx_op_resize(onx_node *n);
 

@@ -159,6 +159,10 @@ static const onx_op ops[] = {
 	{"LayerNormalization", 17, ANY, onx_op_layernorm, "axis,epsilon,stash_type"},
 	{"LRN", 1, ANY, onx_op_lrn, "alpha,beta,bias,size"},
 	{"MatMul", 1, ANY, onx_op_matmul, ""},
+#define RNN_ATTRS "activation_alpha,activation_beta,activations,clip,direction,hidden_size,layout"
+	{"GRU", 7, ANY, onx_op_rnn, RNN_ATTRS ",linear_before_reset"},
+	{"LSTM", 7, ANY, onx_op_rnn, RNN_ATTRS ",input_forget"},
+	{"RNN", 7, ANY, onx_op_rnn, RNN_ATTRS},
 	{"Einsum", 12, ANY, onx_op_einsum, "equation"},
 	{"QuantizeLinear", 10, ANY, onx_op_quantize, "axis"},
 	{"DequantizeLinear", 10, ANY, onx_op_dequantize, "axis"},
