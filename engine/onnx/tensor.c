@@ -204,8 +204,10 @@ eng_status onx_tensor_decode(eng_ctx *ctx, const Onnx__TensorProto *tp, const ch
 	eng_status s = ENG_OK;
 	if (external)
 		s = read_external(tp, dir, tname, buf, nbytes, err, errlen);
-	else if (tp->has_raw_data)
-		memcpy(buf, tp->raw_data.data, nbytes);
+	else if (tp->has_raw_data) {
+		if (nbytes)
+			memcpy(buf, tp->raw_data.data, nbytes);
+	}
 	else
 		s = from_typed(tp, type, dt, buf, numel, tname, err, errlen);
 	if (!s && f64 && (external || tp->has_raw_data))

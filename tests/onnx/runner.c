@@ -356,8 +356,10 @@ int main(int argc, char **argv)
 			char p[1024];
 			struct stat st;
 			snprintf(p, sizeof(p), "%s/%s/model.onnx", suites.items[s], names.items[i]);
-			if (stat(p, &st))
+			if (stat(p, &st)) {
+				free(names.items[i]);
 				continue;
+			}
 			if (nc == cap) {
 				cap = cap ? cap * 2 : 1024;
 				cases = realloc(cases, (size_t)cap * sizeof(*cases));
@@ -460,6 +462,9 @@ int main(int argc, char **argv)
 		}
 		if (newpass)
 			printf("onnx: %d cases pass that the baseline does not list (make onnx-baseline updates it)\n", newpass);
+		for (int i = 0; i < want.n; i++)
+			free(want.items[i]);
+		free(want.items);
 	}
 	if (write_pass || write_unsup) {
 		FILE *fp = write_pass ? fopen(write_pass, "w") : NULL, *fu = write_unsup ? fopen(write_unsup, "w") : NULL;
@@ -481,5 +486,8 @@ int main(int argc, char **argv)
 			fclose(fu);
 	}
 	free(cases);
+	for (int i = 0; i < suites.n; i++)
+		free(suites.items[i]);
+	free(suites.items);
 	return rc;
 }
