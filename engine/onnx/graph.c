@@ -7,6 +7,9 @@
 
 #include "core/context.h"
 #include "onnx_int.h"
+#include "ops.h"
+
+static eng_status run_node(onx_build *b, const Onnx__NodeProto *pb);
 
 struct onx_build {
 	eng_onnx_model *m;
@@ -15,6 +18,7 @@ struct onx_build {
 	onx_map names;
 	onx_val *vals;
 	int nvals, cap;
+	int depth; /* nested If branches being built */
 };
 
 static int add_val(onx_build *b, const char *name, eng_tensor *t, bool is_const, int input)
@@ -160,6 +164,47 @@ static eng_status run_node(onx_build *b, const Onnx__NodeProto *pb)
 			return onx_fail(&n, ENG_ENOTSUP, "output %d ('%.200s') is not produced", i, pb->output[i]);
 		if (add_val(b, pb->output[i], outv[i], n.out_const, -1) < 0)
 			return eng_set_error(b->ctx, ENG_ENOMEM, "onnx: out of memory");
+	}
+	return ENG_OK;
+}
+
+/* If: the condition is needed while building (a constant, or ENG_ONNX_SPECIALIZE); the chosen
+ * branch's nodes are built in place, seeing the outer values. */
+eng_status onx_op_if(onx_node *n)
+{
+	double c;
+	bool present;
+	eng_status s = onx_in_scalar(n, 0, &c, &present);
+	if (s)
+		return s;
+	if (!present)
+		return onx_fail(n, ENG_EINVAL, "the condition is missing");
+	const char *which = c != 0 ? "then_branch" : "else_branch";
+	const Onnx__AttributeProto *a = onx_attr(n, which);
+	if (!a || !a->g)
+		return onx_fail(n, ENG_EINVAL, "attribute '%s' holds no graph", which);
+	const Onnx__GraphProto *g = a->g;
+	if (g->n_initializer || g->n_sparse_initializer)
+		return onx_fail(n, ENG_ENOTSUP, "initializers inside a branch are not supported");
+	if ((int)g->n_output != n->n_out)
+		return onx_fail(n, ENG_EINVAL, "attribute '%s' has %zu outputs, the node %d", which, g->n_output, n->n_out);
+	onx_build *b = n->b;
+	if (b->depth >= 16)
+		return onx_fail(n, ENG_ENOTSUP, "If nested more than 16 deep");
+	b->depth++;
+	for (size_t k = 0; k < g->n_node && !s; k++)
+		s = run_node(b, g->node[k]);
+	b->depth--;
+	if (s)
+		return s;
+	for (int i = 0; i < n->n_out; i++) {
+		const char *nm = g->output[i]->name ? g->output[i]->name : "";
+		int k = onx_map_get(&b->names, nm);
+		if (k < 0)
+			return onx_fail(n, ENG_EINVAL, "branch output '%.200s' is never computed", nm);
+		eng_tensor *t = b->vals[k].t;
+		n->out[i] = eng_reshape(t, eng_ndim(t), eng_shape(t));
+		n->out_const &= b->vals[k].is_const;
 	}
 	return ENG_OK;
 }

@@ -82,6 +82,11 @@ eng_status onx_op_dequantize(onx_node *n);
 eng_status onx_op_dynamic_quantize(onx_node *n);
 eng_status onx_op_einsum(onx_node *n);
 
+/* graph.c */
+eng_status onx_op_if(onx_node *n);
+/* ops_misc.c */
+eng_status onx_op_det(onx_node *n);
+
 /* ops_rnn.c */
 eng_status onx_op_rnn(onx_node *n);
 

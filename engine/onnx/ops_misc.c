@@ -171,3 +171,37 @@ eng_status onx_op_mvn(onx_node *n)
 	n->out[0] = eng_cast(eng_div(d, eng_add_s(sd, 1e-9)), eng_tensor_dtype(x));
 	return onx_check(n, n->out[0]);
 }
+
+/* element (i, j) of the last two axes of x, those axes dropped */
+static eng_tensor *el(eng_tensor *x, int i, int j)
+{
+	int r = eng_ndim(x);
+	eng_tensor *v = eng_slice(eng_slice(x, r - 2, i, i + 1, 1), r - 1, j, j + 1, 1);
+	return eng_reshape(v, r - 2, eng_shape(x));
+}
+
+/* Det of (..., n, n) for n <= 3 by the explicit formulas. */
+eng_status onx_op_det(onx_node *n)
+{
+	eng_tensor *x = onx_in(n, 0);
+	if (!x)
+		return onx_fail(n, ENG_EINVAL, "input 0 is missing");
+	int r = eng_ndim(x);
+	if (r < 2 || eng_shape(x)[r - 1] != eng_shape(x)[r - 2])
+		return onx_fail(n, ENG_ESHAPE, "the input must be (..., n, n)");
+	int64_t k = eng_shape(x)[r - 1];
+	eng_tensor *y;
+	if (k == 1)
+		y = el(x, 0, 0);
+	else if (k == 2)
+		y = eng_sub(eng_mul(el(x, 0, 0), el(x, 1, 1)), eng_mul(el(x, 0, 1), el(x, 1, 0)));
+	else if (k == 3) {
+		eng_tensor *a = eng_mul(el(x, 0, 0), eng_sub(eng_mul(el(x, 1, 1), el(x, 2, 2)), eng_mul(el(x, 1, 2), el(x, 2, 1))));
+		eng_tensor *b = eng_mul(el(x, 0, 1), eng_sub(eng_mul(el(x, 1, 0), el(x, 2, 2)), eng_mul(el(x, 1, 2), el(x, 2, 0))));
+		eng_tensor *c = eng_mul(el(x, 0, 2), eng_sub(eng_mul(el(x, 1, 0), el(x, 2, 1)), eng_mul(el(x, 1, 1), el(x, 2, 0))));
+		y = eng_add(eng_sub(a, b), c);
+	} else
+		return onx_fail(n, ENG_ENOTSUP, "matrices of size %lld (at most 3)", (long long)k);
+	n->out[0] = y;
+	return onx_check(n, y);
+}

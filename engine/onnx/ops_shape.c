@@ -358,8 +358,15 @@ eng_status onx_op_dropout(onx_node *n)
 	bool present;
 	if ((s = onx_in_scalar(n, 2, &train, &present)))
 		return s;
-	if (train != 0)
-		return onx_fail(n, ENG_ENOTSUP, "training mode is not supported");
+	if (train != 0) {
+		/* training drops at random: only a ratio of 0 (nothing dropped) is deterministic */
+		double ratio = 0.5;
+		bool has_ratio;
+		if ((s = onx_in_scalar(n, 1, &ratio, &has_ratio)))
+			return s;
+		if (ratio != 0)
+			return onx_fail(n, ENG_ENOTSUP, "training mode with a ratio of %g (random) is not supported", ratio);
+	}
 	n->out[0] = eng_reshape(x, eng_ndim(x), eng_shape(x));
 	if (n->n_out > 1)
 		n->out[1] = eng_ones(n->ctx, ENG_BOOL, eng_ndim(x), eng_shape(x));

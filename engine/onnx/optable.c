@@ -87,6 +87,8 @@ static const onx_op ops[] = {
 	{"Cast", 6, ANY, onx_op_cast, "to"},
 	{"CastLike", 15, ANY, onx_op_cast, ""},
 	{"Identity", 1, ANY, onx_op_identity, ""},
+	{"If", 1, ANY, onx_op_if, "then_branch,else_branch"},
+	{"Det", 11, ANY, onx_op_det, ""},
 	/* reductions (ops_reduce.c) */
 #define RED "axes,keepdims,noop_with_empty_axes"
 	{"ReduceL1", 1, ANY, onx_op_reduce, RED},
