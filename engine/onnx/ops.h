@@ -75,6 +75,7 @@ eng_status onx_op_reverse_sequence(onx_node *n);
 eng_status onx_op_window(onx_node *n);
 eng_status onx_op_compress(onx_node *n);
 eng_status onx_op_nonzero(onx_node *n);
+eng_status onx_op_unique(onx_node *n);
 
 /* ops_quant.c */
 eng_status onx_op_quantize(onx_node *n);

@@ -278,14 +278,57 @@ static eng_status pool_general(onx_node *n, eng_tensor *x, const win *w, bool is
 	return onx_check(n, n->out[0]);
 }
 
+/* MaxPool with its Indices output (flat positions in the input, row-major or, with
+ * storage_order 1, column-major over the spatial dims): a running max over the kernel's offsets,
+ * the first maximum kept. */
+static eng_status max_pool_indices(onx_node *n, eng_tensor *x, const win *w)
+{
+	eng_dtype dt = eng_tensor_dtype(x);
+	int r = eng_ndim(x);
+	if (!eng_dtype_is_float(dt) || w->s != 2)
+		return onx_fail(n, ENG_ENOTSUP, "output Indices for %s %d-D pooling is not supported", eng_dtype_name(dt), w->s);
+	const int64_t *xs = eng_shape(x);
+	int64_t C = xs[1], H = xs[2], W = xs[3];
+	bool colmajor = onx_attr_i(n, "storage_order", 0) != 0;
+	eng_tensor *mask = pad_spatial(eng_ones(n->ctx, ENG_BOOL, r, xs), 2, w->pb, w->pe);
+	eng_tensor *xp = eng_where(mask, pad_spatial(x, 2, w->pb, w->pe), eng_scalar(n->ctx, dt, -INFINITY));
+	const int64_t *ps = eng_shape(xp);
+	eng_tensor *in_ = eng_index(n->ctx, ENG_I64, r, ps, 0), *ic = eng_index(n->ctx, ENG_I64, r, ps, 1);
+	eng_tensor *ih = eng_add_s(eng_index(n->ctx, ENG_I64, r, ps, 2), (double)-w->pb[0]);
+	eng_tensor *iw = eng_add_s(eng_index(n->ctx, ENG_I64, r, ps, 3), (double)-w->pb[1]);
+	eng_tensor *sp = colmajor ? eng_add(eng_mul_s(iw, (double)H), ih) : eng_add(eng_mul_s(ih, (double)W), iw);
+	eng_tensor *flat = eng_add(eng_mul_s(eng_add(eng_mul_s(in_, (double)C), ic), (double)(H * W)), sp);
+	int64_t o[2];
+	for (int i = 0; i < 2; i++)
+		o[i] = (ps[2 + i] - ((w->k[i] - 1) * w->dil[i] + 1)) / w->st[i] + 1;
+	eng_tensor *best = NULL, *bidx = NULL;
+	for (int64_t a = 0; a < w->k[0]; a++)
+		for (int64_t b = 0; b < w->k[1]; b++) {
+			eng_tensor *v = xp, *iv = flat;
+			int64_t st0 = a * w->dil[0], st1 = b * w->dil[1];
+			v = eng_slice(eng_slice(v, 2, st0, st0 + (o[0] - 1) * w->st[0] + 1, w->st[0]), 3, st1, st1 + (o[1] - 1) * w->st[1] + 1, w->st[1]);
+			iv = eng_slice(eng_slice(iv, 2, st0, st0 + (o[0] - 1) * w->st[0] + 1, w->st[0]), 3, st1, st1 + (o[1] - 1) * w->st[1] + 1, w->st[1]);
+			if (!best) {
+				best = v;
+				bidx = iv;
+				continue;
+			}
+			eng_tensor *upd = eng_gt(v, best);
+			best = eng_where(upd, v, best);
+			bidx = eng_where(upd, iv, bidx);
+		}
+	n->out[0] = best;
+	n->out[1] = bidx;
+	return onx_check(n, bidx);
+}
+
 eng_status onx_op_pool(onx_node *n)
 {
 	eng_tensor *x = onx_in(n, 0);
 	if (!x)
 		return onx_fail(n, ENG_EINVAL, "input 0 is missing");
 	bool is_max = !strcmp(n->pb->op_type, "MaxPool");
-	if (is_max && n->n_out > 1 && *n->pb->output[1])
-		return onx_fail(n, ENG_ENOTSUP, "output Indices is not supported");
+	bool want_idx = is_max && n->n_out > 1 && *n->pb->output[1];
 	int r = eng_ndim(x);
 	if (r < 3 || r > 5)
 		return onx_fail(n, ENG_ENOTSUP, "%d-D pooling is not supported (1-D to 3-D are)", r - 2);
@@ -301,6 +344,8 @@ eng_status onx_op_pool(onx_node *n)
 		w.in[i] = eng_shape(x)[2 + i], w.k[i] = ks[i];
 	if ((s = window(n, &w, onx_attr_i(n, "ceil_mode", 0) != 0)))
 		return s;
+	if (want_idx)
+		return max_pool_indices(n, x, &w);
 	bool general = w.s == 3;
 	for (int i = 0; i < w.s; i++)
 		general |= w.dil[i] != 1;

@@ -205,3 +205,118 @@ eng_status onx_op_nonzero(onx_node *n)
 	free(out);
 	return onx_check(n, n->out[0]);
 }
+
+/* ---- Unique: output shapes depend on the values, which are read while building ---- */
+
+typedef struct uq_ctx {
+	const double *v;
+	int64_t rest;
+} uq_ctx;
+
+static int uq_cmp(const uq_ctx *c, int64_t a, int64_t b)
+{
+	for (int64_t k = 0; k < c->rest; k++) {
+		double x = c->v[a * c->rest + k], y = c->v[b * c->rest + k];
+		if (x != y)
+			return x < y ? -1 : 1;
+	}
+	return 0;
+}
+
+/* insertion of row indices sorted by value, stable (first occurrence first among equals) */
+static void uq_sort(const uq_ctx *c, int64_t *ord, int64_t len)
+{
+	for (int64_t i = 1; i < len; i++) {
+		int64_t t = ord[i], j = i;
+		while (j > 0 && uq_cmp(c, ord[j - 1], t) > 0) {
+			ord[j] = ord[j - 1];
+			j--;
+		}
+		ord[j] = t;
+	}
+}
+
+eng_status onx_op_unique(onx_node *n)
+{
+	eng_tensor *x = onx_in(n, 0);
+	if (!x)
+		return onx_fail(n, ENG_EINVAL, "input 0 is missing");
+	eng_status s = onx_in_check_static(n, 0);
+	if (s)
+		return s;
+	int r = eng_ndim(x), a = 0;
+	bool has_axis = onx_attr(n, "axis") != NULL, sorted = onx_attr_i(n, "sorted", 1) != 0;
+	if (has_axis && !onx_axis(onx_attr_i(n, "axis", 0), r, &a))
+		return onx_fail(n, ENG_EAXIS, "attribute 'axis' is out of range for rank %d", r);
+	eng_tensor *v = has_axis ? (eng_tensor *)x : eng_reshape(x, 1, (int64_t[]){eng_numel(x)});
+	int vr = eng_ndim(v);
+	int perm[ENG_MAX_DIMS];
+	perm[0] = a;
+	for (int i = 0, k = 1; i < vr; i++)
+		if (i != a)
+			perm[k++] = i;
+	eng_tensor *p = eng_permute(v, perm);
+	int64_t len = eng_shape(v)[a], numel = eng_numel(v), rest = len ? numel / len : 0;
+	if (numel > (1 << 20) || len > (1 << 14))
+		return onx_fail(n, ENG_ENOTSUP, "%lld values (at most 2^20, 2^14 rows)", (long long)numel);
+	double *vals = malloc(sizeof(double) * (size_t)(numel + 1));
+	float *f = malloc(sizeof(float) * (size_t)(numel + 1));
+	int64_t *ord = malloc(sizeof(int64_t) * (size_t)(4 * len + 4));
+	if (!vals || !f || !ord) {
+		free(vals), free(f), free(ord);
+		return onx_fail(n, ENG_ENOMEM, "out of memory");
+	}
+	bool flt = eng_dtype_is_float(eng_tensor_dtype(x));
+	eng_tensor *c = eng_contiguous(eng_cast(p, flt ? ENG_F32 : ENG_I64));
+	s = c ? eng_tensor_read(c, flt ? (void *)f : (void *)vals, (size_t)numel * (flt ? sizeof(float) : sizeof(int64_t))) : eng_error(n->ctx);
+	eng_tensor_free(c);
+	for (int64_t i = 0; !s && i < numel; i++)
+		vals[i] = flt ? (double)f[i] : (double)((int64_t *)vals)[i];
+	if (s) {
+		free(vals), free(f), free(ord);
+		return s;
+	}
+	uq_ctx q = {vals, rest};
+	int64_t *first = ord + len, *inv = ord + 2 * len, *cnt = ord + 3 * len, nu = 0;
+	/* unique rows in first-occurrence order */
+	for (int64_t i = 0; i < len; i++) {
+		int64_t k = 0;
+		while (k < nu && uq_cmp(&q, first[k], i))
+			k++;
+		if (k == nu)
+			first[nu++] = i;
+	}
+	for (int64_t k = 0; k < nu; k++)
+		ord[k] = first[k];
+	if (sorted)
+		uq_sort(&q, ord, nu);
+	for (int64_t i = 0; i < len; i++)
+		for (int64_t k = 0; k < nu; k++)
+			if (!uq_cmp(&q, ord[k], i)) {
+				inv[i] = k;
+				break;
+			}
+	for (int64_t k = 0; k < nu; k++)
+		cnt[k] = 0;
+	for (int64_t i = 0; i < len; i++)
+		cnt[inv[i]]++;
+	/* Y: the rows ord[0..nu) of v along a */
+	int64_t pre = 1, post = 1;
+	for (int i = 0; i < a; i++)
+		pre *= eng_shape(v)[i];
+	for (int i = a + 1; i < vr; i++)
+		post *= eng_shape(v)[i];
+	int64_t sh[ENG_MAX_DIMS];
+	memcpy(sh, eng_shape(v), sizeof(int64_t) * (size_t)vr);
+	sh[a] = nu;
+	eng_tensor *it = eng_expand(eng_from_data(n->ctx, ENG_I64, 3, (int64_t[]){1, nu, 1}, ord), 3, (int64_t[]){pre, nu, post});
+	n->out[0] = eng_reshape(eng_gather(eng_reshape(v, 3, (int64_t[]){pre, len, post}), 1, it), vr, sh);
+	if (n->n_out > 1)
+		n->out[1] = eng_from_data(n->ctx, ENG_I64, 1, &nu, ord);
+	if (n->n_out > 2)
+		n->out[2] = eng_from_data(n->ctx, ENG_I64, 1, &len, inv);
+	if (n->n_out > 3)
+		n->out[3] = eng_from_data(n->ctx, ENG_I64, 1, &nu, cnt);
+	free(vals), free(f), free(ord);
+	return onx_check(n, n->out[0]);
+}

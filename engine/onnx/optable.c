@@ -145,6 +145,7 @@ static const onx_op ops[] = {
 	{"HammingWindow", 17, ANY, onx_op_window, "output_datatype,periodic"},
 	{"HannWindow", 17, ANY, onx_op_window, "output_datatype,periodic"},
 	{"NonZero", 9, ANY, onx_op_nonzero, ""},
+	{"Unique", 11, ANY, onx_op_unique, "axis,sorted"},
 	{"ReverseSequence", 10, ANY, onx_op_reverse_sequence, "batch_axis,time_axis"},
 	/* losses (ops_loss.c) */
 	{"NegativeLogLikelihoodLoss", 12, ANY, onx_op_nll_loss, "ignore_index,reduction"},
