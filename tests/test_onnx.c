@@ -520,12 +520,65 @@ START_TEST(test_load_file)
 }
 END_TEST
 
+/* A graph nested thousands deep through If branches (graph -> node -> attribute -> graph ...):
+ * refused before protobuf-c would recurse that deep. */
+START_TEST(test_deep_nesting)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	size_t cap = 1 << 20, len = 0;
+	uint8_t *a = malloc(cap), *b = malloc(cap);
+	ck_assert(a && b);
+	for (int level = 0; level < 3000; level++) {
+		/* wrap as: NodeProto.attribute (5) { AttributeProto.g (6) { GraphProto.node (1) { ... } } } */
+		const int fields[3] = {1, 6, 5};
+		for (int f = 0; f < 3; f++) {
+			size_t k = 0;
+			b[k++] = (uint8_t)(fields[f] << 3 | 2);
+			size_t l = len;
+			do {
+				b[k++] = (uint8_t)((l & 0x7f) | (l > 0x7f ? 0x80 : 0));
+				l >>= 7;
+			} while (l);
+			ck_assert(k + len <= cap);
+			memcpy(b + k, a, len);
+			len += k;
+			uint8_t *t = a;
+			a = b;
+			b = t;
+		}
+	}
+	/* ModelProto.graph (7) { GraphProto.node (1) { that } } */
+	uint8_t *m = malloc(len + 32);
+	size_t k = 0;
+	m[k++] = 7 << 3 | 2;
+	size_t inner = len + 1 + (len > 127 ? (len > 16383 ? 3 : 2) : 1), l = inner;
+	do {
+		m[k++] = (uint8_t)((l & 0x7f) | (l > 0x7f ? 0x80 : 0));
+		l >>= 7;
+	} while (l);
+	m[k++] = 1 << 3 | 2;
+	l = len;
+	do {
+		m[k++] = (uint8_t)((l & 0x7f) | (l > 0x7f ? 0x80 : 0));
+		l >>= 7;
+	} while (l);
+	memcpy(m + k, a, len);
+	char err[512];
+	ck_assert_ptr_null(eng_onnx_load_mem(ctx, m, k + len, NULL, 0, err, sizeof(err)));
+	ck_assert_msg(strstr(err, "nested"), "%s", err);
+	free(a);
+	free(b);
+	free(m);
+	tu_ctx_free(ctx);
+}
+END_TEST
+
 Suite *onnx_suite(void)
 {
 	const TTest *const tests[] = {
 		test_add_end_to_end, test_unsupported_is_an_error, test_build_time_values, test_truncated_and_garbage,
 		test_unknown_fields_skipped, test_cycle_and_undefined, test_sizes_disagree, test_external_data_confined,
-		test_load_file,
+		test_load_file, test_deep_nesting,
 	};
 	return tu_suite("onnx", tests, (int)(sizeof(tests) / sizeof(tests[0])), TU_TIMEOUT);
 }

@@ -201,6 +201,10 @@ static eng_onnx_model *load_pb(eng_ctx *ctx, const uint8_t *data, size_t len, co
 		}
 		m->dir = strdup(real);
 	}
+	if (!onx_pb_depth_ok(&onnx__model_proto__descriptor, data, len, ONX_MAX_NESTING)) {
+		lfail(err, errlen, label, "messages nested more than %d deep", ONX_MAX_NESTING);
+		goto fail;
+	}
 	m->pb = onnx__model_proto__unpack(NULL, len, data);
 	if (!m->pb) {
 		lfail(err, errlen, label, "not a valid ONNX ModelProto (protobuf parse failed on %zu bytes: truncated or wrong field types)", len);

@@ -22,6 +22,10 @@ enum {
 #define ONX_MAX_NODES 1000000
 #define ONX_MAX_IO 65536                   /* inputs or outputs of a graph or node */
 
+/* Messages nested deeper than this are refused before protobuf-c unpacks them (pbdepth.c). */
+#define ONX_MAX_NESTING 100
+bool onx_pb_depth_ok(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t len, int depth_left);
+
 /* Name -> int map (open addressing; keys are borrowed, they live in the protobuf). */
 typedef struct onx_map {
 	const char **keys;

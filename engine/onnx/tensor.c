@@ -237,6 +237,10 @@ eng_tensor *eng_onnx_tensor_load_mem(eng_ctx *ctx, const void *data, size_t len,
 		fail(err, errlen, ENG_EINVAL, "onnx tensor: no context or data");
 		return NULL;
 	}
+	if (!onx_pb_depth_ok(&onnx__tensor_proto__descriptor, data, len, ONX_MAX_NESTING)) {
+		fail(err, errlen, ENG_EINVAL, "onnx tensor: messages nested too deep");
+		return NULL;
+	}
 	Onnx__TensorProto *tp = onnx__tensor_proto__unpack(NULL, len, data);
 	if (!tp) {
 		fail(err, errlen, ENG_EINVAL, "onnx tensor: not a valid TensorProto (%zu bytes)", len);
