@@ -128,17 +128,18 @@ static eng_status run_node(onx_build *b, const Onnx__NodeProto *pb)
 {
 	const onx_val *inv[64];
 	eng_tensor *outv[64] = {0};
-	onx_node n = {.b = b, .ctx = b->ctx, .pb = pb, .opset = b->m->opset, .n_in = (int)pb->n_input,
-		      .n_out = (int)pb->n_output, .in = inv, .out = outv, .out_const = true};
 	const char *dom = pb->domain ? pb->domain : "";
-	if (*dom && strcmp(dom, "ai.onnx"))
-		return onx_fail(&n, ENG_ENOTSUP, "domain '%.100s' is not supported", dom);
+	onx_node n = {.b = b, .ctx = b->ctx, .pb = pb, .opset = eng_onnx_opset(b->m, dom), .n_in = (int)pb->n_input,
+		      .n_out = (int)pb->n_output, .in = inv, .out = outv, .out_const = true};
+	if (n.opset <= 0)
+		return onx_fail(&n, ENG_EINVAL, "the model imports no opset of domain '%.100s'", dom);
 	if (pb->n_input > 64 || pb->n_output > 64)
 		return onx_fail(&n, ENG_ENOTSUP, "%zu inputs, %zu outputs (at most 64)", pb->n_input, pb->n_output);
 	bool known;
-	const onx_op *op = onx_op_find(pb->op_type ? pb->op_type : "", b->m->opset, &known);
+	const onx_op *op = onx_op_find(dom, pb->op_type ? pb->op_type : "", n.opset, &known);
 	if (!op)
-		return onx_fail(&n, ENG_ENOTSUP, known ? "this opset's version of the op is not supported" : "op is not supported");
+		return onx_fail(&n, ENG_ENOTSUP, known ? "this opset's version of the op is not supported"
+			: *dom && strcmp(dom, "ai.onnx") ? "op of domain '%.100s' is not supported" : "op is not supported", dom);
 	eng_status s = check_attrs(&n, op);
 	if (s)
 		return s;

@@ -80,17 +80,20 @@ typedef struct onx_node {
 
 typedef eng_status (*onx_op_fn)(onx_node *n);
 
-/* One row of the op table: op_type in the default domain for opsets [since, until], the
- * function, and the attributes it understands (comma-separated; any other is ENG_ENOTSUP). */
+/* One row of the op table: op_type for opsets [since, until] of its domain, the function, the
+ * attributes it understands (comma-separated; any other is ENG_ENOTSUP), and the domain (NULL:
+ * the default one, "" or "ai.onnx"). */
 typedef struct onx_op {
 	const char *name;
 	int since, until;
 	onx_op_fn fn;
 	const char *attrs;
+	const char *domain;
 } onx_op;
 
-/* The entry for op name at opset (optable.c); NULL if none, *name_known if another opset has one. */
-const onx_op *onx_op_find(const char *name, int64_t opset, bool *name_known);
+/* The entry for op name of domain (NULL, "" or "ai.onnx": the default) at that domain's opset
+ * (optable.c); NULL if none, *name_known if another opset has one. */
+const onx_op *onx_op_find(const char *domain, const char *name, int64_t opset, bool *name_known);
 
 /* ---- errors (attr.c) ---- */
 /* Set the context's error with "onnx: node 'name' (Op, opset N): " before the message. */
