@@ -88,6 +88,9 @@ eng_status onx_op_if(onx_node *n);
 /* ops_misc.c */
 eng_status onx_op_det(onx_node *n);
 
+/* ops_grid.c */
+eng_status onx_op_grid_sample(onx_node *n);
+
 /* ops_train.c */
 eng_status onx_op_optimizer(onx_node *n);
 
