@@ -91,6 +91,10 @@ eng_status onx_op_det(onx_node *n);
 /* ops_grid.c */
 eng_status onx_op_grid_sample(onx_node *n);
 
+/* ops_dft.c */
+eng_status onx_op_dft(onx_node *n);
+eng_status onx_op_stft(onx_node *n);
+
 /* ops_train.c */
 eng_status onx_op_optimizer(onx_node *n);
 

@@ -122,6 +122,8 @@ static const onx_op ops[] = {
 	{"GatherElements", 11, ANY, onx_op_gather_elements, "axis", NULL},
 	{"Pad", 1, ANY, onx_op_pad, "mode,pads,paddings,value", NULL},
 	{"Range", 11, ANY, onx_op_range, "", NULL},
+	{"DFT", 17, ANY, onx_op_dft, "axis,inverse,onesided", NULL},
+	{"STFT", 17, ANY, onx_op_stft, "onesided", NULL},
 	{"GridSample", 16, ANY, onx_op_grid_sample, "align_corners,mode,padding_mode", NULL},
 	{"Resize", 10, ANY, onx_op_resize, "mode,coordinate_transformation_mode,nearest_mode,cubic_coeff_a,exclude_outside,extrapolation_value,antialias,axes,keep_aspect_ratio_policy", NULL},
 	{"Upsample", 7, 9, onx_op_resize, "mode,scales", NULL},
