@@ -95,6 +95,9 @@ eng_status onx_op_grid_sample(onx_node *n);
 eng_status onx_op_dft(onx_node *n);
 eng_status onx_op_stft(onx_node *n);
 
+/* ops_nms.c */
+eng_status onx_op_nms(onx_node *n);
+
 /* ops_train.c */
 eng_status onx_op_optimizer(onx_node *n);
 

@@ -147,6 +147,7 @@ static const onx_op ops[] = {
 	{"CumSum", 11, ANY, onx_op_cumsum, "exclusive,reverse", NULL},
 	{"HammingWindow", 17, ANY, onx_op_window, "output_datatype,periodic", NULL},
 	{"HannWindow", 17, ANY, onx_op_window, "output_datatype,periodic", NULL},
+	{"NonMaxSuppression", 10, ANY, onx_op_nms, "center_point_box", NULL},
 	{"NonZero", 9, ANY, onx_op_nonzero, "", NULL},
 	{"Unique", 11, ANY, onx_op_unique, "axis,sorted", NULL},
 	{"ReverseSequence", 10, ANY, onx_op_reverse_sequence, "batch_axis,time_axis", NULL},
