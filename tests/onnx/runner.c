@@ -456,6 +456,23 @@ int main(int argc, char **argv)
 			} else if (!listed && cases[i].result == R_PASS)
 				newpass++;
 		}
+		/* without a filter every baseline case must have run (missing test data is a failure) */
+		list ran = {0};
+		for (int i = 0; !filter && i < nc; i++) {
+			char key[400];
+			snprintf(key, sizeof(key), "%s/%s", cases[i].suite, cases[i].name);
+			list_add(&ran, key);
+		}
+		if (ran.n)
+			qsort(ran.items, (size_t)ran.n, sizeof(char *), cmp_str);
+		for (int i = 0; !filter && i < want.n; i++)
+			if (!list_has(&ran, want.items[i])) {
+				printf("REGRESSION  %s: not found (is libonnx-testdata installed?)\n", want.items[i]);
+				regress++;
+			}
+		for (int i = 0; i < ran.n; i++)
+			free(ran.items[i]);
+		free(ran.items);
 		if (regress) {
 			printf("onnx: %d cases of the baseline no longer pass\n", regress);
 			rc = 1;
