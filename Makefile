@@ -232,7 +232,7 @@ fuzz:
 
 # Every test: the layering check, the plain suite, the sanitized ones, the loader fuzzers, short
 # training runs, then the backend conformance run (CPU and OpenCL; an absent backend is reported
-# SKIPPED). The README's test command.
+# SKIPPED), ..., and ONNX's backend node tests against tests/onnx/passing.txt. The README's test command.
 check: layers test asan tsan fuzz train-check conformance soak install-check python-test tensorctl-check onnx-check
 
 # The daemon soak (bench/soak.c): SOAK_REQUESTS (default 1,000,000) mixed requests from several
