@@ -573,12 +573,74 @@ START_TEST(test_deep_nesting)
 }
 END_TEST
 
+/* If whose branches use a value computed by a node listed after it: the load orders the nodes
+ * by the branches' implicit inputs too; the condition is an initializer (a constant). */
+START_TEST(test_if_captures)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	mb b;
+	mb_init(&b, 13);
+	mb_input(&b, "x", 1, (int64_t[]){3});
+	mb_output(&b, "z", 1, (int64_t[]){3});
+	/* branches: then z_t = Relu(y), else z_e = Neg(y) */
+	static char *br_in[] = {"y"}, *then_out[] = {"z_t"}, *else_out[] = {"z_e"};
+	Onnx__NodeProto tn, en, *tnp[1] = {&tn}, *enp[1] = {&en};
+	onnx__node_proto__init(&tn);
+	onnx__node_proto__init(&en);
+	tn.op_type = "Relu", tn.n_input = 1, tn.input = br_in, tn.n_output = 1, tn.output = then_out;
+	en.op_type = "Neg", en.n_input = 1, en.input = br_in, en.n_output = 1, en.output = else_out;
+	Onnx__GraphProto tg, eg;
+	onnx__graph_proto__init(&tg);
+	onnx__graph_proto__init(&eg);
+	Onnx__ValueInfoProto tv, ev, *tvp[1] = {&tv}, *evp[1] = {&ev};
+	onnx__value_info_proto__init(&tv);
+	onnx__value_info_proto__init(&ev);
+	tv.name = "z_t", ev.name = "z_e";
+	tg.n_node = 1, tg.node = tnp, tg.n_output = 1, tg.output = tvp;
+	eg.n_node = 1, eg.node = enp, eg.n_output = 1, eg.output = evp;
+	Onnx__AttributeProto at, ae, *ap[2] = {&at, &ae};
+	onnx__attribute_proto__init(&at);
+	onnx__attribute_proto__init(&ae);
+	at.name = "then_branch", at.has_type = 1, at.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH, at.g = &tg;
+	ae.name = "else_branch", ae.has_type = 1, ae.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH, ae.g = &eg;
+	static char *if_in[] = {"c"}, *if_out[] = {"z"}, *add_in2[] = {"x", "x"}, *add_out2[] = {"y"};
+	Onnx__NodeProto *ifn = mb_node(&b, "If", 1, if_in, 1, if_out);
+	ifn->n_attribute = 2;
+	ifn->attribute = ap;
+	mb_node(&b, "Add", 2, add_in2, 1, add_out2); /* after the If that uses y */
+	Onnx__TensorProto *c = &b.inits[0];
+	onnx__tensor_proto__init(c);
+	static int32_t cv[1] = {1};
+	c->name = "c", c->has_data_type = 1, c->data_type = 9, c->n_int32_data = 1, c->int32_data = cv;
+	b.ip[0] = c;
+	b.g.n_initializer = 1;
+	char err[512];
+	for (int cond = 1; cond >= 0; cond--) {
+		cv[0] = cond;
+		eng_onnx_model *m = load_mb(ctx, &b, NULL, err, sizeof(err));
+		ck_assert_msg(m, "%s", err);
+		float xv[3] = {-1, 0, 2}, out[3];
+		eng_tensor *x = eng_from_data(ctx, ENG_F32, 1, (int64_t[]){3}, xv), *z = NULL;
+		ck_assert_msg(eng_onnx_build(m, &x, &z, 0) == ENG_OK, "%s", eng_errmsg(ctx));
+		ck_assert_int_eq(eng_tensor_read(z, out, sizeof(out)), ENG_OK);
+		for (int i = 0; i < 3; i++)
+			ck_assert_float_eq(out[i], cond ? (2 * xv[i] > 0 ? 2 * xv[i] : 0) : -2 * xv[i]);
+		eng_onnx_free(m);
+	}
+	/* a branch using the If's own output: a cycle */
+	static char *self_in[] = {"z"};
+	tn.input = self_in;
+	EXPECT_LOAD_FAIL(ctx, &b, NULL, "cycle");
+	tu_ctx_free(ctx);
+}
+END_TEST
+
 Suite *onnx_suite(void)
 {
 	const TTest *const tests[] = {
 		test_add_end_to_end, test_unsupported_is_an_error, test_build_time_values, test_truncated_and_garbage,
 		test_unknown_fields_skipped, test_cycle_and_undefined, test_sizes_disagree, test_external_data_confined,
-		test_load_file, test_deep_nesting,
+		test_load_file, test_deep_nesting, test_if_captures,
 	};
 	return tu_suite("onnx", tests, (int)(sizeof(tests) / sizeof(tests[0])), TU_TIMEOUT);
 }

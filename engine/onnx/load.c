@@ -82,8 +82,44 @@ static bool value_info(eng_onnx_model *m, const Onnx__ValueInfoProto *v, eng_onn
 	return true;
 }
 
+/* Producers (node indices, through prod) of the values the subgraphs of node n's attributes use
+ * from the enclosing graph (an If branch sees the outer values without naming them as inputs),
+ * appended to *deps (*nd of *cap, grown). Names a subgraph defines itself are not in prod. */
+static bool implicit_deps(const Onnx__NodeProto *n, const onx_map *prod, int **deps, size_t *nd, size_t *cap, int depth)
+{
+	if (depth > ONX_MAX_NESTING)
+		return false;
+	for (size_t a = 0; a < n->n_attribute; a++) {
+		const Onnx__AttributeProto *at = n->attribute[a];
+		size_t ng = at->n_graphs + (at->g ? 1 : 0);
+		for (size_t gi = 0; gi < ng; gi++) {
+			const Onnx__GraphProto *g = gi < at->n_graphs ? at->graphs[gi] : at->g;
+			for (size_t k = 0; k < g->n_node; k++) {
+				const Onnx__NodeProto *s = g->node[k];
+				for (size_t i = 0; i < s->n_input; i++) {
+					int p = *s->input[i] ? onx_map_get(prod, s->input[i]) : -1;
+					if (p < 0)
+						continue;
+					if (*nd == *cap) {
+						size_t c = *cap ? *cap * 2 : 16;
+						int *d = realloc(*deps, c * sizeof(int));
+						if (!d)
+							return false;
+						*deps = d;
+						*cap = c;
+					}
+					(*deps)[(*nd)++] = p;
+				}
+				if (!implicit_deps(s, prod, deps, nd, cap, depth + 1))
+					return false;
+			}
+		}
+	}
+	return true;
+}
+
 /* Kahn's algorithm over the nodes: m->order, or an error naming a node on a cycle or a value
- * nobody defines. */
+ * nothing defines. */
 static bool topo_order(eng_onnx_model *m, char *err, size_t errlen)
 {
 	const Onnx__GraphProto *g = m->g;
@@ -116,6 +152,8 @@ static bool topo_order(eng_onnx_model *m, char *err, size_t errlen)
 		}
 	}
 	int head = 0, tail = 0;
+	int *imp = NULL;
+	size_t impcap = 0, nimplicit = 0;
 	for (int i = 0; ok && i < nn; i++) {
 		const Onnx__NodeProto *n = g->node[i];
 		for (size_t k = 0; ok && k < n->n_input; k++) {
@@ -128,12 +166,19 @@ static bool topo_order(eng_onnx_model *m, char *err, size_t errlen)
 			} else
 				pending[i]++;
 		}
+		size_t nimp = 0;
+		if (ok && n->n_attribute && !implicit_deps(n, &prod, &imp, &nimp, &impcap, 0)) {
+			lfail(err, errlen, m->label, "out of memory or subgraphs nested too deep (node %d)", i);
+			ok = false;
+		}
+		pending[i] += (int)nimp;
+		nimplicit += nimp;
 		if (ok && !pending[i])
 			queue[tail++] = i;
 	}
 	int norder = 0;
 	/* Build an edge list: for each node input produced by node p, an edge p -> i. */
-	size_t nedges = 0;
+	size_t nedges = nimplicit;
 	for (int i = 0; ok && i < nn; i++)
 		nedges += g->node[i]->n_input;
 	int *efirst = ok ? malloc(((size_t)nn + 1) * sizeof(int)) : NULL, *enext = ok ? malloc((nedges + 1) * sizeof(int)) : NULL,
@@ -156,6 +201,18 @@ static bool topo_order(eng_onnx_model *m, char *err, size_t errlen)
 			enext[ne] = efirst[p];
 			efirst[p] = (int)ne++;
 		}
+		size_t nimp = 0;
+		if (n->n_attribute && !implicit_deps(n, &prod, &imp, &nimp, &impcap, 0)) {
+			lfail(err, errlen, m->label, "out of memory (node %d)", i);
+			ok = false;
+			break;
+		}
+		for (size_t k = 0; k < nimp && ne < nedges; k++) {
+			int p = imp[k];
+			eto[ne] = i;
+			enext[ne] = efirst[p];
+			efirst[p] = (int)ne++;
+		}
 	}
 	while (ok && head < tail) {
 		int i = queue[head++];
@@ -172,6 +229,7 @@ static bool topo_order(eng_onnx_model *m, char *err, size_t errlen)
 			}
 		ok = false;
 	}
+	free(imp);
 	free(efirst);
 	free(enext);
 	free(eto);
