@@ -161,8 +161,9 @@ $(DAEMON_BENCH_BIN): $(BUILD)/bin/bench_%: $(BUILD)/bench/%.o $(CLIENT_LIB) $(PR
 
 # ONNX's backend node tests (Debian's libonnx-testdata) through the importer, each case in its own
 # process (tests/onnx/runner.c): per case PASS / FAIL / UNSUPPORTED, a summary line per suite; a
-# case of tests/onnx/passing.txt that no longer passes fails the run. `make onnx-baseline` rewrites
-# passing.txt and unsupported.txt (the other cases with their reasons) from a full run.
+# case of tests/onnx/passing.txt that no longer passes fails the run (ONNX_DEV=CL runs it on
+# OpenCL). `make onnx-baseline` rewrites passing.txt and unsupported.txt (the other cases with
+# their reasons) from a full run on the CPU.
 ONNX_DATA   ?= /usr/share/libonnx-testdata/data
 ONNX_SUITES := $(wildcard $(ONNX_DATA)/node $(ONNX_DATA)/pytorch-converted $(ONNX_DATA)/pytorch-operator $(ONNX_DATA)/simple)
 ONNX_RUNNER := $(BUILD)/bin/onnx_node_runner
@@ -172,8 +173,9 @@ $(ONNX_RUNNER): $(BUILD)/tests/onnx/runner.o $(LIB)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 $(BUILD)/tests/onnx/runner.o: INC := -Iinclude
 .PHONY: onnx-check onnx-baseline
+ONNX_DEV    ?= CPU
 onnx-check: $(ONNX_RUNNER)
-	$(ONNX_RUNNER) -j $(ONNX_JOBS) --baseline tests/onnx/passing.txt $(ONNX_SUITES)
+	$(ONNX_RUNNER) -j $(ONNX_JOBS) -d $(ONNX_DEV) --baseline tests/onnx/passing.txt $(ONNX_SUITES)
 onnx-baseline: $(ONNX_RUNNER)
 	$(ONNX_RUNNER) -j $(ONNX_JOBS) --write tests/onnx/passing.txt --unsupported tests/onnx/unsupported.txt $(ONNX_SUITES)
 
