@@ -415,6 +415,37 @@ eng_status onx_op_global_pool(onx_node *n)
 	return onx_check(n, n->out[0]);
 }
 
+/* 3-D ConvTranspose: the zero-stuffed input (a stride-1 view of it through an 8-D reshape),
+ * padded by the kernel's extent less the pads, convolved (conv3d) with the flipped kernel. */
+static eng_status conv_transpose3d(onx_node *n, eng_tensor *x, eng_tensor *wt, eng_tensor *b, const int64_t *st,
+				   const int64_t *dil, const int64_t *pb, const int64_t *pe, const int64_t *op, int g)
+{
+	const int64_t *xs = eng_shape(x), *ws = eng_shape(wt);
+	int64_t N = xs[0], C = xs[1], D = xs[2], H = xs[3], W = xs[4];
+	eng_tensor *z = eng_reshape(x, 8, (int64_t[]){N, C, D, 1, H, 1, W, 1});
+	z = eng_pad(z, (const int64_t[][2]){{0, 0}, {0, 0}, {0, 0}, {0, st[0] - 1}, {0, 0}, {0, st[1] - 1}, {0, 0}, {0, st[2] - 1}});
+	z = eng_reshape(z, 5, (int64_t[]){N, C, D * st[0], H * st[1], W * st[2]});
+	z = eng_shrink(z, (const int64_t[][2]){{0, N}, {0, C}, {0, (D - 1) * st[0] + 1}, {0, (H - 1) * st[1] + 1}, {0, (W - 1) * st[2] + 1}});
+	int64_t bb[3], ee[3];
+	win w = {.s = 3};
+	for (int i = 0; i < 3; i++) {
+		int64_t ext = (ws[2 + i] - 1) * dil[i] + 1;
+		bb[i] = ext - 1 - pb[i];
+		ee[i] = ext - 1 - pe[i] + op[i];
+		w.k[i] = ws[2 + i], w.st[i] = 1, w.dil[i] = dil[i];
+	}
+	z = pad_spatial(z, 3, bb, ee);
+	int64_t Mg = ws[1], Cg = C / g;
+	eng_tensor *wf = eng_flip(wt, (int[]){2, 3, 4}, 3);
+	wf = eng_reshape(wf, 6, (int64_t[]){g, Cg, Mg, ws[2], ws[3], ws[4]});
+	wf = eng_reshape(eng_permute(wf, (int[]){0, 2, 1, 3, 4, 5}), 5, (int64_t[]){g * Mg, Cg, ws[2], ws[3], ws[4]});
+	eng_tensor *y = z && wf ? conv3d(&w, z, wf, g) : NULL;
+	if (y && b)
+		y = eng_add(y, eng_reshape(b, 5, (int64_t[]){1, eng_numel(b), 1, 1, 1}));
+	n->out[0] = y ? eng_cast(y, eng_tensor_dtype(x)) : y;
+	return onx_check(n, n->out[0]);
+}
+
 /* ConvTranspose (1-D, 2-D) as a convolution of the zero-stuffed input with the flipped kernel,
  * in and out channels swapped per group; pads (or output_shape / auto_pad) crop the result. */
 eng_status onx_op_conv_transpose(onx_node *n)
@@ -423,8 +454,8 @@ eng_status onx_op_conv_transpose(onx_node *n)
 	if (!x || !wt)
 		return onx_fail(n, ENG_EINVAL, "X and W are needed");
 	int r = eng_ndim(x);
-	if (r != 3 && r != 4)
-		return onx_fail(n, ENG_ENOTSUP, "%d-D transposed convolution is not supported (1-D and 2-D are)", r - 2);
+	if (r < 3 || r > 5)
+		return onx_fail(n, ENG_ENOTSUP, "%d-D transposed convolution is not supported (1-D to 3-D are)", r - 2);
 	if (eng_ndim(wt) != r)
 		return onx_fail(n, ENG_ESHAPE, "W has rank %d, X %d", eng_ndim(wt), r);
 	int s = r - 2;
@@ -472,15 +503,18 @@ eng_status onx_op_conv_transpose(onx_node *n)
 			return onx_fail(n, ENG_EINVAL, "strides and dilations must be >= 1, pads >= 0");
 		int64_t ext = (k[i] - 1) * dil[i] + 1, full = st[i] * (in[i] - 1) + op[i] + ext;
 		if (ocnt >= 0 || same) {
+			/* ONNX's rule: SAME_UPPER puts the smaller half (floor) first, otherwise last; a
+			 * negative total (an output larger than the full one) extends it with zeros */
 			int64_t want = ocnt >= 0 ? osh[i] : in[i] * st[i], tot = full - want;
-			if (tot < 0)
-				return onx_fail(n, ENG_ENOTSUP, "an output_shape larger than the full output is not supported");
-			bool upper = strcmp(ap, "SAME_LOWER") != 0;
-			pb[i] = upper ? tot / 2 : tot - tot / 2;
+			int64_t half = tot >= 0 ? tot / 2 : -((-tot + 1) / 2); /* floor(tot / 2) */
+			bool upper = !strcmp(ap, "SAME_UPPER");
+			pb[i] = upper ? half : tot - half;
 			pe[i] = tot - pb[i];
 		} else if (!strcmp(ap, "VALID"))
 			pb[i] = pe[i] = 0;
 	}
+	if (s == 3)
+		return conv_transpose3d(n, x, wt, b, st, dil, pb, pe, op, (int)group);
 	/* zero-stuffed input, as 4-D */
 	eng_tensor *x4 = as4d(x), *w4 = as4d(wt);
 	int64_t S[2] = {s == 2 ? st[0] : 1, st[s - 1]}, D[2] = {s == 2 ? dil[0] : 1, dil[s - 1]};
