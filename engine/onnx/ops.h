@@ -81,6 +81,10 @@ eng_status onx_op_unique(onx_node *n);
 eng_status onx_op_quantize(onx_node *n);
 eng_status onx_op_dequantize(onx_node *n);
 eng_status onx_op_dynamic_quantize(onx_node *n);
+eng_status onx_op_matmul_integer(onx_node *n);
+eng_status onx_op_conv_integer(onx_node *n);
+eng_status onx_op_qlinear_matmul(onx_node *n);
+eng_status onx_op_qlinear_conv(onx_node *n);
 
 /* ops_einsum.c */
 eng_status onx_op_einsum(onx_node *n);

@@ -1,5 +1,6 @@
 /* ops_quant.c: ONNX uint8 quantisation (QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear;
- * per-tensor or per-axis scales). */
+ * per-tensor or per-axis scales) and the integer products (MatMulInteger, ConvInteger,
+ * QLinearMatMul, QLinearConv: int32 accumulation, float requantisation). */
 #include <string.h>
 
 #include "onnx_int.h"
@@ -82,5 +83,133 @@ eng_status onx_op_dynamic_quantize(onx_node *n)
 		n->out[1] = scale;
 	if (n->n_out > 2)
 		n->out[2] = eng_cast(zpf, ENG_U8);
+	return onx_check(n, n->out[0]);
+}
+
+/* ---- integer and quantised products ---- */
+
+/* x as int32 minus its zero point (a scalar, or per row / per channel along axis when 1-D). */
+static eng_tensor *centered(onx_node *n, eng_tensor *x, eng_tensor *zp, int axis)
+{
+	eng_tensor *xi = eng_cast(x, ENG_I32);
+	if (!zp)
+		return xi;
+	eng_tensor *z = eng_cast(zp, ENG_I32);
+	int r = eng_ndim(x);
+	if (eng_numel(zp) > 1 && axis >= 0 && axis < r) {
+		int64_t sh[ENG_MAX_DIMS];
+		for (int i = 0; i < r; i++)
+			sh[i] = i == axis ? eng_numel(zp) : 1;
+		z = eng_reshape(z, r, sh);
+	} else
+		z = eng_reshape(z, 0, NULL);
+	return eng_sub(xi, z);
+}
+
+static eng_status check_u8(onx_node *n, int i)
+{
+	eng_tensor *t = onx_in(n, i);
+	if (t && eng_tensor_dtype(t) != ENG_U8)
+		return onx_fail(n, ENG_ENOTSUP, "input %d of type %s is not supported (uint8 is)", i, eng_dtype_name(eng_tensor_dtype(t)));
+	return ENG_OK;
+}
+
+/* Run op function fn on node n with inputs replaced by ins (k of them). */
+static eng_status with_inputs(onx_node *n, eng_status (*fn)(onx_node *), eng_tensor **ins, int k)
+{
+	onx_val v[8];
+	const onx_val *pv[8];
+	for (int i = 0; i < k; i++) {
+		v[i] = (onx_val){ins[i], false, -1};
+		pv[i] = ins[i] ? &v[i] : NULL;
+	}
+	onx_node m = *n;
+	m.in = pv;
+	m.n_in = k;
+	return fn(&m);
+}
+
+eng_status onx_op_matmul_integer(onx_node *n)
+{
+	eng_tensor *a = onx_in(n, 0), *b = onx_in(n, 1);
+	eng_status s;
+	if (!a || !b)
+		return onx_fail(n, ENG_EINVAL, "A and B are needed");
+	for (int i = 0; i < 4; i++)
+		if ((s = check_u8(n, i)))
+			return s;
+	eng_tensor *ac = centered(n, a, onx_in(n, 2), eng_ndim(a) - 2), *bc = centered(n, b, onx_in(n, 3), eng_ndim(b) - 1);
+	n->out[0] = eng_cast(eng_matmul(ac, bc), ENG_I32);
+	return onx_check(n, n->out[0]);
+}
+
+eng_status onx_op_conv_integer(onx_node *n)
+{
+	eng_tensor *x = onx_in(n, 0), *w = onx_in(n, 1);
+	eng_status s;
+	if (!x || !w)
+		return onx_fail(n, ENG_EINVAL, "x and w are needed");
+	for (int i = 0; i < 4; i++)
+		if ((s = check_u8(n, i)))
+			return s;
+	eng_tensor *ins[2] = {centered(n, x, onx_in(n, 2), -1), centered(n, w, onx_in(n, 3), 0)};
+	if ((s = onx_check(n, ins[1])))
+		return s;
+	return with_inputs(n, onx_op_conv, ins, 2);
+}
+
+/* y = saturate(round(acc * scale) + y_zp) as uint8, scale = a_scale * b_scale / y_scale */
+static eng_tensor *requantize(onx_node *n, eng_tensor *acc, eng_tensor *sa, eng_tensor *sb, eng_tensor *sy, eng_tensor *zy, int axis)
+{
+	int r = eng_ndim(acc);
+	eng_tensor *scale = eng_div(eng_mul(eng_cast(sa, ENG_F32), eng_cast(sb, ENG_F32)), eng_cast(sy, ENG_F32));
+	if (eng_numel(scale) > 1 && axis >= 0) {
+		int64_t sh[ENG_MAX_DIMS];
+		for (int i = 0; i < r; i++)
+			sh[i] = i == axis ? eng_numel(scale) : 1;
+		scale = eng_reshape(scale, r, sh);
+	} else
+		scale = eng_reshape(scale, 0, NULL);
+	eng_tensor *v = eng_round(eng_mul(eng_cast(acc, ENG_F32), scale));
+	if (zy)
+		v = eng_add(v, eng_reshape(eng_cast(zy, ENG_F32), 0, NULL));
+	return eng_cast(eng_clamp(v, 0, 255), ENG_U8);
+}
+
+eng_status onx_op_qlinear_matmul(onx_node *n)
+{
+	eng_tensor *a = onx_in(n, 0), *b = onx_in(n, 3);
+	eng_status s;
+	if (!a || !b || !onx_in(n, 1) || !onx_in(n, 4) || !onx_in(n, 6))
+		return onx_fail(n, ENG_EINVAL, "a, b and the scales are needed");
+	int u8[] = {0, 2, 3, 5, 7};
+	for (int i = 0; i < 5; i++)
+		if ((s = check_u8(n, u8[i])))
+			return s;
+	eng_tensor *acc = eng_matmul(centered(n, a, onx_in(n, 2), eng_ndim(a) - 2), centered(n, b, onx_in(n, 5), eng_ndim(b) - 1));
+	n->out[0] = acc ? requantize(n, acc, onx_in(n, 1), onx_in(n, 4), onx_in(n, 6), onx_in(n, 7), eng_ndim(acc) - 1) : NULL;
+	return onx_check(n, n->out[0]);
+}
+
+eng_status onx_op_qlinear_conv(onx_node *n)
+{
+	eng_tensor *x = onx_in(n, 0), *w = onx_in(n, 3);
+	eng_status s;
+	if (!x || !w || !onx_in(n, 1) || !onx_in(n, 4) || !onx_in(n, 6))
+		return onx_fail(n, ENG_EINVAL, "x, w and the scales are needed");
+	int u8[] = {0, 2, 3, 5, 7};
+	for (int i = 0; i < 5; i++)
+		if ((s = check_u8(n, u8[i])))
+			return s;
+	eng_tensor *bias = onx_in(n, 8);
+	if (bias && eng_tensor_dtype(bias) != ENG_I32)
+		return onx_fail(n, ENG_EDTYPE, "the bias must be int32");
+	eng_tensor *ins[3] = {centered(n, x, onx_in(n, 2), -1), centered(n, w, onx_in(n, 5), 0), bias};
+	eng_tensor *out[1] = {NULL};
+	onx_node m = *n;
+	m.out = out;
+	if ((s = with_inputs(&m, onx_op_conv, ins, 3)))
+		return s;
+	n->out[0] = requantize(n, out[0], onx_in(n, 1), onx_in(n, 4), onx_in(n, 6), onx_in(n, 7), 1);
 	return onx_check(n, n->out[0]);
 }

@@ -173,6 +173,10 @@ static const onx_op ops[] = {
 	{"Einsum", 12, ANY, onx_op_einsum, "equation", NULL},
 	{"QuantizeLinear", 10, ANY, onx_op_quantize, "axis", NULL},
 	{"DequantizeLinear", 10, ANY, onx_op_dequantize, "axis", NULL},
+	{"ConvInteger", 10, ANY, onx_op_conv_integer, "auto_pad,dilations,group,kernel_shape,pads,strides", NULL},
+	{"MatMulInteger", 10, ANY, onx_op_matmul_integer, "", NULL},
+	{"QLinearConv", 10, ANY, onx_op_qlinear_conv, "auto_pad,dilations,group,kernel_shape,pads,strides", NULL},
+	{"QLinearMatMul", 10, ANY, onx_op_qlinear_matmul, "", NULL},
 	{"DynamicQuantizeLinear", 11, ANY, onx_op_dynamic_quantize, "", NULL},
 	{"MeanVarianceNormalization", 9, ANY, onx_op_mvn, "axes", NULL},
 	/* training (ops_train.c), domain ai.onnx.preview.training */
