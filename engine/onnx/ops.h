@@ -68,6 +68,7 @@ eng_status onx_op_sce_loss(onx_node *n);
 eng_status onx_op_gather_nd(onx_node *n);
 eng_status onx_op_scatter_elements(onx_node *n);
 eng_status onx_op_scatter_nd(onx_node *n);
+eng_status onx_op_max_unpool(onx_node *n);
 
 /* ops_seq.c */
 eng_status onx_op_cumsum(onx_node *n);

@@ -1,5 +1,6 @@
-/* ops_scatter.c: ONNX GatherND, ScatterElements (and the older Scatter) and ScatterND, through
- * linearised indices and one-hot masks (static shapes; sizes of the masks are bounded). */
+/* ops_scatter.c: ONNX GatherND, ScatterElements (and the older Scatter), ScatterND and
+ * MaxUnpool, through linearised indices and one-hot masks (static shapes; sizes of the masks
+ * are bounded). */
 #include <string.h>
 
 #include "onnx_int.h"
@@ -197,5 +198,57 @@ eng_status onx_op_scatter_nd(onx_node *n)
 		val = eng_where(hit, val, eng_scalar(n->ctx, eng_tensor_dtype(x), 1));
 	eng_tensor *y = combine(red, eng_reshape(x, 2, (int64_t[]){P, rest}), val, hit);
 	n->out[0] = y ? eng_reshape(eng_cast(y, eng_tensor_dtype(x)), r, xs) : NULL;
+	return onx_check(n, n->out[0]);
+}
+
+/* MaxUnpool: X's values placed at the flat positions I (over the whole output tensor) of a
+ * zero tensor whose spatial size is output_shape's or (in - 1) * stride - pads + kernel. */
+eng_status onx_op_max_unpool(onx_node *n)
+{
+	eng_tensor *x = onx_in(n, 0), *idx = onx_in(n, 1);
+	if (!x || !idx)
+		return onx_fail(n, ENG_EINVAL, "X and I are needed");
+	int r = eng_ndim(x), s = r - 2;
+	if (s < 1 || s > 3 || eng_numel(idx) != eng_numel(x))
+		return onx_fail(n, ENG_ESHAPE, "X must be (N, C, spatial...) and I of its size");
+	int64_t k[8], st[8], pads[8], osh[ENG_MAX_DIMS + 1];
+	int nk, nst, np, no;
+	eng_status e;
+	if ((e = onx_attr_ints(n, "kernel_shape", k, 8, &nk)) || (e = onx_attr_ints(n, "strides", st, 8, &nst)) ||
+	    (e = onx_attr_ints(n, "pads", pads, 8, &np)) || (e = onx_in_ints(n, 2, osh, ENG_MAX_DIMS + 1, &no)))
+		return e;
+	if (nk != s || (nst >= 0 && nst != s) || (np >= 0 && np != 2 * s) || (no >= 0 && no != r))
+		return onx_fail(n, ENG_EINVAL, "kernel_shape, strides, pads or output_shape disagree with rank %d", r);
+	/* the indices count in the inferred shape; an output_shape extends it (zeros at the end) */
+	int64_t sh[ENG_MAX_DIMS], P = 1;
+	for (int i = 0; i < r; i++) {
+		if (i < 2)
+			sh[i] = eng_shape(x)[i];
+		else {
+			int d = i - 2;
+			sh[i] = (eng_shape(x)[i] - 1) * (nst >= 0 ? st[d] : 1) - (np >= 0 ? pads[d] + pads[d + s] : 0) + k[d];
+		}
+		if (sh[i] < 0)
+			return onx_fail(n, ENG_ESHAPE, "output dim %d is %lld", i, (long long)sh[i]);
+		P *= sh[i];
+	}
+	int64_t M = eng_numel(x);
+	if (M * P > ONX_MAX_MASK)
+		return onx_fail(n, ENG_ENOTSUP, "a one-hot mask of %lld elements", (long long)(M * P));
+	eng_tensor *lin = eng_reshape(eng_cast(idx, ENG_I64), 2, (int64_t[]){M, 1});
+	eng_tensor *m = eng_eq(lin, eng_index(n->ctx, ENG_I64, 2, (int64_t[]){1, P}, 1));
+	int zero = 0;
+	eng_tensor *v = eng_sum(eng_where(m, eng_reshape(x, 2, (int64_t[]){M, 1}), eng_scalar(n->ctx, eng_tensor_dtype(x), 0)), &zero, 1, false);
+	eng_tensor *y = v ? eng_reshape(eng_cast(v, eng_tensor_dtype(x)), r, sh) : NULL;
+	if (y && no >= 0) {
+		int64_t p[ENG_MAX_DIMS][2] = {{0}};
+		for (int i = 0; i < r; i++) {
+			if (osh[i] < sh[i] || (i < 2 && osh[i] != sh[i]))
+				return onx_fail(n, ENG_ESHAPE, "output_shape[%d] = %lld is smaller than %lld", i, (long long)osh[i], (long long)sh[i]);
+			p[i][1] = osh[i] - sh[i];
+		}
+		y = eng_pad(y, p);
+	}
+	n->out[0] = y;
 	return onx_check(n, n->out[0]);
 }

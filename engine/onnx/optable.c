@@ -184,6 +184,7 @@ static const onx_op ops[] = {
 	{"Adagrad", 1, ANY, onx_op_optimizer, "decay_factor,epsilon,norm_coefficient", TRAINING},
 	{"Adam", 1, ANY, onx_op_optimizer, "alpha,beta,epsilon,norm_coefficient,norm_coefficient_post", TRAINING},
 	{"Momentum", 1, ANY, onx_op_optimizer, "alpha,beta,mode,norm_coefficient", TRAINING},
+	{"MaxUnpool", 9, ANY, onx_op_max_unpool, "kernel_shape,pads,strides", NULL},
 	{"MaxPool", 1, ANY, onx_op_pool, "auto_pad,ceil_mode,dilations,kernel_shape,pads,storage_order,strides", NULL},
 };
 
