@@ -210,6 +210,117 @@ eng_status onx_op_if(onx_node *n)
 	return ENG_OK;
 }
 
+/* A boolean value needed while building (Loop's condition): a constant, or any value under
+ * ENG_ONNX_SPECIALIZE (the graph then depends on the inputs' values). */
+static eng_status read_flag(onx_node *n, const onx_val *v, const char *what, bool *out)
+{
+	if (!v->is_const) {
+		if (!(n->b->flags & ENG_ONNX_SPECIALIZE))
+			return onx_fail(n, ENG_ENOTSUP, "the %s is needed while building and must be a constant", what);
+		for (int k = 0; k < n->b->m->n_in; k++)
+			n->b->m->in_static[k] = true;
+	}
+	if (eng_numel(v->t) != 1)
+		return onx_fail(n, ENG_ESHAPE, "the %s must hold one value", what);
+	double d = eng_item(v->t);
+	if (eng_error(n->ctx))
+		return eng_error(n->ctx);
+	*out = d != 0;
+	return ENG_OK;
+}
+
+/* Loop, unrolled while building: the trip count and the condition are needed while building;
+ * each iteration builds the body in place with its inputs bound to the iteration number, the
+ * condition and the carried values; scan outputs are stacked along a new first axis. */
+eng_status onx_op_loop(onx_node *n)
+{
+	const Onnx__AttributeProto *a = onx_attr(n, "body");
+	if (!a || !a->g)
+		return onx_fail(n, ENG_EINVAL, "attribute 'body' holds no graph");
+	const Onnx__GraphProto *g = a->g;
+	int nc = n->n_in - 2; /* carried values */
+	if (nc < 0 || (int)g->n_input != nc + 2 || (int)g->n_output < nc + 1 || n->n_out != (int)g->n_output - 1)
+		return onx_fail(n, ENG_EINVAL, "the body's inputs and outputs do not match the node's");
+	if (g->n_initializer || g->n_sparse_initializer)
+		return onx_fail(n, ENG_ENOTSUP, "initializers inside a body are not supported");
+	int nscan = (int)g->n_output - 1 - nc;
+	double trip = -1;
+	bool has_trip = false, cond = true;
+	eng_status s = onx_in_scalar(n, 0, &trip, &has_trip);
+	if (s)
+		return s;
+	if (n->n_in > 1 && n->in[1] && (s = read_flag(n, n->in[1], "condition", &cond)))
+		return s;
+	if (!has_trip && !(n->n_in > 1 && n->in[1]))
+		return onx_fail(n, ENG_ENOTSUP, "a loop without trip count or condition");
+	onx_build *b = n->b;
+	if (b->depth >= 16)
+		return onx_fail(n, ENG_ENOTSUP, "subgraphs nested more than 16 deep");
+	enum { MAX_ITER = 4096 };
+	eng_tensor *carried[64];
+	bool carried_const[64];
+	for (int i = 0; i < nc; i++) {
+		carried[i] = onx_in(n, 2 + i);
+		carried_const[i] = n->in[2 + i] && n->in[2 + i]->is_const;
+		if (!carried[i])
+			return onx_fail(n, ENG_ENOTSUP, "an omitted loop-carried value");
+	}
+	eng_tensor **scans = NULL;
+	int64_t it = 0;
+	if (nscan > 0 && !(scans = calloc((size_t)nscan * MAX_ITER, sizeof(*scans))))
+		return onx_fail(n, ENG_ENOMEM, "out of memory");
+	b->depth++;
+	for (; (!has_trip || it < (int64_t)trip) && cond && !s; it++) {
+		if (it >= MAX_ITER) {
+			s = onx_fail(n, ENG_ENOTSUP, "more than %d iterations", MAX_ITER);
+			break;
+		}
+		bool cflag = cond;
+		eng_tensor *iv = eng_from_data(n->ctx, ENG_I64, 0, NULL, &it);
+		eng_tensor *cv = eng_from_data(n->ctx, ENG_BOOL, 0, NULL, &cflag);
+		if (add_val(b, g->input[0]->name ? g->input[0]->name : "", iv, true, -1) < 0 ||
+		    add_val(b, g->input[1]->name ? g->input[1]->name : "", cv, true, -1) < 0) {
+			s = eng_set_error(n->ctx, ENG_ENOMEM, "onnx: out of memory");
+			break;
+		}
+		for (int i = 0; i < nc && !s; i++)
+			if (add_val(b, g->input[2 + i]->name ? g->input[2 + i]->name : "", carried[i], carried_const[i], -1) < 0)
+				s = eng_set_error(n->ctx, ENG_ENOMEM, "onnx: out of memory");
+		for (size_t k = 0; k < g->n_node && !s; k++)
+			s = run_node(b, g->node[k]);
+		for (int o = 0; o < (int)g->n_output && !s; o++) {
+			const char *nm = g->output[o]->name ? g->output[o]->name : "";
+			int k = onx_map_get(&b->names, nm);
+			if (k < 0) {
+				s = onx_fail(n, ENG_EINVAL, "body output '%.200s' is never computed", nm);
+				break;
+			}
+			if (o == 0)
+				s = read_flag(n, &b->vals[k], "condition", &cond);
+			else if (o <= nc) {
+				carried[o - 1] = b->vals[k].t;
+				carried_const[o - 1] = b->vals[k].is_const;
+			} else
+				scans[(o - 1 - nc) * MAX_ITER + it] = b->vals[k].t;
+		}
+	}
+	b->depth--;
+	for (int i = 0; i < nc && !s; i++)
+		n->out[i] = eng_reshape(carried[i], eng_ndim(carried[i]), eng_shape(carried[i]));
+	for (int j = 0; j < nscan && !s; j++) {
+		if (it == 0) {
+			s = onx_fail(n, ENG_ENOTSUP, "scan outputs of a loop that runs no iteration");
+			break;
+		}
+		n->out[nc + j] = eng_stack(scans + j * MAX_ITER, (int)it, 0);
+		s = onx_check(n, n->out[nc + j]);
+	}
+	for (int i = 0; i < nc; i++)
+		n->out_const &= carried_const[i];
+	free(scans);
+	return s;
+}
+
 static eng_status check_input(eng_onnx_model *m, int i, const eng_tensor *t)
 {
 	const eng_onnx_io *io = &m->in[i];

@@ -88,6 +88,7 @@ static const onx_op ops[] = {
 	{"CastLike", 15, ANY, onx_op_cast, "", NULL},
 	{"Identity", 1, ANY, onx_op_identity, "", NULL},
 	{"If", 1, ANY, onx_op_if, "then_branch,else_branch", NULL},
+	{"Loop", 1, ANY, onx_op_loop, "body", NULL},
 	{"Det", 11, ANY, onx_op_det, "", NULL},
 	/* reductions (ops_reduce.c) */
 #define RED "axes,keepdims,noop_with_empty_axes"
