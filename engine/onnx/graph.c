@@ -18,7 +18,8 @@ struct onx_build {
 	onx_map names;
 	onx_val *vals;
 	int nvals, cap;
-	int depth; /* nested If branches being built */
+	int depth;     /* nested If/Loop bodies being built */
+	int64_t nodes; /* nodes built, unrolled loops included (bounded: a hostile nest of loops) */
 };
 
 static int add_val(onx_build *b, const char *name, eng_tensor *t, bool is_const, int input)
@@ -135,6 +136,8 @@ static eng_status run_node(onx_build *b, const Onnx__NodeProto *pb)
 		return onx_fail(&n, ENG_EINVAL, "the model imports no opset of domain '%.100s'", dom);
 	if (pb->n_input > 64 || pb->n_output > 64)
 		return onx_fail(&n, ENG_ENOTSUP, "%zu inputs, %zu outputs (at most 64)", pb->n_input, pb->n_output);
+	if (++b->nodes > ONX_MAX_BUILT_NODES)
+		return onx_fail(&n, ENG_ENOTSUP, "more than %d nodes to build (loops unrolled)", ONX_MAX_BUILT_NODES);
 	bool known;
 	const onx_op *op = onx_op_find(dom, pb->op_type ? pb->op_type : "", n.opset, &known);
 	if (!op)

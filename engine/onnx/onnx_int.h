@@ -21,6 +21,7 @@ enum {
 #define ONX_MAX_FILE ((uint64_t)2 << 30)  /* a .onnx file (protobuf's own limit is 2 GiB) */
 #define ONX_MAX_NODES 1000000
 #define ONX_MAX_IO 65536                   /* inputs or outputs of a graph or node */
+#define ONX_MAX_BUILT_NODES 2000000         /* nodes one build may create, loops unrolled */
 
 /* Messages nested deeper than this are refused before protobuf-c unpacks them (pbdepth.c). */
 #define ONX_MAX_NESTING 100
