@@ -324,6 +324,112 @@ eng_status onx_op_loop(onx_node *n)
 	return s;
 }
 
+/* Scan (opset >= 9), unrolled while building: N state values, M scan inputs sliced along their
+ * axes (in either direction); the body's K scan outputs are stacked along their axes. */
+eng_status onx_op_scan(onx_node *n)
+{
+	const Onnx__AttributeProto *a = onx_attr(n, "body");
+	if (!a || !a->g)
+		return onx_fail(n, ENG_EINVAL, "attribute 'body' holds no graph");
+	if (n->opset < 9)
+		return onx_fail(n, ENG_ENOTSUP, "Scan before opset 9 (with sequence_lens) is not supported");
+	const Onnx__GraphProto *g = a->g;
+	int M = (int)onx_attr_i(n, "num_scan_inputs", -1), N = n->n_in - M, K = n->n_out - N;
+	if (M < 1 || N < 0 || K < 0 || (int)g->n_input != N + M || (int)g->n_output != N + K || N + M > 64 || N + K > 64)
+		return onx_fail(n, ENG_EINVAL, "the body's inputs and outputs do not match the node's");
+	if (g->n_initializer || g->n_sparse_initializer)
+		return onx_fail(n, ENG_ENOTSUP, "initializers inside a body are not supported");
+	int64_t iax[64], idir[64], oax[64], odir[64];
+	int ni, nid, no, nod;
+	eng_status s;
+	if ((s = onx_attr_ints(n, "scan_input_axes", iax, 64, &ni)) || (s = onx_attr_ints(n, "scan_input_directions", idir, 64, &nid)) ||
+	    (s = onx_attr_ints(n, "scan_output_axes", oax, 64, &no)) || (s = onx_attr_ints(n, "scan_output_directions", odir, 64, &nod)))
+		return s;
+	eng_tensor *state[64], *xs[64];
+	bool st_const[64];
+	int ax[64];
+	int64_t len = -1;
+	for (int i = 0; i < N; i++) {
+		state[i] = onx_in(n, i);
+		st_const[i] = n->in[i] && n->in[i]->is_const;
+		if (!state[i])
+			return onx_fail(n, ENG_EINVAL, "state %d is missing", i);
+	}
+	for (int j = 0; j < M; j++) {
+		xs[j] = onx_in(n, N + j);
+		if (!xs[j] || !onx_axis(ni > j ? iax[j] : 0, eng_ndim(xs[j]), &ax[j]))
+			return onx_fail(n, ENG_EINVAL, "scan input %d is missing or its axis out of range", j);
+		int64_t l = eng_shape(xs[j])[ax[j]];
+		if (len >= 0 && l != len)
+			return onx_fail(n, ENG_ESHAPE, "scan inputs differ in length");
+		len = l;
+	}
+	enum { MAX_ITER = 4096 };
+	if (len > MAX_ITER || len < 1)
+		return onx_fail(n, ENG_ENOTSUP, "a scan of %lld steps", (long long)len);
+	onx_build *b = n->b;
+	if (b->depth >= 16)
+		return onx_fail(n, ENG_ENOTSUP, "subgraphs nested more than 16 deep");
+	eng_tensor **outs = K ? calloc((size_t)K * (size_t)len, sizeof(*outs)) : NULL;
+	if (K && !outs)
+		return onx_fail(n, ENG_ENOMEM, "out of memory");
+	s = ENG_OK;
+	b->depth++;
+	for (int64_t t = 0; t < len && !s; t++) {
+		for (int i = 0; i < N && !s; i++)
+			if (add_val(b, g->input[i]->name ? g->input[i]->name : "", state[i], st_const[i], -1) < 0)
+				s = eng_set_error(n->ctx, ENG_ENOMEM, "onnx: out of memory");
+		for (int j = 0; j < M && !s; j++) {
+			int64_t at = nid > j && idir[j] ? len - 1 - t : t;
+			eng_tensor *sl = eng_slice(xs[j], ax[j], at, at + 1, 1);
+			int64_t sh[ENG_MAX_DIMS];
+			int r = eng_ndim(xs[j]), k = 0;
+			for (int d = 0; d < r; d++)
+				if (d != ax[j])
+					sh[k++] = eng_shape(xs[j])[d];
+			if (add_val(b, g->input[N + j]->name ? g->input[N + j]->name : "", eng_reshape(sl, r - 1, sh), false, -1) < 0)
+				s = eng_set_error(n->ctx, ENG_ENOMEM, "onnx: out of memory");
+		}
+		for (size_t k = 0; k < g->n_node && !s; k++)
+			s = run_node(b, g->node[k]);
+		for (int o = 0; o < N + K && !s; o++) {
+			const char *nm = g->output[o]->name ? g->output[o]->name : "";
+			int k = onx_map_get(&b->names, nm);
+			if (k < 0) {
+				s = onx_fail(n, ENG_EINVAL, "body output '%.200s' is never computed", nm);
+				break;
+			}
+			if (o < N) {
+				state[o] = b->vals[k].t;
+				st_const[o] = b->vals[k].is_const;
+			} else
+				outs[(o - N) * len + t] = b->vals[k].t;
+		}
+	}
+	b->depth--;
+	for (int i = 0; i < N && !s; i++)
+		n->out[i] = eng_reshape(state[i], eng_ndim(state[i]), eng_shape(state[i]));
+	for (int k = 0; k < K && !s; k++) {
+		eng_tensor **seq = outs + k * len;
+		if (nod > k && odir[k]) /* reverse: the last step first */
+			for (int64_t i = 0; i < len / 2; i++) {
+				eng_tensor *tmp = seq[i];
+				seq[i] = seq[len - 1 - i];
+				seq[len - 1 - i] = tmp;
+			}
+		int oa;
+		if (!onx_axis(no > k ? oax[k] : 0, eng_ndim(seq[0]) + 1, &oa)) {
+			s = onx_fail(n, ENG_EAXIS, "scan output %d's axis is out of range", k);
+			break;
+		}
+		n->out[N + k] = eng_stack(seq, (int)len, oa);
+		s = onx_check(n, n->out[N + k]);
+	}
+	free(outs);
+	n->out_const = false;
+	return s;
+}
+
 static eng_status check_input(eng_onnx_model *m, int i, const eng_tensor *t)
 {
 	const eng_onnx_io *io = &m->in[i];

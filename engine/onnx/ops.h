@@ -93,6 +93,7 @@ eng_status onx_op_einsum(onx_node *n);
 /* graph.c */
 eng_status onx_op_if(onx_node *n);
 eng_status onx_op_loop(onx_node *n);
+eng_status onx_op_scan(onx_node *n);
 /* ops_misc.c */
 eng_status onx_op_det(onx_node *n);
 

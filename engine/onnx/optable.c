@@ -89,6 +89,7 @@ static const onx_op ops[] = {
 	{"Identity", 1, ANY, onx_op_identity, "", NULL},
 	{"If", 1, ANY, onx_op_if, "then_branch,else_branch", NULL},
 	{"Loop", 1, ANY, onx_op_loop, "body", NULL},
+	{"Scan", 9, ANY, onx_op_scan, "body,num_scan_inputs,scan_input_axes,scan_input_directions,scan_output_axes,scan_output_directions", NULL},
 	{"Det", 11, ANY, onx_op_det, "", NULL},
 	/* reductions (ops_reduce.c) */
 #define RED "axes,keepdims,noop_with_empty_axes"
