@@ -635,12 +635,48 @@ START_TEST(test_if_captures)
 }
 END_TEST
 
+/* Einsum with an ellipsis (broadcast batch dims) against matmul. */
+START_TEST(test_einsum_ellipsis)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	mb b;
+	mb_init(&b, 13);
+	mb_input(&b, "x", 3, (int64_t[]){2, 3, 4});
+	mb_input(&b, "y", 2, (int64_t[]){4, 5});
+	mb_output(&b, "z", 3, (int64_t[]){2, 3, 5});
+	static char *ein[] = {"x", "y"}, *eout[] = {"z"};
+	Onnx__NodeProto *nd = mb_node(&b, "Einsum", 2, ein, 1, eout);
+	Onnx__AttributeProto at, *ap[1] = {&at};
+	onnx__attribute_proto__init(&at);
+	at.name = "equation", at.has_type = 1, at.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+	at.has_s = 1, at.s.data = (uint8_t *)"...ij, jk -> ...ik", at.s.len = strlen("...ij, jk -> ...ik");
+	nd->n_attribute = 1, nd->attribute = ap;
+	char err[512];
+	eng_onnx_model *m = load_mb(ctx, &b, NULL, err, sizeof(err));
+	ck_assert_msg(m, "%s", err);
+	float xv[24], yv[20];
+	for (int i = 0; i < 24; i++)
+		xv[i] = (float)(i % 7) - 3;
+	for (int i = 0; i < 20; i++)
+		yv[i] = (float)(i % 5) * 0.5f;
+	eng_tensor *in[2] = {eng_from_data(ctx, ENG_F32, 3, (int64_t[]){2, 3, 4}, xv), eng_from_data(ctx, ENG_F32, 2, (int64_t[]){4, 5}, yv)}, *z = NULL;
+	ck_assert_msg(eng_onnx_build(m, in, &z, 0) == ENG_OK, "%s", eng_errmsg(ctx));
+	float got[30], want[30];
+	ck_assert_int_eq(eng_tensor_read(z, got, sizeof(got)), ENG_OK);
+	ck_assert_int_eq(eng_tensor_read(eng_matmul(in[0], in[1]), want, sizeof(want)), ENG_OK);
+	for (int i = 0; i < 30; i++)
+		ck_assert_float_eq_tol(got[i], want[i], 1e-5);
+	eng_onnx_free(m);
+	tu_ctx_free(ctx);
+}
+END_TEST
+
 Suite *onnx_suite(void)
 {
 	const TTest *const tests[] = {
 		test_add_end_to_end, test_unsupported_is_an_error, test_build_time_values, test_truncated_and_garbage,
 		test_unknown_fields_skipped, test_cycle_and_undefined, test_sizes_disagree, test_external_data_confined,
-		test_load_file, test_deep_nesting, test_if_captures,
+		test_load_file, test_deep_nesting, test_if_captures, test_einsum_ellipsis,
 	};
 	return tu_suite("onnx", tests, (int)(sizeof(tests) / sizeof(tests[0])), TU_TIMEOUT);
 }

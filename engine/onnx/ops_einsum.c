@@ -1,6 +1,8 @@
-/* ops_einsum.c: ONNX Einsum without ellipsis or repeated labels: every operand permuted and
+/* ops_einsum.c: ONNX Einsum without repeated labels (diagonals): an ellipsis is first rewritten
+ * into placeholder labels (aligned from the right, broadcast), then every operand is permuted and
  * reshaped to the equation's label space, multiplied (broadcast), the labels not in the output
  * summed, the rest permuted into the output's order. */
+#include <stdio.h>
 #include <string.h>
 
 #include "onnx_int.h"
@@ -14,19 +16,87 @@ static int labels(const char **p, char *out)
 		char c = **p;
 		if (c == ' ')
 			continue;
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) || k == ENG_MAX_DIMS)
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '7')) || k == ENG_MAX_DIMS)
 			return -1;
 		out[k++] = c;
 	}
 	return k;
 }
 
+/* Rewrite the ellipses of eq into placeholder labels '0'.. (the broadcast dims, aligned from
+ * the right), with an explicit output; false if the equation does not fit the inputs. */
+static bool expand_ellipsis(onx_node *n, const char *eq, char *out, size_t cap)
+{
+	const char *arrow = strstr(eq, "->");
+	size_t lhs_len = arrow ? (size_t)(arrow - eq) : strlen(eq);
+	int e[64], E = 0, op = 0, letters = 0;
+	bool has = false;
+	/* pass 1: ellipsis ranks */
+	for (size_t i = 0; i <= lhs_len; i++) {
+		if (i == lhs_len || eq[i] == ',') {
+			if (op >= 64 || op >= n->n_in || !onx_in(n, op))
+				return false;
+			int r = eng_ndim(onx_in(n, op));
+			e[op] = has ? r - letters : 0;
+			if (e[op] < 0 || (!has && r != letters))
+				return false;
+			E = e[op] > E ? e[op] : E;
+			op++, letters = 0, has = false;
+		} else if (!strncmp(eq + i, "...", 3)) {
+			has = true;
+			i += 2;
+		} else if (eq[i] != ' ')
+			letters++;
+	}
+	if (E > 8)
+		return false;
+	size_t k = 0;
+	op = 0;
+	for (size_t i = 0; i < lhs_len && k + 10 < cap; i++) {
+		if (eq[i] == ',') {
+			op++;
+			out[k++] = ',';
+		} else if (!strncmp(eq + i, "...", 3)) {
+			for (int d = E - e[op]; d < E; d++)
+				out[k++] = (char)('0' + d);
+			i += 2;
+		} else if (eq[i] != ' ')
+			out[k++] = eq[i];
+	}
+	out[k++] = '-', out[k++] = '>';
+	if (arrow) {
+		for (const char *q = arrow + 2; *q && k + 10 < cap; q++) {
+			if (!strncmp(q, "...", 3)) {
+				for (int d = 0; d < E; d++)
+					out[k++] = (char)('0' + d);
+				q += 2;
+			} else if (*q != ' ')
+				out[k++] = *q;
+		}
+	} else { /* implicit: the broadcast dims, then the letters used once, alphabetically */
+		for (int d = 0; d < E; d++)
+			out[k++] = (char)('0' + d);
+		for (char c = 'A'; c <= 'z' && k + 2 < cap; c++) {
+			int cnt = 0;
+			for (size_t i = 0; i < lhs_len; i++)
+				cnt += eq[i] == c;
+			if (cnt == 1 && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')))
+				out[k++] = c;
+		}
+	}
+	out[k] = 0;
+	return k + 10 < cap;
+}
+
 eng_status onx_op_einsum(onx_node *n)
 {
-	char eq[256], lab[64][ENG_MAX_DIMS], outl[ENG_MAX_DIMS], all[ENG_MAX_DIMS + 1];
-	onx_attr_s(n, "equation", "", eq, sizeof(eq));
-	if (strstr(eq, "..."))
-		return onx_fail(n, ENG_ENOTSUP, "an ellipsis in equation '%s' is not supported", eq);
+	char raw[256], eq[512], lab[64][ENG_MAX_DIMS], outl[ENG_MAX_DIMS], all[ENG_MAX_DIMS + 1];
+	onx_attr_s(n, "equation", "", raw, sizeof(raw));
+	if (strstr(raw, "...")) {
+		if (!expand_ellipsis(n, raw, eq, sizeof(eq)))
+			return onx_fail(n, ENG_EINVAL, "equation '%s' does not match the inputs", raw);
+	} else
+		snprintf(eq, sizeof(eq), "%s", raw);
 	int nop = n->n_in, nl[64], nall = 0, nout = -1;
 	const char *p = eq;
 	for (int i = 0; i < nop; i++) {
