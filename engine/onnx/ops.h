@@ -9,6 +9,8 @@
 eng_status onx_op_unary(onx_node *n);
 eng_status onx_op_identity(onx_node *n);
 eng_status onx_op_binary(onx_node *n);
+/* a / b for floats, corrected towards IEEE division (the engine's is a * recip(b)). */
+eng_tensor *onx_div_exact(const eng_tensor *a, const eng_tensor *b);
 eng_status onx_op_binary_legacy(onx_node *n);
 eng_status onx_op_variadic(onx_node *n);
 eng_status onx_op_clip(onx_node *n);

@@ -164,6 +164,19 @@ eng_status onx_op_identity(onx_node *n)
 
 /* ---- binary ---- */
 
+/* a / b for floats, closer to IEEE division than the engine's a * recip(b): one correction step
+ * q + (a - q b) / b, kept only where it is finite (b = 0 or an infinity keep q). Division that
+ * feeds Round, Floor or a Cast then agrees with other runtimes at the halfway points. */
+eng_tensor *onx_div_exact(const eng_tensor *a, const eng_tensor *b)
+{
+	eng_tensor *rb = eng_recip(b);
+	eng_tensor *q = eng_mul(a, rb);
+	eng_tensor *corr = eng_mul(eng_sub(a, eng_mul(q, b)), rb);
+	eng_tensor *finite = eng_eq(eng_sub(corr, corr), eng_mul_s(corr, 0.0));
+	eng_tensor *y = eng_where(finite, eng_add(q, corr), q);
+	return y && eng_tensor_dtype(y) != eng_tensor_dtype(q) ? eng_cast(y, eng_tensor_dtype(q)) : y;
+}
+
 static eng_tensor *mod_t(onx_node *n, const eng_tensor *a, const eng_tensor *b)
 {
 	eng_ctx *ctx = n->ctx;
@@ -198,7 +211,7 @@ eng_status onx_op_binary(onx_node *n)
 	if (!strcmp(op, "Add")) y = eng_add(a, b);
 	else if (!strcmp(op, "Sub")) y = eng_sub(a, b);
 	else if (!strcmp(op, "Mul")) y = eng_mul(a, b);
-	else if (!strcmp(op, "Div")) y = eng_dtype_is_float(da) ? eng_div(a, b) : eng_idiv(a, b);
+	else if (!strcmp(op, "Div")) y = eng_dtype_is_float(da) ? onx_div_exact(a, b) : eng_idiv(a, b);
 	else if (!strcmp(op, "Pow")) {
 		if (da == ENG_BOOL || db == ENG_BOOL)
 			return onx_fail(n, ENG_EDTYPE, "bool operands");

@@ -40,7 +40,7 @@ eng_status onx_op_quantize(onx_node *n)
 	eng_tensor *zpb = zp ? along(n, eng_cast(zp, ENG_F32), r, &s) : NULL;
 	if (s)
 		return s;
-	eng_tensor *v = eng_div(eng_cast(x, ENG_F32), eng_cast(scb, ENG_F32));
+	eng_tensor *v = onx_div_exact(eng_cast(x, ENG_F32), eng_cast(scb, ENG_F32));
 	v = eng_round(v);
 	if (zpb)
 		v = eng_add(v, zpb);
@@ -77,8 +77,8 @@ eng_status onx_op_dynamic_quantize(onx_node *n)
 	eng_tensor *xf = eng_cast(x, ENG_F32), *zero = eng_scalar(n->ctx, ENG_F32, 0);
 	eng_tensor *hi = eng_maximum(eng_max(xf, NULL, 0, false), zero), *lo = eng_minimum(eng_min(xf, NULL, 0, false), zero);
 	eng_tensor *scale = eng_div_s(eng_sub(hi, lo), 255.0);
-	eng_tensor *zpf = eng_clamp(eng_round(eng_neg(eng_div(lo, scale))), 0, 255);
-	n->out[0] = to_u8(n, eng_add(eng_round(eng_div(xf, scale)), zpf));
+	eng_tensor *zpf = eng_clamp(eng_round(eng_neg(onx_div_exact(lo, scale))), 0, 255);
+	n->out[0] = to_u8(n, eng_add(eng_round(onx_div_exact(xf, scale)), zpf));
 	if (n->n_out > 1)
 		n->out[1] = scale;
 	if (n->n_out > 2)
