@@ -671,12 +671,51 @@ START_TEST(test_einsum_ellipsis)
 }
 END_TEST
 
+/* LpPool (p = 2, 2x2 windows, stride 2) and GlobalLpPool against the definition (the node tests
+ * of onnx 1.12 have none). */
+START_TEST(test_lp_pool)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	for (int global = 0; global < 2; global++) {
+		mb b;
+		mb_init(&b, 13);
+		mb_input(&b, "x", 4, (int64_t[]){1, 1, 2, 4});
+		mb_output(&b, "y", 4, global ? (int64_t[]){1, 1, 1, 1} : (int64_t[]){1, 1, 1, 2});
+		static char *pin[] = {"x"}, *pout[] = {"y"};
+		Onnx__NodeProto *nd = mb_node(&b, global ? "GlobalLpPool" : "LpPool", 1, pin, 1, pout);
+		Onnx__AttributeProto ks, st, *ap[2] = {&ks, &st};
+		static int64_t two[2] = {2, 2};
+		onnx__attribute_proto__init(&ks);
+		onnx__attribute_proto__init(&st);
+		ks.name = "kernel_shape", ks.has_type = 1, ks.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS, ks.n_ints = 2, ks.ints = two;
+		st.name = "strides", st.has_type = 1, st.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS, st.n_ints = 2, st.ints = two;
+		if (!global)
+			nd->n_attribute = 2, nd->attribute = ap;
+		char err[512];
+		eng_onnx_model *m = load_mb(ctx, &b, NULL, err, sizeof(err));
+		ck_assert_msg(m, "%s", err);
+		float xv[8] = {1, -2, 3, 4, -5, 6, 7, 8}, out[2];
+		eng_tensor *x = eng_from_data(ctx, ENG_F32, 4, (int64_t[]){1, 1, 2, 4}, xv), *y = NULL;
+		ck_assert_msg(eng_onnx_build(m, &x, &y, 0) == ENG_OK, "%s", eng_errmsg(ctx));
+		ck_assert_int_eq(eng_tensor_read(y, out, sizeof(float) * (global ? 1 : 2)), ENG_OK);
+		if (global)
+			ck_assert_float_eq_tol(out[0], sqrtf(1 + 4 + 9 + 16 + 25 + 36 + 49 + 64), 1e-4);
+		else {
+			ck_assert_float_eq_tol(out[0], sqrtf(1 + 4 + 25 + 36), 1e-4);
+			ck_assert_float_eq_tol(out[1], sqrtf(9 + 16 + 49 + 64), 1e-4);
+		}
+		eng_onnx_free(m);
+	}
+	tu_ctx_free(ctx);
+}
+END_TEST
+
 Suite *onnx_suite(void)
 {
 	const TTest *const tests[] = {
 		test_add_end_to_end, test_unsupported_is_an_error, test_build_time_values, test_truncated_and_garbage,
 		test_unknown_fields_skipped, test_cycle_and_undefined, test_sizes_disagree, test_external_data_confined,
-		test_load_file, test_deep_nesting, test_if_captures, test_einsum_ellipsis,
+		test_load_file, test_deep_nesting, test_if_captures, test_einsum_ellipsis, test_lp_pool,
 	};
 	return tu_suite("onnx", tests, (int)(sizeof(tests) / sizeof(tests[0])), TU_TIMEOUT);
 }

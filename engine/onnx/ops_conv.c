@@ -1,5 +1,6 @@
-/* ops_conv.c: ONNX Conv and pooling (1-D and 2-D, as 2-D), with pads made explicit (asymmetric,
- * auto_pad SAME_UPPER/SAME_LOWER/VALID, ceil_mode), and the global poolings of any rank. */
+/* ops_conv.c: ONNX Conv, ConvTranspose and pooling (Max, Average, Lp; 1-D to 3-D), with pads
+ * made explicit (asymmetric, auto_pad SAME_UPPER/SAME_LOWER/VALID, ceil_mode), and the global
+ * poolings of any rank. */
 #include <math.h>
 #include <string.h>
 
@@ -346,6 +347,14 @@ eng_status onx_op_pool(onx_node *n)
 		return s;
 	if (want_idx)
 		return max_pool_indices(n, x, &w);
+	if (!strcmp(n->pb->op_type, "LpPool")) { /* (sum over the window of |x|^p)^(1/p), pads as 0 */
+		double p = (double)onx_attr_i(n, "p", 2);
+		if (p < 1 || !eng_dtype_is_float(eng_tensor_dtype(x)))
+			return onx_fail(n, ENG_ENOTSUP, "p = %g or type %s is not supported", p, eng_dtype_name(eng_tensor_dtype(x)));
+		eng_tensor *sum = pool_slices(n, pad_spatial(eng_pow_s(eng_abs(x), p), w.s, w.pb, w.pe), &w, false);
+		n->out[0] = sum ? eng_cast(eng_pow_s(sum, 1.0 / p), eng_tensor_dtype(x)) : NULL;
+		return onx_check(n, n->out[0]);
+	}
 	bool general = w.s == 3;
 	for (int i = 0; i < w.s; i++)
 		general |= w.dil[i] != 1;
@@ -410,7 +419,15 @@ eng_status onx_op_global_pool(onx_node *n)
 		ax[nax++] = i;
 	if (!nax)
 		return onx_fail(n, ENG_ESHAPE, "the input needs spatial dims");
-	eng_tensor *y = !strcmp(n->pb->op_type, "GlobalMaxPool") ? eng_max(x, ax, nax, true) : eng_mean(x, ax, nax, true);
+	const char *op = n->pb->op_type;
+	eng_tensor *y;
+	if (!strcmp(op, "GlobalLpPool")) {
+		double p = (double)onx_attr_i(n, "p", 2);
+		if (p < 1 || !eng_dtype_is_float(eng_tensor_dtype(x)))
+			return onx_fail(n, ENG_ENOTSUP, "p = %g or type %s is not supported", p, eng_dtype_name(eng_tensor_dtype(x)));
+		y = eng_pow_s(eng_sum(eng_pow_s(eng_abs(x), p), ax, nax, true), 1.0 / p);
+	} else
+		y = !strcmp(op, "GlobalMaxPool") ? eng_max(x, ax, nax, true) : eng_mean(x, ax, nax, true);
 	n->out[0] = y ? eng_cast(y, eng_tensor_dtype(x)) : y;
 	return onx_check(n, n->out[0]);
 }

@@ -164,6 +164,8 @@ static const onx_op ops[] = {
 	{"Gemm", 1, ANY, onx_op_gemm, "alpha,beta,transA,transB,broadcast", NULL},
 	{"GlobalAveragePool", 1, ANY, onx_op_global_pool, "", NULL},
 	{"GlobalMaxPool", 1, ANY, onx_op_global_pool, "", NULL},
+	{"GlobalLpPool", 2, ANY, onx_op_global_pool, "p", NULL},
+	{"LpPool", 11, ANY, onx_op_pool, "auto_pad,ceil_mode,dilations,kernel_shape,p,pads,strides", NULL},
 	{"InstanceNormalization", 1, ANY, onx_op_instancenorm, "epsilon," LEGACY, NULL},
 	{"LayerNormalization", 17, ANY, onx_op_layernorm, "axis,epsilon,stash_type", NULL},
 	{"LRN", 1, ANY, onx_op_lrn, "alpha,beta,bias,size", NULL},
