@@ -710,12 +710,69 @@ START_TEST(test_lp_pool)
 }
 END_TEST
 
+/* GroupNormalization (opsets 18 and 21) and RMSNormalization against the definitions (onnx
+ * 1.12's node tests have none). x (1, 4, 2): groups of 2 channels. */
+START_TEST(test_group_rms_norm)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	float xv[8] = {1, 2, 3, 5, -1, 0, 4, 9}, sv[4] = {1, 2, 0.5f, -1}, bv[4] = {0, 1, -1, 2};
+	for (int k = 0; k < 3; k++) {
+		int opset = k == 0 ? 18 : k == 1 ? 21 : 23;
+		bool rms = k == 2;
+		int64_t np = rms ? 2 : opset == 18 ? 2 : 4;
+		mb b;
+		mb_init(&b, opset);
+		mb_input(&b, "x", 3, (int64_t[]){1, 4, 2});
+		mb_output(&b, "y", 3, (int64_t[]){1, 4, 2});
+		static int64_t pd[1];
+		pd[0] = np;
+		mb_init_f32(&b, "s", 1, pd, sv, (size_t)np);
+		mb_init_f32(&b, "b", 1, pd, bv, (size_t)np);
+		static char *gin[] = {"x", "s", "b"}, *gout[] = {"y"};
+		Onnx__NodeProto *nd = mb_node(&b, rms ? "RMSNormalization" : "GroupNormalization", rms ? 2 : 3, gin, 1, gout);
+		Onnx__AttributeProto ng, *ap[1] = {&ng};
+		onnx__attribute_proto__init(&ng);
+		ng.name = "num_groups", ng.has_type = 1, ng.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT, ng.has_i = 1, ng.i = 2;
+		if (!rms)
+			nd->n_attribute = 1, nd->attribute = ap;
+		char err[512];
+		eng_onnx_model *m = load_mb(ctx, &b, NULL, err, sizeof(err));
+		ck_assert_msg(m, "%s", err);
+		eng_tensor *x = eng_from_data(ctx, ENG_F32, 3, (int64_t[]){1, 4, 2}, xv), *y = NULL;
+		ck_assert_msg(eng_onnx_build(m, &x, &y, 0) == ENG_OK, "%s", eng_errmsg(ctx));
+		float out[8];
+		ck_assert_int_eq(eng_tensor_read(y, out, sizeof(out)), ENG_OK);
+		for (int c = 0; c < 4; c++)
+			for (int j = 0; j < 2; j++) {
+				double want;
+				if (rms) { /* over the last axis (2 values), scale by position */
+					double ms = (xv[c * 2] * xv[c * 2] + xv[c * 2 + 1] * xv[c * 2 + 1]) / 2;
+					want = xv[c * 2 + j] / sqrt(ms + 1e-5) * sv[j];
+				} else {
+					int g = c / 2;
+					double mean = 0, var = 0;
+					for (int i = 0; i < 4; i++)
+						mean += xv[g * 4 + i] / 4.0;
+					for (int i = 0; i < 4; i++)
+						var += (xv[g * 4 + i] - mean) * (xv[g * 4 + i] - mean) / 4.0;
+					int p = opset == 18 ? g : c;
+					want = (xv[c * 2 + j] - mean) / sqrt(var + 1e-5) * sv[p] + bv[p];
+				}
+				ck_assert_msg(fabs(out[c * 2 + j] - want) < 1e-4, "opset %d at %d: %g, want %g", opset, c * 2 + j, out[c * 2 + j], want);
+			}
+		eng_onnx_free(m);
+	}
+	tu_ctx_free(ctx);
+}
+END_TEST
+
 Suite *onnx_suite(void)
 {
 	const TTest *const tests[] = {
 		test_add_end_to_end, test_unsupported_is_an_error, test_build_time_values, test_truncated_and_garbage,
 		test_unknown_fields_skipped, test_cycle_and_undefined, test_sizes_disagree, test_external_data_confined,
 		test_load_file, test_deep_nesting, test_if_captures, test_einsum_ellipsis, test_lp_pool,
+		test_group_rms_norm,
 	};
 	return tu_suite("onnx", tests, (int)(sizeof(tests) / sizeof(tests[0])), TU_TIMEOUT);
 }

@@ -55,6 +55,8 @@ eng_status onx_op_gemm(onx_node *n);
 eng_status onx_op_batchnorm(onx_node *n);
 eng_status onx_op_layernorm(onx_node *n);
 eng_status onx_op_instancenorm(onx_node *n);
+eng_status onx_op_groupnorm(onx_node *n);
+eng_status onx_op_rmsnorm(onx_node *n);
 
 /* ops_conv.c */
 eng_status onx_op_conv(onx_node *n);

@@ -1,5 +1,5 @@
-/* ops_nn.c: ONNX dense and normalisation ops: MatMul, Gemm, BatchNormalization (inference),
- * LayerNormalization, InstanceNormalization. */
+/* ops_nn.c: ONNX dense and normalisation ops: MatMul, Gemm, BatchNormalization (inference and
+ * training), LayerNormalization, InstanceNormalization, GroupNormalization, RMSNormalization. */
 #include <string.h>
 
 #include "onnx_int.h"
@@ -135,6 +135,64 @@ eng_status onx_op_instancenorm(onx_node *n)
 	eng_tensor *d = eng_sub(x, mean);
 	eng_tensor *inv = eng_rsqrt(eng_add_s(eng_mean(eng_mul(d, d), ax, nax, true), eps));
 	eng_tensor *y = eng_add(eng_mul(eng_mul(d, inv), chan(sc, r)), chan(b, r));
+	n->out[0] = y ? eng_cast(y, eng_tensor_dtype(x)) : y;
+	return onx_check(n, n->out[0]);
+}
+
+/* GroupNormalization: statistics per (sample, group of C / num_groups channels); scale and bias
+ * per group (opset 18) or per channel (opset >= 21). */
+eng_status onx_op_groupnorm(onx_node *n)
+{
+	eng_tensor *x = onx_in(n, 0), *sc = onx_in(n, 1), *b = onx_in(n, 2);
+	if (!x || !sc || !b)
+		return onx_fail(n, ENG_EINVAL, "X, scale and bias are needed");
+	int r = eng_ndim(x);
+	int64_t G = onx_attr_i(n, "num_groups", 0);
+	if (r < 2 || G < 1 || eng_shape(x)[1] % G)
+		return onx_fail(n, ENG_ESHAPE, "num_groups %lld does not divide the channels", (long long)G);
+	if (onx_attr_i(n, "stash_type", 1) != 1)
+		return onx_fail(n, ENG_ENOTSUP, "attribute 'stash_type' other than float is not supported");
+	int64_t N = eng_shape(x)[0], C = eng_shape(x)[1], rest = eng_numel(x) / (N ? N : 1) / (C ? C : 1);
+	bool per_group = n->opset < 21;
+	if (eng_numel(sc) != (per_group ? G : C) || eng_numel(b) != (per_group ? G : C))
+		return onx_fail(n, ENG_ESHAPE, "scale and bias must hold %lld values", (long long)(per_group ? G : C));
+	double eps = onx_attr_f(n, "epsilon", 1e-5);
+	eng_dtype dt = eng_tensor_dtype(x);
+	eng_tensor *xg = eng_reshape(eng_cast(x, ENG_F32), 3, (int64_t[]){N, G, C / G * rest});
+	int last = 2;
+	eng_tensor *mean = eng_mean(xg, &last, 1, true), *d = eng_sub(xg, mean);
+	eng_tensor *y = eng_mul(d, eng_rsqrt(eng_add_s(eng_mean(eng_mul(d, d), &last, 1, true), eps)));
+	y = eng_reshape(y, 3, (int64_t[]){N, C, rest});
+	eng_tensor *s3, *b3;
+	if (per_group) { /* group g's value for its C / G channels */
+		s3 = eng_reshape(eng_expand(eng_reshape(sc, 2, (int64_t[]){G, 1}), 2, (int64_t[]){G, C / G}), 3, (int64_t[]){1, C, 1});
+		b3 = eng_reshape(eng_expand(eng_reshape(b, 2, (int64_t[]){G, 1}), 2, (int64_t[]){G, C / G}), 3, (int64_t[]){1, C, 1});
+	} else {
+		s3 = eng_reshape(sc, 3, (int64_t[]){1, C, 1});
+		b3 = eng_reshape(b, 3, (int64_t[]){1, C, 1});
+	}
+	y = eng_add(eng_mul(y, eng_cast(s3, ENG_F32)), eng_cast(b3, ENG_F32));
+	n->out[0] = y ? eng_cast(eng_reshape(y, r, eng_shape(x)), dt) : y;
+	return onx_check(n, n->out[0]);
+}
+
+/* RMSNormalization: x / sqrt(mean(x^2 over axes [axis, rank)) + epsilon) * scale. */
+eng_status onx_op_rmsnorm(onx_node *n)
+{
+	eng_tensor *x = onx_in(n, 0), *sc = onx_in(n, 1);
+	if (!x || !sc)
+		return onx_fail(n, ENG_EINVAL, "X and scale are needed");
+	int r = eng_ndim(x), a;
+	if (!onx_axis(onx_attr_i(n, "axis", -1), r, &a))
+		return onx_fail(n, ENG_EAXIS, "attribute 'axis' is out of range for rank %d", r);
+	if (onx_attr_i(n, "stash_type", 1) != 1)
+		return onx_fail(n, ENG_ENOTSUP, "attribute 'stash_type' other than float is not supported");
+	int ax[ENG_MAX_DIMS], nax = 0;
+	for (int i = a; i < r; i++)
+		ax[nax++] = i;
+	eng_tensor *xf = eng_cast(x, ENG_F32);
+	eng_tensor *y = eng_mul(xf, eng_rsqrt(eng_add_s(eng_mean(eng_mul(xf, xf), ax, nax, true), onx_attr_f(n, "epsilon", 1e-5))));
+	y = eng_mul(y, eng_cast(sc, ENG_F32));
 	n->out[0] = y ? eng_cast(y, eng_tensor_dtype(x)) : y;
 	return onx_check(n, n->out[0]);
 }
