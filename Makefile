@@ -33,6 +33,12 @@ NNG_LIBS   := $(shell pkg-config --libs nng 2>/dev/null || echo -lnng)
 DAEMON_LIBS := $(NNG_LIBS) $(shell pkg-config --libs libuv libsystemd 2>/dev/null || echo -luv -lsystemd)
 
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
+# The ONNX importer (engine/onnx) parses with C that protoc-c generates at build time from the
+# onnx.proto of Debian's libonnx-dev into $(BUILD)/gen (not committed), linked with libprotobuf-c.
+ONNX_PROTO   ?= /usr/include/onnx/onnx.proto
+ONNX_GEN_OBJ := $(BUILD)/engine/onnx/gen/onnx.pb-c.o
+ENGINE_OBJ   += $(ONNX_GEN_OBJ)
+LDLIBS       += $(shell pkg-config --libs libprotobuf-c 2>/dev/null || echo -lprotobuf-c)
 PROTO_OBJ  := $(PROTO_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ   := $(TEST_SRC:%.c=$(BUILD)/%.o)
 DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/%.o)
@@ -73,6 +79,18 @@ all: $(LIB) $(PROTO_LIB) $(CLIENT_LIB) $(SO_LINK) $(DAEMON_BIN) $(CTL_BIN) $(TES
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(INC) -c $< -o $@
+
+$(BUILD)/gen/onnx%pb-c.c $(BUILD)/gen/onnx%pb-c.h: $(ONNX_PROTO)
+	@mkdir -p $(BUILD)/gen
+	protoc-c --c_out=$(BUILD)/gen --proto_path=$(dir $(ONNX_PROTO)) $(ONNX_PROTO)
+
+$(ONNX_GEN_OBJ): $(BUILD)/gen/onnx.pb-c.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -I$(BUILD)/gen -c $< -o $@
+
+$(BUILD)/engine/onnx/%.o $(BUILD)/tests/test_onnx.o: INC += -I$(BUILD)/gen
+$(BUILD)/tests/test_onnx.o: | $(BUILD)/gen/onnx.pb-c.h
+$(filter-out $(ONNX_GEN_OBJ),$(filter $(BUILD)/engine/onnx/%,$(ENGINE_OBJ))): | $(BUILD)/gen/onnx.pb-c.h
 
 $(BUILD)/pic/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -141,6 +159,26 @@ $(DAEMON_BENCH_BIN): $(BUILD)/bin/bench_%: $(BUILD)/bench/%.o $(CLIENT_LIB) $(PR
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(CLIENT_LIB) $(PROTO_LIB) $(LIB) $(NNG_LIBS) $(LDLIBS)
 
+# ONNX's backend node tests (Debian's libonnx-testdata) through the importer, each case in its own
+# process (tests/onnx/runner.c): per case PASS / FAIL / UNSUPPORTED, a summary line per suite; a
+# case of tests/onnx/passing.txt that no longer passes fails the run (ONNX_DEV=CL runs it on
+# OpenCL). `make onnx-baseline` rewrites passing.txt and unsupported.txt (the other cases with
+# their reasons) from a full run on the CPU.
+ONNX_DATA   ?= /usr/share/libonnx-testdata/data
+ONNX_SUITES := $(wildcard $(ONNX_DATA)/node $(ONNX_DATA)/pytorch-converted $(ONNX_DATA)/pytorch-operator $(ONNX_DATA)/simple)
+ONNX_RUNNER := $(BUILD)/bin/onnx_node_runner
+ONNX_JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
+$(ONNX_RUNNER): $(BUILD)/tests/onnx/runner.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+$(BUILD)/tests/onnx/runner.o: INC := -Iinclude
+.PHONY: onnx-check onnx-baseline
+ONNX_DEV    ?= CPU
+onnx-check: $(ONNX_RUNNER)
+	$(ONNX_RUNNER) -j $(ONNX_JOBS) -d $(ONNX_DEV) --baseline tests/onnx/passing.txt $(ONNX_SUITES)
+onnx-baseline: $(ONNX_RUNNER)
+	$(ONNX_RUNNER) -j $(ONNX_JOBS) --write tests/onnx/passing.txt --unsupported tests/onnx/unsupported.txt $(ONNX_SUITES)
+
 examples: $(EXAMPLE_BIN)
 bench: $(BENCH_BIN)
 
@@ -171,7 +209,7 @@ tsan:
 # committed seed corpus (new inputs go to build-fuzz/corpus/). Any crash, leak, sanitizer report
 # or failed check in a target fails the run; the input is kept as build-fuzz/crash-<target>-*.
 FUZZ_SECONDS ?= 45
-FUZZ_TARGETS := safetensors idx request graph
+FUZZ_TARGETS := safetensors idx request graph onnx
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 
 $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h $(PROTO_LIB) $(LIB)
@@ -184,10 +222,11 @@ fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		mkdir -p build-fuzz/corpus/$$t || exit 1; \
 		dict=; [ -f tests/fuzz/$$t.dict ] && dict=-dict=tests/fuzz/$$t.dict; \
+		extra=; [ $$t = onnx ] && [ -d $(ONNX_DATA)/simple ] && extra=$(ONNX_DATA)/simple; \
 		echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
 		UBSAN_OPTIONS=print_stacktrace=1 build-fuzz/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) \
 			-max_len=65536 -rss_limit_mb=2048 -print_final_stats=1 $$dict \
-			-artifact_prefix=build-fuzz/crash-$$t- build-fuzz/corpus/$$t tests/fuzz/corpus/$$t \
+			-artifact_prefix=build-fuzz/crash-$$t- build-fuzz/corpus/$$t tests/fuzz/corpus/$$t $$extra \
 			2>build-fuzz/fuzz-$$t.log || { tail -60 build-fuzz/fuzz-$$t.log; \
 			echo "fuzz: $$t FAILED (log: build-fuzz/fuzz-$$t.log)"; exit 1; }; \
 		grep -E '^stat::number_of_executed_units|^Done' build-fuzz/fuzz-$$t.log; \
@@ -195,8 +234,8 @@ fuzz:
 
 # Every test: the layering check, the plain suite, the sanitized ones, the loader fuzzers, short
 # training runs, then the backend conformance run (CPU and OpenCL; an absent backend is reported
-# SKIPPED). The README's test command.
-check: layers test asan tsan fuzz train-check conformance soak install-check python-test tensorctl-check
+# SKIPPED), ..., and ONNX's backend node tests against tests/onnx/passing.txt. The README's test command.
+check: layers test asan tsan fuzz train-check conformance soak install-check python-test tensorctl-check onnx-check
 
 # The daemon soak (bench/soak.c): SOAK_REQUESTS (default 1,000,000) mixed requests from several
 # clients against one tensord; fails on any unexpected reply status or on daemon RSS growth

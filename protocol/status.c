@@ -51,6 +51,7 @@ tsd_status tsd_status_from_eng(eng_status s)
 	case ENG_ECOMPILE: return TSD_COMPILE_FAILED;
 	case ENG_EDEVICE: return TSD_DEVICE_ERROR;
 	case ENG_ECANCELED: return TSD_CANCELLED;
+	case ENG_ENOTSUP: return TSD_BAD_REQUEST;
 	/* EIO, ESTATE, ENOTFOUND: the daemon's own files or state, not the client's input */
 	default: return TSD_INTERNAL;
 	}

@@ -12,6 +12,9 @@ PKGS=(
 	dataset-fashion-mnist
 	# python3-numpy: the Python client's numpy tests (make python-test); the client needs none
 	python3-numpy
+	# ONNX import: protoc-c generates the parser from libonnx-dev's onnx.proto at build time;
+	# libonnx-testdata (6 MB download, 21 MB installed) holds ONNX's backend node tests (make onnx-check)
+	protobuf-c-compiler libprotobuf-c-dev libonnx-dev libonnx-testdata
 )
 
 missing=()

@@ -33,6 +33,7 @@ LAYERS = [
     ["engine/jit"],                                    # capture and replay
     ["engine/nn"],                                     # layers, losses, optimizers
     ["engine/io"],                                     # safetensors, IDX
+    ["engine/onnx"],                                   # ONNX import: protobuf -> Tensor API graph
     ["protocol"],                                      # wire codec, graph format (public API only)
     ["clients", "daemon"],                             # client library and tensorctl; the server (each on its own)
 ]

@@ -184,6 +184,53 @@ GRAPH = {
 }
 
 
+# ---- ONNX (protobuf wire format written by hand: field numbers from onnx.proto) ----
+
+def pb_varint(n):
+    out = b""
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+
+
+def pb(num, value):
+    """One field: an int as a varint, bytes/str length-delimited."""
+    if isinstance(value, int):
+        return pb_varint(num << 3) + pb_varint(value)
+    if isinstance(value, str):
+        value = value.encode()
+    return pb_varint(num << 3 | 2) + pb_varint(len(value)) + value
+
+
+def onnx_value(name, dims):
+    shape = b"".join(pb(1, pb(2, d) if isinstance(d, str) else pb(1, d)) for d in dims)
+    return pb(1, name) + pb(2, pb(1, pb(1, 1) + pb(2, shape)))
+
+
+def onnx_model(nodes, inits, inputs, outputs, opset=13):
+    g = b"".join(pb(1, n) for n in nodes) + pb(2, "g") + b"".join(pb(5, t) for t in inits)
+    g += b"".join(pb(11, v) for v in inputs) + b"".join(pb(12, v) for v in outputs)
+    return pb(1, 8) + pb(8, pb(1, "") + pb(2, opset)) + pb(7, g)
+
+
+def onnx_node(op, ins, outs, attrs=b""):
+    return b"".join(pb(1, i) for i in ins) + b"".join(pb(2, o) for o in outs) + pb(4, op) + attrs
+
+
+ONNX = {
+    "add_init": onnx_model([onnx_node("Add", ["x", "w"], ["y"])],
+                           [pb(1, 2) + pb(1, 3) + pb(2, 1) + pb(8, "w") + pb(9, struct.pack("<6f", *range(6)))],
+                           [onnx_value("x", ["batch", 3])], [onnx_value("y", ["batch", 3])]),
+    "reshape_const": onnx_model([onnx_node("Constant", [], ["s"], pb(5, pb(1, "value") + pb(20, 4) + pb(5, pb(1, 1) + pb(2, 7) + pb(7, 6) + pb(8, "s")))),
+                                 onnx_node("Reshape", ["x", "s"], ["y"]), onnx_node("Relu", ["y"], ["z"])],
+                                [], [onnx_value("x", [2, 3])], [onnx_value("z", [6])]),
+}
+
+
 def main():
     # 'J' seeds: JSON, NUL, payload area; fuzz_request frames them (so JSON mutations keep the length)
     for name, msg in list(REQUEST.items()):
@@ -191,7 +238,7 @@ def main():
         area = msg[(8 + jl + 63) // 64 * 64:]
         REQUEST["J_" + name] = b"J" + msg[8:8 + jl] + (b"\0" + area if area else b"")
     graphs = {k: json.dumps(v, separators=(",", ":")).encode() for k, v in GRAPH.items()}
-    for name, files in (("safetensors", SAFETENSORS), ("idx", IDX), ("request", REQUEST), ("graph", graphs)):
+    for name, files in (("safetensors", SAFETENSORS), ("idx", IDX), ("request", REQUEST), ("graph", graphs), ("onnx", ONNX)):
         d = os.path.join(HERE, "corpus", name)
         os.makedirs(d, exist_ok=True)
         for fn, data in files.items():

@@ -1,0 +1,516 @@
+/* graph.c: eng_onnx_build: walks the nodes in topological order, looks each up in the op table,
+ * checks its attributes, and binds values by name; constants propagate so that values needed at
+ * build time (shapes, axes, pads) are read from folded constants. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/context.h"
+#include "onnx_int.h"
+#include "ops.h"
+
+static eng_status run_node(onx_build *b, const Onnx__NodeProto *pb);
+
+struct onx_build {
+	eng_onnx_model *m;
+	eng_ctx *ctx;
+	unsigned flags;
+	onx_map names;
+	onx_val *vals;
+	int nvals, cap;
+	int depth;     /* nested If/Loop bodies being built */
+	int64_t nodes; /* nodes built, unrolled loops included (bounded: a hostile nest of loops) */
+};
+
+static int add_val(onx_build *b, const char *name, eng_tensor *t, bool is_const, int input)
+{
+	if (b->nvals == b->cap) {
+		int cap = b->cap ? b->cap * 2 : 256;
+		onx_val *v = realloc(b->vals, (size_t)cap * sizeof(*v));
+		if (!v)
+			return -1;
+		b->vals = v;
+		b->cap = cap;
+	}
+	b->vals[b->nvals] = (onx_val){t, is_const, input};
+	if (!onx_map_put(&b->names, name, b->nvals))
+		return -1;
+	return b->nvals++;
+}
+
+unsigned onx_model_flags(const onx_node *n) { return n->b->m->flags; }
+bool *onx_model_narrowed(onx_node *n) { return &n->b->m->narrowed; }
+
+bool onx_node_dtype(onx_node *n, int onnx_type, eng_dtype *out)
+{
+	return onx_dtype(onnx_type, n->b->m->flags, &n->b->m->narrowed, out);
+}
+
+eng_status onx_in_check_static(onx_node *n, int i)
+{
+	const onx_val *v = n->in[i];
+	if (v->is_const)
+		return ENG_OK;
+	onx_build *b = n->b;
+	if (!(b->flags & ENG_ONNX_SPECIALIZE))
+		return onx_fail(n, ENG_ENOTSUP, "input %d ('%.200s') is needed while building and must be a constant "
+			"(an initializer, a Constant node or computed from them)", i, n->pb->input[i]);
+	/* The built graph now depends on input values: which inputs is not tracked finer than
+	 * "all of them". */
+	for (int k = 0; k < b->m->n_in; k++)
+		b->m->in_static[k] = true;
+	return ENG_OK;
+}
+
+eng_status onx_in_ints(onx_node *n, int i, int64_t *out, int max, int *count)
+{
+	*count = -1;
+	if (i >= n->n_in || !n->in[i])
+		return ENG_OK;
+	const onx_val *v = n->in[i];
+	eng_status s = onx_in_check_static(n, i);
+	if (s)
+		return s;
+	int64_t numel = eng_numel(v->t);
+	if (eng_ndim(v->t) > 1 || numel > max)
+		return onx_fail(n, ENG_ENOTSUP, "input %d ('%.200s'): %lld values (at most %d, rank <= 1)", i, n->pb->input[i], (long long)numel, max);
+	eng_dtype dt = eng_tensor_dtype(v->t);
+	if (eng_dtype_is_float(dt))
+		return onx_fail(n, ENG_EDTYPE, "input %d ('%.200s') must be integer, not %s", i, n->pb->input[i], eng_dtype_name(dt));
+	eng_tensor *c = dt == ENG_I64 ? (eng_tensor *)v->t : eng_cast(v->t, ENG_I64);
+	s = c ? eng_tensor_read(c, out, (size_t)numel * sizeof(int64_t)) : eng_error(n->ctx);
+	if (c != v->t)
+		eng_tensor_free(c);
+	if (s)
+		return s;
+	*count = (int)numel;
+	return ENG_OK;
+}
+
+eng_status onx_in_scalar(onx_node *n, int i, double *out, bool *present)
+{
+	*present = false;
+	if (i >= n->n_in || !n->in[i])
+		return ENG_OK;
+	const onx_val *v = n->in[i];
+	eng_status s = onx_in_check_static(n, i);
+	if (s)
+		return s;
+	if (eng_numel(v->t) != 1)
+		return onx_fail(n, ENG_ESHAPE, "input %d ('%.200s') must hold one value, not %lld", i, n->pb->input[i], (long long)eng_numel(v->t));
+	*out = eng_item(v->t);
+	if (eng_error(n->ctx))
+		return eng_error(n->ctx);
+	*present = true;
+	return ENG_OK;
+}
+
+/* Every attribute of the node must be one the op's entry lists. */
+static eng_status check_attrs(onx_node *n, const onx_op *op)
+{
+	for (size_t i = 0; i < n->pb->n_attribute; i++) {
+		const char *a = n->pb->attribute[i]->name ? n->pb->attribute[i]->name : "";
+		size_t al = strlen(a);
+		bool ok = false;
+		for (const char *p = op->attrs; p && *p && !ok;) {
+			size_t l = strcspn(p, ",");
+			ok = l == al && !strncmp(p, a, l);
+			p += l + (p[l] == ',');
+		}
+		if (!ok)
+			return onx_fail(n, ENG_ENOTSUP, "attribute '%.100s' is not supported", a);
+		if (n->pb->attribute[i]->ref_attr_name && *n->pb->attribute[i]->ref_attr_name)
+			return onx_fail(n, ENG_ENOTSUP, "attribute '%.100s' refers to a function attribute", a);
+	}
+	return ENG_OK;
+}
+
+static eng_status run_node(onx_build *b, const Onnx__NodeProto *pb)
+{
+	const onx_val *inv[64];
+	eng_tensor *outv[64] = {0};
+	const char *dom = pb->domain ? pb->domain : "";
+	onx_node n = {.b = b, .ctx = b->ctx, .pb = pb, .opset = eng_onnx_opset(b->m, dom), .n_in = (int)pb->n_input,
+		      .n_out = (int)pb->n_output, .in = inv, .out = outv, .out_const = true};
+	if (n.opset <= 0)
+		return onx_fail(&n, ENG_EINVAL, "the model imports no opset of domain '%.100s'", dom);
+	if (pb->n_input > 64 || pb->n_output > 64)
+		return onx_fail(&n, ENG_ENOTSUP, "%zu inputs, %zu outputs (at most 64)", pb->n_input, pb->n_output);
+	if (++b->nodes > ONX_MAX_BUILT_NODES)
+		return onx_fail(&n, ENG_ENOTSUP, "more than %d nodes to build (loops unrolled)", ONX_MAX_BUILT_NODES);
+	bool known;
+	const onx_op *op = onx_op_find(dom, pb->op_type ? pb->op_type : "", n.opset, &known);
+	if (!op)
+		return onx_fail(&n, ENG_ENOTSUP, known ? "this opset's version of the op is not supported"
+			: *dom && strcmp(dom, "ai.onnx") ? "op of domain '%.100s' is not supported" : "op is not supported", dom);
+	eng_status s = check_attrs(&n, op);
+	if (s)
+		return s;
+	for (int i = 0; i < n.n_in; i++) {
+		inv[i] = NULL;
+		if (!*pb->input[i])
+			continue;
+		int k = onx_map_get(&b->names, pb->input[i]);
+		if (k < 0)
+			return onx_fail(&n, ENG_EINVAL, "input '%.200s' has no value", pb->input[i]);
+		inv[i] = &b->vals[k];
+		n.out_const &= b->vals[k].is_const;
+	}
+	s = op->fn(&n);
+	if (s)
+		return eng_error(b->ctx) ? s : onx_fail(&n, s, "failed");
+	if (eng_error(b->ctx))
+		return eng_error(b->ctx);
+	for (int i = 0; i < n.n_out; i++) {
+		if (!*pb->output[i])
+			continue;
+		if (!outv[i])
+			return onx_fail(&n, ENG_ENOTSUP, "output %d ('%.200s') is not produced", i, pb->output[i]);
+		if (add_val(b, pb->output[i], outv[i], n.out_const, -1) < 0)
+			return eng_set_error(b->ctx, ENG_ENOMEM, "onnx: out of memory");
+	}
+	return ENG_OK;
+}
+
+/* If: the condition is needed while building (a constant, or ENG_ONNX_SPECIALIZE); the chosen
+ * branch's nodes are built in place, seeing the outer values. */
+eng_status onx_op_if(onx_node *n)
+{
+	double c;
+	bool present;
+	eng_status s = onx_in_scalar(n, 0, &c, &present);
+	if (s)
+		return s;
+	if (!present)
+		return onx_fail(n, ENG_EINVAL, "the condition is missing");
+	const char *which = c != 0 ? "then_branch" : "else_branch";
+	const Onnx__AttributeProto *a = onx_attr(n, which);
+	if (!a || !a->g)
+		return onx_fail(n, ENG_EINVAL, "attribute '%s' holds no graph", which);
+	const Onnx__GraphProto *g = a->g;
+	if (g->n_initializer || g->n_sparse_initializer)
+		return onx_fail(n, ENG_ENOTSUP, "initializers inside a branch are not supported");
+	if ((int)g->n_output != n->n_out)
+		return onx_fail(n, ENG_EINVAL, "attribute '%s' has %zu outputs, the node %d", which, g->n_output, n->n_out);
+	onx_build *b = n->b;
+	if (b->depth >= 16)
+		return onx_fail(n, ENG_ENOTSUP, "If nested more than 16 deep");
+	b->depth++;
+	for (size_t k = 0; k < g->n_node && !s; k++)
+		s = run_node(b, g->node[k]);
+	b->depth--;
+	if (s)
+		return s;
+	for (int i = 0; i < n->n_out; i++) {
+		const char *nm = g->output[i]->name ? g->output[i]->name : "";
+		int k = onx_map_get(&b->names, nm);
+		if (k < 0)
+			return onx_fail(n, ENG_EINVAL, "branch output '%.200s' is never computed", nm);
+		eng_tensor *t = b->vals[k].t;
+		n->out[i] = eng_reshape(t, eng_ndim(t), eng_shape(t));
+		n->out_const &= b->vals[k].is_const;
+	}
+	return ENG_OK;
+}
+
+/* A boolean value needed while building (Loop's condition): a constant, or any value under
+ * ENG_ONNX_SPECIALIZE (the graph then depends on the inputs' values). */
+static eng_status read_flag(onx_node *n, const onx_val *v, const char *what, bool *out)
+{
+	if (!v->is_const) {
+		if (!(n->b->flags & ENG_ONNX_SPECIALIZE))
+			return onx_fail(n, ENG_ENOTSUP, "the %s is needed while building and must be a constant", what);
+		for (int k = 0; k < n->b->m->n_in; k++)
+			n->b->m->in_static[k] = true;
+	}
+	if (eng_numel(v->t) != 1)
+		return onx_fail(n, ENG_ESHAPE, "the %s must hold one value", what);
+	double d = eng_item(v->t);
+	if (eng_error(n->ctx))
+		return eng_error(n->ctx);
+	*out = d != 0;
+	return ENG_OK;
+}
+
+/* Loop, unrolled while building: the trip count and the condition are needed while building;
+ * each iteration builds the body in place with its inputs bound to the iteration number, the
+ * condition and the carried values; scan outputs are stacked along a new first axis. */
+eng_status onx_op_loop(onx_node *n)
+{
+	const Onnx__AttributeProto *a = onx_attr(n, "body");
+	if (!a || !a->g)
+		return onx_fail(n, ENG_EINVAL, "attribute 'body' holds no graph");
+	const Onnx__GraphProto *g = a->g;
+	int nc = n->n_in - 2; /* carried values */
+	if (nc < 0 || (int)g->n_input != nc + 2 || (int)g->n_output < nc + 1 || n->n_out != (int)g->n_output - 1)
+		return onx_fail(n, ENG_EINVAL, "the body's inputs and outputs do not match the node's");
+	if (g->n_initializer || g->n_sparse_initializer)
+		return onx_fail(n, ENG_ENOTSUP, "initializers inside a body are not supported");
+	int nscan = (int)g->n_output - 1 - nc;
+	double trip = -1;
+	bool has_trip = false, cond = true;
+	eng_status s = onx_in_scalar(n, 0, &trip, &has_trip);
+	if (s)
+		return s;
+	if (n->n_in > 1 && n->in[1] && (s = read_flag(n, n->in[1], "condition", &cond)))
+		return s;
+	if (!has_trip && !(n->n_in > 1 && n->in[1]))
+		return onx_fail(n, ENG_ENOTSUP, "a loop without trip count or condition");
+	onx_build *b = n->b;
+	if (b->depth >= 16)
+		return onx_fail(n, ENG_ENOTSUP, "subgraphs nested more than 16 deep");
+	enum { MAX_ITER = 4096 };
+	eng_tensor *carried[64];
+	bool carried_const[64];
+	for (int i = 0; i < nc; i++) {
+		carried[i] = onx_in(n, 2 + i);
+		carried_const[i] = n->in[2 + i] && n->in[2 + i]->is_const;
+		if (!carried[i])
+			return onx_fail(n, ENG_ENOTSUP, "an omitted loop-carried value");
+	}
+	eng_tensor **scans = NULL;
+	int64_t it = 0;
+	if (nscan > 0 && !(scans = calloc((size_t)nscan * MAX_ITER, sizeof(*scans))))
+		return onx_fail(n, ENG_ENOMEM, "out of memory");
+	b->depth++;
+	for (; (!has_trip || it < (int64_t)trip) && cond && !s; it++) {
+		if (it >= MAX_ITER) {
+			s = onx_fail(n, ENG_ENOTSUP, "more than %d iterations", MAX_ITER);
+			break;
+		}
+		bool cflag = cond;
+		eng_tensor *iv = eng_from_data(n->ctx, ENG_I64, 0, NULL, &it);
+		eng_tensor *cv = eng_from_data(n->ctx, ENG_BOOL, 0, NULL, &cflag);
+		if (add_val(b, g->input[0]->name ? g->input[0]->name : "", iv, true, -1) < 0 ||
+		    add_val(b, g->input[1]->name ? g->input[1]->name : "", cv, true, -1) < 0) {
+			s = eng_set_error(n->ctx, ENG_ENOMEM, "onnx: out of memory");
+			break;
+		}
+		for (int i = 0; i < nc && !s; i++)
+			if (add_val(b, g->input[2 + i]->name ? g->input[2 + i]->name : "", carried[i], carried_const[i], -1) < 0)
+				s = eng_set_error(n->ctx, ENG_ENOMEM, "onnx: out of memory");
+		for (size_t k = 0; k < g->n_node && !s; k++)
+			s = run_node(b, g->node[k]);
+		for (int o = 0; o < (int)g->n_output && !s; o++) {
+			const char *nm = g->output[o]->name ? g->output[o]->name : "";
+			int k = onx_map_get(&b->names, nm);
+			if (k < 0) {
+				s = onx_fail(n, ENG_EINVAL, "body output '%.200s' is never computed", nm);
+				break;
+			}
+			if (o == 0)
+				s = read_flag(n, &b->vals[k], "condition", &cond);
+			else if (o <= nc) {
+				carried[o - 1] = b->vals[k].t;
+				carried_const[o - 1] = b->vals[k].is_const;
+			} else
+				scans[(o - 1 - nc) * MAX_ITER + it] = b->vals[k].t;
+		}
+	}
+	b->depth--;
+	for (int i = 0; i < nc && !s; i++)
+		n->out[i] = eng_reshape(carried[i], eng_ndim(carried[i]), eng_shape(carried[i]));
+	for (int j = 0; j < nscan && !s; j++) {
+		if (it == 0) {
+			s = onx_fail(n, ENG_ENOTSUP, "scan outputs of a loop that runs no iteration");
+			break;
+		}
+		n->out[nc + j] = eng_stack(scans + j * MAX_ITER, (int)it, 0);
+		s = onx_check(n, n->out[nc + j]);
+	}
+	for (int i = 0; i < nc; i++)
+		n->out_const &= carried_const[i];
+	free(scans);
+	return s;
+}
+
+/* Scan (opset >= 9), unrolled while building: N state values, M scan inputs sliced along their
+ * axes (in either direction); the body's K scan outputs are stacked along their axes. */
+eng_status onx_op_scan(onx_node *n)
+{
+	const Onnx__AttributeProto *a = onx_attr(n, "body");
+	if (!a || !a->g)
+		return onx_fail(n, ENG_EINVAL, "attribute 'body' holds no graph");
+	if (n->opset < 9)
+		return onx_fail(n, ENG_ENOTSUP, "Scan before opset 9 (with sequence_lens) is not supported");
+	const Onnx__GraphProto *g = a->g;
+	int M = (int)onx_attr_i(n, "num_scan_inputs", -1), N = n->n_in - M, K = n->n_out - N;
+	if (M < 1 || N < 0 || K < 0 || (int)g->n_input != N + M || (int)g->n_output != N + K || N + M > 64 || N + K > 64)
+		return onx_fail(n, ENG_EINVAL, "the body's inputs and outputs do not match the node's");
+	if (g->n_initializer || g->n_sparse_initializer)
+		return onx_fail(n, ENG_ENOTSUP, "initializers inside a body are not supported");
+	int64_t iax[64], idir[64], oax[64], odir[64];
+	int ni, nid, no, nod;
+	eng_status s;
+	if ((s = onx_attr_ints(n, "scan_input_axes", iax, 64, &ni)) || (s = onx_attr_ints(n, "scan_input_directions", idir, 64, &nid)) ||
+	    (s = onx_attr_ints(n, "scan_output_axes", oax, 64, &no)) || (s = onx_attr_ints(n, "scan_output_directions", odir, 64, &nod)))
+		return s;
+	eng_tensor *state[64], *xs[64];
+	bool st_const[64];
+	int ax[64];
+	int64_t len = -1;
+	for (int i = 0; i < N; i++) {
+		state[i] = onx_in(n, i);
+		st_const[i] = n->in[i] && n->in[i]->is_const;
+		if (!state[i])
+			return onx_fail(n, ENG_EINVAL, "state %d is missing", i);
+	}
+	for (int j = 0; j < M; j++) {
+		xs[j] = onx_in(n, N + j);
+		if (!xs[j] || !onx_axis(ni > j ? iax[j] : 0, eng_ndim(xs[j]), &ax[j]))
+			return onx_fail(n, ENG_EINVAL, "scan input %d is missing or its axis out of range", j);
+		int64_t l = eng_shape(xs[j])[ax[j]];
+		if (len >= 0 && l != len)
+			return onx_fail(n, ENG_ESHAPE, "scan inputs differ in length");
+		len = l;
+	}
+	enum { MAX_ITER = 4096 };
+	if (len > MAX_ITER || len < 1)
+		return onx_fail(n, ENG_ENOTSUP, "a scan of %lld steps", (long long)len);
+	onx_build *b = n->b;
+	if (b->depth >= 16)
+		return onx_fail(n, ENG_ENOTSUP, "subgraphs nested more than 16 deep");
+	eng_tensor **outs = K ? calloc((size_t)K * (size_t)len, sizeof(*outs)) : NULL;
+	if (K && !outs)
+		return onx_fail(n, ENG_ENOMEM, "out of memory");
+	s = ENG_OK;
+	b->depth++;
+	for (int64_t t = 0; t < len && !s; t++) {
+		for (int i = 0; i < N && !s; i++)
+			if (add_val(b, g->input[i]->name ? g->input[i]->name : "", state[i], st_const[i], -1) < 0)
+				s = eng_set_error(n->ctx, ENG_ENOMEM, "onnx: out of memory");
+		for (int j = 0; j < M && !s; j++) {
+			int64_t at = nid > j && idir[j] ? len - 1 - t : t;
+			eng_tensor *sl = eng_slice(xs[j], ax[j], at, at + 1, 1);
+			int64_t sh[ENG_MAX_DIMS];
+			int r = eng_ndim(xs[j]), k = 0;
+			for (int d = 0; d < r; d++)
+				if (d != ax[j])
+					sh[k++] = eng_shape(xs[j])[d];
+			if (add_val(b, g->input[N + j]->name ? g->input[N + j]->name : "", eng_reshape(sl, r - 1, sh), false, -1) < 0)
+				s = eng_set_error(n->ctx, ENG_ENOMEM, "onnx: out of memory");
+		}
+		for (size_t k = 0; k < g->n_node && !s; k++)
+			s = run_node(b, g->node[k]);
+		for (int o = 0; o < N + K && !s; o++) {
+			const char *nm = g->output[o]->name ? g->output[o]->name : "";
+			int k = onx_map_get(&b->names, nm);
+			if (k < 0) {
+				s = onx_fail(n, ENG_EINVAL, "body output '%.200s' is never computed", nm);
+				break;
+			}
+			if (o < N) {
+				state[o] = b->vals[k].t;
+				st_const[o] = b->vals[k].is_const;
+			} else
+				outs[(o - N) * len + t] = b->vals[k].t;
+		}
+	}
+	b->depth--;
+	for (int i = 0; i < N && !s; i++)
+		n->out[i] = eng_reshape(state[i], eng_ndim(state[i]), eng_shape(state[i]));
+	for (int k = 0; k < K && !s; k++) {
+		eng_tensor **seq = outs + k * len;
+		if (nod > k && odir[k]) /* reverse: the last step first */
+			for (int64_t i = 0; i < len / 2; i++) {
+				eng_tensor *tmp = seq[i];
+				seq[i] = seq[len - 1 - i];
+				seq[len - 1 - i] = tmp;
+			}
+		int oa;
+		if (!onx_axis(no > k ? oax[k] : 0, eng_ndim(seq[0]) + 1, &oa)) {
+			s = onx_fail(n, ENG_EAXIS, "scan output %d's axis is out of range", k);
+			break;
+		}
+		n->out[N + k] = eng_stack(seq, (int)len, oa);
+		s = onx_check(n, n->out[N + k]);
+	}
+	free(outs);
+	n->out_const = false;
+	return s;
+}
+
+static eng_status check_input(eng_onnx_model *m, int i, const eng_tensor *t)
+{
+	const eng_onnx_io *io = &m->in[i];
+	if (!t)
+		return eng_set_error(m->ctx, ENG_EINVAL, "onnx: input %d ('%.200s') is NULL", i, io->name);
+	if (!io->dtype_ok)
+		return eng_set_error(m->ctx, ENG_ENOTSUP, "onnx: input %d ('%.200s'): element type %s is not supported", i, io->name, onx_type_name(io->onnx_type));
+	if (eng_tensor_dtype(t) != io->dtype)
+		return eng_set_error(m->ctx, ENG_EDTYPE, "onnx: input %d ('%.200s') must be %s, not %s", i, io->name, eng_dtype_name(io->dtype), eng_dtype_name(eng_tensor_dtype(t)));
+	if (io->ndim >= 0) {
+		bool ok = eng_ndim(t) == io->ndim;
+		for (int d = 0; ok && d < io->ndim; d++)
+			ok = io->shape[d] < 0 || io->shape[d] == eng_shape(t)[d];
+		if (!ok)
+			return eng_set_error(m->ctx, ENG_ESHAPE, "onnx: input %d ('%.200s'): shape does not match the declared one", i, io->name);
+	}
+	return ENG_OK;
+}
+
+/* Output i's value as a new tensor of the caller's scope, checked against the declared type. */
+static eng_status take_output(onx_build *b, int i, eng_tensor **out)
+{
+	const eng_onnx_io *io = &b->m->out[i];
+	int k = onx_map_get(&b->names, io->name);
+	if (k < 0)
+		return eng_set_error(b->ctx, ENG_EINVAL, "onnx: output %d ('%.200s') is never computed", i, io->name);
+	eng_tensor *t = b->vals[k].t;
+	if (io->dtype_ok && eng_tensor_dtype(t) != io->dtype)
+		return eng_set_error(b->ctx, ENG_EDTYPE, "onnx: output %d ('%.200s') came out %s but is declared %s (an importer bug)", i, io->name,
+				     eng_dtype_name(eng_tensor_dtype(t)), eng_dtype_name(io->dtype));
+	if (!io->dtype_ok && io->onnx_type)
+		return eng_set_error(b->ctx, ENG_ENOTSUP, "onnx: output %d ('%.200s'): element type %s is not supported", i, io->name, onx_type_name(io->onnx_type));
+	if (io->ndim >= 0) {
+		bool ok = eng_ndim(t) == io->ndim;
+		for (int d = 0; ok && d < io->ndim; d++)
+			ok = io->shape[d] < 0 || io->shape[d] == eng_shape(t)[d];
+		if (!ok)
+			return eng_set_error(b->ctx, ENG_ESHAPE, "onnx: output %d ('%.200s'): shape differs from the declared one (an importer bug)", i, io->name);
+	}
+	*out = eng_reshape(t, eng_ndim(t), eng_shape(t)); /* a handle of its own */
+	return *out ? ENG_OK : eng_error(b->ctx);
+}
+
+eng_status eng_onnx_build(eng_onnx_model *m, eng_tensor *const *inputs, eng_tensor **outputs, unsigned flags)
+{
+	if (!m || (m->n_in && !inputs) || (m->n_out && !outputs))
+		return m ? eng_set_error(m->ctx, ENG_EINVAL, "onnx: build: NULL inputs or outputs") : ENG_EINVAL;
+	eng_ctx *ctx = m->ctx;
+	if (eng_error(ctx))
+		return eng_error(ctx);
+	for (int i = 0; i < m->n_out; i++)
+		outputs[i] = NULL;
+	for (int i = 0; i < m->n_in; i++) {
+		m->in_static[i] = false;
+		eng_status s = check_input(m, i, inputs[i]);
+		if (s)
+			return s;
+	}
+	onx_build b = {.m = m, .ctx = ctx, .flags = flags};
+	eng_status s = ENG_OK;
+	eng_scope_begin(ctx);
+	for (int i = 0; i < m->n_init && !s; i++)
+		if (add_val(&b, m->g->initializer[i]->name, m->init[i], true, -1) < 0)
+			s = eng_set_error(ctx, ENG_ENOMEM, "onnx: out of memory");
+	for (int i = 0; i < m->n_in && !s; i++)
+		if (add_val(&b, m->in[i].name, inputs[i], false, i) < 0)
+			s = eng_set_error(ctx, ENG_ENOMEM, "onnx: out of memory");
+	for (size_t k = 0; k < m->g->n_node && !s; k++)
+		s = run_node(&b, m->g->node[m->order[k]]);
+	for (int i = 0; i < m->n_out && !s; i++)
+		s = take_output(&b, i, &outputs[i]);
+	for (int i = 0; i < m->n_out; i++) {
+		if (outputs[i] && s) {
+			eng_tensor_free(outputs[i]);
+			outputs[i] = NULL;
+		}
+		if (outputs[i])
+			eng_keep(outputs[i]);
+	}
+	eng_scope_end(ctx);
+	onx_map_free(&b.names);
+	free(b.vals);
+	return s;
+}

@@ -1,0 +1,215 @@
+/* ops_quant.c: ONNX uint8 quantisation (QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear;
+ * per-tensor or per-axis scales) and the integer products (MatMulInteger, ConvInteger,
+ * QLinearMatMul, QLinearConv: int32 accumulation, float requantisation). */
+#include <string.h>
+
+#include "onnx_int.h"
+#include "ops.h"
+
+/* p (a scalar or 1-D per-axis) shaped to broadcast along axis a of rank r. */
+static eng_tensor *along(onx_node *n, eng_tensor *p, int r, eng_status *s)
+{
+	if (eng_ndim(p) == 0 || eng_numel(p) == 1)
+		return eng_reshape(p, 0, NULL);
+	int a;
+	if (!onx_axis(onx_attr_i(n, "axis", 1), r, &a)) {
+		*s = onx_fail(n, ENG_EAXIS, "attribute 'axis' is out of range for rank %d", r);
+		return NULL;
+	}
+	int64_t sh[ENG_MAX_DIMS];
+	for (int i = 0; i < r; i++)
+		sh[i] = i == a ? eng_numel(p) : 1;
+	return eng_reshape(p, r, sh);
+}
+
+static eng_tensor *to_u8(onx_node *n, eng_tensor *v)
+{
+	return eng_cast(eng_clamp(eng_round(v), 0, 255), ENG_U8);
+}
+
+eng_status onx_op_quantize(onx_node *n)
+{
+	eng_tensor *x = onx_in(n, 0), *sc = onx_in(n, 1), *zp = onx_in(n, 2);
+	if (!x || !sc)
+		return onx_fail(n, ENG_EINVAL, "x and y_scale are needed");
+	if (zp && eng_tensor_dtype(zp) != ENG_U8)
+		return onx_fail(n, ENG_ENOTSUP, "zero point type %s is not supported (uint8 is)", eng_dtype_name(eng_tensor_dtype(zp)));
+	eng_status s = ENG_OK;
+	int r = eng_ndim(x);
+	eng_tensor *scb = along(n, sc, r, &s);
+	eng_tensor *zpb = zp ? along(n, eng_cast(zp, ENG_F32), r, &s) : NULL;
+	if (s)
+		return s;
+	eng_tensor *v = onx_div_exact(eng_cast(x, ENG_F32), eng_cast(scb, ENG_F32));
+	v = eng_round(v);
+	if (zpb)
+		v = eng_add(v, zpb);
+	n->out[0] = to_u8(n, v);
+	return onx_check(n, n->out[0]);
+}
+
+eng_status onx_op_dequantize(onx_node *n)
+{
+	eng_tensor *x = onx_in(n, 0), *sc = onx_in(n, 1), *zp = onx_in(n, 2);
+	if (!x || !sc)
+		return onx_fail(n, ENG_EINVAL, "x and x_scale are needed");
+	eng_dtype dt = eng_tensor_dtype(x);
+	if (dt != ENG_U8 && dt != ENG_I32)
+		return onx_fail(n, ENG_ENOTSUP, "input type %s is not supported", eng_dtype_name(dt));
+	eng_status s = ENG_OK;
+	int r = eng_ndim(x);
+	eng_tensor *scb = along(n, sc, r, &s);
+	eng_tensor *zpb = zp ? along(n, eng_cast(zp, ENG_F32), r, &s) : NULL;
+	if (s)
+		return s;
+	eng_tensor *v = eng_cast(x, ENG_F32);
+	if (zpb)
+		v = eng_sub(v, zpb);
+	n->out[0] = eng_cast(eng_mul(v, scb), eng_tensor_dtype(sc));
+	return onx_check(n, n->out[0]);
+}
+
+eng_status onx_op_dynamic_quantize(onx_node *n)
+{
+	eng_tensor *x = onx_in(n, 0);
+	if (!x)
+		return onx_fail(n, ENG_EINVAL, "input 0 is missing");
+	eng_tensor *xf = eng_cast(x, ENG_F32), *zero = eng_scalar(n->ctx, ENG_F32, 0);
+	eng_tensor *hi = eng_maximum(eng_max(xf, NULL, 0, false), zero), *lo = eng_minimum(eng_min(xf, NULL, 0, false), zero);
+	eng_tensor *scale = eng_div_s(eng_sub(hi, lo), 255.0);
+	eng_tensor *zpf = eng_clamp(eng_round(eng_neg(onx_div_exact(lo, scale))), 0, 255);
+	n->out[0] = to_u8(n, eng_add(eng_round(onx_div_exact(xf, scale)), zpf));
+	if (n->n_out > 1)
+		n->out[1] = scale;
+	if (n->n_out > 2)
+		n->out[2] = eng_cast(zpf, ENG_U8);
+	return onx_check(n, n->out[0]);
+}
+
+/* ---- integer and quantised products ---- */
+
+/* x as int32 minus its zero point (a scalar, or per row / per channel along axis when 1-D). */
+static eng_tensor *centered(onx_node *n, eng_tensor *x, eng_tensor *zp, int axis)
+{
+	eng_tensor *xi = eng_cast(x, ENG_I32);
+	if (!zp)
+		return xi;
+	eng_tensor *z = eng_cast(zp, ENG_I32);
+	int r = eng_ndim(x);
+	if (eng_numel(zp) > 1 && axis >= 0 && axis < r) {
+		int64_t sh[ENG_MAX_DIMS];
+		for (int i = 0; i < r; i++)
+			sh[i] = i == axis ? eng_numel(zp) : 1;
+		z = eng_reshape(z, r, sh);
+	} else
+		z = eng_reshape(z, 0, NULL);
+	return eng_sub(xi, z);
+}
+
+static eng_status check_u8(onx_node *n, int i)
+{
+	eng_tensor *t = onx_in(n, i);
+	if (t && eng_tensor_dtype(t) != ENG_U8)
+		return onx_fail(n, ENG_ENOTSUP, "input %d of type %s is not supported (uint8 is)", i, eng_dtype_name(eng_tensor_dtype(t)));
+	return ENG_OK;
+}
+
+/* Run op function fn on node n with inputs replaced by ins (k of them). */
+static eng_status with_inputs(onx_node *n, eng_status (*fn)(onx_node *), eng_tensor **ins, int k)
+{
+	onx_val v[8];
+	const onx_val *pv[8];
+	for (int i = 0; i < k; i++) {
+		v[i] = (onx_val){ins[i], false, -1};
+		pv[i] = ins[i] ? &v[i] : NULL;
+	}
+	onx_node m = *n;
+	m.in = pv;
+	m.n_in = k;
+	return fn(&m);
+}
+
+eng_status onx_op_matmul_integer(onx_node *n)
+{
+	eng_tensor *a = onx_in(n, 0), *b = onx_in(n, 1);
+	eng_status s;
+	if (!a || !b)
+		return onx_fail(n, ENG_EINVAL, "A and B are needed");
+	for (int i = 0; i < 4; i++)
+		if ((s = check_u8(n, i)))
+			return s;
+	eng_tensor *ac = centered(n, a, onx_in(n, 2), eng_ndim(a) - 2), *bc = centered(n, b, onx_in(n, 3), eng_ndim(b) - 1);
+	n->out[0] = eng_cast(eng_matmul(ac, bc), ENG_I32);
+	return onx_check(n, n->out[0]);
+}
+
+eng_status onx_op_conv_integer(onx_node *n)
+{
+	eng_tensor *x = onx_in(n, 0), *w = onx_in(n, 1);
+	eng_status s;
+	if (!x || !w)
+		return onx_fail(n, ENG_EINVAL, "x and w are needed");
+	for (int i = 0; i < 4; i++)
+		if ((s = check_u8(n, i)))
+			return s;
+	eng_tensor *ins[2] = {centered(n, x, onx_in(n, 2), -1), centered(n, w, onx_in(n, 3), 0)};
+	if ((s = onx_check(n, ins[1])))
+		return s;
+	return with_inputs(n, onx_op_conv, ins, 2);
+}
+
+/* y = saturate(round(acc * scale) + y_zp) as uint8, scale = a_scale * b_scale / y_scale */
+static eng_tensor *requantize(onx_node *n, eng_tensor *acc, eng_tensor *sa, eng_tensor *sb, eng_tensor *sy, eng_tensor *zy, int axis)
+{
+	int r = eng_ndim(acc);
+	eng_tensor *scale = eng_div(eng_mul(eng_cast(sa, ENG_F32), eng_cast(sb, ENG_F32)), eng_cast(sy, ENG_F32));
+	if (eng_numel(scale) > 1 && axis >= 0) {
+		int64_t sh[ENG_MAX_DIMS];
+		for (int i = 0; i < r; i++)
+			sh[i] = i == axis ? eng_numel(scale) : 1;
+		scale = eng_reshape(scale, r, sh);
+	} else
+		scale = eng_reshape(scale, 0, NULL);
+	eng_tensor *v = eng_round(eng_mul(eng_cast(acc, ENG_F32), scale));
+	if (zy)
+		v = eng_add(v, eng_reshape(eng_cast(zy, ENG_F32), 0, NULL));
+	return eng_cast(eng_clamp(v, 0, 255), ENG_U8);
+}
+
+eng_status onx_op_qlinear_matmul(onx_node *n)
+{
+	eng_tensor *a = onx_in(n, 0), *b = onx_in(n, 3);
+	eng_status s;
+	if (!a || !b || !onx_in(n, 1) || !onx_in(n, 4) || !onx_in(n, 6))
+		return onx_fail(n, ENG_EINVAL, "a, b and the scales are needed");
+	int u8[] = {0, 2, 3, 5, 7};
+	for (int i = 0; i < 5; i++)
+		if ((s = check_u8(n, u8[i])))
+			return s;
+	eng_tensor *acc = eng_matmul(centered(n, a, onx_in(n, 2), eng_ndim(a) - 2), centered(n, b, onx_in(n, 5), eng_ndim(b) - 1));
+	n->out[0] = acc ? requantize(n, acc, onx_in(n, 1), onx_in(n, 4), onx_in(n, 6), onx_in(n, 7), eng_ndim(acc) - 1) : NULL;
+	return onx_check(n, n->out[0]);
+}
+
+eng_status onx_op_qlinear_conv(onx_node *n)
+{
+	eng_tensor *x = onx_in(n, 0), *w = onx_in(n, 3);
+	eng_status s;
+	if (!x || !w || !onx_in(n, 1) || !onx_in(n, 4) || !onx_in(n, 6))
+		return onx_fail(n, ENG_EINVAL, "x, w and the scales are needed");
+	int u8[] = {0, 2, 3, 5, 7};
+	for (int i = 0; i < 5; i++)
+		if ((s = check_u8(n, u8[i])))
+			return s;
+	eng_tensor *bias = onx_in(n, 8);
+	if (bias && eng_tensor_dtype(bias) != ENG_I32)
+		return onx_fail(n, ENG_EDTYPE, "the bias must be int32");
+	eng_tensor *ins[3] = {centered(n, x, onx_in(n, 2), -1), centered(n, w, onx_in(n, 5), 0), bias};
+	eng_tensor *out[1] = {NULL};
+	onx_node m = *n;
+	m.out = out;
+	if ((s = with_inputs(&m, onx_op_conv, ins, 3)))
+		return s;
+	n->out[0] = requantize(n, out[0], onx_in(n, 1), onx_in(n, 4), onx_in(n, 6), onx_in(n, 7), 1);
+	return onx_check(n, n->out[0]);
+}

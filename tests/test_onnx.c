@@ -1,0 +1,778 @@
+/* test_onnx.c: the ONNX importer (onnx.h) on models built here with protobuf-c: a small graph end
+ * to end, constants and build-time values, and hostile files (truncated, wrong field types, a
+ * cycle, sizes disagreeing with data, external data leaving the directory, huge dims). */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <tensord/onnx.h>
+#include "onnx.pb-c.h"
+#include "testutil.h"
+
+/* ---- building models ---- */
+
+typedef struct mb {
+	Onnx__ModelProto m;
+	Onnx__GraphProto g;
+	Onnx__OperatorSetIdProto op;
+	Onnx__OperatorSetIdProto *ops[1];
+	Onnx__NodeProto nodes[8], *np[8];
+	Onnx__TensorProto inits[4], *ip[4];
+	Onnx__ValueInfoProto in[4], out[4], *inp[4], *outp[4];
+	Onnx__TypeProto ty[8];
+	Onnx__TypeProto__Tensor tt[8];
+	Onnx__TensorShapeProto shp[8];
+	Onnx__TensorShapeProto__Dimension dims[8][4], *dimp[8][4];
+	int nty;
+} mb;
+
+static void mb_init(mb *b, int64_t opset)
+{
+	memset(b, 0, sizeof(*b));
+	onnx__model_proto__init(&b->m);
+	onnx__graph_proto__init(&b->g);
+	onnx__operator_set_id_proto__init(&b->op);
+	b->op.domain = "";
+	b->op.has_version = 1;
+	b->op.version = opset;
+	b->ops[0] = &b->op;
+	b->m.has_ir_version = 1;
+	b->m.ir_version = 8;
+	b->m.n_opset_import = 1;
+	b->m.opset_import = b->ops;
+	b->m.graph = &b->g;
+	b->g.name = "g";
+	b->g.node = b->np;
+	b->g.initializer = b->ip;
+	b->g.input = b->inp;
+	b->g.output = b->outp;
+}
+
+/* A float tensor value named name with the given dims (-1: the symbol "batch"). */
+static Onnx__ValueInfoProto *mb_value(mb *b, Onnx__ValueInfoProto *v, const char *name, int elem, int nd, const int64_t *d)
+{
+	int k = b->nty++;
+	onnx__value_info_proto__init(v);
+	onnx__type_proto__init(&b->ty[k]);
+	onnx__type_proto__tensor__init(&b->tt[k]);
+	onnx__tensor_shape_proto__init(&b->shp[k]);
+	v->name = (char *)name;
+	v->type = &b->ty[k];
+	b->ty[k].value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+	b->ty[k].tensor_type = &b->tt[k];
+	b->tt[k].has_elem_type = 1;
+	b->tt[k].elem_type = elem;
+	b->tt[k].shape = &b->shp[k];
+	b->shp[k].n_dim = (size_t)nd;
+	b->shp[k].dim = b->dimp[k];
+	for (int i = 0; i < nd; i++) {
+		onnx__tensor_shape_proto__dimension__init(&b->dims[k][i]);
+		if (d[i] < 0) {
+			b->dims[k][i].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
+			b->dims[k][i].dim_param = "batch";
+		} else {
+			b->dims[k][i].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+			b->dims[k][i].dim_value = d[i];
+		}
+		b->dimp[k][i] = &b->dims[k][i];
+	}
+	return v;
+}
+
+static void mb_input(mb *b, const char *name, int nd, const int64_t *d)
+{
+	b->inp[b->g.n_input] = mb_value(b, &b->in[b->g.n_input], name, 1, nd, d);
+	b->g.n_input++;
+}
+
+static void mb_output(mb *b, const char *name, int nd, const int64_t *d)
+{
+	b->outp[b->g.n_output] = mb_value(b, &b->out[b->g.n_output], name, 1, nd, d);
+	b->g.n_output++;
+}
+
+static Onnx__NodeProto *mb_node(mb *b, const char *op, int nin, char **in, int nout, char **out)
+{
+	Onnx__NodeProto *n = &b->nodes[b->g.n_node];
+	onnx__node_proto__init(n);
+	n->op_type = (char *)op;
+	n->name = (char *)op;
+	n->n_input = (size_t)nin;
+	n->input = in;
+	n->n_output = (size_t)nout;
+	n->output = out;
+	b->np[b->g.n_node++] = n;
+	return n;
+}
+
+static Onnx__TensorProto *mb_init_f32(mb *b, const char *name, int nd, int64_t *dims, float *data, size_t n)
+{
+	Onnx__TensorProto *t = &b->inits[b->g.n_initializer];
+	onnx__tensor_proto__init(t);
+	t->name = (char *)name;
+	t->has_data_type = 1;
+	t->data_type = 1;
+	t->n_dims = (size_t)nd;
+	t->dims = dims;
+	t->n_float_data = n;
+	t->float_data = data;
+	b->ip[b->g.n_initializer++] = t;
+	return t;
+}
+
+/* The packed model (malloc'd) and its length. */
+static uint8_t *mb_pack(mb *b, size_t *len)
+{
+	*len = onnx__model_proto__get_packed_size(&b->m);
+	uint8_t *buf = malloc(*len + 1);
+	ck_assert_ptr_nonnull(buf);
+	onnx__model_proto__pack(&b->m, buf);
+	return buf;
+}
+
+/* y = x + w (w an initializer (2, 3)), x (batch, 3) */
+static char *add_in[] = {"x", "w"}, *add_out[] = {"y"};
+static int64_t wdims[] = {2, 3};
+static float wdata[] = {1, 2, 3, 4, 5, 6};
+static void mb_add_model(mb *b)
+{
+	mb_init(b, 13);
+	mb_input(b, "x", 2, (int64_t[]){-1, 3});
+	mb_output(b, "y", 2, (int64_t[]){-1, 3});
+	mb_init_f32(b, "w", 2, wdims, wdata, 6);
+	mb_node(b, "Add", 2, add_in, 1, add_out);
+}
+
+static eng_onnx_model *load_mb(eng_ctx *ctx, mb *b, const char *dir, char *err, size_t errlen)
+{
+	size_t len;
+	uint8_t *buf = mb_pack(b, &len);
+	eng_onnx_model *m = eng_onnx_load_mem(ctx, buf, len, dir, 0, err, errlen);
+	free(buf);
+	return m;
+}
+
+#define EXPECT_LOAD_FAIL(ctx, b, dir, word)                                                     \
+	do {                                                                                    \
+		char e_[512] = "";                                                              \
+		eng_onnx_model *m_ = load_mb(ctx, b, dir, e_, sizeof(e_));                      \
+		ck_assert_msg(m_ == NULL, "line %d: loaded a hostile model", __LINE__);          \
+		ck_assert_msg(strstr(e_, word), "line %d: message '%s' lacks '%s'", __LINE__, e_, word); \
+	} while (0)
+
+/* ---- tests ---- */
+
+START_TEST(test_add_end_to_end)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	mb b;
+	mb_add_model(&b);
+	char err[512];
+	eng_onnx_model *m = load_mb(ctx, &b, NULL, err, sizeof(err));
+	ck_assert_msg(m, "%s", err);
+	ck_assert_int_eq(eng_onnx_input_count(m), 1);
+	ck_assert_int_eq(eng_onnx_output_count(m), 1);
+	ck_assert_int_eq(eng_onnx_opset(m, ""), 13);
+	eng_onnx_io io;
+	ck_assert_int_eq(eng_onnx_input(m, 0, &io), ENG_OK);
+	ck_assert_str_eq(io.name, "x");
+	ck_assert(io.dtype_ok && io.dtype == ENG_F32);
+	ck_assert_int_eq(io.ndim, 2);
+	ck_assert_int_eq(io.shape[0], -1);
+	ck_assert_str_eq(io.dim_names[0], "batch");
+	ck_assert_int_eq(io.shape[1], 3);
+	ck_assert_int_eq(eng_onnx_input(m, 1, &io), ENG_EINVAL);
+	/* two builds reuse the initializer */
+	for (int rep = 0; rep < 2; rep++) {
+		float xv[] = {10, 20, 30, 40, 50, 60};
+		eng_tensor *x = eng_from_data(ctx, ENG_F32, 2, (int64_t[]){2, 3}, xv), *y = NULL;
+		ck_assert_int_eq(eng_onnx_build(m, &x, &y, 0), ENG_OK);
+		float out[6];
+		ck_assert_int_eq(eng_tensor_read(y, out, sizeof(out)), ENG_OK);
+		for (int i = 0; i < 6; i++)
+			ck_assert_float_eq(out[i], xv[i] + wdata[i]);
+		eng_tensor_free(x);
+		eng_tensor_free(y);
+	}
+	/* a wrong input dtype or static dim is an error naming the input */
+	eng_tensor *xi = eng_zeros(ctx, ENG_I32, 2, (int64_t[]){2, 3}), *y = NULL;
+	ck_assert_int_eq(eng_onnx_build(m, &xi, &y, 0), ENG_EDTYPE);
+	ck_assert_ptr_nonnull(strstr(eng_errmsg(ctx), "'x'"));
+	eng_clear_error(ctx);
+	eng_tensor *xs = eng_zeros(ctx, ENG_F32, 2, (int64_t[]){2, 4});
+	ck_assert_int_eq(eng_onnx_build(m, &xs, &y, 0), ENG_ESHAPE);
+	eng_clear_error(ctx);
+	eng_onnx_free(m);
+	tu_ctx_free(ctx);
+}
+END_TEST
+
+START_TEST(test_unsupported_is_an_error)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	mb b;
+	mb_add_model(&b);
+	b.nodes[0].op_type = "NoSuchOp";
+	b.nodes[0].name = "n0";
+	char err[512];
+	eng_onnx_model *m = load_mb(ctx, &b, NULL, err, sizeof(err));
+	ck_assert_msg(m, "%s", err);
+	eng_tensor *x = eng_zeros(ctx, ENG_F32, 2, (int64_t[]){2, 3}), *y = NULL;
+	ck_assert_int_eq(eng_onnx_build(m, &x, &y, 0), ENG_ENOTSUP);
+	const char *msg = eng_errmsg(ctx);
+	ck_assert_msg(strstr(msg, "'n0'") && strstr(msg, "NoSuchOp") && strstr(msg, "opset 13"), "%s", msg);
+	ck_assert_ptr_null(y);
+	eng_clear_error(ctx);
+	eng_onnx_free(m);
+	/* an attribute the op does not know */
+	mb_add_model(&b);
+	Onnx__AttributeProto at, *atp[1] = {&at};
+	onnx__attribute_proto__init(&at);
+	at.name = "frobnicate";
+	at.has_type = 1;
+	at.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+	at.has_i = 1;
+	at.i = 3;
+	b.nodes[0].n_attribute = 1;
+	b.nodes[0].attribute = atp;
+	m = load_mb(ctx, &b, NULL, err, sizeof(err));
+	ck_assert_msg(m, "%s", err);
+	ck_assert_int_eq(eng_onnx_build(m, &x, &y, 0), ENG_ENOTSUP);
+	ck_assert_msg(strstr(eng_errmsg(ctx), "frobnicate"), "%s", eng_errmsg(ctx));
+	eng_clear_error(ctx);
+	eng_onnx_free(m);
+	tu_ctx_free(ctx);
+}
+END_TEST
+
+/* Reshape's shape from a graph input: an error unless ENG_ONNX_SPECIALIZE. */
+START_TEST(test_build_time_values)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	mb b;
+	mb_init(&b, 13);
+	static char *rin[] = {"x", "s"}, *rout[] = {"y"};
+	mb_input(&b, "x", 2, (int64_t[]){2, 3});
+	b.inp[1] = mb_value(&b, &b.in[1], "s", 7, 1, (int64_t[]){1});
+	b.g.n_input = 2;
+	mb_output(&b, "y", 1, (int64_t[]){6});
+	mb_node(&b, "Reshape", 2, rin, 1, rout);
+	char err[512];
+	eng_onnx_model *m = load_mb(ctx, &b, NULL, err, sizeof(err));
+	ck_assert_msg(m, "%s", err);
+	int64_t sv = -1;
+	eng_tensor *in[2] = {eng_ones(ctx, ENG_F32, 2, (int64_t[]){2, 3}), eng_from_data(ctx, ENG_I64, 1, (int64_t[]){1}, &sv)};
+	eng_tensor *y = NULL;
+	ck_assert_int_eq(eng_onnx_build(m, in, &y, 0), ENG_ENOTSUP);
+	ck_assert_msg(strstr(eng_errmsg(ctx), "constant"), "%s", eng_errmsg(ctx));
+	eng_clear_error(ctx);
+	ck_assert_int_eq(eng_onnx_build(m, in, &y, ENG_ONNX_SPECIALIZE), ENG_OK);
+	ck_assert_int_eq(eng_ndim(y), 1);
+	ck_assert_int_eq(eng_shape(y)[0], 6);
+	ck_assert(eng_onnx_input_static(m, 1));
+	eng_onnx_free(m);
+	tu_ctx_free(ctx);
+}
+END_TEST
+
+START_TEST(test_truncated_and_garbage)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	mb b;
+	mb_add_model(&b);
+	size_t len;
+	uint8_t *buf = mb_pack(&b, &len);
+	char err[512];
+	int loaded = 0;
+	for (size_t k = 0; k < len; k++) {
+		eng_onnx_model *m = eng_onnx_load_mem(ctx, buf, k, NULL, 0, err, sizeof(err));
+		if (m) { /* a prefix can be a valid, smaller model: it must still be consistent */
+			loaded++;
+			eng_onnx_free(m);
+		} else
+			ck_assert_msg(strncmp(err, "onnx: ", 6) == 0, "message '%s'", err);
+	}
+	eng_onnx_model *m = eng_onnx_load_mem(ctx, buf, len, NULL, 0, err, sizeof(err));
+	ck_assert_msg(m, "%s", err);
+	eng_onnx_free(m);
+	free(buf);
+	/* wrong wire types: the graph field (7) as a varint, the ir_version (1) as bytes */
+	const uint8_t bad1[] = {0x38, 0x01}, bad2[] = {0x0a, 0x02, 0x01, 0x02};
+	ck_assert_ptr_null(eng_onnx_load_mem(ctx, bad1, sizeof(bad1), NULL, 0, err, sizeof(err)));
+	ck_assert_msg(strstr(err, "protobuf"), "%s", err);
+	ck_assert_ptr_null(eng_onnx_load_mem(ctx, bad2, sizeof(bad2), NULL, 0, err, sizeof(err)));
+	/* a length running past the end */
+	const uint8_t bad3[] = {0x3a, 0x7f, 0x0a};
+	ck_assert_ptr_null(eng_onnx_load_mem(ctx, bad3, sizeof(bad3), NULL, 0, err, sizeof(err)));
+	/* no graph */
+	const uint8_t nog[] = {0x08, 0x08};
+	ck_assert_ptr_null(eng_onnx_load_mem(ctx, nog, sizeof(nog), NULL, 0, err, sizeof(err)));
+	ck_assert_msg(strstr(err, "no graph"), "%s", err);
+	tu_ctx_free(ctx);
+}
+END_TEST
+
+/* Fields a newer ONNX adds (unknown to this onnx.proto) are skipped. */
+START_TEST(test_unknown_fields_skipped)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	mb b;
+	mb_add_model(&b);
+	size_t len;
+	uint8_t *buf = mb_pack(&b, &len);
+	/* field 99 (varint) and field 98 (bytes) at the end of the ModelProto */
+	const uint8_t extra[] = {0x98, 0x06, 0x2a, 0x92, 0x06, 0x03, 'a', 'b', 'c'};
+	uint8_t *big = malloc(len + sizeof(extra));
+	memcpy(big, buf, len);
+	memcpy(big + len, extra, sizeof(extra));
+	char err[512];
+	eng_onnx_model *m = eng_onnx_load_mem(ctx, big, len + sizeof(extra), NULL, 0, err, sizeof(err));
+	ck_assert_msg(m, "%s", err);
+	eng_onnx_free(m);
+	free(buf);
+	free(big);
+	tu_ctx_free(ctx);
+}
+END_TEST
+
+START_TEST(test_cycle_and_undefined)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	mb b;
+	mb_init(&b, 13);
+	static char *a_in[] = {"x", "b"}, *a_out[] = {"a"}, *b_in[] = {"a"}, *b_out[] = {"b"};
+	mb_input(&b, "x", 1, (int64_t[]){3});
+	mb_output(&b, "b", 1, (int64_t[]){3});
+	mb_node(&b, "Add", 2, a_in, 1, a_out);
+	mb_node(&b, "Relu", 1, b_in, 1, b_out);
+	EXPECT_LOAD_FAIL(ctx, &b, NULL, "cycle");
+	/* a value nothing defines */
+	static char *u_in[] = {"nowhere"};
+	b.nodes[1].input = u_in;
+	b.g.n_node = 2;
+	b.nodes[0].input = (char *[]){"x", "x"};
+	EXPECT_LOAD_FAIL(ctx, &b, NULL, "nothing defines");
+	/* defined twice */
+	mb_add_model(&b);
+	static char *dup_out[] = {"w"};
+	b.nodes[0].output = dup_out;
+	EXPECT_LOAD_FAIL(ctx, &b, NULL, "defined twice");
+	tu_ctx_free(ctx);
+}
+END_TEST
+
+START_TEST(test_sizes_disagree)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	mb b;
+	/* 5 floats for dims (2, 3) */
+	mb_add_model(&b);
+	b.inits[0].n_float_data = 5;
+	EXPECT_LOAD_FAIL(ctx, &b, NULL, "5 values");
+	/* raw_data of 20 bytes for 24 */
+	mb_add_model(&b);
+	uint8_t raw[32] = {0};
+	b.inits[0].n_float_data = 0;
+	b.inits[0].has_raw_data = 1;
+	b.inits[0].raw_data.len = 20;
+	b.inits[0].raw_data.data = raw;
+	EXPECT_LOAD_FAIL(ctx, &b, NULL, "raw_data");
+	/* huge dims: refused before any allocation */
+	mb_add_model(&b);
+	static int64_t huge[] = {1ll << 40, 1ll << 40};
+	b.inits[0].dims = huge;
+	EXPECT_LOAD_FAIL(ctx, &b, NULL, "bytes");
+	static int64_t neg[] = {2, -3};
+	b.inits[0].dims = neg;
+	EXPECT_LOAD_FAIL(ctx, &b, NULL, "dim 1");
+	/* too many dims, an unknown element type */
+	mb_add_model(&b);
+	static int64_t many[12] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 3};
+	b.inits[0].n_dims = 12;
+	b.inits[0].dims = many;
+	EXPECT_LOAD_FAIL(ctx, &b, NULL, "dims");
+	mb_add_model(&b);
+	b.inits[0].data_type = 77;
+	EXPECT_LOAD_FAIL(ctx, &b, NULL, "element type");
+	tu_ctx_free(ctx);
+}
+END_TEST
+
+static void write_file(const char *path, const void *data, size_t n)
+{
+	FILE *f = fopen(path, "wb");
+	ck_assert_msg(f, "%s: %s", path, strerror(errno));
+	ck_assert_int_eq(fwrite(data, 1, n, f), n);
+	fclose(f);
+}
+
+START_TEST(test_external_data_confined)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	char root[64] = "/tmp/tensord-onnx-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(root));
+	char dir[128], p[256];
+	snprintf(dir, sizeof(dir), "%s/model", root);
+	ck_assert_int_eq(mkdir(dir, 0700), 0);
+	float w[6] = {1, 2, 3, 4, 5, 6};
+	snprintf(p, sizeof(p), "%s/w.bin", dir);
+	write_file(p, w, sizeof(w));
+	snprintf(p, sizeof(p), "%s/secret.bin", root);
+	write_file(p, w, sizeof(w));
+	char link[256];
+	snprintf(link, sizeof(link), "%s/link.bin", dir);
+	ck_assert_int_eq(symlink(p, link), 0);
+
+	mb b;
+	Onnx__StringStringEntryProto loc, len, *ext[2] = {&loc, &len};
+	onnx__string_string_entry_proto__init(&loc);
+	onnx__string_string_entry_proto__init(&len);
+	loc.key = "location";
+	len.key = "length";
+	len.value = "24";
+	struct {
+		const char *loc;
+		const char *word; /* NULL: loads */
+	} cases[] = {
+		{"w.bin", NULL},
+		{"../secret.bin", "leaves"},
+		{"/etc/passwd", "absolute"},
+		{"link.bin", "outside"},
+		{"sub/../../secret.bin", "leaves"},
+		{"missing.bin", "No such file"},
+		{"", "location"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		mb_add_model(&b);
+		b.inits[0].n_float_data = 0;
+		b.inits[0].has_data_location = 1;
+		b.inits[0].data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+		b.inits[0].n_external_data = 2;
+		b.inits[0].external_data = ext;
+		loc.value = (char *)cases[i].loc;
+		char err[512] = "";
+		eng_onnx_model *m = load_mb(ctx, &b, dir, err, sizeof(err));
+		if (!cases[i].word) {
+			ck_assert_msg(m, "%s: %s", cases[i].loc, err);
+			float x[6] = {0}, out[6];
+			eng_tensor *xt = eng_from_data(ctx, ENG_F32, 2, (int64_t[]){2, 3}, x), *y = NULL;
+			ck_assert_int_eq(eng_onnx_build(m, &xt, &y, 0), ENG_OK);
+			ck_assert_int_eq(eng_tensor_read(y, out, sizeof(out)), ENG_OK);
+			ck_assert_float_eq(out[5], 6);
+			eng_onnx_free(m);
+		} else {
+			ck_assert_msg(!m, "%s: loaded", cases[i].loc);
+			ck_assert_msg(strstr(err, cases[i].word), "%s: '%s' lacks '%s'", cases[i].loc, err, cases[i].word);
+		}
+	}
+	/* no directory: external data refused; a length disagreeing with the dims */
+	mb_add_model(&b);
+	b.inits[0].n_float_data = 0;
+	b.inits[0].has_data_location = 1;
+	b.inits[0].data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+	b.inits[0].n_external_data = 2;
+	b.inits[0].external_data = ext;
+	loc.value = "w.bin";
+	EXPECT_LOAD_FAIL(ctx, &b, NULL, "not allowed");
+	len.value = "16";
+	EXPECT_LOAD_FAIL(ctx, &b, dir, "length");
+	len.value = "-1";
+	EXPECT_LOAD_FAIL(ctx, &b, dir, "not a number");
+	unlink(link);
+	unlink(p);
+	snprintf(p, sizeof(p), "%s/w.bin", dir);
+	unlink(p);
+	rmdir(dir);
+	rmdir(root);
+	tu_ctx_free(ctx);
+}
+END_TEST
+
+/* Loading a file: the directory of the path is where external data may come from. */
+START_TEST(test_load_file)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	char dir[64] = "/tmp/tensord-onnx-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	mb b;
+	mb_add_model(&b);
+	size_t len;
+	uint8_t *buf = mb_pack(&b, &len);
+	char p[128], err[512];
+	snprintf(p, sizeof(p), "%s/m.onnx", dir);
+	write_file(p, buf, len);
+	free(buf);
+	eng_onnx_model *m = eng_onnx_load(ctx, p, 0, err, sizeof(err));
+	ck_assert_msg(m, "%s", err);
+	eng_onnx_free(m);
+	ck_assert_ptr_null(eng_onnx_load(ctx, dir, 0, err, sizeof(err)));
+	ck_assert_msg(strstr(err, "regular file"), "%s", err);
+	unlink(p);
+	ck_assert_ptr_null(eng_onnx_load(ctx, p, 0, err, sizeof(err)));
+	rmdir(dir);
+	tu_ctx_free(ctx);
+}
+END_TEST
+
+/* A graph nested thousands deep through If branches (graph -> node -> attribute -> graph ...):
+ * refused before protobuf-c would recurse that deep. */
+START_TEST(test_deep_nesting)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	size_t cap = 1 << 20, len = 0;
+	uint8_t *a = malloc(cap), *b = malloc(cap);
+	ck_assert(a && b);
+	for (int level = 0; level < 3000; level++) {
+		/* wrap as: NodeProto.attribute (5) { AttributeProto.g (6) { GraphProto.node (1) { ... } } } */
+		const int fields[3] = {1, 6, 5};
+		for (int f = 0; f < 3; f++) {
+			size_t k = 0;
+			b[k++] = (uint8_t)(fields[f] << 3 | 2);
+			size_t l = len;
+			do {
+				b[k++] = (uint8_t)((l & 0x7f) | (l > 0x7f ? 0x80 : 0));
+				l >>= 7;
+			} while (l);
+			ck_assert(k + len <= cap);
+			memcpy(b + k, a, len);
+			len += k;
+			uint8_t *t = a;
+			a = b;
+			b = t;
+		}
+	}
+	/* ModelProto.graph (7) { GraphProto.node (1) { that } } */
+	uint8_t *m = malloc(len + 32);
+	size_t k = 0;
+	m[k++] = 7 << 3 | 2;
+	size_t inner = len + 1 + (len > 127 ? (len > 16383 ? 3 : 2) : 1), l = inner;
+	do {
+		m[k++] = (uint8_t)((l & 0x7f) | (l > 0x7f ? 0x80 : 0));
+		l >>= 7;
+	} while (l);
+	m[k++] = 1 << 3 | 2;
+	l = len;
+	do {
+		m[k++] = (uint8_t)((l & 0x7f) | (l > 0x7f ? 0x80 : 0));
+		l >>= 7;
+	} while (l);
+	memcpy(m + k, a, len);
+	char err[512];
+	ck_assert_ptr_null(eng_onnx_load_mem(ctx, m, k + len, NULL, 0, err, sizeof(err)));
+	ck_assert_msg(strstr(err, "nested"), "%s", err);
+	free(a);
+	free(b);
+	free(m);
+	tu_ctx_free(ctx);
+}
+END_TEST
+
+/* If whose branches use a value computed by a node listed after it: the load orders the nodes
+ * by the branches' implicit inputs too; the condition is an initializer (a constant). */
+START_TEST(test_if_captures)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	mb b;
+	mb_init(&b, 13);
+	mb_input(&b, "x", 1, (int64_t[]){3});
+	mb_output(&b, "z", 1, (int64_t[]){3});
+	/* branches: then z_t = Relu(y), else z_e = Neg(y) */
+	static char *br_in[] = {"y"}, *then_out[] = {"z_t"}, *else_out[] = {"z_e"};
+	Onnx__NodeProto tn, en, *tnp[1] = {&tn}, *enp[1] = {&en};
+	onnx__node_proto__init(&tn);
+	onnx__node_proto__init(&en);
+	tn.op_type = "Relu", tn.n_input = 1, tn.input = br_in, tn.n_output = 1, tn.output = then_out;
+	en.op_type = "Neg", en.n_input = 1, en.input = br_in, en.n_output = 1, en.output = else_out;
+	Onnx__GraphProto tg, eg;
+	onnx__graph_proto__init(&tg);
+	onnx__graph_proto__init(&eg);
+	Onnx__ValueInfoProto tv, ev, *tvp[1] = {&tv}, *evp[1] = {&ev};
+	onnx__value_info_proto__init(&tv);
+	onnx__value_info_proto__init(&ev);
+	tv.name = "z_t", ev.name = "z_e";
+	tg.n_node = 1, tg.node = tnp, tg.n_output = 1, tg.output = tvp;
+	eg.n_node = 1, eg.node = enp, eg.n_output = 1, eg.output = evp;
+	Onnx__AttributeProto at, ae, *ap[2] = {&at, &ae};
+	onnx__attribute_proto__init(&at);
+	onnx__attribute_proto__init(&ae);
+	at.name = "then_branch", at.has_type = 1, at.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH, at.g = &tg;
+	ae.name = "else_branch", ae.has_type = 1, ae.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH, ae.g = &eg;
+	static char *if_in[] = {"c"}, *if_out[] = {"z"}, *add_in2[] = {"x", "x"}, *add_out2[] = {"y"};
+	Onnx__NodeProto *ifn = mb_node(&b, "If", 1, if_in, 1, if_out);
+	ifn->n_attribute = 2;
+	ifn->attribute = ap;
+	mb_node(&b, "Add", 2, add_in2, 1, add_out2); /* after the If that uses y */
+	Onnx__TensorProto *c = &b.inits[0];
+	onnx__tensor_proto__init(c);
+	static int32_t cv[1] = {1};
+	c->name = "c", c->has_data_type = 1, c->data_type = 9, c->n_int32_data = 1, c->int32_data = cv;
+	b.ip[0] = c;
+	b.g.n_initializer = 1;
+	char err[512];
+	for (int cond = 1; cond >= 0; cond--) {
+		cv[0] = cond;
+		eng_onnx_model *m = load_mb(ctx, &b, NULL, err, sizeof(err));
+		ck_assert_msg(m, "%s", err);
+		float xv[3] = {-1, 0, 2}, out[3];
+		eng_tensor *x = eng_from_data(ctx, ENG_F32, 1, (int64_t[]){3}, xv), *z = NULL;
+		ck_assert_msg(eng_onnx_build(m, &x, &z, 0) == ENG_OK, "%s", eng_errmsg(ctx));
+		ck_assert_int_eq(eng_tensor_read(z, out, sizeof(out)), ENG_OK);
+		for (int i = 0; i < 3; i++)
+			ck_assert_float_eq(out[i], cond ? (2 * xv[i] > 0 ? 2 * xv[i] : 0) : -2 * xv[i]);
+		eng_onnx_free(m);
+	}
+	/* a branch using the If's own output: a cycle */
+	static char *self_in[] = {"z"};
+	tn.input = self_in;
+	EXPECT_LOAD_FAIL(ctx, &b, NULL, "cycle");
+	tu_ctx_free(ctx);
+}
+END_TEST
+
+/* Einsum with an ellipsis (broadcast batch dims) against matmul. */
+START_TEST(test_einsum_ellipsis)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	mb b;
+	mb_init(&b, 13);
+	mb_input(&b, "x", 3, (int64_t[]){2, 3, 4});
+	mb_input(&b, "y", 2, (int64_t[]){4, 5});
+	mb_output(&b, "z", 3, (int64_t[]){2, 3, 5});
+	static char *ein[] = {"x", "y"}, *eout[] = {"z"};
+	Onnx__NodeProto *nd = mb_node(&b, "Einsum", 2, ein, 1, eout);
+	Onnx__AttributeProto at, *ap[1] = {&at};
+	onnx__attribute_proto__init(&at);
+	at.name = "equation", at.has_type = 1, at.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+	at.has_s = 1, at.s.data = (uint8_t *)"...ij, jk -> ...ik", at.s.len = strlen("...ij, jk -> ...ik");
+	nd->n_attribute = 1, nd->attribute = ap;
+	char err[512];
+	eng_onnx_model *m = load_mb(ctx, &b, NULL, err, sizeof(err));
+	ck_assert_msg(m, "%s", err);
+	float xv[24], yv[20];
+	for (int i = 0; i < 24; i++)
+		xv[i] = (float)(i % 7) - 3;
+	for (int i = 0; i < 20; i++)
+		yv[i] = (float)(i % 5) * 0.5f;
+	eng_tensor *in[2] = {eng_from_data(ctx, ENG_F32, 3, (int64_t[]){2, 3, 4}, xv), eng_from_data(ctx, ENG_F32, 2, (int64_t[]){4, 5}, yv)}, *z = NULL;
+	ck_assert_msg(eng_onnx_build(m, in, &z, 0) == ENG_OK, "%s", eng_errmsg(ctx));
+	float got[30], want[30];
+	ck_assert_int_eq(eng_tensor_read(z, got, sizeof(got)), ENG_OK);
+	ck_assert_int_eq(eng_tensor_read(eng_matmul(in[0], in[1]), want, sizeof(want)), ENG_OK);
+	for (int i = 0; i < 30; i++)
+		ck_assert_float_eq_tol(got[i], want[i], 1e-5);
+	eng_onnx_free(m);
+	tu_ctx_free(ctx);
+}
+END_TEST
+
+/* LpPool (p = 2, 2x2 windows, stride 2) and GlobalLpPool against the definition (the node tests
+ * of onnx 1.12 have none). */
+START_TEST(test_lp_pool)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	for (int global = 0; global < 2; global++) {
+		mb b;
+		mb_init(&b, 13);
+		mb_input(&b, "x", 4, (int64_t[]){1, 1, 2, 4});
+		mb_output(&b, "y", 4, global ? (int64_t[]){1, 1, 1, 1} : (int64_t[]){1, 1, 1, 2});
+		static char *pin[] = {"x"}, *pout[] = {"y"};
+		Onnx__NodeProto *nd = mb_node(&b, global ? "GlobalLpPool" : "LpPool", 1, pin, 1, pout);
+		Onnx__AttributeProto ks, st, *ap[2] = {&ks, &st};
+		static int64_t two[2] = {2, 2};
+		onnx__attribute_proto__init(&ks);
+		onnx__attribute_proto__init(&st);
+		ks.name = "kernel_shape", ks.has_type = 1, ks.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS, ks.n_ints = 2, ks.ints = two;
+		st.name = "strides", st.has_type = 1, st.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS, st.n_ints = 2, st.ints = two;
+		if (!global)
+			nd->n_attribute = 2, nd->attribute = ap;
+		char err[512];
+		eng_onnx_model *m = load_mb(ctx, &b, NULL, err, sizeof(err));
+		ck_assert_msg(m, "%s", err);
+		float xv[8] = {1, -2, 3, 4, -5, 6, 7, 8}, out[2];
+		eng_tensor *x = eng_from_data(ctx, ENG_F32, 4, (int64_t[]){1, 1, 2, 4}, xv), *y = NULL;
+		ck_assert_msg(eng_onnx_build(m, &x, &y, 0) == ENG_OK, "%s", eng_errmsg(ctx));
+		ck_assert_int_eq(eng_tensor_read(y, out, sizeof(float) * (global ? 1 : 2)), ENG_OK);
+		if (global)
+			ck_assert_float_eq_tol(out[0], sqrtf(1 + 4 + 9 + 16 + 25 + 36 + 49 + 64), 1e-4);
+		else {
+			ck_assert_float_eq_tol(out[0], sqrtf(1 + 4 + 25 + 36), 1e-4);
+			ck_assert_float_eq_tol(out[1], sqrtf(9 + 16 + 49 + 64), 1e-4);
+		}
+		eng_onnx_free(m);
+	}
+	tu_ctx_free(ctx);
+}
+END_TEST
+
+/* GroupNormalization (opsets 18 and 21) and RMSNormalization against the definitions (onnx
+ * 1.12's node tests have none). x (1, 4, 2): groups of 2 channels. */
+START_TEST(test_group_rms_norm)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	float xv[8] = {1, 2, 3, 5, -1, 0, 4, 9}, sv[4] = {1, 2, 0.5f, -1}, bv[4] = {0, 1, -1, 2};
+	for (int k = 0; k < 3; k++) {
+		int opset = k == 0 ? 18 : k == 1 ? 21 : 23;
+		bool rms = k == 2;
+		int64_t np = rms ? 2 : opset == 18 ? 2 : 4;
+		mb b;
+		mb_init(&b, opset);
+		mb_input(&b, "x", 3, (int64_t[]){1, 4, 2});
+		mb_output(&b, "y", 3, (int64_t[]){1, 4, 2});
+		static int64_t pd[1];
+		pd[0] = np;
+		mb_init_f32(&b, "s", 1, pd, sv, (size_t)np);
+		mb_init_f32(&b, "b", 1, pd, bv, (size_t)np);
+		static char *gin[] = {"x", "s", "b"}, *gout[] = {"y"};
+		Onnx__NodeProto *nd = mb_node(&b, rms ? "RMSNormalization" : "GroupNormalization", rms ? 2 : 3, gin, 1, gout);
+		Onnx__AttributeProto ng, *ap[1] = {&ng};
+		onnx__attribute_proto__init(&ng);
+		ng.name = "num_groups", ng.has_type = 1, ng.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT, ng.has_i = 1, ng.i = 2;
+		if (!rms)
+			nd->n_attribute = 1, nd->attribute = ap;
+		char err[512];
+		eng_onnx_model *m = load_mb(ctx, &b, NULL, err, sizeof(err));
+		ck_assert_msg(m, "%s", err);
+		eng_tensor *x = eng_from_data(ctx, ENG_F32, 3, (int64_t[]){1, 4, 2}, xv), *y = NULL;
+		ck_assert_msg(eng_onnx_build(m, &x, &y, 0) == ENG_OK, "%s", eng_errmsg(ctx));
+		float out[8];
+		ck_assert_int_eq(eng_tensor_read(y, out, sizeof(out)), ENG_OK);
+		for (int c = 0; c < 4; c++)
+			for (int j = 0; j < 2; j++) {
+				double want;
+				if (rms) { /* over the last axis (2 values), scale by position */
+					double ms = (xv[c * 2] * xv[c * 2] + xv[c * 2 + 1] * xv[c * 2 + 1]) / 2;
+					want = xv[c * 2 + j] / sqrt(ms + 1e-5) * sv[j];
+				} else {
+					int g = c / 2;
+					double mean = 0, var = 0;
+					for (int i = 0; i < 4; i++)
+						mean += xv[g * 4 + i] / 4.0;
+					for (int i = 0; i < 4; i++)
+						var += (xv[g * 4 + i] - mean) * (xv[g * 4 + i] - mean) / 4.0;
+					int p = opset == 18 ? g : c;
+					want = (xv[c * 2 + j] - mean) / sqrt(var + 1e-5) * sv[p] + bv[p];
+				}
+				ck_assert_msg(fabs(out[c * 2 + j] - want) < 1e-4, "opset %d at %d: %g, want %g", opset, c * 2 + j, out[c * 2 + j], want);
+			}
+		eng_onnx_free(m);
+	}
+	tu_ctx_free(ctx);
+}
+END_TEST
+
+Suite *onnx_suite(void)
+{
+	const TTest *const tests[] = {
+		test_add_end_to_end, test_unsupported_is_an_error, test_build_time_values, test_truncated_and_garbage,
+		test_unknown_fields_skipped, test_cycle_and_undefined, test_sizes_disagree, test_external_data_confined,
+		test_load_file, test_deep_nesting, test_if_captures, test_einsum_ellipsis, test_lp_pool,
+		test_group_rms_norm,
+	};
+	return tu_suite("onnx", tests, (int)(sizeof(tests) / sizeof(tests[0])), TU_TIMEOUT);
+}
