@@ -162,12 +162,11 @@ static void assert_int_array(const cJSON *a, const int *want, int n, const char 
 
 /* ---- load, infer, list, unload ---- */
 
-START_TEST(t_load_infer_unload)
+/* Load MLP_SPEC as "mlp" with seeded weights; x: 3 rows of 4 inputs, y: their 3 rows of 2
+ * outputs computed on the host. */
+static void load_mlp(tsd_client *c, float x[12], float y[6])
 {
-	dh_daemon d = {0};
-	dh_start(&d, NULL);
-	tsd_client *c = dh_client(&d);
-	float w1[32], b1[8], w2[16], x[12], h[24], y[6], got[6];
+	float w1[32], b1[8], w2[16], h[24];
 	fill(w1, 32, 1, 0.7f);
 	fill(b1, 8, 2, 0.3f);
 	fill(w2, 16, 3, 0.7f);
@@ -178,6 +177,15 @@ START_TEST(t_load_infer_unload)
 	for (int i = 0; i < 24; i++)
 		h[i] = h[i] > 0 ? h[i] : 0;
 	linear_ref(h, 3, 8, w2, NULL, 2, y);
+}
+
+START_TEST(t_load_infer_unload)
+{
+	dh_daemon d = {0};
+	dh_start(&d, NULL);
+	tsd_client *c = dh_client(&d);
+	float x[12], y[6], got[6];
+	load_mlp(c, x, y);
 	char why[256];
 	tsd_status s = dh_infer(c, "mlp", NULL, x, 3, 4, got, 6, why, sizeof(why));
 	ck_assert_msg(s == TSD_OK, "infer: %s: %s", tsd_status_name(s), why);
@@ -263,17 +271,8 @@ START_TEST(t_loop_run)
 	dh_daemon d = {0};
 	dh_start(&d, "{\"loop_run_max_us\":1000000}");
 	tsd_client *c = dh_client(&d);
-	float w1[32], b1[8], w2[16], x[12], h[24], y[6];
-	fill(w1, 32, 1, 0.7f);
-	fill(b1, 8, 2, 0.3f);
-	fill(w2, 16, 3, 0.7f);
-	fill(x, 12, 4, 2.0f);
-	tsd_tensor ws[3] = {DH_F32("w1", w1, 8, 4), DH_F32("b1", b1, 8), DH_F32("w2", w2, 2, 8)};
-	dh_load(c, MLP_SPEC, ws, 3);
-	linear_ref(x, 3, 4, w1, b1, 8, h);
-	for (int i = 0; i < 24; i++)
-		h[i] = h[i] > 0 ? h[i] : 0;
-	linear_ref(h, 3, 8, w2, NULL, 2, y);
+	float x[12], y[6];
+	load_mlp(c, x, y);
 	rt_arg a[2] = {{.d = &d, .prio = "realtime", .n = 200, .x = x, .y = y},
 		       {.d = &d, .prio = "normal", .n = 100, .x = x, .y = y}};
 	pthread_t th[2];
