@@ -154,8 +154,9 @@ static double pct(const double *v, size_t n, double p)
 	return v[k ? k - 1 : 0];
 }
 
-/* The daemon's histogram name's count and sum, from stats. */
-static bool hist(tsd_client *c, double cnt[3], double sum[3])
+/* The count and sum of model's queue, compute and batch-size histograms, from stats (the
+ * daemon-wide ones from a daemon without per-model histograms). */
+static bool hist(tsd_client *c, const char *model, double cnt[3], double sum[3])
 {
 	tsd_reply *r;
 	static const char *const names[3] = {"queue_us", "compute_us", "batch_size"};
@@ -163,7 +164,11 @@ static bool hist(tsd_client *c, double cnt[3], double sum[3])
 		tsd_reply_free(r);
 		return false;
 	}
-	const cJSON *hs = cJSON_GetObjectItemCaseSensitive(tsd_reply_json(r), "histograms");
+	const cJSON *j = tsd_reply_json(r);
+	const cJSON *hs = cJSON_GetObjectItemCaseSensitive(
+		cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "models"), model), "histograms");
+	if (!hs)
+		hs = cJSON_GetObjectItemCaseSensitive(j, "histograms");
 	for (int k = 0; k < 3; k++) {
 		const cJSON *h = cJSON_GetObjectItemCaseSensitive(hs, names[k]);
 		const cJSON *n = cJSON_GetObjectItemCaseSensitive(h, "count");
@@ -224,7 +229,7 @@ static int run_level(bench *b, int n, double rate, long window_ms, double stabil
 		memset(wd, 0, sizeof(*wd));
 		wd->t_start = tctl_now();
 		late0 = nw ? late0 : atomic_load(&b->late);
-		if (!hist(b->ctx->c, wd->cnt, wd->sum))
+		if (!hist(b->ctx->c, b->model, wd->cnt, wd->sum))
 			memset(wd->cnt, 0, sizeof(wd->cnt));
 		for (int i = 0; i < started; i++) { /* drop what came before */
 			pthread_mutex_lock(&ws[i].mu);
@@ -289,7 +294,7 @@ static int run_level(bench *b, int n, double rate, long window_ms, double stabil
 	if (b->progress)
 		fputs("\r\033[K", stderr);
 	double cnt[3], sum[3];
-	bool have = nw && hist(b->ctx->c, cnt, sum);
+	bool have = nw && hist(b->ctx->c, b->model, cnt, sum);
 	atomic_store(&b->stop, true);
 	for (int i = 0; i < started; i++) {
 		pthread_join(ws[i].th, NULL);

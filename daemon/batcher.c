@@ -371,12 +371,16 @@ void dmn_batch_done(dmn_srv *s, dmn_job *j)
 				j->ver->bucket_ns[k] = j->t_end - j->t_start;
 		m->c.padded_rows += (uint64_t)(j->bucket - rows);
 		dmn_hist_observe(&s->hist.batch_size, (double)rows);
+		dmn_hist_observe(&m->hist.batch_size, (double)rows);
 	} else if (j->kind == DMN_J_TRAIN && j->st == TSD_OK) {
 		m->c.train_steps++;
 		j->ver->steps++; /* the version's own count (model.list "train_steps"; the executor's step) */
 	}
-	if (j->t_end > j->t_start)
+	if (j->t_end > j->t_start) {
 		dmn_hist_observe(&s->hist.compute_us, (double)(j->t_end - j->t_start) / 1e3);
+		if (m)
+			dmn_hist_observe(&m->hist.compute_us, (double)(j->t_end - j->t_start) / 1e3);
+	}
 	for (int k = 0; k < j->nreq; k++) {
 		dmn_req *r = j->reqs[k];
 		if (j->kind == DMN_J_INFER) {
@@ -391,6 +395,10 @@ void dmn_batch_done(dmn_srv *s, dmn_job *j)
 		}
 		dmn_hist_observe(&s->hist.queue_us, (double)(r->t_dispatch - r->t_arrive) / 1e3);
 		dmn_hist_observe(&s->hist.total_us, (double)(now - r->t_arrive) / 1e3);
+		if (m) {
+			dmn_hist_observe(&m->hist.queue_us, (double)(r->t_dispatch - r->t_arrive) / 1e3);
+			dmn_hist_observe(&m->hist.total_us, (double)(now - r->t_arrive) / 1e3);
+		}
 		dmn_finish(s, r);
 	}
 	j->nreq = 0;

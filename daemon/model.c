@@ -63,6 +63,7 @@ dmn_model *dmn_model_add(dmn_srv *s, const char *name)
 	if (!m)
 		return NULL;
 	snprintf(m->name, sizeof(m->name), "%s", name);
+	dmn_hists_init(&m->hist);
 	s->models[s->nmodels++] = m;
 	return m;
 }

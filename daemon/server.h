@@ -138,6 +138,10 @@ typedef struct dmn_mcounters {
 } dmn_mcounters;
 
 /* A model name in the registry (loop-owned). */
+typedef struct dmn_hists {
+	dmn_hist queue_us, compute_us, total_us, batch_size;
+} dmn_hists;
+
 struct dmn_model {
 	char name[DMN_NAME_MAX + 1];
 	dmn_mver *cur;     /* the version serving, or NULL while the first load runs */
@@ -149,6 +153,7 @@ struct dmn_model {
 	int queued;
 	int64_t queued_rows;
 	dmn_mcounters c;
+	dmn_hists hist;    /* this model's queue, compute and total times, batch sizes */
 	char spec_path[4096]; /* a preloaded model: its spec file, and what it held */
 	uint64_t spec_hash;
 };
@@ -206,9 +211,6 @@ typedef struct dmn_event {
 #define DMN_CLIENT_BUCKETS 256
 #define DMN_SPARE_REQS 256 /* freed requests kept for reuse */
 
-typedef struct dmn_hists {
-	dmn_hist queue_us, compute_us, total_us, batch_size;
-} dmn_hists;
 
 struct dmn_srv {
 	dmn_config cfg;
@@ -368,6 +370,8 @@ void dmn_run_realize(dmn_exec *e, dmn_job *j);
 
 /* ---- stats.c ---- */
 void dmn_stats_init(dmn_srv *s);
+void dmn_hists_init(dmn_hists *h); /* the bounds of the daemon's histograms */
+cJSON *dmn_hists_json(const dmn_hists *h);
 void dmn_server_free_state(dmn_srv *s); /* models, clients, queued jobs (after the loop ends) */
 cJSON *dmn_stats_json(dmn_srv *s);
 char *dmn_metrics_text(dmn_srv *s); /* Prometheus text; caller frees */

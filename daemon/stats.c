@@ -10,12 +10,17 @@
 #include <string.h>
 #include <unistd.h>
 
+void dmn_hists_init(dmn_hists *h)
+{
+	dmn_hist_init_125(&h->queue_us, 1, 1e7);
+	dmn_hist_init_125(&h->compute_us, 1, 1e7);
+	dmn_hist_init_125(&h->total_us, 1, 1e7);
+	dmn_hist_init_pow2(&h->batch_size, 1, 4096);
+}
+
 void dmn_stats_init(dmn_srv *s)
 {
-	dmn_hist_init_125(&s->hist.queue_us, 1, 1e7);
-	dmn_hist_init_125(&s->hist.compute_us, 1, 1e7);
-	dmn_hist_init_125(&s->hist.total_us, 1, 1e7);
-	dmn_hist_init_pow2(&s->hist.batch_size, 1, 4096);
+	dmn_hists_init(&s->hist);
 }
 
 void dmn_stats_count(dmn_srv *s, dmn_req *r, tsd_status st)
@@ -52,10 +57,18 @@ static cJSON *process_json(void)
 
 static const char *hist_names[] = {"queue_us", "compute_us", "total_us", "batch_size"};
 
-static const dmn_hist *hist_at(const dmn_srv *s, int k)
+static const dmn_hist *hist_at(const dmn_hists *hs, int k)
 {
-	const dmn_hist *h[] = {&s->hist.queue_us, &s->hist.compute_us, &s->hist.total_us, &s->hist.batch_size};
+	const dmn_hist *h[] = {&hs->queue_us, &hs->compute_us, &hs->total_us, &hs->batch_size};
 	return h[k];
+}
+
+cJSON *dmn_hists_json(const dmn_hists *h)
+{
+	cJSON *o = cJSON_CreateObject();
+	for (int k = 0; k < 4; k++)
+		cJSON_AddItemToObject(o, hist_names[k], dmn_hist_json(hist_at(h, k)));
+	return o;
 }
 
 cJSON *dmn_stats_json(dmn_srv *s)
@@ -77,7 +90,7 @@ cJSON *dmn_stats_json(dmn_srv *s)
 		if (s->rejected[st])
 			cJSON_AddNumberToObject(rej, tsd_status_name((tsd_status)st), (double)s->rejected[st]);
 	for (int k = 0; k < 4; k++)
-		cJSON_AddItemToObject(hs, hist_names[k], dmn_hist_json(hist_at(s, k)));
+		cJSON_AddItemToObject(hs, hist_names[k], dmn_hist_json(hist_at(&s->hist, k)));
 	eng_stats es;
 	eng_device_stats ds;
 	dmn_exec_stats(s, &es, &ds);
@@ -90,8 +103,11 @@ cJSON *dmn_stats_json(dmn_srv *s)
 	cJSON_AddNumberToObject(eng, "mem_peak", (double)es.mem_peak);
 	cJSON_AddNumberToObject(eng, "mem_cached", (double)es.mem_cached);
 	cJSON_AddNumberToObject(eng, "programs", (double)ds.programs);
-	for (int i = 0; i < s->nmodels; i++)
-		cJSON_AddItemToObject(models, s->models[i]->name, dmn_counters_json(&s->models[i]->c));
+	for (int i = 0; i < s->nmodels; i++) {
+		cJSON *mo = dmn_counters_json(&s->models[i]->c);
+		cJSON_AddItemToObject(mo, "histograms", dmn_hists_json(&s->models[i]->hist));
+		cJSON_AddItemToObject(models, s->models[i]->name, mo);
+	}
 	cJSON_AddNumberToObject(rz, "graphs", (double)s->realize_graphs);
 	pthread_mutex_lock(&s->exec.mu);
 	cJSON_AddNumberToObject(rz, "compiles", (double)s->exec.realize_compiles);
@@ -129,7 +145,7 @@ char *dmn_metrics_text(dmn_srv *s)
 	for (int k = 0; k < 4; k++) {
 		char name[64];
 		snprintf(name, sizeof(name), "tensord_%s", hist_names[k]);
-		dmn_prom_hist(&p, name, help[k], NULL, 0, hist_at(s, k));
+		dmn_prom_hist(&p, name, help[k], NULL, 0, hist_at(&s->hist, k));
 	}
 	eng_stats es;
 	eng_device_stats ds;

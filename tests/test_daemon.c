@@ -631,6 +631,11 @@ START_TEST(t_concurrent_clients)
 	double rss = dh_num(st, "process.rss_bytes"), heap = dh_num(st, "process.heap_in_use_bytes");
 	ck_assert_msg(rss > 1e6 && heap >= 0 && dh_num(st, "process.heap_free_bytes") >= 0,
 		      "process: rss %g, heap in use %g", rss, heap);
+	/* the model's own histograms: one queue time per request, one batch size per batch */
+	ck_assert_int_eq((int)dh_num(st, "models.lin.histograms.queue_us.count"), NCLIENTS * NREQ);
+	ck_assert_int_eq((int)dh_num(st, "models.lin.histograms.batch_size.count"), (int)batches);
+	ck_assert_msg(dh_num(st, "models.lin.histograms.batch_size.sum") == rows, "batch sizes sum to %g rows",
+		      dh_num(st, "models.lin.histograms.batch_size.sum"));
 	cJSON_Delete(st);
 	fprintf(stderr, "daemon: %g requests in %g batches\n", req, batches);
 	ck_assert_int_eq((int)req, NCLIENTS * NREQ);
