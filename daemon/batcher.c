@@ -291,7 +291,7 @@ static bool run_here_ok(const dmn_srv *s, const dmn_job *j)
 
 void dmn_dispatch(dmn_srv *s)
 {
-	uint64_t now = eng_now_ns(), next = UINT64_MAX;
+	uint64_t now = eng_now_ns(), next = UINT64_MAX, ran_here_ns = 0;
 	expire(s, now, &next);
 	while (!s->exec_busy) {
 		dmn_model *best = NULL;
@@ -345,10 +345,13 @@ void dmn_dispatch(dmn_srv *s)
 			j->reqs[k]->t_dispatch = now;
 		s->exec_busy = true;
 		s->cur_job = j;
-		if (run_here_ok(s, j) && dmn_exec_run_here(s, j)) {
+		/* at most about loop_run_max_us of such runs per wake-up: the loop has its inbox to see to */
+		if (ran_here_ns <= (uint64_t)s->cfg.loop_run_max_us * 1000u && run_here_ok(s, j) && dmn_exec_run_here(s, j)) {
 			j->model->c.loop_batches++;
 			dmn_model_job_done(s, j); /* as if it had come back through the inbox */
-			now = eng_now_ns();
+			uint64_t t = eng_now_ns();
+			ran_here_ns += t - now;
+			now = t;
 			continue;
 		}
 		dmn_exec_push(s, j);
