@@ -256,7 +256,7 @@ layers: all
 
 # The op-level suites and the examples on every backend this machine has (tests/conformance.sh).
 conformance: all
-	tests/conformance.sh
+	BUILD=$(BUILD) tests/conformance.sh
 
 # Training regressions: XOR must learn, a short Fashion-MNIST run must beat 70% test accuracy.
 train-check: $(BUILD)/bin/xor $(BUILD)/bin/fashion_mnist $(BUILD)/bin/quick

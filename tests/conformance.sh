@@ -5,10 +5,12 @@
 # checks, nn layers, losses, optimizers, the JIT, random graphs and bad input, each result
 # compared with the float64 reference evaluator (tests/ref_eval.c) under per-dtype tolerances.
 # Then the examples run there: fusion, XOR, and a Fashion-MNIST training smoke run. A backend
-# that is absent is reported as SKIPPED, never as passed. Usage: tests/conformance.sh [BACKEND...]
+# that is absent is reported as SKIPPED, never as passed. Usage: [BUILD=dir] tests/conformance.sh [BACKEND...]
+# (BUILD: the build directory to test, default build; `make BUILD=build-clang CC=clang conformance`.)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-BIN=build/bin
+BUILD="${BUILD:-build}"
+BIN="$BUILD/bin"
 SUITES="${SUITES:-ops api nn random errors kernels nnlayers optim grad jit devices cancel zerocopy}"
 backends=("$@")
 [ ${#backends[@]} -eq 0 ] && backends=(CPU CL)
@@ -20,7 +22,7 @@ for dev in "${backends[@]}"; do
 	fi
 	echo "conformance $dev: $probe"
 	for s in $SUITES; do
-		out=$(DEV="$dev" CK_RUN_SUITE="$s" CK_FORK=yes build/tests/run_tests 2>&1)
+		out=$(DEV="$dev" CK_RUN_SUITE="$s" CK_FORK=yes "$BUILD/tests/run_tests" 2>&1)
 		rc=$?
 		line=$(grep -E '^[0-9]+%: Checks' <<<"$out" | tail -1)
 		echo "conformance $dev: suite $s: ${line:-no result}"

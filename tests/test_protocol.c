@@ -407,22 +407,26 @@ START_TEST(graph_mlp_matches_api)
 }
 END_TEST
 
+/* The first 15 nodes of graph_other_ops' graphs (an unterminated nodes array). */
+#define OTHER_OPS_NODES                                                                             \
+	"{'nodes':[{'id':'x','op':'input','dtype':'float32','shape':[-1,1,4,4]},"                   \
+	"{'id':'w','op':'param','dtype':'float32','shape':[2,1,3,3]},"                               \
+	"{'id':'c','op':'conv2d','in':['x','w'],'stride':1,'padding':[1,1]},"                        \
+	"{'id':'f','op':'reshape','in':['c'],'shape':[-1,32]},"                                      \
+	"{'id':'k','op':'const','value':0.5},{'id':'m','op':'mul','in':['f','k']},"                   \
+	"{'id':'t','op':'transpose','in':['m'],'dims':[0,1]},"                                       \
+	"{'id':'s','op':'sum','in':['t'],'axes':[1],'keepdim':true},"                                \
+	"{'id':'mx','op':'max','in':['t'],'axes':1},{'id':'mn','op':'mean','in':['t']},"              \
+	"{'id':'q','op':'permute','in':['c'],'perm':[0,2,3,1]},"                                     \
+	"{'id':'i','op':'cast','in':['q'],'dtype':'int32'},"                                         \
+	"{'id':'l','op':'log_softmax','in':['f'],'axis':1},"                                         \
+	"{'id':'e','op':'tanh','in':['l']},{'id':'n','op':'neg','in':['e']},"
+
 /* The other ops: shapes inferred as the engine makes them, values as the API gives. */
 START_TEST(graph_other_ops)
 {
 	eng_ctx *ctx = tu_ctx_new();
-	cJSON *j = js("{'nodes':[{'id':'x','op':'input','dtype':'float32','shape':[-1,1,4,4]},"
-		      "{'id':'w','op':'param','dtype':'float32','shape':[2,1,3,3]},"
-		      "{'id':'c','op':'conv2d','in':['x','w'],'stride':1,'padding':[1,1]},"
-		      "{'id':'f','op':'reshape','in':['c'],'shape':[-1,32]},"
-		      "{'id':'k','op':'const','value':0.5},{'id':'m','op':'mul','in':['f','k']},"
-		      "{'id':'t','op':'transpose','in':['m'],'dims':[0,1]},"
-		      "{'id':'s','op':'sum','in':['t'],'axes':[1],'keepdim':true},"
-		      "{'id':'mx','op':'max','in':['t'],'axes':1},{'id':'mn','op':'mean','in':['t']},"
-		      "{'id':'q','op':'permute','in':['c'],'perm':[0,2,3,1]},"
-		      "{'id':'i','op':'cast','in':['q'],'dtype':'int32'},"
-		      "{'id':'l','op':'log_softmax','in':['f'],'axis':1},"
-		      "{'id':'e','op':'tanh','in':['l']},{'id':'n','op':'neg','in':['e']},"
+	cJSON *j = js(OTHER_OPS_NODES
 		      "{'id':'lin','op':'linear','in':['f','w2','b2']},"
 		      "{'id':'w2','op':'param','dtype':'float32','shape':[3,32]}],"
 		      "'outputs':['s','mx','mn','i','n']}");
@@ -432,18 +436,7 @@ START_TEST(graph_other_ops)
 	ck_assert_int_eq(proto_graph_parse(j, 1 << 20, &g, &err), TSD_BAD_REQUEST);
 	ck_assert_msg(strstr(err.msg, "nodes[15] (lin): linear: in[1]: 'w2' is defined later"), "%s", err.msg);
 	cJSON_Delete(j);
-	j = js("{'nodes':[{'id':'x','op':'input','dtype':'float32','shape':[-1,1,4,4]},"
-	       "{'id':'w','op':'param','dtype':'float32','shape':[2,1,3,3]},"
-	       "{'id':'c','op':'conv2d','in':['x','w'],'stride':1,'padding':[1,1]},"
-	       "{'id':'f','op':'reshape','in':['c'],'shape':[-1,32]},"
-	       "{'id':'k','op':'const','value':0.5},{'id':'m','op':'mul','in':['f','k']},"
-	       "{'id':'t','op':'transpose','in':['m'],'dims':[0,1]},"
-	       "{'id':'s','op':'sum','in':['t'],'axes':[1],'keepdim':true},"
-	       "{'id':'mx','op':'max','in':['t'],'axes':1},{'id':'mn','op':'mean','in':['t']},"
-	       "{'id':'q','op':'permute','in':['c'],'perm':[0,2,3,1]},"
-	       "{'id':'i','op':'cast','in':['q'],'dtype':'int32'},"
-	       "{'id':'l','op':'log_softmax','in':['f'],'axis':1},"
-	       "{'id':'e','op':'tanh','in':['l']},{'id':'n','op':'neg','in':['e']},"
+	j = js(OTHER_OPS_NODES
 	       "{'id':'w2','op':'param','dtype':'float32','shape':[3,32]},"
 	       "{'id':'lin','op':'linear','in':['f','w2']}],"
 	       "'outputs':['s','mx','mn','i','n','lin']}");
