@@ -212,6 +212,15 @@ eng_dtype eng_tensor_dtype(const eng_tensor *t);
 int64_t eng_numel(const eng_tensor *t);
 /* Print the tensor's op graph (for debugging) to stderr. */
 void eng_tensor_dump_graph(const eng_tensor *t);
+/* Whether callers' rows can share one launch: inputs[i] holds a batch of rows along axis
+ * in_axis[i] (the same number, >= 2, in each). ENG_OK when element i of every output depends only
+ * on the inputs' row i[out_axis[q]] and not on where in the batch that row sits (so rows of
+ * different callers, and zero rows padding a batch, cannot change each other's results);
+ * out_axis[q] receives output q's batch axis. Otherwise ENG_EINVAL with the context error saying
+ * where rows meet (a reduction over the batch axis, a reshape splitting it, a value that changes
+ * along it, ...). A proof over the lazy graph, conservative: nothing is computed. */
+eng_status eng_rows_independent(eng_tensor *const *inputs, const int *in_axis, int nin, eng_tensor *const *outputs,
+				int nout, int *out_axis);
 
 /* ---- computation -------------------------------------------------------------------- */
 /* Compute the given tensors together: one schedule, kernels fused across all of them. While an
