@@ -88,8 +88,9 @@ $(ONNX_GEN_OBJ): $(BUILD)/gen/onnx.pb-c.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -I$(BUILD)/gen -c $< -o $@
 
-$(BUILD)/engine/onnx/%.o $(BUILD)/tests/test_onnx.o: INC += -I$(BUILD)/gen
-$(BUILD)/tests/test_onnx.o: | $(BUILD)/gen/onnx.pb-c.h
+ONNX_TEST_OBJ := $(addprefix $(BUILD)/tests/,test_onnx.o onnx_mb.o test_daemon_onnx.o)
+$(BUILD)/engine/onnx/%.o $(ONNX_TEST_OBJ): INC += -I$(BUILD)/gen
+$(ONNX_TEST_OBJ): | $(BUILD)/gen/onnx.pb-c.h
 $(filter-out $(ONNX_GEN_OBJ),$(filter $(BUILD)/engine/onnx/%,$(ENGINE_OBJ))): | $(BUILD)/gen/onnx.pb-c.h
 
 $(BUILD)/pic/%.o: %.c

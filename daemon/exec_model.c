@@ -21,6 +21,7 @@ typedef struct mexec {
 	eng_jit *jit;        /* inference */
 	eng_jit *train;      /* training step, or NULL */
 	eng_optim *opt;
+	dmn_onnx *onnx;      /* an ONNX model's importer, or NULL */
 	uint64_t steps;
 	tsd_status build_st; /* why the last graph build failed */
 	char build_err[256];
@@ -52,6 +53,8 @@ static eng_status build(mexec *me, eng_tensor *const *gin, eng_tensor **out)
 	const dmn_mver *v = me->v;
 	eng_tensor *all[PROTO_GRAPH_MAX_OUTPUTS];
 	proto_err e;
+	if (me->onnx) /* every output of the file is a model output, in order */
+		return dmn_onnx_build(me->onnx, gin, out, &me->build_st, me->build_err, sizeof(me->build_err));
 	tsd_status st = proto_graph_build(&v->g, me->ctx, gin, me->params, all, &e);
 	if (st != TSD_OK) {
 		me->build_st = st;
@@ -173,6 +176,7 @@ static void mexec_free(mexec *me)
 	eng_jit_destroy(me->train);
 	eng_jit_destroy(me->jit);
 	eng_optim_destroy(me->opt);
+	dmn_onnx_free(me->onnx);
 	for (int k = 0; k < me->nparams; k++)
 		eng_tensor_free(me->params[k]);
 	free(me->params);
@@ -282,6 +286,9 @@ void dmn_run_load(dmn_exec *e, dmn_job *j)
 	me->v = v;
 	me->ctx = e->ctx;
 	me->nparams = v->g.nparams;
+	if (v->onnx && (j->st = dmn_onnx_open(e->ctx, v, j->nreq ? &j->reqs[0]->pm : NULL, &me->onnx, j->err,
+					      sizeof(j->err))))
+		goto fail;
 	if (!load_params(e, j, me))
 		goto fail;
 	if (v->trainable) {

@@ -113,7 +113,16 @@ void dmn_mver_free(dmn_mver *v)
 	if (!v)
 		return;
 	proto_graph_free(&v->g);
+	cJSON_Delete(v->onnx_opts);
 	free(v);
+}
+
+void dmn_mver_unbatched(dmn_mver *v)
+{
+	v->batched = false;
+	v->batch_max = 1;
+	v->nbuckets = 1;
+	v->buckets[0] = 1;
 }
 
 /* The axis of the batch dimension in node i's shape, or -1. */
@@ -262,9 +271,7 @@ static tsd_status parse_batching(dmn_srv *s, const cJSON *spec, dmn_mver *v, cha
 		}
 	}
 	if (!v->batched) { /* one request a launch */
-		v->batch_max = 1;
-		v->nbuckets = 1;
-		v->buckets[0] = 1;
+		dmn_mver_unbatched(v);
 		return TSD_OK;
 	}
 	/* buckets given without max, or max without buckets: keep them consistent */
@@ -384,10 +391,18 @@ static tsd_status parse_train(const cJSON *spec, dmn_mver *v, char *err, size_t 
 	return TSD_OK;
 }
 
-tsd_status dmn_mver_parse(dmn_srv *s, const cJSON *spec, dmn_mver **out, char *err, size_t errlen)
+/* A model.load of an ONNX file: its own fields, then batching and device as for graphs. */
+static tsd_status parse_onnx(dmn_srv *s, const cJSON *spec, const proto_msg *pm, dmn_mver *v, char *err, size_t errlen)
+{
+	tsd_status st = dmn_onnx_spec(s, spec, pm, v, err, errlen);
+	return st ? st : parse_batching(s, spec, v, err, errlen);
+}
+
+tsd_status dmn_mver_parse(dmn_srv *s, const cJSON *spec, const proto_msg *pm, dmn_mver **out, char *err, size_t errlen)
 {
 	static const char *const known[] = {"verb", "id", "tensors", "name", "graph", "weights", "inputs",
-					    "outputs", "device", "batching", "train"};
+					    "outputs", "device", "batching", "train", "format", "file", "shapes",
+					    "constants", "f64_as_f32"};
 	for (const cJSON *f = spec->child; f; f = f->next) {
 		bool ok = false;
 		for (size_t k = 0; k < sizeof(known) / sizeof(*known); k++)
@@ -399,9 +414,26 @@ tsd_status dmn_mver_parse(dmn_srv *s, const cJSON *spec, dmn_mver **out, char *e
 	if (!v)
 		return bad(err, errlen, TSD_OUT_OF_MEMORY, "out of memory");
 	const cJSON *g = cJSON_GetObjectItemCaseSensitive(spec, "graph");
+	const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(spec, "format");
 	proto_err e;
 	tsd_status st;
 	uint64_t cap = s->cfg.mem_limit_bytes ? s->cfg.mem_limit_bytes : UINT64_C(1) << 40;
+	const char *dev = dmn_json_str(spec, "device"), *w = dmn_json_str(spec, "weights");
+	if (fmt && (!cJSON_IsString(fmt) || (strcmp(fmt->valuestring, "graph") && strcmp(fmt->valuestring, "onnx")))) {
+		free(v);
+		return BAD("format: \"graph\" (the default) or \"onnx\"");
+	}
+	if (fmt && !strcmp(fmt->valuestring, "onnx")) {
+		if ((st = parse_onnx(s, spec, pm, v, err, errlen)))
+			goto fail;
+		goto device;
+	}
+	static const char *const onnx_only[] = {"file", "shapes", "constants", "f64_as_f32"};
+	for (size_t k = 0; k < sizeof(onnx_only) / sizeof(*onnx_only); k++)
+		if (cJSON_GetObjectItemCaseSensitive(spec, onnx_only[k])) {
+			free(v);
+			return BAD("%s: a field of ONNX models (\"format\": \"onnx\")", onnx_only[k]);
+		}
 	if (!cJSON_IsObject(g)) {
 		free(v);
 		return BAD("graph: an object is required");
@@ -410,10 +442,10 @@ tsd_status dmn_mver_parse(dmn_srv *s, const cJSON *spec, dmn_mver **out, char *e
 		free(v);
 		return bad(err, errlen, st, "graph: %s", e.msg);
 	}
-	const char *dev = dmn_json_str(spec, "device"), *w = dmn_json_str(spec, "weights");
 	if ((st = parse_io(s, spec, v, err, errlen)) || (st = parse_batching(s, spec, v, err, errlen)) ||
 	    (st = parse_train(spec, v, err, errlen)))
 		goto fail;
+device:
 	if (cJSON_GetObjectItemCaseSensitive(spec, "device") && (!dev || strcmp(dev, s->exec.name))) {
 		st = BAD("device: this daemon has \"%s\"", s->exec.name);
 		goto fail;
@@ -567,6 +599,7 @@ cJSON *dmn_model_json(const dmn_srv *s, const dmn_model *m)
 	cJSON_AddNumberToObject(o, "version", v->version);
 	cJSON_AddStringToObject(o, "state", m->loading ? "ready, reloading" : "ready");
 	cJSON_AddStringToObject(o, "device", s->exec.name);
+	cJSON_AddStringToObject(o, "format", v->onnx ? "onnx" : "graph");
 	cJSON_AddItemToObject(o, "inputs", ports_json(v, v->in, v->nin));
 	cJSON_AddItemToObject(o, "outputs", ports_json(v, v->out, v->nout));
 	cJSON_AddBoolToObject(o, "batched", v->batched);
@@ -596,18 +629,18 @@ tsd_status dmn_load(dmn_srv *s, const cJSON *spec, dmn_req *r, int preload, char
 	if (!dmn_name_ok(name))
 		return BAD("name: 1 to %d characters of A-Z a-z 0-9 _ . -", DMN_NAME_MAX);
 	dmn_mver *v;
-	tsd_status st = dmn_mver_parse(s, spec, &v, err, errlen);
+	tsd_status st = dmn_mver_parse(s, spec, r ? &r->pm : NULL, &v, err, errlen);
 	if (st != TSD_OK)
 		return st;
 	/* weights in the message: each names a param */
-	for (int k = 0; r && k < r->pm.ntensors; k++) {
+	for (int k = 0; r && !v->onnx && k < r->pm.ntensors; k++) {
 		int i = proto_graph_find(&v->g, r->pm.tensors[k].name);
 		if (i < 0 || v->g.nodes[i].op != PROTO_G_PARAM) {
 			dmn_mver_free(v);
 			return BAD("tensors[%d] (%s): not a param node of the graph", k, r->pm.tensors[k].name);
 		}
 	}
-	if (!v->weights_path[0])
+	if (!v->weights_path[0] && !v->onnx)
 		for (int i = 0; i < v->g.nnodes; i++)
 			if (v->g.nodes[i].op == PROTO_G_PARAM && (!r || !proto_msg_tensor(&r->pm, v->g.nodes[i].id))) {
 				st = BAD("param \"%s\": no weights (give \"weights\" or a tensor of that name)",
@@ -809,6 +842,8 @@ int dmn_preload(dmn_srv *s, bool reload)
 		}
 		/* the weights file's identity is part of what "changed" means */
 		const char *w = dmn_json_str(spec, "weights");
+		if (!w)
+			w = dmn_json_str(spec, "file");
 		char wp[4096];
 		struct stat st;
 		if (w && !dmn_models_path(s, w, wp, sizeof(wp), err, sizeof(err)) && !stat(wp, &st)) {

@@ -118,6 +118,11 @@ struct dmn_mver {
 	int64_t delay_us;
 	int queue_max;
 	char weights_path[4096];  /* "" unless loaded from a file */
+	/* an ONNX model (model_onnx.c): the graph above then holds only the ports' nodes */
+	bool onnx;
+	char onnx_path[4096];     /* "": the bytes came as the load request's tensor "onnx" */
+	unsigned onnx_flags;      /* eng_onnx_load's */
+	cJSON *onnx_opts;         /* the spec's "shapes" and "constants" (owned), read at load */
 	/* training */
 	bool trainable;
 	dmn_loss loss;
@@ -310,11 +315,14 @@ void dmn_verb_run(dmn_srv *s, dmn_req *r);
 bool dmn_name_ok(const char *name);
 dmn_model *dmn_model_find(dmn_srv *s, const char *name);
 dmn_model *dmn_model_add(dmn_srv *s, const char *name);
-/* Parse a model.load object into a new version (caller frees with dmn_mver_free): graph,
- * ports, batching (defaults from the config), training. path_out receives the absolute
- * weights path ("" when none). Failure: the status and err naming the field. */
-tsd_status dmn_mver_parse(dmn_srv *s, const cJSON *spec, dmn_mver **out, char *err, size_t errlen);
+/* Parse a model.load object (pm: its message, or NULL for a preload) into a new version
+ * (caller frees with dmn_mver_free): graph, ports, batching (defaults from the config),
+ * training, weights path; or an ONNX model's fields (its ports come when the executor loads it).
+ * Failure: the status and err naming the field. */
+tsd_status dmn_mver_parse(dmn_srv *s, const cJSON *spec, const proto_msg *pm, dmn_mver **out, char *err, size_t errlen);
 void dmn_mver_free(dmn_mver *v);
+/* One request a launch: a version without a batch axis. */
+void dmn_mver_unbatched(dmn_mver *v);
 /* Check r's tensors against v's inputs (and the target when train): rows into r->rows. */
 tsd_status dmn_check_inputs(const dmn_mver *v, const proto_msg *m, bool train, int64_t *rows, char *err, size_t errlen);
 /* A model.list entry. */
@@ -367,6 +375,20 @@ void dmn_run_infer(dmn_exec *e, dmn_job *j);
 void dmn_run_train(dmn_exec *e, dmn_job *j);
 void dmn_run_save(dmn_exec *e, dmn_job *j);
 void dmn_run_realize(dmn_exec *e, dmn_job *j);
+
+/* ---- model_onnx.c: ONNX models ---- */
+/* Loop: the ONNX fields of a model.load (file or the tensor "onnx" of pm, shapes, constants,
+ * f64_as_f32) into v; fields of graph models are refused. */
+tsd_status dmn_onnx_spec(dmn_srv *s, const cJSON *spec, const proto_msg *pm, dmn_mver *v, char *err, size_t errlen);
+typedef struct dmn_onnx dmn_onnx;
+/* Executor: import v's file (pm: the load request's message, for uploaded bytes), make its
+ * inputs v's ports and its outputs v's outputs, with batch axes proven at every bucket. */
+tsd_status dmn_onnx_open(eng_ctx *ctx, dmn_mver *v, const proto_msg *pm, dmn_onnx **out, char *err, size_t errlen);
+/* The graph for the model's inputs (port order); out: every output of the file. An engine
+ * failure is the context's error; one of the daemon's own sets *st and err. */
+eng_status dmn_onnx_build(dmn_onnx *o, eng_tensor *const *in, eng_tensor **out, tsd_status *st, char *err,
+			  size_t errlen);
+void dmn_onnx_free(dmn_onnx *o);
 
 /* ---- stats.c ---- */
 void dmn_stats_init(dmn_srv *s);

@@ -199,6 +199,10 @@ static void v_model_save(dmn_srv *s, dmn_req *r)
 	dmn_model *m = no_tensors(s, r) ? ready_model(s, r, "name") : NULL;
 	if (!m)
 		return;
+	if (m->cur->onnx) {
+		dmn_fail(s, r, TSD_BAD_REQUEST, "name: %s is an ONNX model; its weights are its file", m->name);
+		return;
+	}
 	const cJSON *p = cJSON_GetObjectItemCaseSensitive(r->pm.json, "path");
 	char path[4096] = "", err[512];
 	if (p) {

@@ -430,7 +430,7 @@ eng_status onx_op_scan(onx_node *n)
 	return s;
 }
 
-static eng_status check_input(eng_onnx_model *m, int i, const eng_tensor *t)
+static eng_status check_input(eng_onnx_model *m, int i, const eng_tensor *t, unsigned flags)
 {
 	const eng_onnx_io *io = &m->in[i];
 	if (!t)
@@ -441,7 +441,7 @@ static eng_status check_input(eng_onnx_model *m, int i, const eng_tensor *t)
 		return eng_set_error(m->ctx, ENG_EDTYPE, "onnx: input %d ('%.200s') must be %s, not %s", i, io->name, eng_dtype_name(io->dtype), eng_dtype_name(eng_tensor_dtype(t)));
 	if (io->ndim >= 0) {
 		bool ok = eng_ndim(t) == io->ndim;
-		for (int d = 0; ok && d < io->ndim; d++)
+		for (int d = 0; ok && !(flags & ENG_ONNX_FREE_DIMS) && d < io->ndim; d++)
 			ok = io->shape[d] < 0 || io->shape[d] == eng_shape(t)[d];
 		if (!ok)
 			return eng_set_error(m->ctx, ENG_ESHAPE, "onnx: input %d ('%.200s'): shape does not match the declared one", i, io->name);
@@ -464,7 +464,7 @@ static eng_status take_output(onx_build *b, int i, eng_tensor **out)
 		return eng_set_error(b->ctx, ENG_ENOTSUP, "onnx: output %d ('%.200s'): element type %s is not supported", i, io->name, onx_type_name(io->onnx_type));
 	if (io->ndim >= 0) {
 		bool ok = eng_ndim(t) == io->ndim;
-		for (int d = 0; ok && d < io->ndim; d++)
+		for (int d = 0; ok && !(b->flags & ENG_ONNX_FREE_DIMS) && d < io->ndim; d++)
 			ok = io->shape[d] < 0 || io->shape[d] == eng_shape(t)[d];
 		if (!ok)
 			return eng_set_error(b->ctx, ENG_ESHAPE, "onnx: output %d ('%.200s'): shape differs from the declared one (an importer bug)", i, io->name);
@@ -484,7 +484,7 @@ eng_status eng_onnx_build(eng_onnx_model *m, eng_tensor *const *inputs, eng_tens
 		outputs[i] = NULL;
 	for (int i = 0; i < m->n_in; i++) {
 		m->in_static[i] = false;
-		eng_status s = check_input(m, i, inputs[i]);
+		eng_status s = check_input(m, i, inputs[i], flags);
 		if (s)
 			return s;
 	}

@@ -53,12 +53,16 @@ int64_t eng_onnx_opset(const eng_onnx_model *m, const char *domain);
  * inputs were read). Without it such a value must be a constant: an initializer, a Constant
  * node or something computed from them (folded at build time). */
 #define ENG_ONNX_SPECIALIZE 1u
+/* Inputs may have other sizes than the file's static dims (the rank must agree), and outputs'
+ * declared dims are not checked: exporters often fix an example's sizes (a batch of 1). An op
+ * that cannot take the new sizes fails the build as for any other bad shape. */
+#define ENG_ONNX_FREE_DIMS 2u
 
 /* Build the lazy engine graph of the model for the given inputs: inputs[i] for graph input i
  * (eng_onnx_input_count of them, dtypes as declared; shapes must agree with the declared static
- * dims). On success outputs[i] holds output i (eng_onnx_output_count of them), new tensors in
- * the caller's current scope; intermediate tensors are freed. Nothing is computed except
- * values needed at build time. On failure returns the status, with the context's error
+ * dims unless ENG_ONNX_FREE_DIMS). On success outputs[i] holds output i (eng_onnx_output_count
+ * of them), new tensors in the caller's current scope; intermediate tensors are freed. Nothing
+ * is computed except values needed at build time. On failure returns the status, with the context's error
  * (eng_errmsg) naming the node, op, opset and attribute; ENG_ENOTSUP for an op, attribute
  * value or dtype the importer does not handle (never a wrong answer). The context's error is
  * left set, as for any engine call. */
