@@ -10,6 +10,8 @@ const char tctl_load_help[] =
 	"usage: tensorctl load SPEC.json [--weights FILE.safetensors] [--upload FILE.safetensors]\n"
 	"                      [PARAM=FILE.npy ...] [--name NAME]\n"
 	"       tensorctl load GRAPH.json --name NAME [--upload FILE.safetensors] ...\n"
+	"       tensorctl load MODEL.onnx [--name NAME] [--shape INPUT=D,D,...] [--const INPUT=V,V,...]\n"
+	"                      [--f64-as-f32] [--batch-max N]\n"
 	"\n"
 	"Load (or hot-swap) a model. SPEC.json is the model.load object of docs/PROTOCOL.md\n"
 	"(name, graph, weights, inputs, outputs, device, batching, train); GRAPH.json a bare\n"
@@ -17,7 +19,14 @@ const char tctl_load_help[] =
 	"  --name NAME      the model's name (over the spec's)\n"
 	"  --weights FILE   a safetensors file the daemon reads, relative to its models_dir\n"
 	"  --upload FILE    a safetensors file read here, its tensors sent with the request\n"
-	"  PARAM=FILE.npy   one param's weights read here and sent (these win over the file's)\n";
+	"  PARAM=FILE.npy   one param's weights read here and sent (these win over the file's)\n"
+	"An .onnx file is read here and sent (name: its base name); a symbolic dim of its inputs\n"
+	"is the batch axis. A SPEC.json with \"format\": \"onnx\" and \"file\" loads one from\n"
+	"models_dir instead.\n"
+	"  --shape IN=D,..  the input's dims (over the file's), -1 for the batch axis\n"
+	"  --const IN=V,..  the input's values, fixed at load (it is then no input of the model)\n"
+	"  --f64-as-f32     run float64 parts in float32 instead of refusing them\n"
+	"  --batch-max N    the most rows in one launch\n";
 const char tctl_unload_help[] = "usage: tensorctl unload NAME\n\nUnload a model; requests "
 				"still queued for it are answered cancelled.\n";
 const char tctl_infer_help[] =
@@ -71,41 +80,130 @@ static int print_loaded(const tsd_reply *r, const char *arg)
 	return 0;
 }
 
+/* "NAME=a,b,c" into obj's NAME as an array of numbers; false (err set) when malformed. */
+static bool named_numbers(cJSON *obj, const char *opt, const char *arg, char *err, size_t errlen)
+{
+	const char *eq = strchr(arg, '=');
+	if (!eq || eq == arg || !eq[1]) {
+		snprintf(err, errlen, "%s %s: NAME=V,V,...", opt, arg);
+		return false;
+	}
+	char name[256];
+	snprintf(name, sizeof(name), "%.*s", (int)(eq - arg) < 255 ? (int)(eq - arg) : 255, arg);
+	cJSON *a = cJSON_CreateArray();
+	for (const char *p = eq + 1; a && *p; p += *p == ',') {
+		char *end;
+		double v = strtod(p, &end);
+		if (end == p || (*end && *end != ',')) {
+			snprintf(err, errlen, "%s %s: not a list of numbers", opt, arg);
+			cJSON_Delete(a);
+			return false;
+		}
+		cJSON_AddItemToArray(a, cJSON_CreateNumber(v));
+		p = end;
+	}
+	cJSON_DeleteItemFromObjectCaseSensitive(obj, name);
+	return a && cJSON_AddItemToObject(obj, name, a);
+}
+
+/* The model name an .onnx path gives: its base name without the extension, other characters
+ * than A-Z a-z 0-9 _ . - made '_'. */
+static void name_from_path(const char *path, char *out, size_t cap)
+{
+	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+	size_t n = strlen(base) - 5; /* ".onnx" */
+	if (n >= cap)
+		n = cap - 1;
+	for (size_t i = 0; i < n; i++) {
+		char c = base[i];
+		out[i] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+				 c == '.' || c == '-'
+			 ? c
+			 : '_';
+	}
+	out[n] = 0;
+}
+
+static bool is_onnx(const char *path)
+{
+	size_t n = strlen(path);
+	return n > 5 && !strcmp(path + n - 5, ".onnx");
+}
+
 int tctl_cmd_load(tctl_ctx *ctx, int argc, char **argv)
 {
 	const char *spec = NULL, *weights = NULL, *name = NULL;
 	tctl_inputs in = {0};
+	cJSON *shapes = cJSON_CreateObject(), *consts = cJSON_CreateObject();
+	bool f64 = false;
+	long batch_max = 0;
 	char err[512];
 	int rc = 0;
 	for (int i = 0; i < argc && !rc; i++) {
+		bool ok = true;
 		if (!strcmp(argv[i], "--weights") && i + 1 < argc) {
 			weights = argv[++i];
 		} else if (!strcmp(argv[i], "--name") && i + 1 < argc) {
 			name = argv[++i];
 		} else if (!strcmp(argv[i], "--upload") && i + 1 < argc) {
-			if (!tctl_safetensors_read(argv[++i], &in, err, sizeof(err))) {
-				fprintf(stderr, "tensorctl load: %s\n", err);
-				rc = TCTL_EXIT_USAGE;
-			}
+			ok = tctl_safetensors_read(argv[++i], &in, err, sizeof(err));
+		} else if (!strcmp(argv[i], "--shape") && i + 1 < argc) {
+			ok = named_numbers(shapes, "--shape", argv[++i], err, sizeof(err));
+		} else if (!strcmp(argv[i], "--const") && i + 1 < argc) {
+			ok = named_numbers(consts, "--const", argv[++i], err, sizeof(err));
+		} else if (!strcmp(argv[i], "--f64-as-f32")) {
+			f64 = true;
+		} else if (!strcmp(argv[i], "--batch-max") && i + 1 < argc) {
+			char *end;
+			batch_max = strtol(argv[++i], &end, 10);
+			if (*end || batch_max < 1)
+				rc = tctl_usage("load", "--batch-max: a positive integer");
 		} else if (argv[i][0] != '-' && strchr(argv[i], '=')) {
-			if (!tctl_inputs_arg(&in, argv[i], err, sizeof(err))) {
-				fprintf(stderr, "tensorctl load: %s\n", err);
-				rc = TCTL_EXIT_USAGE;
-			}
+			ok = tctl_inputs_arg(&in, argv[i], err, sizeof(err));
 		} else if (!spec && argv[i][0] != '-') {
 			spec = argv[i];
 		} else {
 			rc = tctl_usage("load", "unexpected argument %s", argv[i]);
 		}
+		if (!ok) {
+			fprintf(stderr, "tensorctl load: %s\n", err);
+			rc = TCTL_EXIT_USAGE;
+		}
 	}
 	if (!rc && !spec)
-		rc = tctl_usage("load", "needs SPEC.json");
-	cJSON *h = rc ? NULL : tctl_json_file(spec, err, sizeof(err));
-	if (!rc && !h) {
-		fprintf(stderr, "tensorctl load: %s\n", err);
-		rc = TCTL_EXIT_USAGE;
+		rc = tctl_usage("load", "needs SPEC.json, GRAPH.json or MODEL.onnx");
+	bool onnx = !rc && is_onnx(spec);
+	if (!rc && !onnx && (shapes->child || consts->child || f64 || batch_max))
+		rc = tctl_usage("load", "--shape, --const, --f64-as-f32 and --batch-max are for .onnx files");
+	cJSON *h = NULL;
+	if (!rc && onnx) {
+		size_t len;
+		char *bytes = tctl_read_file(spec, &len, err, sizeof(err)), dims[32], base[65];
+		snprintf(dims, sizeof(dims), "%zu", len);
+		if (!bytes || !tctl_inputs_raw(&in, "onnx", "uint8", dims, bytes, len, err, sizeof(err))) {
+			fprintf(stderr, "tensorctl load: %s\n", err);
+			rc = TCTL_EXIT_USAGE;
+		}
+		name_from_path(spec, base, sizeof(base));
+		h = cJSON_CreateObject();
+		cJSON_AddStringToObject(h, "name", base);
+		cJSON_AddStringToObject(h, "format", "onnx");
+		if (shapes->child)
+			cJSON_AddItemReferenceToObject(h, "shapes", shapes);
+		if (consts->child)
+			cJSON_AddItemReferenceToObject(h, "constants", consts);
+		if (f64)
+			cJSON_AddTrueToObject(h, "f64_as_f32");
+		if (batch_max)
+			cJSON_AddNumberToObject(cJSON_AddObjectToObject(h, "batching"), "max", (double)batch_max);
+	} else if (!rc) {
+		h = tctl_json_file(spec, err, sizeof(err));
+		if (!h) {
+			fprintf(stderr, "tensorctl load: %s\n", err);
+			rc = TCTL_EXIT_USAGE;
+		}
 	}
-	if (!rc && cJSON_GetObjectItemCaseSensitive(h, "nodes")) { /* a bare graph */
+	if (!rc && !onnx && cJSON_GetObjectItemCaseSensitive(h, "nodes")) { /* a bare graph */
 		cJSON *g = h;
 		h = cJSON_CreateObject();
 		cJSON_AddItemToObject(h, "graph", g);
@@ -127,6 +225,8 @@ int tctl_cmd_load(tctl_ctx *ctx, int argc, char **argv)
 		h = NULL;
 	}
 	cJSON_Delete(h);
+	cJSON_Delete(shapes);
+	cJSON_Delete(consts);
 	tctl_inputs_free(&in);
 	return rc;
 }

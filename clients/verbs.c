@@ -129,6 +129,21 @@ tsd_status tsd_model_load(tsd_client *c, const tsd_model_spec *sp, tsd_reply **o
 	return call(c, h, ok, sp->params, sp->nparams, out);
 }
 
+tsd_status tsd_model_load_onnx(tsd_client *c, const tsd_onnx_spec *sp, tsd_reply **out)
+{
+	*out = NULL;
+	if (!sp || !sp->name || !sp->file == !sp->data)
+		return tsd_client_fail(c, TSD_BAD_REQUEST, "model.load: an ONNX model needs a name and one of file or data");
+	cJSON *h = header("model.load");
+	bool ok = h && add_str(h, "name", sp->name) && add_str(h, "format", "onnx") && add_str(h, "file", sp->file) &&
+		  add_copy(h, "shapes", sp->shapes) && add_copy(h, "constants", sp->constants) &&
+		  (!sp->f64_as_f32 || cJSON_AddTrueToObject(h, "f64_as_f32")) && add_str(h, "device", sp->device) &&
+		  add_batching(h, sp->batching);
+	tsd_tensor t = {.name = "onnx", .dtype = ENG_U8, .ndim = 1, .shape = {(int64_t)sp->size}, .data = sp->data,
+			.nbytes = sp->size};
+	return call(c, h, ok, sp->data ? &t : NULL, sp->data ? 1 : 0, out);
+}
+
 static const char *const priority_name[] = {
 	[TSD_PRIORITY_NORMAL] = "normal",
 	[TSD_PRIORITY_REALTIME] = "realtime",

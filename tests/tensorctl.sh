@@ -83,6 +83,48 @@ has "$DIR/err" "unknown_model"
 expect 0 stats
 python3 -c "import json,sys; json.load(open(sys.argv[1]))['histograms']['queue_us']" "$DIR/out" && ok || fail "stats is not JSON with histograms"
 
+# ---- ONNX files: as the file fixes their shapes, and batched through --shape ----
+LIN=${ONNX_DATA:-/usr/share/libonnx-testdata/data}/pytorch-converted/test_Linear/model.onnx
+if [ -f "$LIN" ]; then
+	expect 0 load "$LIN" --name lin4
+	has "$DIR/out" "loaded lin4 version 1"
+	expect 0 load "$LIN" --shape 0=-1,10 --batch-max 8  # named after the file: "model"
+	has "$DIR/out" "loaded model version 1"
+	expect 0 models
+	has "$DIR/out" "0:float32\[-1,10\]"
+	has "$DIR/out" "3:float32\[-1,8\]"
+	python3 "$HERE/tensorctl/npy.py" "$DIR/x4.npy" '<f4' 4,10 0.5 -1 0.25 2 -0.75 1.5 3 -2 0.1
+	python3 "$HERE/tensorctl/npy.py" "$DIR/x1.npy" '<f4' 1,10 0.5 -1 0.25 2 -0.75 1.5 3 -2 0.1
+	mkdir -p "$DIR/l4" "$DIR/lb" "$DIR/l1"
+	expect 0 infer lin4 "0=$DIR/x4.npy" --out-dir "$DIR/l4"
+	expect 0 infer model "0=$DIR/x4.npy" --out-dir "$DIR/lb"
+	expect 0 infer model "0=$DIR/x1.npy" --out-dir "$DIR/l1"
+	python3 - "$DIR/l4/3.npy" "$DIR/lb/3.npy" "$DIR/l1/3.npy" <<'EOF' && ok || fail "ONNX outputs: fixed vs batched"
+import struct, sys
+def npy(p):
+    b = open(p, 'rb').read()
+    n = struct.unpack('<H', b[8:10])[0]
+    return b[10:10 + n].decode(), struct.unpack('<%df' % ((len(b) - 10 - n) // 4), b[10 + n:])
+h4, a = npy(sys.argv[1]); hb, b = npy(sys.argv[2]); h1, c = npy(sys.argv[3])
+assert "(4, 8)" in h4 and "(4, 8)" in hb and "(1, 8)" in h1, (h4, hb, h1)
+assert all(abs(x - y) <= 1e-5 * (1 + abs(x)) for x, y in zip(a, b)), (a, b)
+assert all(abs(x - y) <= 1e-5 * (1 + abs(x)) for x, y in zip(a[:8], c)), (a[:8], c)
+assert any(abs(x) > 1e-3 for x in a)
+EOF
+	expect 1 infer lin4 "0=$DIR/x1.npy"  # the file fixes 4 rows
+	has "$DIR/err" "shape_mismatch"
+	expect 1 load "$LIN" --name k --const 0=1,2  # 40 values wanted
+	has "$DIR/err" "2 value(s), the input has 40"
+	expect 2 load "$LIN" --shape 0
+	expect 2 load "$HERE/tensorctl/tiny.json" --shape a=1
+	head -c 100 /dev/urandom >"$DIR/junk.onnx"
+	expect 1 load "$DIR/junk.onnx"
+	has "$DIR/err" "not a valid ONNX"
+	expect 0 unload lin4
+else
+	echo "tensorctl.sh: ONNX checks SKIPPED ($LIN absent)"
+fi
+
 # ---- .npy: inputs, outputs, round trip through realize ----
 python3 "$HERE/tensorctl/npy.py" "$DIR/ids.npy" '<i4' 2,8 1 2 3 4 5 6 7 8 1 1 1 1 1 1 1 0
 mkdir -p "$DIR/o1" "$DIR/o2"

@@ -53,6 +53,20 @@ typedef struct tsd_model_spec {
 /* Load (or replace) a model; the reply's "model" is its model.list entry. spec is only read. */
 tsd_status tsd_model_load(tsd_client *c, const tsd_model_spec *spec, tsd_reply **out);
 
+/* model.load of an ONNX file ("format": "onnx"): name and one of file or data are required. */
+typedef struct tsd_onnx_spec {
+	const char *name;
+	const char *file;            /* the .onnx file relative to the daemon's models_dir, or NULL */
+	const void *data;            /* else the file's bytes, sent in the message (no external data) */
+	size_t size;
+	const cJSON *shapes;         /* {"INPUT": [dims, -1 for the batch axis], ...} or NULL */
+	const cJSON *constants;      /* {"INPUT": number or [numbers], ...} fixed at load, or NULL */
+	bool f64_as_f32;             /* run float64 parts in float32 instead of refusing them */
+	const char *device;          /* NULL: the daemon's */
+	const tsd_batching *batching; /* NULL: the config's defaults */
+} tsd_onnx_spec;
+tsd_status tsd_model_load_onnx(tsd_client *c, const tsd_onnx_spec *spec, tsd_reply **out);
+
 typedef enum tsd_priority {
 	TSD_PRIORITY_NORMAL,
 	TSD_PRIORITY_REALTIME,
