@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import os
 import threading
 from typing import Any, Mapping
 
@@ -13,6 +14,7 @@ from ._numpy import np as _np
 from .convert import from_wire, to_wire
 from .errors import TensordError, error_for
 from .graph import Graph
+from .tensor import Tensor
 
 PROTOCOL_VERSION = 1  # TSD_PROTOCOL_VERSION
 DEFAULT_TIMEOUT_MS = 60000
@@ -189,6 +191,36 @@ class Client:
         if "name" not in fields or "graph" not in fields:
             raise ValueError("load needs a name and a graph (or a spec with both)")
         return self.call("model.load", fields, tensors).header["model"]
+
+    def load_onnx(self, name: str, model: str | bytes | os.PathLike[str] | None = None, *,
+                  file: str | None = None, shapes: Mapping[str, list[int]] | None = None,
+                  constants: Mapping[str, Any] | None = None, f64_as_f32: bool = False,
+                  device: str | None = None, batch_max: int | None = None, delay_us: int | None = None,
+                  buckets: list[int] | None = None, queue_max: int | None = None) -> dict[str, Any]:
+        """model.load of an ONNX file; returns its model.list entry.
+
+        model: the .onnx file's path here, or its bytes: sent in the message. file instead: a
+        path relative to the daemon's models_dir (external data beside it allowed). shapes:
+        {input: dims} with -1 for the batch axis (over the file's dims); constants: {input: a
+        number or a flat list} fixed at load; f64_as_f32: run float64 parts in float32. The
+        batching fields as for load()."""
+        if (model is None) == (file is None):
+            raise ValueError("load_onnx needs the model (a path or bytes) or file, not both")
+        fields: dict[str, Any] = {"name": name, "format": "onnx", "file": file, "shapes": shapes,
+                                  "constants": constants, "device": device}
+        if f64_as_f32:
+            fields["f64_as_f32"] = True
+        fields["batching"] = _merge(None, max=batch_max, delay_us=delay_us, buckets=buckets, queue_max=queue_max)
+        tensors: dict[str, Any] = {}
+        if model is not None:
+            if isinstance(model, (bytes, bytearray)):
+                data = bytes(model)
+            else:
+                with open(model, "rb") as f:
+                    data = f.read()
+            tensors["onnx"] = Tensor(data, "uint8", [len(data)])
+        return self.call("model.load", {k: v for k, v in fields.items() if v is not None},
+                         tensors).header["model"]
 
     def unload(self, name: str) -> None:
         """model.unload: requests still queued for it are answered cancelled."""

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import array
 import math
+import os
 import random
+import shutil
 import signal
 import threading
 import unittest
@@ -215,6 +217,35 @@ class DaemonCase(unittest.TestCase):
         with self.assertRaises(tensord.TensordError) as cm3:
             self.c.infer("shapes", {"x": self.tensor([[0.0] * (IN + 1)])})
         self.assertIn(cm3.exception.status, ("shape_mismatch", "bad_request"))
+
+    def test_load_onnx(self) -> None:
+        path = os.path.join(os.environ.get("ONNX_DATA", "/usr/share/libonnx-testdata/data"),
+                            "pytorch-converted", "test_Linear", "model.onnx")
+        if not os.path.exists(path):
+            self.skipTest(f"{path} absent (Debian's libonnx-testdata)")
+        # as the file fixes it: 4 rows of 10; then batched, the file sent as bytes
+        fixed = self.c.load_onnx("lin4", path)
+        self.assertEqual(fixed["format"], "onnx")
+        self.assertFalse(fixed["batched"])
+        with open(path, "rb") as f:
+            entry = self.c.load_onnx("lin", f.read(), shapes={"0": [-1, 10]}, batch_max=8)
+        self.assertTrue(entry["batched"])
+        self.assertEqual(entry["inputs"][0]["shape"], [-1, 10])
+        self.assertEqual(entry["outputs"][0]["shape"], [-1, 8])
+        x = rand_matrix(random.Random(5), 4, 10)
+        all4 = self.c.infer("lin4", {"0": self.tensor(x)})["3"].tolist()
+        self.assertEqual(len(all4), 4)
+        self.assert_close(self.c.infer("lin", {"0": self.tensor(x)})["3"].tolist(), all4)
+        self.assert_close(self.c.infer("lin", {"0": self.tensor(x[2:3])})["3"].tolist(), all4[2:3])
+        # from models_dir by name
+        shutil.copy(path, self.daemon.models_dir / "linear.onnx")
+        self.assertTrue(self.c.load_onnx("linf", file="linear.onnx", shapes={"0": [-1, 10]})["batched"])
+        self.assert_close(self.c.infer("linf", {"0": self.tensor(x[:2])})["3"].tolist(), all4[:2])
+        with self.assertRaises(tensord.BadRequest) as cm:
+            self.c.load_onnx("junk", b"\xff" * 64)
+        self.assertIn("not a valid ONNX", cm.exception.message)
+        with self.assertRaises(ValueError):
+            self.c.load_onnx("both", path, file="linear.onnx")
 
     def test_connect_failure(self) -> None:
         with self.assertRaises(tensord.TensordError) as cm:
