@@ -195,7 +195,7 @@ asan:
 		UBSAN_OPTIONS=print_stacktrace=1 build-asan/tests/run_tests
 
 # The threads suite (contexts on several threads, the shared worker pool), the daemon's
-# integration suite (a TSan-built tensord: loop, executor and nng threads) and the client
+# integration suites (a TSan-built tensord: loop, executor and nng threads) and the client
 # library's live suite (threads sharing a client, asynchronous callbacks) under ThreadSanitizer.
 # No suppressions: a report is a bug (the daemon harness fails a test whose daemon printed one).
 # halt_on_error makes the first report fail the run.
@@ -203,6 +203,7 @@ tsan:
 	$(MAKE) -j2 BUILD=build-tsan OPT="-O1 -g -fsanitize=thread" LDFLAGS="-fsanitize=thread" build-tsan/tests/run_tests build-tsan/bin/tensord
 	CK_FORK=no CK_RUN_SUITE=threads TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build-tsan/tests/run_tests
 	CK_FORK=no CK_RUN_SUITE=daemon TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build-tsan/tests/run_tests
+	CK_FORK=no CK_RUN_SUITE=daemononnx TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build-tsan/tests/run_tests
 	CK_FORK=no CK_RUN_SUITE=clientlive TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build-tsan/tests/run_tests
 
 # libFuzzer targets for the file loaders and the protocol (tests/fuzz/), which take untrusted input: the engine

@@ -52,7 +52,7 @@ static double round_to(bool exact, eng_dtype dt, double v)
 {
 	if (exact)
 		return v;
-	return dt == ENG_F16 ? (double)(_Float16)v : (double)(float)v;
+	return dt == ENG_F16 ? eng_f16_round(v) : (double)(float)v;
 }
 
 /* Reduce an integer (taken modulo 2^64) to the range of an integer or bool dtype. */
@@ -122,7 +122,7 @@ static void cast_elem(bool exact, const ref_array *s, int64_t k, ref_array *o, i
 		else if (exact)
 			o->f[j] = (double)s->i[k];
 		else if (to == ENG_F16)
-			o->f[j] = (double)(_Float16)s->i[k];
+			o->f[j] = eng_f16_round((double)s->i[k]);
 		else
 			o->f[j] = (double)(float)s->i[k];
 	} else {
@@ -147,7 +147,7 @@ static void elem_to_bytes(const ref_array *s, int64_t k, unsigned char *b)
 		memcpy(b, &s->i[k], 8);
 		break;
 	case ENG_F16: {
-		_Float16 v = (_Float16)s->f[k];
+		uint16_t v = eng_f16_bits(s->f[k]);
 		memcpy(b, &v, 2);
 		break;
 	}
@@ -178,9 +178,9 @@ static void elem_from_bytes(ref_array *o, int64_t j, const unsigned char *b)
 		memcpy(&o->i[j], b, 8);
 		break;
 	case ENG_F16: {
-		_Float16 v;
+		uint16_t v;
 		memcpy(&v, b, 2);
-		o->f[j] = (double)v;
+		o->f[j] = eng_f16_to_double(v);
 		break;
 	}
 	default: {

@@ -176,7 +176,8 @@ START_TEST(prelude_conversions_are_exact)
 }
 END_TEST
 
-/* The host's conversions (eng_f16_round, eng_f16_to_double in dtype.h), no _Float16 needed. */
+/* The host's conversions (eng_f16_round, eng_f16_bits, eng_f16_to_double in dtype.h), no
+ * _Float16 needed. */
 START_TEST(host_conversions_are_exact)
 {
 	int n;
@@ -185,11 +186,16 @@ START_TEST(host_conversions_are_exact)
 		double got = eng_f16_round(in[i]), want = ref_h2f(ref_f2h(in[i]));
 		ck_assert_msg((isnan(want) && isnan(got)) || (got == want && signbit(got) == signbit(want)),
 			      "f16_round(%a) = %a, want %a", (double)in[i], got, want);
+		uint16_t bits = eng_f16_bits(in[i]), wbits = ref_f2h(in[i]);
+		ck_assert_msg(isnan(want) ? (bits & 0x7e00) == 0x7e00 : bits == wbits, "f16_bits(%a) = 0x%04x, want 0x%04x",
+			      (double)in[i], bits, wbits);
 	}
 	for (int h = 0; h < 65536; h++) {
 		double got = eng_f16_to_double((uint16_t)h), want = ref_h2f((uint16_t)h);
 		ck_assert_msg((isnan(want) && isnan(got)) || (got == want && signbit(got) == signbit(want)),
 			      "f16_to_double(0x%04x) = %a, want %a", h, got, want);
+		ck_assert_msg(isnan(want) || eng_f16_bits(want) == h, "f16_bits(%a) = 0x%04x, want 0x%04x", want,
+			      eng_f16_bits(want), h);
 	}
 	free(in);
 }

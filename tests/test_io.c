@@ -189,7 +189,7 @@ static void peer_value(int k, int64_t i, unsigned char *dst)
 {
 	static const uint8_t mask[4] = {1, 0, 1, 1};
 	float f = k == 0 ? (float)(i - 5) * 0.5f : 3.5f;
-	_Float16 h = (_Float16)((double)(i - 2) * 0.375);
+	uint16_t h = eng_f16_bits((double)(i - 2) * 0.375);
 	int64_t l = i * 1000000007 - 3000000000;
 	int32_t w = (int32_t)(-7 * i + 3);
 	uint8_t u = (uint8_t)(i * 37 % 256);

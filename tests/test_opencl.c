@@ -188,7 +188,7 @@ START_TEST(test_handwritten_kernels)
 	ck_assert_int_eq(dev.ops->copy_out(dev.ctx, h[1], 0, fout, sizeof(fout), &err), ENG_OK);
 	for (int i = 0; i < N; i++) {
 		ck_assert_msg(iout[i] == want[i], "helper %d: %d, want %d", i, iout[i], want[i]);
-		float f16 = (float)(_Float16)fin[i]; /* the CPU renderer's rounding */
+		float f16 = (float)eng_f16_round(fin[i]); /* the CPU renderer's rounding */
 		ck_assert_msg((isnan(f16) && isnan(fout[i])) || f16 == fout[i], "f16 round of %a: %a, want %a", fin[i],
 			      fout[i], f16);
 	}

@@ -99,7 +99,7 @@ void tu_store(eng_dtype dt, double v, void *dst)
 								: (int64_t)v;
 		break;
 	case ENG_F16:
-		*(_Float16 *)dst = (_Float16)v;
+		*(uint16_t *)dst = eng_f16_bits(v);
 		break;
 	default:
 		*(float *)dst = (float)v;

@@ -20,8 +20,10 @@ typedef enum eng_dtype {
 /* Bytes per element. */
 size_t eng_dtype_size(eng_dtype dt);
 /* float16 buffers hold IEEE binary16 bits. v rounded to the nearest float16 value (ties to
- * even; past the largest, Inf; NaN stays NaN), and the value of binary16 bits h. */
+ * even; past the largest, Inf; NaN stays NaN), the bits of that value (a NaN: the quiet NaN
+ * 0x7e00 with v's sign), and the value of binary16 bits h. */
 double eng_f16_round(double v);
+uint16_t eng_f16_bits(double v);
 double eng_f16_to_double(uint16_t h);
 /* Short name, e.g. "float32"; "?" for an invalid value. */
 const char *eng_dtype_name(eng_dtype dt);
