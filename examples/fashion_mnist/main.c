@@ -157,7 +157,7 @@ static int parse(int argc, char **argv, opts *o)
 {
 	*o = (opts){.steps = 70, .batch = 512, .eval_batch = 1000, .seed = 42, .lr = 0.001, .raw = true, .bn_recal = 2048,
 		       .data = DATA_DIR};
-	for (int i = 1; i < argc; i++) {
+	for (int i = 1; i < argc; i += 2) { /* --option value pairs */
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!v) {
 			usage();
@@ -189,7 +189,6 @@ static int parse(int argc, char **argv, opts *o)
 			usage();
 			return 1;
 		}
-		i++;
 	}
 	if (o->steps < 0 || o->steps > 1000000 || o->batch < 1 || o->batch > 60000 || !(o->lr > 0) ||
 	    !(o->smoothing >= 0 && o->smoothing < 1) || o->bn_recal < 0 || o->bn_recal > 60000) {
