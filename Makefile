@@ -88,7 +88,7 @@ $(ONNX_GEN_OBJ): $(BUILD)/gen/onnx.pb-c.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -I$(BUILD)/gen -c $< -o $@
 
-ONNX_TEST_OBJ := $(addprefix $(BUILD)/tests/,test_onnx.o onnx_mb.o test_daemon_onnx.o)
+ONNX_TEST_OBJ := $(addprefix $(BUILD)/tests/,test_onnx.o test_onnx_ops.o onnx_mb.o test_daemon_onnx.o)
 $(BUILD)/engine/onnx/%.o $(ONNX_TEST_OBJ): INC += -I$(BUILD)/gen
 $(ONNX_TEST_OBJ): | $(BUILD)/gen/onnx.pb-c.h
 $(filter-out $(ONNX_GEN_OBJ),$(filter $(BUILD)/engine/onnx/%,$(ENGINE_OBJ))): | $(BUILD)/gen/onnx.pb-c.h

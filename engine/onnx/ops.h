@@ -58,6 +58,9 @@ eng_status onx_op_instancenorm(onx_node *n);
 eng_status onx_op_groupnorm(onx_node *n);
 eng_status onx_op_rmsnorm(onx_node *n);
 
+/* ops_attention.c */
+eng_status onx_op_attention(onx_node *n);
+
 /* ops_conv.c */
 eng_status onx_op_conv(onx_node *n);
 eng_status onx_op_conv_transpose(onx_node *n);

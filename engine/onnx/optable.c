@@ -168,6 +168,7 @@ static const onx_op ops[] = {
 	{"LpPool", 11, ANY, onx_op_pool, "auto_pad,ceil_mode,dilations,kernel_shape,p,pads,strides", NULL},
 	{"GroupNormalization", 18, ANY, onx_op_groupnorm, "epsilon,num_groups,stash_type", NULL},
 	{"RMSNormalization", 23, ANY, onx_op_rmsnorm, "axis,epsilon,stash_type", NULL},
+	{"Attention", 23, ANY, onx_op_attention, "is_causal,kv_num_heads,q_num_heads,qk_matmul_output_mode,scale,softcap,softmax_precision", NULL},
 	{"InstanceNormalization", 1, ANY, onx_op_instancenorm, "epsilon," LEGACY, NULL},
 	{"LayerNormalization", 17, ANY, onx_op_layernorm, "axis,epsilon,stash_type", NULL},
 	{"LRN", 1, ANY, onx_op_lrn, "alpha,beta,bias,size", NULL},

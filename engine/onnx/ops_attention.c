@@ -1,0 +1,151 @@
+/* ops_attention.c: Attention (opset 23/24): scaled dot-product attention over heads, with 3-D
+ * inputs split into heads, a key/value cache (past -> present), grouped-query heads, a boolean
+ * or additive mask, causal masking aligned to the cache, softcap and padded key lengths; all as
+ * Tensor API compositions. */
+#include <math.h>
+
+#include "ops.h"
+
+/* [B, S, heads * d] -> [B, heads, S, d] */
+static eng_tensor *split_heads(const eng_tensor *x, int64_t heads)
+{
+	const int64_t *s = eng_shape(x);
+	int64_t sh[4] = {s[0], s[1], heads, s[2] / heads};
+	static const int perm[4] = {0, 2, 1, 3};
+	return eng_permute(eng_reshape(x, 4, sh), perm);
+}
+
+/* [B, kvh, S, d] -> [B, kvh * g, S, d], each head repeated g times in place (h0 h0 h1 h1 ...) */
+static eng_tensor *repeat_heads(const eng_tensor *x, int64_t g)
+{
+	const int64_t *s = eng_shape(x);
+	int64_t e[5] = {s[0], s[1], g, s[2], s[3]}, r[4] = {s[0], s[1] * g, s[2], s[3]};
+	return eng_reshape(eng_expand(eng_unsqueeze(x, 2), 5, e), 4, r);
+}
+
+/* The additive bias [.., Sq, Skv] (0 or -inf for a boolean mask; padded to Skv with -inf or
+ * false when shorter), or NULL for none. */
+static eng_tensor *mask_bias(onx_node *n, const eng_tensor *m, int64_t skv)
+{
+	int r = eng_ndim(m);
+	int64_t last = eng_shape(m)[r - 1];
+	bool is_bool = eng_tensor_dtype(m) == ENG_BOOL;
+	eng_tensor *f = is_bool ? eng_where(m, eng_full(n->ctx, ENG_F32, 0, NULL, 0.0),
+					    eng_full(n->ctx, ENG_F32, 0, NULL, -INFINITY))
+				: eng_cast(m, ENG_F32);
+	if (last < skv && f) {
+		int64_t sh[ENG_MAX_DIMS];
+		for (int d = 0; d < r; d++)
+			sh[d] = d == r - 1 ? skv - last : eng_shape(m)[d];
+		f = eng_cat((eng_tensor *[2]){f, eng_full(n->ctx, ENG_F32, r, sh, -INFINITY)}, 2, r - 1);
+	}
+	return f;
+}
+
+/* Allowed keys of a causal block: key j for query i iff j <= i + offset; offset [B,1,1,1] or
+ * a scalar. Returns the 0 / -inf bias [.., Sq, Skv]. */
+static eng_tensor *causal_bias(onx_node *n, int64_t sq, int64_t skv, const eng_tensor *offset)
+{
+	int64_t qs[2] = {sq, 1}, ks[2] = {1, skv};
+	eng_tensor *i = eng_reshape(eng_arange(n->ctx, ENG_I64, 0, (double)sq, 1), 2, qs);
+	eng_tensor *j = eng_reshape(eng_arange(n->ctx, ENG_I64, 0, (double)skv, 1), 2, ks);
+	eng_tensor *lim = eng_add(i, offset); /* j allowed iff j < lim + 1 */
+	eng_tensor *ok = eng_lt(j, eng_add_s(lim, 1));
+	return eng_where(ok, eng_full(n->ctx, ENG_F32, 0, NULL, 0.0), eng_full(n->ctx, ENG_F32, 0, NULL, -INFINITY));
+}
+
+eng_status onx_op_attention(onx_node *n)
+{
+	eng_tensor *q = onx_in(n, 0), *k = onx_in(n, 1), *v = onx_in(n, 2), *mask = onx_in(n, 3);
+	eng_tensor *pk = onx_in(n, 4), *pv = onx_in(n, 5), *nonpad = onx_in(n, 6);
+	if (!q || !k || !v)
+		return onx_fail(n, ENG_EINVAL, "Q, K and V are needed");
+	int r = eng_ndim(q);
+	if ((r != 3 && r != 4) || eng_ndim(k) != r || eng_ndim(v) != r)
+		return onx_fail(n, ENG_ESHAPE, "Q, K and V must all be 3-D or all 4-D");
+	if (!pk != !pv)
+		return onx_fail(n, ENG_EINVAL, "past_key and past_value come together");
+	int64_t qh = onx_attr_i(n, "q_num_heads", 0), kvh = onx_attr_i(n, "kv_num_heads", 0);
+	if (r == 3) {
+		if (qh < 1 || kvh < 1 || eng_shape(q)[2] % qh || eng_shape(k)[2] % kvh || eng_shape(v)[2] % kvh)
+			return onx_fail(n, ENG_EINVAL, "3-D inputs need q_num_heads and kv_num_heads dividing their hidden sizes");
+		q = split_heads(q, qh);
+		k = split_heads(k, kvh);
+		v = split_heads(v, kvh);
+		if (!q || !k || !v)
+			return onx_check(n, NULL);
+	}
+	eng_dtype dt = eng_tensor_dtype(q);
+	int64_t hd = eng_shape(q)[3];
+	if (pk) {
+		k = eng_cat((eng_tensor *[2]){pk, k}, 2, 2);
+		v = eng_cat((eng_tensor *[2]){pv, v}, 2, 2);
+		if (!k || !v)
+			return onx_check(n, NULL);
+	}
+	const int64_t *qs = eng_shape(q), *ks = eng_shape(k), *vs = eng_shape(v);
+	int64_t B = qs[0], sq = qs[2], skv = ks[2], heads = qs[1];
+	if (ks[0] != B || vs[0] != B || ks[3] != hd || vs[2] != skv || ks[1] != vs[1] || heads % ks[1])
+		return onx_fail(n, ENG_ESHAPE, "Q [%lld,%lld,%lld,%lld], K and V of other batch, head or length sizes",
+				(long long)B, (long long)heads, (long long)sq, (long long)hd);
+	eng_tensor *present_k = k, *present_v = v;
+	if (heads != ks[1]) { /* grouped-query attention */
+		k = repeat_heads(k, heads / ks[1]);
+		v = repeat_heads(v, heads / ks[1]);
+	}
+	double scale = onx_attr_f(n, "scale", 1.0 / sqrt((double)hd)), cap = onx_attr_f(n, "softcap", 0.0);
+	int64_t mode = onx_attr_i(n, "qk_matmul_output_mode", 0);
+	if (!(scale > 0) || cap < 0)
+		return onx_fail(n, ENG_EINVAL, "attribute 'scale' must be > 0 and 'softcap' >= 0");
+	if (onx_attr_i(n, "softmax_precision", 1) != 1) /* the softmax runs in float32 */
+		return onx_fail(n, ENG_ENOTSUP, "attribute 'softmax_precision' other than float is not supported");
+	if (n->n_out > 3 && mode != 3 && (mode != 0 || cap > 0))
+		return onx_fail(n, ENG_ENOTSUP, "output qk_matmul_output with qk_matmul_output_mode %lld%s is not supported",
+				(long long)mode, cap > 0 ? " and softcap" : "");
+	double s = sqrt(scale);
+	eng_tensor *qf = eng_mul_s(eng_cast(q, ENG_F32), s), *kf = eng_mul_s(eng_cast(k, ENG_F32), s);
+	eng_tensor *qk = eng_matmul(qf, eng_transpose(kf, 2, 3)); /* [B, H, Sq, Skv] */
+	eng_tensor *raw = qk;
+	if (cap > 0)
+		qk = eng_mul_s(eng_tanh(eng_div_s(qk, cap)), cap);
+	eng_tensor *bias = mask ? mask_bias(n, mask, skv) : NULL;
+	if (onx_attr_i(n, "is_causal", 0)) {
+		eng_tensor *off;
+		if (!pk && nonpad) { /* per batch: the valid keys before this block */
+			int64_t os[4] = {B, 1, 1, 1};
+			off = eng_reshape(eng_sub_s(eng_cast(nonpad, ENG_I64), (double)sq), 4, os);
+		} else {
+			off = eng_full(n->ctx, ENG_I64, 0, NULL, pk ? (double)eng_shape(pk)[2] : 0.0);
+		}
+		eng_tensor *c = causal_bias(n, sq, skv, off);
+		bias = bias ? eng_add(bias, c) : c;
+	}
+	if (nonpad) { /* keys at or past nonpad_kv_seqlen[b] are padding */
+		int64_t ns[4] = {B, 1, 1, 1}, js[4] = {1, 1, 1, skv};
+		eng_tensor *j = eng_reshape(eng_arange(n->ctx, ENG_I64, 0, (double)skv, 1), 4, js);
+		eng_tensor *ok = eng_lt(j, eng_reshape(eng_cast(nonpad, ENG_I64), 4, ns));
+		eng_tensor *p = eng_where(ok, eng_full(n->ctx, ENG_F32, 0, NULL, 0.0),
+					  eng_full(n->ctx, ENG_F32, 0, NULL, -INFINITY));
+		bias = bias ? eng_add(bias, p) : p;
+	}
+	if (bias)
+		qk = eng_add(qk, bias);
+	eng_tensor *p = eng_softmax(qk, 3);
+	eng_tensor *y = eng_matmul(p, eng_cast(v, ENG_F32)); /* [B, H, Sq, dv] */
+	if (r == 3 && y) {
+		static const int perm[4] = {0, 2, 1, 3};
+		int64_t s3[3] = {B, sq, -1};
+		y = eng_reshape(eng_permute(y, perm), 3, s3);
+	}
+	n->out[0] = eng_cast(y, dt);
+	if (n->n_out > 1)
+		n->out[1] = present_k;
+	if (n->n_out > 2)
+		n->out[2] = present_v;
+	if (n->n_out > 3)
+		n->out[3] = eng_cast(mode == 3 ? p : raw, dt);
+	for (int i = 1; i < n->n_out && i < 4; i++)
+		if (!n->out[i])
+			return onx_check(n, NULL);
+	return onx_check(n, n->out[0]);
+}

@@ -1,0 +1,235 @@
+/* test_onnx_ops.c: importer ops that ONNX's Debian test data (opsets up to 17) does not cover,
+ * checked against references computed here: Attention (opset 23) with 3-D inputs split into
+ * heads, grouped-query heads, an additive mask and a scale; and with a key/value cache, causal
+ * masking aligned to it, a short boolean mask and softcap. */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <tensord/onnx.h>
+#include "onnx_mb.h"
+#include "testutil.h"
+
+static void fill(float *x, int n, unsigned seed)
+{
+	for (int i = 0; i < n; i++) {
+		seed = seed * 1103515245u + 12345u;
+		x[i] = (float)((seed >> 16) % 2001) / 1000.0f - 1.0f;
+	}
+}
+
+/* Attention on 4-D [B, H, S, D] arrays in double: k and v hold all Skv keys (cache included);
+ * kvh heads serve H / kvh query heads each; bias (additive, [Sq, Skv]) or NULL; causal: key j
+ * for query i iff j <= i + past; cap > 0: softcap. y [B, H, Sq, DV]. */
+static void attention_ref(int B, int H, int kvh, int sq, int skv, int D, int DV, const float *q, const float *k,
+			  const float *v, const double *bias, bool causal, int past, double scale, double cap, double *y)
+{
+	for (int b = 0; b < B; b++)
+		for (int h = 0; h < H; h++) {
+			int kh = h / (H / kvh);
+			for (int i = 0; i < sq; i++) {
+				double s[64], mx = -INFINITY, sum = 0;
+				for (int j = 0; j < skv; j++) {
+					double a = 0;
+					for (int d = 0; d < D; d++)
+						a += (double)q[((b * H + h) * sq + i) * D + d] * k[((b * kvh + kh) * skv + j) * D + d];
+					a *= scale;
+					if (cap > 0)
+						a = cap * tanh(a / cap);
+					if (bias)
+						a += bias[i * skv + j];
+					if (causal && j > i + past)
+						a = -INFINITY;
+					s[j] = a;
+					mx = fmax(mx, a);
+				}
+				for (int j = 0; j < skv; j++)
+					sum += s[j] = exp(s[j] - mx);
+				for (int e = 0; e < DV; e++) {
+					double acc = 0;
+					for (int j = 0; j < skv; j++)
+						acc += s[j] / sum * v[((b * kvh + kh) * skv + j) * DV + e];
+					y[((b * H + h) * sq + i) * DV + e] = acc;
+				}
+			}
+		}
+}
+
+static Onnx__AttributeProto *attr_i(Onnx__AttributeProto *a, const char *name, int64_t v)
+{
+	onnx__attribute_proto__init(a);
+	a->name = (char *)name;
+	a->has_type = 1;
+	a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+	a->has_i = 1;
+	a->i = v;
+	return a;
+}
+
+static Onnx__AttributeProto *attr_f(Onnx__AttributeProto *a, const char *name, float v)
+{
+	onnx__attribute_proto__init(a);
+	a->name = (char *)name;
+	a->has_type = 1;
+	a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
+	a->has_f = 1;
+	a->f = v;
+	return a;
+}
+
+static eng_onnx_model *load(eng_ctx *ctx, mb *b)
+{
+	size_t len;
+	char err[512];
+	uint8_t *buf = mb_pack(b, &len);
+	eng_onnx_model *m = eng_onnx_load_mem(ctx, buf, len, NULL, 0, err, sizeof(err));
+	free(buf);
+	ck_assert_msg(m, "%s", err);
+	return m;
+}
+
+static void expect_close(const float *got, const double *want, int n, const char *what)
+{
+	for (int i = 0; i < n; i++)
+		ck_assert_msg(fabs(got[i] - want[i]) <= 1e-5 + 1e-4 * fabs(want[i]), "%s[%d] = %g, want %g", what, i,
+			      got[i], want[i]);
+}
+
+/* 3-D inputs: Q [2, 3, 4 heads x 2], K [2, 5, 2 heads x 2], V [2, 5, 2 heads x 3]; a float mask
+ * [3, 5]; scale 0.7. Y [2, 3, 4 x 3]. */
+START_TEST(attention_3d_gqa_mask)
+{
+	enum { B = 2, SQ = 3, SKV = 5, H = 4, KVH = 2, D = 2, DV = 3 };
+	float q[B * SQ * H * D], k[B * SKV * KVH * D], v[B * SKV * KVH * DV], mask[SQ * SKV];
+	fill(q, B * SQ * H * D, 1);
+	fill(k, B * SKV * KVH * D, 2);
+	fill(v, B * SKV * KVH * DV, 3);
+	fill(mask, SQ * SKV, 4);
+	mb b;
+	mb_init(&b, 23);
+	mb_input(&b, "Q", 3, (int64_t[]){B, SQ, H * D});
+	mb_input(&b, "K", 3, (int64_t[]){B, SKV, KVH * D});
+	mb_input(&b, "V", 3, (int64_t[]){B, SKV, KVH * DV});
+	mb_input(&b, "mask", 2, (int64_t[]){SQ, SKV});
+	mb_output(&b, "Y", 3, (int64_t[]){B, SQ, H * DV});
+	static char *in[] = {"Q", "K", "V", "mask"}, *out[] = {"Y"};
+	Onnx__NodeProto *nd = mb_node(&b, "Attention", 4, in, 1, out);
+	Onnx__AttributeProto at[3], *ap[3] = {attr_i(&at[0], "q_num_heads", H), attr_i(&at[1], "kv_num_heads", KVH),
+					      attr_f(&at[2], "scale", 0.7f)};
+	nd->n_attribute = 3;
+	nd->attribute = ap;
+	eng_ctx *ctx = tu_ctx_new();
+	eng_onnx_model *m = load(ctx, &b);
+	eng_tensor *x[4] = {eng_from_data(ctx, ENG_F32, 3, (int64_t[]){B, SQ, H * D}, q),
+			    eng_from_data(ctx, ENG_F32, 3, (int64_t[]){B, SKV, KVH * D}, k),
+			    eng_from_data(ctx, ENG_F32, 3, (int64_t[]){B, SKV, KVH * DV}, v),
+			    eng_from_data(ctx, ENG_F32, 2, (int64_t[]){SQ, SKV}, mask)},
+		   *y = NULL;
+	ck_assert_msg(eng_onnx_build(m, x, &y, 0) == ENG_OK, "%s", eng_errmsg(ctx));
+	ck_assert_int_eq(eng_ndim(y), 3);
+	ck_assert_int_eq(eng_shape(y)[2], H * DV);
+	float got[B * SQ * H * DV];
+	ck_assert_int_eq(eng_tensor_read(y, got, sizeof(got)), ENG_OK);
+	/* the reference on the 4-D views: [B, S, heads, d] -> [B, heads, S, d] */
+	float q4[sizeof(q) / 4], k4[sizeof(k) / 4], v4[sizeof(v) / 4];
+	for (int bb = 0; bb < B; bb++)
+		for (int s = 0; s < SKV; s++)
+			for (int h = 0; h < H; h++)
+				for (int d = 0; d < DV; d++) {
+					if (s < SQ && d < D)
+						q4[((bb * H + h) * SQ + s) * D + d] = q[((bb * SQ + s) * H + h) * D + d];
+					if (h < KVH && d < D)
+						k4[((bb * KVH + h) * SKV + s) * D + d] = k[((bb * SKV + s) * KVH + h) * D + d];
+					if (h < KVH)
+						v4[((bb * KVH + h) * SKV + s) * DV + d] = v[((bb * SKV + s) * KVH + h) * DV + d];
+				}
+	double bias[SQ * SKV], y4[B * H * SQ * DV], want[B * SQ * H * DV];
+	for (int i = 0; i < SQ * SKV; i++)
+		bias[i] = mask[i];
+	attention_ref(B, H, KVH, SQ, SKV, D, DV, q4, k4, v4, bias, false, 0, 0.7, 0, y4);
+	for (int bb = 0; bb < B; bb++)
+		for (int h = 0; h < H; h++)
+			for (int s = 0; s < SQ; s++)
+				for (int e = 0; e < DV; e++)
+					want[((bb * SQ + s) * H + h) * DV + e] = y4[((bb * H + h) * SQ + s) * DV + e];
+	expect_close(got, want, B * SQ * H * DV, "Y");
+	eng_tensor_free(y);
+	eng_onnx_free(m);
+	tu_ctx_free(ctx);
+}
+END_TEST
+
+/* 4-D with a cache of 2 keys (initializers), causal, a boolean mask one key short (padded
+ * with false), softcap 2; outputs Y and present_key. */
+START_TEST(attention_cache_causal_softcap)
+{
+	enum { H = 2, SQ = 3, P = 2, SKV = SQ + P, D = 4 };
+	float q[H * SQ * D], k[H * SQ * D], v[H * SQ * D], pk[H * P * D], pv[H * P * D];
+	fill(q, H * SQ * D, 5);
+	fill(k, H * SQ * D, 6);
+	fill(v, H * SQ * D, 7);
+	fill(pk, H * P * D, 8);
+	fill(pv, H * P * D, 9);
+	bool mask[SQ * (SKV - 1)] = {1, 1, 0, 1, 1, 0, 1, 1, 1, 1, 1, 1};
+	mb b;
+	mb_init(&b, 23);
+	mb_input(&b, "Q", 4, (int64_t[]){1, H, SQ, D});
+	mb_input(&b, "K", 4, (int64_t[]){1, H, SQ, D});
+	mb_input(&b, "V", 4, (int64_t[]){1, H, SQ, D});
+	b.inp[3] = mb_value(&b, &b.in[3], "mask", 9, 2, (int64_t[]){SQ, SKV - 1});
+	b.g.n_input++;
+	mb_output(&b, "Y", 4, (int64_t[]){1, H, SQ, D});
+	mb_output(&b, "present_key", 4, (int64_t[]){1, H, SKV, D});
+	static int64_t cdims[4] = {1, H, P, D};
+	mb_init_f32(&b, "pk", 4, cdims, pk, H * P * D);
+	mb_init_f32(&b, "pv", 4, cdims, pv, H * P * D);
+	static char *in[] = {"Q", "K", "V", "mask", "pk", "pv"}, *out[] = {"Y", "present_key"};
+	Onnx__NodeProto *nd = mb_node(&b, "Attention", 6, in, 2, out);
+	Onnx__AttributeProto at[2], *ap[2] = {attr_i(&at[0], "is_causal", 1), attr_f(&at[1], "softcap", 2.0f)};
+	nd->n_attribute = 2;
+	nd->attribute = ap;
+	eng_ctx *ctx = tu_ctx_new();
+	eng_onnx_model *m = load(ctx, &b);
+	eng_tensor *x[4] = {eng_from_data(ctx, ENG_F32, 4, (int64_t[]){1, H, SQ, D}, q),
+			    eng_from_data(ctx, ENG_F32, 4, (int64_t[]){1, H, SQ, D}, k),
+			    eng_from_data(ctx, ENG_F32, 4, (int64_t[]){1, H, SQ, D}, v),
+			    eng_from_data(ctx, ENG_BOOL, 2, (int64_t[]){SQ, SKV - 1}, mask)},
+		   *y[2] = {NULL, NULL};
+	ck_assert_msg(eng_onnx_build(m, x, y, 0) == ENG_OK, "%s", eng_errmsg(ctx));
+	float got[H * SQ * D], pres[H * SKV * D];
+	ck_assert_int_eq(eng_tensor_read(y[0], got, sizeof(got)), ENG_OK);
+	ck_assert_int_eq(eng_tensor_read(y[1], pres, sizeof(pres)), ENG_OK);
+	float kall[H * SKV * D], vall[H * SKV * D];
+	for (int h = 0; h < H; h++)
+		for (int s = 0; s < SKV; s++)
+			for (int d = 0; d < D; d++) {
+				int at_ = (h * SKV + s) * D + d;
+				kall[at_] = s < P ? pk[(h * P + s) * D + d] : k[(h * SQ + s - P) * D + d];
+				vall[at_] = s < P ? pv[(h * P + s) * D + d] : v[(h * SQ + s - P) * D + d];
+			}
+	double bias[SQ * SKV], want[H * SQ * D], wk[H * SKV * D];
+	for (int i = 0; i < SQ; i++)
+		for (int j = 0; j < SKV; j++)
+			bias[i * SKV + j] = j < SKV - 1 && mask[i * (SKV - 1) + j] ? 0 : -INFINITY;
+	attention_ref(1, H, H, SQ, SKV, D, D, q, kall, vall, bias, true, P, 1 / sqrt((double)D), 2.0, want);
+	expect_close(got, want, H * SQ * D, "Y");
+	for (int i = 0; i < H * SKV * D; i++)
+		wk[i] = kall[i];
+	expect_close(pres, wk, H * SKV * D, "present_key");
+	eng_tensor_free(y[0]);
+	eng_tensor_free(y[1]);
+	eng_onnx_free(m);
+	tu_ctx_free(ctx);
+}
+END_TEST
+
+Suite *onnxops_suite(void)
+{
+	Suite *s = suite_create("onnxops");
+	TCase *tc = tcase_create("attention");
+	tcase_add_test(tc, attention_3d_gqa_mask);
+	tcase_add_test(tc, attention_cache_causal_softcap);
+	suite_add_tcase(s, tc);
+	return s;
+}
