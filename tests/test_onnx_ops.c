@@ -1,7 +1,7 @@
 /* test_onnx_ops.c: importer ops that ONNX's Debian test data (opsets up to 17) does not cover,
  * checked against references computed here: Attention (opset 23) with 3-D inputs split into
- * heads, grouped-query heads, an additive mask and a scale; and with a key/value cache, causal
- * masking aligned to it, a short boolean mask and softcap. */
+ * heads, grouped-query heads, an additive mask and a scale; with a key/value cache, causal
+ * masking aligned to it, a short boolean mask and softcap; with padded key lengths (opset 24). */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -21,9 +21,11 @@ static void fill(float *x, int n, unsigned seed)
 
 /* Attention on 4-D [B, H, S, D] arrays in double: k and v hold all Skv keys (cache included);
  * kvh heads serve H / kvh query heads each; bias (additive, [Sq, Skv]) or NULL; causal: key j
- * for query i iff j <= i + past; cap > 0: softcap. y [B, H, Sq, DV]. */
+ * for query i iff j <= i + off[b]; valid (or NULL): batch b's keys from valid[b] on are padding;
+ * cap > 0: softcap. y [B, H, Sq, DV]. */
 static void attention_ref(int B, int H, int kvh, int sq, int skv, int D, int DV, const float *q, const float *k,
-			  const float *v, const double *bias, bool causal, int past, double scale, double cap, double *y)
+			  const float *v, const double *bias, bool causal, const int *off, const int *valid, double scale,
+			  double cap, double *y)
 {
 	for (int b = 0; b < B; b++)
 		for (int h = 0; h < H; h++) {
@@ -39,7 +41,7 @@ static void attention_ref(int B, int H, int kvh, int sq, int skv, int D, int DV,
 						a = cap * tanh(a / cap);
 					if (bias)
 						a += bias[i * skv + j];
-					if (causal && j > i + past)
+					if ((causal && j > i + off[b]) || (valid && j >= valid[b]))
 						a = -INFINITY;
 					s[j] = a;
 					mx = fmax(mx, a);
@@ -147,7 +149,7 @@ START_TEST(attention_3d_gqa_mask)
 	double bias[SQ * SKV], y4[B * H * SQ * DV], want[B * SQ * H * DV];
 	for (int i = 0; i < SQ * SKV; i++)
 		bias[i] = mask[i];
-	attention_ref(B, H, KVH, SQ, SKV, D, DV, q4, k4, v4, bias, false, 0, 0.7, 0, y4);
+	attention_ref(B, H, KVH, SQ, SKV, D, DV, q4, k4, v4, bias, false, NULL, NULL, 0.7, 0, y4);
 	for (int bb = 0; bb < B; bb++)
 		for (int h = 0; h < H; h++)
 			for (int s = 0; s < SQ; s++)
@@ -212,7 +214,7 @@ START_TEST(attention_cache_causal_softcap)
 	for (int i = 0; i < SQ; i++)
 		for (int j = 0; j < SKV; j++)
 			bias[i * SKV + j] = j < SKV - 1 && mask[i * (SKV - 1) + j] ? 0 : -INFINITY;
-	attention_ref(1, H, H, SQ, SKV, D, D, q, kall, vall, bias, true, P, 1 / sqrt((double)D), 2.0, want);
+	attention_ref(1, H, H, SQ, SKV, D, D, q, kall, vall, bias, true, (int[]){P}, NULL, 1 / sqrt((double)D), 2.0, want);
 	expect_close(got, want, H * SQ * D, "Y");
 	for (int i = 0; i < H * SKV * D; i++)
 		wk[i] = kall[i];
@@ -224,12 +226,56 @@ START_TEST(attention_cache_causal_softcap)
 }
 END_TEST
 
+/* opset 24's nonpad_kv_seqlen with a static cache: batch b has valid[b] keys, the causal
+ * frontier sits at valid[b] - Sq, keys past valid[b] are padding. */
+START_TEST(attention_nonpad_causal)
+{
+	enum { B = 2, H = 1, SQ = 2, SKV = 5, D = 3 };
+	float q[B * H * SQ * D], k[B * H * SKV * D], v[B * H * SKV * D];
+	int64_t valid64[B] = {3, 5};
+	fill(q, B * H * SQ * D, 11);
+	fill(k, B * H * SKV * D, 12);
+	fill(v, B * H * SKV * D, 13);
+	mb b;
+	mb_init(&b, 24);
+	mb_input(&b, "Q", 4, (int64_t[]){B, H, SQ, D});
+	mb_input(&b, "K", 4, (int64_t[]){B, H, SKV, D});
+	mb_input(&b, "V", 4, (int64_t[]){B, H, SKV, D});
+	b.inp[3] = mb_value(&b, &b.in[3], "n", 7, 1, (int64_t[]){B});
+	b.g.n_input++;
+	mb_output(&b, "Y", 4, (int64_t[]){B, H, SQ, D});
+	static char *in[] = {"Q", "K", "V", "", "", "", "n"}, *out[] = {"Y"};
+	Onnx__NodeProto *nd = mb_node(&b, "Attention", 7, in, 1, out);
+	Onnx__AttributeProto at[1], *ap[1] = {attr_i(&at[0], "is_causal", 1)};
+	nd->n_attribute = 1;
+	nd->attribute = ap;
+	eng_ctx *ctx = tu_ctx_new();
+	eng_onnx_model *m = load(ctx, &b);
+	eng_tensor *x[4] = {eng_from_data(ctx, ENG_F32, 4, (int64_t[]){B, H, SQ, D}, q),
+			    eng_from_data(ctx, ENG_F32, 4, (int64_t[]){B, H, SKV, D}, k),
+			    eng_from_data(ctx, ENG_F32, 4, (int64_t[]){B, H, SKV, D}, v),
+			    eng_from_data(ctx, ENG_I64, 1, (int64_t[]){B}, valid64)},
+		   *y = NULL;
+	ck_assert_msg(eng_onnx_build(m, x, &y, 0) == ENG_OK, "%s", eng_errmsg(ctx));
+	float got[B * H * SQ * D];
+	double want[B * H * SQ * D];
+	ck_assert_int_eq(eng_tensor_read(y, got, sizeof(got)), ENG_OK);
+	int valid[B] = {3, 5}, off[B] = {3 - SQ, 5 - SQ};
+	attention_ref(B, H, H, SQ, SKV, D, D, q, k, v, NULL, true, off, valid, 1 / sqrt((double)D), 0, want);
+	expect_close(got, want, B * H * SQ * D, "Y");
+	eng_tensor_free(y);
+	eng_onnx_free(m);
+	tu_ctx_free(ctx);
+}
+END_TEST
+
 Suite *onnxops_suite(void)
 {
 	Suite *s = suite_create("onnxops");
 	TCase *tc = tcase_create("attention");
 	tcase_add_test(tc, attention_3d_gqa_mask);
 	tcase_add_test(tc, attention_cache_causal_softcap);
+	tcase_add_test(tc, attention_nonpad_causal);
 	suite_add_tcase(s, tc);
 	return s;
 }
