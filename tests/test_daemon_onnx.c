@@ -1,7 +1,7 @@
 /* test_daemon_onnx.c: ONNX models served by the real daemon: uploaded or read from models_dir,
  * a symbolic dim made the batch axis and callers' rows merged into shared launches (results
  * checked row by row), shapes fixed by the spec, inputs given as constants, a model whose rows
- * meet refused, and bad loads answered with errors while the daemon keeps serving. */
+ * meet refused, bad loads answered with errors while the daemon keeps serving, and a preload. */
 #include <check.h>
 #include <math.h>
 #include <pthread.h>
@@ -292,10 +292,36 @@ START_TEST(t_onnx_constants_and_refusals)
 }
 END_TEST
 
+/* An ONNX model named by the config's preload: served when the daemon says ready. */
+START_TEST(t_onnx_preload)
+{
+	dh_daemon d = {0};
+	size_t len;
+	uint8_t *bytes = mlp_model(&len);
+	dh_prepare(&d);
+	dh_write_file(&d, "mlp.onnx", bytes, len);
+	static const char spec[] = "{\"name\": \"brain\", \"format\": \"onnx\", \"file\": \"mlp.onnx\", "
+				   "\"batching\": {\"max\": 4}}";
+	dh_write_file(&d, "brain.json", spec, sizeof(spec) - 1);
+	dh_start(&d, "{\"preload\": [\"brain.json\"]}");
+	tsd_client *c = dh_client(&d);
+	float x[6] = {0.5f, -1, 2, 1, 1, -0.25f}, want[4], got[4];
+	char msg[300];
+	mlp_ref(x, 2, want);
+	ck_assert_int_eq(dh_infer(c, "brain", NULL, x, 2, 3, got, 4, msg, sizeof(msg)), TSD_OK);
+	for (int k = 0; k < 4; k++)
+		ck_assert_float_eq_tol(got[k], want[k], 1e-5f);
+	free(bytes);
+	tsd_client_close(c);
+	dh_stop(&d);
+}
+END_TEST
+
 Suite *daemononnx_suite(void)
 {
 	Suite *s = suite_create("daemononnx");
 	dh_add_test(s, "batched", t_onnx_batched, 120);
 	dh_add_test(s, "constants_and_refusals", t_onnx_constants_and_refusals, 120);
+	dh_add_test(s, "preload", t_onnx_preload, 60);
 	return s;
 }
