@@ -16,8 +16,7 @@
 
 #define SPEC_FILE_MAX (64u << 20)
 
-static tsd_status bad(char *err, size_t errlen, tsd_status st, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static tsd_status bad(char *err, size_t errlen, tsd_status st, const char *fmt, ...)
+tsd_status dmn_bad(char *err, size_t errlen, tsd_status st, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -25,7 +24,7 @@ static tsd_status bad(char *err, size_t errlen, tsd_status st, const char *fmt, 
 	va_end(ap);
 	return st;
 }
-#define BAD(...) bad(err, errlen, TSD_BAD_REQUEST, __VA_ARGS__)
+#define BAD(...) dmn_bad(err, errlen, TSD_BAD_REQUEST, __VA_ARGS__)
 
 bool dmn_name_ok(const char *name)
 {
@@ -95,7 +94,7 @@ tsd_status dmn_models_path(const dmn_srv *s, const char *rel, char *out, size_t 
 			return BAD("\"%.200s\": \"..\" is not allowed", rel);
 	int n = snprintf(out, cap, "%s/%s", s->cfg.models_dir, rel);
 	if (n < 0 || (size_t)n >= cap)
-		return bad(err, errlen, TSD_TOO_LARGE, "\"%.200s\": path too long", rel);
+		return dmn_bad(err, errlen, TSD_TOO_LARGE, "\"%.200s\": path too long", rel);
 	/* a symbolic link may not lead out of models_dir */
 	char real[PATH_MAX], root[PATH_MAX];
 	if (realpath(out, real) && realpath(s->cfg.models_dir, root)) {
@@ -219,7 +218,7 @@ static tsd_status parse_io(dmn_srv *s, const cJSON *spec, dmn_mver *v, char *err
 		out_nodes[q] = v->out[q].node;
 	proto_err e;
 	if ((st = proto_graph_batch_check(g, in_nodes, v->nin, out_nodes, v->nout, in_axis, out_axis, &e)))
-		return bad(err, errlen, st, "graph: cannot batch: %s", e.msg);
+		return dmn_bad(err, errlen, st, "graph: cannot batch: %s", e.msg);
 	for (int q = 0; q < v->nin; q++)
 		v->in[q].axis = in_axis[q];
 	for (int q = 0; q < v->nout; q++)
@@ -412,7 +411,7 @@ tsd_status dmn_mver_parse(dmn_srv *s, const cJSON *spec, const proto_msg *pm, dm
 	}
 	dmn_mver *v = calloc(1, sizeof(*v));
 	if (!v)
-		return bad(err, errlen, TSD_OUT_OF_MEMORY, "out of memory");
+		return dmn_bad(err, errlen, TSD_OUT_OF_MEMORY, "out of memory");
 	const cJSON *g = cJSON_GetObjectItemCaseSensitive(spec, "graph");
 	const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(spec, "format");
 	proto_err e;
@@ -440,7 +439,7 @@ tsd_status dmn_mver_parse(dmn_srv *s, const cJSON *spec, const proto_msg *pm, dm
 	}
 	if ((st = proto_graph_parse(g, cap, &v->g, &e)) != TSD_OK) {
 		free(v);
-		return bad(err, errlen, st, "graph: %s", e.msg);
+		return dmn_bad(err, errlen, st, "graph: %s", e.msg);
 	}
 	if ((st = parse_io(s, spec, v, err, errlen)) || (st = parse_batching(s, spec, v, err, errlen)) ||
 	    (st = parse_train(spec, v, err, errlen)))
@@ -457,7 +456,7 @@ device:
 		}
 		char e2[400];
 		if ((st = dmn_models_path(s, w, v->weights_path, sizeof(v->weights_path), e2, sizeof(e2)))) {
-			bad(err, errlen, st, "weights: %s", e2);
+			dmn_bad(err, errlen, st, "weights: %s", e2);
 			goto fail;
 		}
 	}
@@ -474,7 +473,7 @@ static tsd_status check_port(const proto_gnode *n, const proto_tensor *t, const 
 			     char *err, size_t errlen)
 {
 	if (t->dtype != n->dtype)
-		return bad(err, errlen, TSD_SHAPE_MISMATCH, "tensors (%s): dtype %s, the %s wants %s", t->name,
+		return dmn_bad(err, errlen, TSD_SHAPE_MISMATCH, "tensors (%s): dtype %s, the %s wants %s", t->name,
 			   eng_dtype_name(t->dtype), what, eng_dtype_name(n->dtype));
 	bool ok = t->ndim == n->ndim;
 	for (int d = 0; ok && d < n->ndim; d++) {
@@ -494,7 +493,7 @@ static tsd_status check_port(const proto_gnode *n, const proto_tensor *t, const 
 		for (int d = 0; d < n->ndim && bt < 140; d++)
 			bt += snprintf(b + bt, sizeof(b) - (size_t)bt, "%s%lld", d ? "," : "", (long long)n->shape[d]);
 		a[at] = b[bt] = 0;
-		return bad(err, errlen, TSD_SHAPE_MISMATCH,
+		return dmn_bad(err, errlen, TSD_SHAPE_MISMATCH,
 			   "tensors (%s): shape [%s], the %s wants [%s] (-1: the batch size, the same in every input)",
 			   t->name, a, what, b);
 	}
@@ -536,9 +535,9 @@ tsd_status dmn_check_inputs(const dmn_mver *v, const proto_msg *m, bool train, i
 		return TSD_OK;
 	}
 	if (b < 1)
-		return bad(err, errlen, TSD_SHAPE_MISMATCH, "tensors: the batch size is %lld; at least 1", (long long)b);
+		return dmn_bad(err, errlen, TSD_SHAPE_MISMATCH, "tensors: the batch size is %lld; at least 1", (long long)b);
 	if (b > v->batch_max)
-		return bad(err, errlen, TSD_TOO_LARGE, "tensors: %lld rows, the model's batch max is %d (split the request)",
+		return dmn_bad(err, errlen, TSD_TOO_LARGE, "tensors: %lld rows, the model's batch max is %d (split the request)",
 			   (long long)b, v->batch_max);
 	*rows = b;
 	return TSD_OK;
@@ -651,7 +650,7 @@ tsd_status dmn_load(dmn_srv *s, const cJSON *spec, dmn_req *r, int preload, char
 	dmn_model *m = dmn_model_find(s, name);
 	if (!m && !(m = dmn_model_add(s, name))) {
 		dmn_mver_free(v);
-		return bad(err, errlen, TSD_OUT_OF_MEMORY, "out of memory");
+		return dmn_bad(err, errlen, TSD_OUT_OF_MEMORY, "out of memory");
 	}
 	dmn_job *j = calloc(1, sizeof(*j));
 	dmn_req **reqs = calloc(1, sizeof(*reqs));
@@ -663,7 +662,7 @@ tsd_status dmn_load(dmn_srv *s, const cJSON *spec, dmn_req *r, int preload, char
 			registry_remove(s, m);
 			free(m);
 		}
-		return bad(err, errlen, TSD_OUT_OF_MEMORY, "out of memory");
+		return dmn_bad(err, errlen, TSD_OUT_OF_MEMORY, "out of memory");
 	}
 	v->version = ++m->next_version;
 	m->loading++;

@@ -6,7 +6,6 @@
  * from the importer. */
 #include "server.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,16 +14,7 @@
 
 #define CONST_MAX_VALUES (1 << 20) /* numbers in one "constants" entry */
 
-static tsd_status bad(char *err, size_t errlen, tsd_status st, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static tsd_status bad(char *err, size_t errlen, tsd_status st, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return st;
-}
-#define BAD(...) bad(err, errlen, TSD_BAD_REQUEST, __VA_ARGS__)
+#define BAD(...) dmn_bad(err, errlen, TSD_BAD_REQUEST, __VA_ARGS__)
 
 /* ---- the spec (loop) ---- */
 
@@ -59,7 +49,7 @@ tsd_status dmn_onnx_spec(dmn_srv *s, const cJSON *spec, const proto_msg *pm, dmn
 		if (!cJSON_IsString(file))
 			return BAD("file: an .onnx file name relative to models_dir");
 		if ((st = dmn_models_path(s, file->valuestring, v->onnx_path, sizeof(v->onnx_path), e2, sizeof(e2))))
-			return bad(err, errlen, st, "file: %s", e2);
+			return dmn_bad(err, errlen, st, "file: %s", e2);
 	} else if (!up) {
 		return BAD("file: an ONNX model needs \"file\" (relative to models_dir) or its bytes as the uint8 tensor \"onnx\"");
 	} else if (up->dtype != ENG_U8 || up->ndim != 1) {
@@ -99,7 +89,7 @@ tsd_status dmn_onnx_spec(dmn_srv *s, const cJSON *spec, const proto_msg *pm, dmn
 	v->onnx_opts = cJSON_CreateObject();
 	if (!v->onnx_opts || (shapes && !cJSON_AddItemToObject(v->onnx_opts, "shapes", cJSON_Duplicate(shapes, true))) ||
 	    (consts && !cJSON_AddItemToObject(v->onnx_opts, "constants", cJSON_Duplicate(consts, true))))
-		return bad(err, errlen, TSD_OUT_OF_MEMORY, "out of memory");
+		return dmn_bad(err, errlen, TSD_OUT_OF_MEMORY, "out of memory");
 	v->batched = true; /* until the file says otherwise (dmn_onnx_open) */
 	return TSD_OK;
 }
@@ -142,7 +132,7 @@ static tsd_status make_const(eng_ctx *ctx, const eng_onnx_io *io, const cJSON *v
 	bool fl = eng_dtype_is_float(io->dtype);
 	void *buf = malloc((size_t)n * 8);
 	if (!buf)
-		return bad(err, errlen, TSD_OUT_OF_MEMORY, "out of memory");
+		return dmn_bad(err, errlen, TSD_OUT_OF_MEMORY, "out of memory");
 	const cJSON *e = cJSON_IsArray(val) ? val->child : val;
 	for (int i = 0; i < n; i++, e = e->next) {
 		if (fl)
@@ -158,7 +148,7 @@ static tsd_status make_const(eng_ctx *ctx, const eng_onnx_io *io, const cJSON *v
 	eng_status s = t ? eng_realize(&t, 1) : eng_error(ctx);
 	if (s) {
 		eng_tensor_free(t);
-		return bad(err, errlen, tsd_status_from_eng(s), "constants.%s: %s", io->name, eng_errmsg(ctx));
+		return dmn_bad(err, errlen, tsd_status_from_eng(s), "constants.%s: %s", io->name, eng_errmsg(ctx));
 	}
 	*out = t;
 	return TSD_OK;
@@ -294,7 +284,7 @@ static tsd_status probe(dmn_onnx *o, dmn_mver *v, int64_t rows, bool first, char
 	if (st) {
 		/* the message is set */
 	} else if (s) {
-		st = bad(err, errlen, tsd_status_from_eng(s), "building the graph for %lld row(s): %s", (long long)rows,
+		st = dmn_bad(err, errlen, tsd_status_from_eng(s), "building the graph for %lld row(s): %s", (long long)rows,
 			 eng_errmsg(ctx));
 	} else if (v->batched && rows >= 2 && eng_rows_independent(in, in_axis, v->nin, out, nout, out_axis)) {
 		st = BAD("cannot batch callers' rows: %s (to serve it one request a launch, fix every input's shape "
@@ -370,7 +360,7 @@ tsd_status dmn_onnx_open(eng_ctx *ctx, dmn_mver *v, const proto_msg *pm, dmn_onn
 	char e2[1024];
 	tsd_status st = TSD_OK;
 	if (!o)
-		return bad(err, errlen, TSD_OUT_OF_MEMORY, "out of memory");
+		return dmn_bad(err, errlen, TSD_OUT_OF_MEMORY, "out of memory");
 	o->ctx = ctx;
 	if (v->onnx_path[0]) {
 		o->m = eng_onnx_load(ctx, v->onnx_path, v->onnx_flags, e2, sizeof(e2));
@@ -379,7 +369,7 @@ tsd_status dmn_onnx_open(eng_ctx *ctx, dmn_mver *v, const proto_msg *pm, dmn_onn
 		o->m = eng_onnx_load_mem(ctx, t->data, t->nbytes, NULL, v->onnx_flags, e2, sizeof(e2));
 	}
 	if (!o->m) {
-		st = bad(err, errlen, eng_error(ctx) == ENG_ENOMEM ? TSD_OUT_OF_MEMORY : TSD_BAD_REQUEST, "%s", e2);
+		st = dmn_bad(err, errlen, eng_error(ctx) == ENG_ENOMEM ? TSD_OUT_OF_MEMORY : TSD_BAD_REQUEST, "%s", e2);
 		goto fail;
 	}
 	o->nall = eng_onnx_input_count(o->m);
@@ -391,7 +381,7 @@ tsd_status dmn_onnx_open(eng_ctx *ctx, dmn_mver *v, const proto_msg *pm, dmn_onn
 	}
 	v->g.nnodes = o->nall + nout;
 	if (!(v->g.nodes = calloc((size_t)v->g.nnodes, sizeof(*v->g.nodes)))) {
-		st = bad(err, errlen, TSD_OUT_OF_MEMORY, "out of memory");
+		st = dmn_bad(err, errlen, TSD_OUT_OF_MEMORY, "out of memory");
 		goto fail;
 	}
 	if ((st = ports(o, v, err, errlen)))

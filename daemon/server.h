@@ -312,6 +312,8 @@ const char *dmn_verb_name(dmn_verb v);
 void dmn_verb_run(dmn_srv *s, dmn_req *r);
 
 /* ---- model.c: descriptions (loop) ---- */
+/* Format a message into err[errlen] and return st (the model parsers' error path). */
+tsd_status dmn_bad(char *err, size_t errlen, tsd_status st, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 bool dmn_name_ok(const char *name);
 dmn_model *dmn_model_find(dmn_srv *s, const char *name);
 dmn_model *dmn_model_add(dmn_srv *s, const char *name);
