@@ -23,7 +23,7 @@ const char *ocl_cache_id(void *dev)
 	eng_strbuf sb;
 	eng_strbuf_init(&sb);
 	eng_strbuf_printf(&sb, "cl-abi%d platform=%s (%s) device=%s driver=%s version=%s options=%s prelude=%016llx",
-		      BK_ABI_VERSION, plat, pver, d->name, driver, version, ocl_build_options,
+		      BK_ABI_VERSION, plat, pver, d->name, driver, version, ocl_build_options(d),
 		      (unsigned long long)eng_hash_str(ocl_prelude()));
 	/* out of memory: no identity, so nothing is cached (an empty id would match anything) */
 	d->cache_id = sb.failed ? NULL : eng_strbuf_take(&sb);

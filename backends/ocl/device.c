@@ -216,8 +216,12 @@ static eng_status open_device(ocl_dev *d, const bk_opts *opts, bk_err *err)
 		rc = d->api.clGetDeviceInfo(d->device, CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, sizeof(d->vec_float),
 					    &d->vec_float, NULL);
 	cl_device_type type = 0;
+	cl_device_fp_config fp = 0;
 	if (!rc)
 		rc = d->api.clGetDeviceInfo(d->device, CL_DEVICE_TYPE, sizeof(type), &type, NULL);
+	if (!rc)
+		rc = d->api.clGetDeviceInfo(d->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof(fp), &fp, NULL);
+	d->exact_div = (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
 	d->min_group = (type & CL_DEVICE_TYPE_CPU) ? 1 : 32;
 	if (rc)
 		return ocl_fail(d, rc, "clGetDeviceInfo", err);

@@ -66,6 +66,7 @@ typedef struct ocl_dev {
 	cl_uint vec_float;    /* CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, or the vector_width option; <= 16 */
 	int reduce_group;     /* OCL_GROUP_SIZE, or 0 with the option reduce_groups=0 */
 	size_t min_group;     /* smallest work-group launches shrink to: 32 (a GPU's SIMD width), CPU 1 */
+	bool exact_div;       /* CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT: built with the option that asks for it */
 	bool failed;          /* a device-lost class error happened: every later call fails */
 	char failmsg[512];
 	cl_event last;        /* debug >= 2: the last launch, timed at synchronize (owned) */
@@ -104,8 +105,10 @@ eng_status ocl_alive(const ocl_dev *d, bk_err *err);
 extern const bk_dialect ocl_dialect;
 const char *ocl_prelude(void);
 
-/* Programs (program.c). */
-extern const char ocl_build_options[];
+/* Programs (program.c). The build options: precise maths (no -cl-fast-relaxed-math or
+ * -cl-mad-enable), and correctly rounded float division and sqrt where the device offers them
+ * (OpenCL otherwise allows 2.5 ulp, which moves round-half cases away from the CPU's results). */
+const char *ocl_build_options(const ocl_dev *d);
 eng_status ocl_compile(void *dev, const char *const *srcs, int nkern, const char *const *names, bk_program **progs,
 		      bk_err *err);
 void ocl_program_free(void *dev, bk_program *p);

@@ -9,8 +9,10 @@
 
 #include "util/strbuf.h"
 
-/* Precise maths: no -cl-fast-relaxed-math or -cl-mad-enable, results must match the CPU's. */
-const char ocl_build_options[] = "";
+const char *ocl_build_options(const ocl_dev *d)
+{
+	return d->exact_div ? "-cl-fp32-correctly-rounded-divide-sqrt" : "";
+}
 
 static void module_release(ocl_dev *d, ocl_module *m)
 {
@@ -92,7 +94,7 @@ eng_status ocl_build_kernels(ocl_dev *d, ocl_module *mod, const char *const *nam
 			    bk_err *err)
 {
 	mod->refs = 1; /* held here until the kernels take theirs */
-	cl_int rc = d->api.clBuildProgram(mod->prog, 1, &d->device, ocl_build_options, NULL, NULL);
+	cl_int rc = d->api.clBuildProgram(mod->prog, 1, &d->device, ocl_build_options(d), NULL, NULL);
 	eng_status st = rc ? build_error(d, mod->prog, rc, err) : ENG_OK;
 	for (int i = 0; i < nkern && !st; i++)
 		st = make_kernel(d, mod, names[i], (ocl_prog **)&progs[i], err);
