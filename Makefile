@@ -18,6 +18,17 @@ LDLIBS  += $(shell pkg-config --libs libcjson 2>/dev/null || echo -lcjson) -lz -
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm -lpthread)
 
 ENGINE_SRC := $(shell find engine backends -name '*.c' | sort)
+# The CUDA backend (backends/cuda/) is built against the toolkit's headers (cuda.h,
+# cudaTypedefs.h, nvrtc.h; libcuda and NVRTC are opened with dlopen at run time, never linked).
+# Without the toolkit it is left out, all but its dialect (plain data: kernels still render).
+CUDA_HOME ?= /usr/local/cuda
+ifneq ($(wildcard $(CUDA_HOME)/include/cuda.h),)
+CFLAGS  += -DTSD_HAVE_CUDA
+$(BUILD)/backends/cuda/%.o: INC += -isystem $(CUDA_HOME)/include
+else
+$(info tensord: no CUDA toolkit at $(CUDA_HOME) (no include/cuda.h): the CUDA backend is left out)
+ENGINE_SRC := $(filter-out $(filter-out backends/cuda/dialect.c,$(wildcard backends/cuda/*.c)),$(ENGINE_SRC))
+endif
 # The protocol library sees the public headers only (-Iinclude -Iprotocol), like the daemon.
 PROTO_SRC  := $(shell find protocol -name '*.c' | sort)
 TEST_SRC   := $(wildcard tests/*.c)

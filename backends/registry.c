@@ -5,10 +5,16 @@
 
 extern const bk_backend bk_cpu_backend; /* backends/cpu/cpu.c */
 extern const bk_backend bk_ocl_backend; /* backends/ocl/device.c */
+#ifdef TSD_HAVE_CUDA /* built where the CUDA toolkit's headers are (see the Makefile) */
+extern const bk_backend bk_cuda_backend; /* backends/cuda/device.c */
+#endif
 
 static const bk_backend *const backends[] = {
 	&bk_cpu_backend,
 	&bk_ocl_backend,
+#ifdef TSD_HAVE_CUDA
+	&bk_cuda_backend,
+#endif
 };
 
 const bk_backend *bk_backend_at(int i)
