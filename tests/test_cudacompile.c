@@ -1,0 +1,301 @@
+/* test_cudacompile.c: the CUDA backend checked without a GPU: every kernel the conformance suites
+ * make, rendered for a CUDA GPU, must compile with NVRTC for sm_80 and sm_90 (SKIPPED where NVRTC
+ * is absent); and DEV=CUDA on a machine without a driver is a clear error, never a crash. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+#include "backends/cuda/cudac.h"
+#include "util/hash.h"
+
+#ifdef TSD_HAVE_CUDA
+/* The suites tests/conformance.sh runs on every backend, and the float16 one. */
+static const char default_suites[] = "ops api nn random errors kernels nnlayers optim grad jit devices cancel zerocopy f16";
+
+typedef struct kern {
+	char *name, *src;
+} kern;
+
+typedef struct kernset {
+	kern *k;
+	int n, cap;
+	uint64_t *seen; /* open addressing over source hashes, cap 2x */
+	int nseen;
+	char *first_error; /* a kernel that could not be rendered for CUDA */
+	int errors;
+} kernset;
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Add (name, src) unless a kernel with that source is in already; takes both strings. */
+static void kernset_add(kernset *ks, char *name, char *src)
+{
+	uint64_t h = eng_hash_str(src) | 1;
+	if (2 * (ks->nseen + 1) > ks->cap * 2 || !ks->seen) {
+		int ncap = ks->cap ? ks->cap * 2 : 1024;
+		uint64_t *ns = calloc((size_t)ncap * 2, sizeof(*ns));
+		ck_assert(ns != NULL);
+		for (int i = 0; i < ks->cap * 2; i++)
+			if (ks->seen[i])
+				for (size_t j = ks->seen[i] % ((size_t)ncap * 2);; j = (j + 1) % ((size_t)ncap * 2))
+					if (!ns[j]) {
+						ns[j] = ks->seen[i];
+						break;
+					}
+		free(ks->seen);
+		ks->seen = ns;
+		kern *nk = realloc(ks->k, (size_t)ncap * sizeof(*nk));
+		ck_assert(nk != NULL);
+		ks->k = nk;
+		ks->cap = ncap;
+	}
+	size_t m = (size_t)ks->cap * 2;
+	for (size_t j = h % m;; j = (j + 1) % m) {
+		if (ks->seen[j] == h) { /* the same source (a 64-bit hash of it) */
+			free(name);
+			free(src);
+			return;
+		}
+		if (!ks->seen[j]) {
+			ks->seen[j] = h;
+			ks->nseen++;
+			break;
+		}
+	}
+	ks->k[ks->n++] = (kern){name, src};
+}
+
+static void kernset_free(kernset *ks)
+{
+	for (int i = 0; i < ks->n; i++) {
+		free(ks->k[i].name);
+		free(ks->k[i].src);
+	}
+	free(ks->k);
+	free(ks->seen);
+	free(ks->first_error);
+}
+
+/* Read the records the shadow wrote (testutil.c: "KERNEL name len\nsrc\n", "ERROR len\nmsg\n"). */
+static void read_records(const char *path, kernset *ks)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return; /* no kernel at all: caught by the count */
+	char head[256];
+	while (fgets(head, sizeof(head), f)) {
+		char name[160];
+		size_t len = 0;
+		bool is_kernel = sscanf(head, "KERNEL %159s %zu", name, &len) == 2;
+		ck_assert_msg(is_kernel || sscanf(head, "ERROR %zu", &len) == 1, "bad record in %s: %s", path, head);
+		char *body = malloc(len + 1);
+		ck_assert(body != NULL);
+		ck_assert_msg(fread(body, 1, len, f) == len && fgetc(f) == '\n', "truncated record in %s", path);
+		body[len] = 0;
+		if (is_kernel) {
+			kernset_add(ks, strdup(name), body);
+		} else {
+			if (!ks->first_error)
+				ks->first_error = strdup(body);
+			ks->errors++;
+			free(body);
+		}
+	}
+	fclose(f);
+}
+
+/* Run suite s of this test binary on the CPU with the shadow writing to path; its exit status. */
+static int run_suite(const char *s, const char *path)
+{
+	char self[4096];
+	ssize_t l = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	ck_assert(l > 0);
+	self[l] = 0;
+	pid_t pid = fork();
+	ck_assert(pid >= 0);
+	if (pid == 0) {
+		setenv("CK_RUN_SUITE", s, 1);
+		setenv("CK_FORK", "yes", 1);
+		setenv("DEV", "CPU", 1);
+		setenv("TENSORD_TEST_CUDA_KERNELS", path, 1);
+		unsetenv("CK_RUN_CASE");
+		if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr))
+			_exit(126);
+		execl(self, self, (char *)NULL);
+		_exit(127);
+	}
+	int st = 0;
+	waitpid(pid, &st, 0);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+/* One module of kernels [lo, hi) compiled for arch; on failure each kernel of it alone, to
+ * name the one that fails. */
+typedef struct job {
+	const cuda_nvrtc *nv;
+	const kernset *ks;
+	const char *const *archs;
+	int narch, batch, next, nbatches;
+	pthread_mutex_t mu;
+	int failures;
+	char failure[3072]; /* the first: kernel name, arch, NVRTC's log */
+	const char *failed_src;
+} job;
+
+static eng_status compile_range(job *j, int lo, int hi, const char *arch, bk_err *err)
+{
+	const char **srcs = malloc((size_t)(hi - lo) * sizeof(*srcs));
+	ck_assert(srcs != NULL);
+	for (int i = lo; i < hi; i++)
+		srcs[i - lo] = j->ks->k[i].src;
+	char *src = cuda_module_source(srcs, hi - lo), *ptx = NULL;
+	size_t n = 0;
+	ck_assert(src != NULL);
+	eng_status st = cuda_nvrtc_ptx(j->nv, src, arch, &ptx, &n, err);
+	free(ptx);
+	free(src);
+	free(srcs);
+	return st;
+}
+
+static void *worker(void *arg)
+{
+	job *j = arg;
+	for (;;) {
+		pthread_mutex_lock(&j->mu);
+		int b = j->next++;
+		pthread_mutex_unlock(&j->mu);
+		if (b >= j->nbatches * j->narch)
+			return NULL;
+		const char *arch = j->archs[b % j->narch];
+		int lo = b / j->narch * j->batch, hi = lo + j->batch < j->ks->n ? lo + j->batch : j->ks->n;
+		bk_err *err = malloc(sizeof(*err));
+		if (!err || !compile_range(j, lo, hi, arch, err)) {
+			free(err);
+			continue;
+		}
+		for (int i = lo; i < hi; i++)
+			if (compile_range(j, i, i + 1, arch, err)) {
+				pthread_mutex_lock(&j->mu);
+				if (!j->failures++) {
+					snprintf(j->failure, sizeof(j->failure), "kernel %.100s does not compile for %s: %.2800s",
+						 j->ks->k[i].name, arch, err->msg);
+					j->failed_src = j->ks->k[i].src;
+				}
+				pthread_mutex_unlock(&j->mu);
+			}
+		free(err);
+	}
+}
+#endif
+
+START_TEST(test_every_kernel_compiles)
+{
+#ifndef TSD_HAVE_CUDA
+	printf("cudacompile: SKIPPED (built without the CUDA toolkit: no NVRTC)\n");
+	return;
+#else
+	bk_target t;
+	cuda_target_facts(TU_CUDA_SMS, true, &t);
+	ck_assert_msg(!memcmp(&t, &tu_cuda_target, sizeof(t)), "testutil's CUDA target differs from cuda_target_facts");
+	cuda_nvrtc *nv;
+	bk_err err;
+	if (cuda_nvrtc_open(&nv, &err)) {
+		printf("cudacompile: SKIPPED (%s)\n", err.msg);
+		fflush(stdout);
+		return;
+	}
+	double t0 = now_s();
+	char dir[] = "/tmp/tsd-cudacompile-XXXXXX", path[64];
+	ck_assert(mkdtemp(dir) != NULL);
+	snprintf(path, sizeof(path), "%s/kernels", dir);
+	const char *env = getenv("TENSORD_CUDACOMPILE_SUITES");
+	char suites[512];
+	snprintf(suites, sizeof(suites), "%s", env && *env ? env : default_suites);
+	kernset ks = {0};
+	for (char *save = NULL, *s = strtok_r(suites, " ,", &save); s; s = strtok_r(NULL, " ,", &save)) {
+		int rc = run_suite(s, path);
+		if (rc) /* that suite's own run reports its failures; its kernels up to them are here */
+			printf("cudacompile: note: suite %s exited %d under the CUDA shadow\n", s, rc);
+	}
+	read_records(path, &ks);
+	unlink(path);
+	rmdir(dir);
+	double t1 = now_s();
+	ck_assert_msg(!ks.errors, "%d kernels could not be rendered for CUDA; the first: %s", ks.errors, ks.first_error);
+	ck_assert_msg(ks.n >= 100, "only %d kernels rendered: did the suites run?", ks.n);
+	static const char *const archs[] = {"sm_80", "sm_90"};
+	job j = {.nv = nv, .ks = &ks, .archs = archs, .narch = 2, .batch = 48};
+	j.nbatches = (ks.n + j.batch - 1) / j.batch;
+	pthread_mutex_init(&j.mu, NULL);
+	pthread_t th[2];
+	for (int i = 0; i < 2; i++)
+		ck_assert(!pthread_create(&th[i], NULL, worker, &j));
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	pthread_mutex_destroy(&j.mu);
+	printf("cudacompile: %d distinct kernels from the suites (%.1f s), each compiled by NVRTC %s for sm_80 and "
+	       "sm_90 (%.1f s): %d failed\n", ks.n, t1 - t0, cuda_nvrtc_version(nv), now_s() - t1, j.failures);
+	fflush(stdout);
+	if (j.failures)
+		fprintf(stderr, "cudacompile: the first failing kernel's source:\n%s\n", j.failed_src);
+	ck_assert_msg(!j.failures, "%d kernel compiles failed; the first: %s", j.failures, j.failure);
+	kernset_free(&ks);
+	cuda_nvrtc_close(nv);
+#endif
+}
+END_TEST
+
+/* DEV=CUDA where there is no driver (libcuda.so.1 absent): context creation fails with a
+ * message naming the missing driver. Where a driver is, the device opens or says why not. */
+START_TEST(test_no_driver_is_a_clear_error)
+{
+	void *drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	eng_ctx_opts o;
+	char msg[512] = "";
+	eng_ctx_opts_default(&o);
+	o.device = "CUDA";
+	o.no_disk_cache = true;
+	eng_ctx *ctx = eng_ctx_create(&o, msg, sizeof(msg));
+#ifdef TSD_HAVE_CUDA
+	if (!drv) {
+		ck_assert_msg(ctx == NULL, "a CUDA context without a driver");
+		ck_assert_msg(strstr(msg, "libcuda.so.1") && strstr(msg, "CUDA"), "unclear error: %s", msg);
+	} else {
+		ck_assert_msg(ctx || strstr(msg, "CUDA"), "unclear error: %s", msg);
+	}
+	char list[8192];
+	ck_assert_int_eq(eng_devices_list(list, sizeof(list)), ENG_OK);
+	ck_assert_msg(strstr(list, "CUDA"), "the device listing has no CUDA line: %s", list);
+#else
+	ck_assert_msg(ctx == NULL && strstr(msg, "CUDA"), "without the backend: %s", msg);
+#endif
+	if (ctx)
+		eng_ctx_destroy(ctx);
+	if (drv)
+		dlclose(drv);
+}
+END_TEST
+
+Suite *cudacompile_suite(void)
+{
+	Suite *s = suite_create("cudacompile");
+	TCase *tc = tcase_create("nvrtc");
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, test_every_kernel_compiles);
+	tcase_add_test(tc, test_no_driver_is_a_clear_error);
+	suite_add_tcase(s, tc);
+	return s;
+}
