@@ -29,3 +29,13 @@ const bk_backend *bk_backend_find(const char *name)
 			return backends[i];
 	return NULL;
 }
+
+const char *bk_backend_absent(const char *spec)
+{
+#ifndef TSD_HAVE_CUDA
+	if (spec && !strncmp(spec, "CUDA", 4) && (!spec[4] || spec[4] == ':'))
+		return "this build has no CUDA backend (it was built without the CUDA toolkit's headers)";
+#endif
+	(void)spec;
+	return NULL;
+}
