@@ -16,8 +16,14 @@
 #include "util/hash.h"
 
 #ifdef TSD_HAVE_CUDA
-/* The suites tests/conformance.sh runs on every backend, and the float16 one. */
+/* The suites tests/conformance.sh runs on every backend, and the float16 one. Under the
+ * sanitizers (make asan) a few of them, which check this machinery for memory errors: the
+ * plain run (make test) covers every kernel, and ASan would take minutes over all of them. */
+#if defined(__SANITIZE_ADDRESS__)
+static const char default_suites[] = "ops f16";
+#else
 static const char default_suites[] = "ops api nn random errors kernels nnlayers optim grad jit devices cancel zerocopy f16";
+#endif
 
 typedef struct kern {
 	char *name, *src;
@@ -235,7 +241,7 @@ START_TEST(test_every_kernel_compiles)
 	rmdir(dir);
 	double t1 = now_s();
 	ck_assert_msg(!ks.errors, "%d kernels could not be rendered for CUDA; the first: %s", ks.errors, ks.first_error);
-	ck_assert_msg(ks.n >= 100, "only %d kernels rendered: did the suites run?", ks.n);
+	ck_assert_msg(ks.n >= 100 || (env && *env), "only %d kernels rendered: did the suites run?", ks.n);
 	static const char *const archs[] = {"sm_80", "sm_90"};
 	job j = {.nv = nv, .ks = &ks, .archs = archs, .narch = 2, .batch = 48};
 	j.nbatches = (ks.n + j.batch - 1) / j.batch;

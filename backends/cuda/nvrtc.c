@@ -33,7 +33,9 @@ static void *open_lib(char *tried, size_t cap)
 		for (size_t i = 0; dirs[d] && i < sizeof(names) / sizeof(names[0]); i++) {
 			char path[1024];
 			snprintf(path, sizeof(path), "%s%s%s", dirs[d], *dirs[d] ? "/lib64/" : "", names[i]);
-			void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+			/* never unloaded (as the driver): its static C++ runtime keeps an allocation for the
+			 * process's life, which unloading would turn into a leak */
+			void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
 			if (lib)
 				return lib;
 			if (used < cap)
