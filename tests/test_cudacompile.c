@@ -12,6 +12,8 @@
 
 #include "testutil.h"
 
+#include "realize/realize.h"
+
 #include "backends/cuda/cudac.h"
 #include "util/hash.h"
 
@@ -264,6 +266,74 @@ START_TEST(test_every_kernel_compiles)
 }
 END_TEST
 
+#ifdef TSD_HAVE_CUDA
+/* The kernels one realize renders for the shadow target (up to 8). */
+typedef struct caught {
+	char *name[8], *src[8];
+	int n;
+} caught;
+
+static void catch_kernel(void *arg, const char *name, const char *src, const char *error)
+{
+	caught *c = arg;
+	ck_assert_msg(src != NULL, "shadow: %s", error);
+	if (c->n < 8) {
+		c->name[c->n] = strdup(name);
+		c->src[c->n++] = strdup(src);
+	}
+}
+#endif
+
+/* What the launch reads from a kernel's PTX (cuda_ptx_entry), on NVRTC's real output: a sum to
+ * a scalar is grouped (.maxntid of CUDA_GROUP_SIZE: one block of that size), an elementwise
+ * kernel is not; the parameter count is the buffers plus (start, end). */
+START_TEST(test_launch_facts_from_ptx)
+{
+#ifndef TSD_HAVE_CUDA
+	printf("cudacompile: launch facts SKIPPED (built without the CUDA toolkit)\n");
+#else
+	cuda_nvrtc *nv;
+	bk_err err;
+	if (cuda_nvrtc_open(&nv, &err)) {
+		printf("cudacompile: launch facts SKIPPED (%s)\n", err.msg);
+		return;
+	}
+	eng_ctx *ctx = tu_ctx_new();
+	caught c = {0};
+	eng_realize_set_shadow(ctx, &tu_cuda_target, catch_kernel, &c);
+	int64_t shape[1] = {100000};
+	eng_tensor *x = eng_contiguous(eng_rand(ctx, ENG_F32, 1, shape));
+	eng_tensor *outs[2] = {eng_sum(x, NULL, 0, false), eng_mul(x, x)};
+	ck_assert_int_eq(eng_realize(outs, 2), ENG_OK);
+	int grouped = 0, plain = 0;
+	for (int i = 0; i < c.n; i++) {
+		char *ptx;
+		size_t n;
+		char *src = cuda_module_source((const char *const *)&c.src[i], 1);
+		ck_assert_msg(!cuda_nvrtc_ptx(nv, src, "sm_80", &ptx, &n, &err), "%s", err.msg);
+		int nparams, maxntid, nbufs = 0;
+		cuda_ptx_entry(ptx, c.name[i], &nparams, &maxntid);
+		for (const char *q = c.src[i]; (q = strstr(q, "__restrict__ b")); q++)
+			nbufs++;
+		ck_assert_msg(nparams == nbufs + 2, "%s: %d parameters in the PTX, %d buffers", c.name[i], nparams, nbufs);
+		bool is_grouped = strstr(c.src[i], "__launch_bounds__(") != NULL;
+		ck_assert_int_eq(maxntid, is_grouped ? CUDA_GROUP_SIZE : 0);
+		grouped += is_grouped;
+		plain += !is_grouped;
+		free(ptx);
+		free(src);
+		free(c.name[i]);
+		free(c.src[i]);
+	}
+	ck_assert_msg(grouped >= 1 && plain >= 1, "%d grouped and %d other kernels", grouped, plain);
+	cuda_ptx_entry("", "nosuch", &grouped, &plain);
+	ck_assert_int_eq(grouped, -1);
+	tu_ctx_free(ctx);
+	cuda_nvrtc_close(nv);
+#endif
+}
+END_TEST
+
 /* DEV=CUDA where there is no driver (libcuda.so.1 absent): context creation fails with a
  * message naming the missing driver. Where a driver is, the device opens or says why not. */
 START_TEST(test_no_driver_is_a_clear_error)
@@ -302,6 +372,7 @@ Suite *cudacompile_suite(void)
 	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, test_every_kernel_compiles);
 	tcase_add_test(tc, test_no_driver_is_a_clear_error);
+	tcase_add_test(tc, test_launch_facts_from_ptx);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -41,4 +41,9 @@ const char *cuda_nvrtc_version(const cuda_nvrtc *nv);
 eng_status cuda_nvrtc_ptx(const cuda_nvrtc *nv, const char *src, const char *arch, char **ptx, size_t *n,
 			  bk_err *err);
 
+/* From the PTX of kernel name's entry: its parameter count (-1: no such entry) and its
+ * .maxntid, the block size __launch_bounds__ fixed (a kernel grouped for reductions; 0: none).
+ * The launch reads both so (program.c). */
+void cuda_ptx_entry(const char *ptx, const char *name, int *nparams, int *maxntid);
+
 #endif

@@ -151,3 +151,23 @@ eng_status cuda_nvrtc_ptx(const cuda_nvrtc *nv, const char *src, const char *arc
 	*n = size;
 	return ENG_OK;
 }
+
+void cuda_ptx_entry(const char *ptx, const char *name, int *nparams, int *maxntid)
+{
+	char pat[160];
+	*nparams = -1;
+	*maxntid = 0;
+	snprintf(pat, sizeof(pat), ".entry %s(", name);
+	const char *e = strstr(ptx, pat);
+	if (!e)
+		return;
+	const char *close = strchr(e, ')'), *body = strchr(e, '{');
+	if (!close || !body)
+		return;
+	*nparams = 0;
+	for (const char *q = e; (q = strstr(q, ".param")) && q < close; q++)
+		(*nparams)++;
+	const char *m = strstr(close, ".maxntid");
+	if (m && m < body)
+		*maxntid = atoi(m + strlen(".maxntid"));
+}

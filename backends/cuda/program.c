@@ -40,28 +40,6 @@ void cu_program_free(void *dev, bk_program *prog)
 	free(p);
 }
 
-/* From the PTX of kernel name's entry: its parameter count and its .maxntid (the block size
- * __launch_bounds__ fixed: a grouped kernel), 0 if none. */
-static void ptx_entry(const char *ptx, const char *name, int *nparams, int *maxntid)
-{
-	char pat[160];
-	*nparams = -1;
-	*maxntid = 0;
-	snprintf(pat, sizeof(pat), ".entry %s(", name);
-	const char *e = strstr(ptx, pat);
-	if (!e)
-		return;
-	const char *close = strchr(e, ')'), *body = strchr(e, '{');
-	if (!close || !body)
-		return;
-	*nparams = 0;
-	for (const char *q = e; (q = strstr(q, ".param")) && q < close; q++)
-		(*nparams)++;
-	const char *m = strstr(close, ".maxntid");
-	if (m && m < body)
-		*maxntid = atoi(m + strlen(".maxntid"));
-}
-
 /* A program for kernel name of mod (taking a reference on mod). */
 static eng_status make_kernel(cu_dev *d, cu_module *mod, const char *name, cu_prog **out, bk_err *err)
 {
@@ -84,7 +62,7 @@ static eng_status make_kernel(cu_dev *d, cu_module *mod, const char *name, cu_pr
 	p->mod = mod;
 	mod->refs++;
 	*out = p;
-	ptx_entry(mod->ptx, name, &p->nparams, &p->group);
+	cuda_ptx_entry(mod->ptx, name, &p->nparams, &p->group);
 	rc = d->api.FuncGetAttribute(&p->max_block, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, p->fn);
 	return rc ? cu_fail(d, rc, "cuFuncGetAttribute", err) : ENG_OK;
 }
