@@ -29,6 +29,9 @@ eng_status cu_api_open(cu_api *api, bk_err *err)
 		return ENG_ENOTFOUND;
 	}
 	api->lib = lib;
+	api->EventElapsedTime = (PFN_cuEventElapsedTime_v2000)dlsym(lib, "cuEventElapsedTime_v2");
+	if (!api->EventElapsedTime)
+		api->EventElapsedTime = (PFN_cuEventElapsedTime_v2000)dlsym(lib, "cuEventElapsedTime");
 	CUresult rc = api->Init(0);
 	if (rc != CUDA_SUCCESS) {
 		const char *name = NULL;

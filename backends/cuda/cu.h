@@ -48,7 +48,6 @@
 	X(EventDestroy, PFN_cuEventDestroy_v4000, "cuEventDestroy_v2") \
 	X(EventRecord, PFN_cuEventRecord_v2000, "cuEventRecord") \
 	X(EventSynchronize, PFN_cuEventSynchronize_v2000, "cuEventSynchronize") \
-	X(EventElapsedTime, PFN_cuEventElapsedTime_v2000, "cuEventElapsedTime") \
 	X(GetErrorName, PFN_cuGetErrorName_v6000, "cuGetErrorName")
 
 typedef struct cu_api {
@@ -56,6 +55,9 @@ typedef struct cu_api {
 #define CU_API_FIELD(f, type, sym) type f;
 	CU_API_FUNCS(CU_API_FIELD)
 #undef CU_API_FIELD
+	/* optional (DEBUG>=2 times only): cuEventElapsedTime_v2 (drivers from 12.8), else the
+	 * first version, same signature; NULL: launches are not timed */
+	PFN_cuEventElapsedTime_v2000 EventElapsedTime;
 } cu_api;
 
 /* Open the driver, resolve every entry point and cuInit; on failure api holds nothing to close.

@@ -101,7 +101,8 @@ static void cu_free(void *dev, void *handle)
 static void report_last(cu_dev *d)
 {
 	float ms = 0;
-	if (d->api.EventSynchronize(d->t1) == CUDA_SUCCESS && d->api.EventElapsedTime(&ms, d->t0, d->t1) == CUDA_SUCCESS)
+	if (d->api.EventElapsedTime && d->api.EventSynchronize(d->t1) == CUDA_SUCCESS &&
+	    d->api.EventElapsedTime(&ms, d->t0, d->t1) == CUDA_SUCCESS)
 		fprintf(stderr, "  CUDA %s: %.2f us on the device\n", d->last_name, (double)ms * 1e3);
 	d->timing = false;
 }
