@@ -365,6 +365,58 @@ START_TEST(test_no_driver_is_a_clear_error)
 }
 END_TEST
 
+/* Every driver entry point the backend resolves exists in the driver's ABI: with the toolkit's
+ * stub libcuda (which exports them all, and whose cuInit fails) as libcuda.so.1, opening CUDA
+ * gets as far as cuInit. Run in a child of this binary with LD_LIBRARY_PATH set. */
+START_TEST(test_stub_driver_resolves)
+{
+#ifndef TSD_HAVE_CUDA
+	printf("cudacompile: stub driver SKIPPED (built without the CUDA toolkit)\n");
+#else
+	if (getenv("TSD_CUDA_STUB_CHILD")) { /* the child: libcuda.so.1 is the stub */
+		eng_ctx_opts o;
+		char msg[512] = "";
+		eng_ctx_opts_default(&o);
+		o.device = "CUDA";
+		ck_assert(eng_ctx_create(&o, msg, sizeof(msg)) == NULL);
+		ck_assert_msg(strstr(msg, "toolkit's stub"), "with the stub driver: %s", msg);
+		return;
+	}
+	const char *home = getenv("CUDA_HOME");
+	char stub[1024], dir[] = "/tmp/tsd-cudastub-XXXXXX", link[64], self[4096];
+	snprintf(stub, sizeof(stub), "%s/lib64/stubs/libcuda.so", home && *home ? home : "/usr/local/cuda");
+	if (access(stub, R_OK)) {
+		printf("cudacompile: stub driver SKIPPED (no %s)\n", stub);
+		return;
+	}
+	ck_assert(mkdtemp(dir) != NULL);
+	snprintf(link, sizeof(link), "%s/libcuda.so.1", dir);
+	ck_assert(!symlink(stub, link));
+	ssize_t l = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	ck_assert(l > 0);
+	self[l] = 0;
+	pid_t pid = fork();
+	ck_assert(pid >= 0);
+	if (pid == 0) {
+		setenv("LD_LIBRARY_PATH", dir, 1);
+		setenv("TSD_CUDA_STUB_CHILD", "1", 1);
+		setenv("CK_RUN_SUITE", "cudacompile", 1);
+		setenv("CK_RUN_CASE", "stub", 1);
+		setenv("CK_FORK", "no", 1);
+		if (!freopen("/dev/null", "w", stdout))
+			_exit(126);
+		execl(self, self, (char *)NULL);
+		_exit(127);
+	}
+	int st = 0;
+	waitpid(pid, &st, 0);
+	unlink(link);
+	rmdir(dir);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child with the stub driver failed (status %d)", st);
+#endif
+}
+END_TEST
+
 Suite *cudacompile_suite(void)
 {
 	Suite *s = suite_create("cudacompile");
@@ -374,5 +426,9 @@ Suite *cudacompile_suite(void)
 	tcase_add_test(tc, test_no_driver_is_a_clear_error);
 	tcase_add_test(tc, test_launch_facts_from_ptx);
 	suite_add_tcase(s, tc);
+	TCase *stub = tcase_create("stub");
+	tcase_set_timeout(stub, 60);
+	tcase_add_test(stub, test_stub_driver_resolves);
+	suite_add_tcase(s, stub);
 	return s;
 }

@@ -37,8 +37,10 @@ eng_status cu_api_open(cu_api *api, bk_err *err)
 		const char *name = NULL;
 		if (api->GetErrorName(rc, &name) != CUDA_SUCCESS || !name)
 			name = "unknown error";
-		snprintf(err->msg, sizeof(err->msg), "CUDA: cuInit failed: %s%s", name,
-			 rc == CUDA_ERROR_NO_DEVICE ? " (no CUDA GPU)" : "");
+		snprintf(err->msg, sizeof(err->msg), "CUDA: cuInit failed: %s (%d)%s", name, (int)rc,
+			 rc == CUDA_ERROR_NO_DEVICE	    ? ": no CUDA GPU"
+			 : rc == CUDA_ERROR_STUB_LIBRARY ? ": libcuda.so.1 is the toolkit's stub, not a driver"
+							 : "");
 		cu_api_close(api);
 		return ENG_ENOTFOUND;
 	}
