@@ -243,8 +243,9 @@ fuzz:
 		grep -E '^stat::number_of_executed_units|^Done' build-fuzz/fuzz-$$t.log; \
 	done
 
-# Every test: the layering check, the plain suite, the sanitized ones, the loader fuzzers, short
-# training runs, then the backend conformance run (CPU and OpenCL; an absent backend is reported
+# Every test: the layering check, the plain suite (with cudacompile: NVRTC compiles every kernel
+# the conformance suites make for CUDA; SKIPPED without NVRTC), the sanitized ones, the loader fuzzers, short
+# training runs, then the backend conformance run (CPU, OpenCL and CUDA; an absent backend is reported
 # SKIPPED), ..., and ONNX's backend node tests against tests/onnx/passing.txt. The README's test command.
 check: layers test asan tsan fuzz train-check conformance soak install-check python-test tensorctl-check onnx-check
 
