@@ -54,8 +54,7 @@ void cu_api_close(cu_api *api)
 	memset(api, 0, sizeof(*api));
 }
 
-/* After these the context is unusable: every later call on it fails the same way. */
-static bool sticky(CUresult rc)
+bool cu_sticky(CUresult rc)
 {
 	switch (rc) {
 	case CUDA_ERROR_ILLEGAL_ADDRESS:
@@ -84,11 +83,11 @@ eng_status cu_fail(cu_dev *d, CUresult rc, const char *what, bk_err *err)
 	if (!d || d->api.GetErrorName(rc, &name) != CUDA_SUCCESS || !name)
 		name = "CUDA error";
 	snprintf(err->msg, sizeof(err->msg), "%s: %s (%d)", what, name, (int)rc);
-	if (d && sticky(rc) && !d->failed) {
+	if (d && cu_sticky(rc) && !d->failed) {
 		d->failed = true;
 		snprintf(d->failmsg, sizeof(d->failmsg), "%.500s", err->msg);
 	}
-	if (d && sticky(rc))
+	if (d && cu_sticky(rc))
 		return ENG_EDEVICE;
 	switch (rc) {
 	case CUDA_ERROR_OUT_OF_MEMORY:

@@ -29,7 +29,9 @@
 	X(DeviceTotalMem, PFN_cuDeviceTotalMem_v3020, "cuDeviceTotalMem_v2") \
 	X(PrimaryCtxRetain, PFN_cuDevicePrimaryCtxRetain_v7000, "cuDevicePrimaryCtxRetain") \
 	X(PrimaryCtxRelease, PFN_cuDevicePrimaryCtxRelease_v11000, "cuDevicePrimaryCtxRelease_v2") \
+	X(PrimaryCtxReset, PFN_cuDevicePrimaryCtxReset_v11000, "cuDevicePrimaryCtxReset_v2") \
 	X(CtxSetCurrent, PFN_cuCtxSetCurrent_v4000, "cuCtxSetCurrent") \
+	X(CtxSynchronize, PFN_cuCtxSynchronize_v2000, "cuCtxSynchronize") \
 	X(StreamCreate, PFN_cuStreamCreate_v2000, "cuStreamCreate") \
 	X(StreamDestroy, PFN_cuStreamDestroy_v4000, "cuStreamDestroy_v2") \
 	X(StreamSynchronize, PFN_cuStreamSynchronize_v2000, "cuStreamSynchronize") \
@@ -118,6 +120,8 @@ typedef struct cu_prog {
  * ENG_ECOMPILE (bad PTX), ENG_ERANGE (a launch the kernel cannot make) or ENG_EDEVICE. Sticky
  * errors (a faulting kernel, a lost device) mark d (may be NULL) failed. */
 eng_status cu_fail(cu_dev *d, CUresult rc, const char *what, bk_err *err);
+/* Whether rc leaves a context unusable (every later call on it fails the same way). */
+bool cu_sticky(CUresult rc);
 /* ENG_EDEVICE once d has failed; else makes d's context current on this thread. */
 eng_status cu_enter(cu_dev *d, bk_err *err);
 

@@ -196,6 +196,19 @@ static eng_status open_device(cu_dev *d, const bk_opts *opts, bk_err *err)
 	eng_status st = cu_enter(d, err);
 	if (st)
 		return st;
+	/* a kernel that faulted earlier in this process (a failed device being reopened) left the
+	 * primary context unusable: reset it (the process's memory on this GPU goes with it) and
+	 * take it afresh. Untested on a GPU. */
+	if (cu_sticky(rc = d->api.CtxSynchronize())) {
+		d->api.PrimaryCtxRelease(d->device);
+		d->ctx = NULL;
+		if ((rc = d->api.PrimaryCtxReset(d->device)) || (rc = d->api.PrimaryCtxRetain(&d->ctx, d->device))) {
+			d->ctx = NULL;
+			return cu_fail(d, rc, "resetting the device's primary context after a failure", err);
+		}
+		if ((st = cu_enter(d, err)))
+			return st;
+	}
 	if ((rc = d->api.StreamCreate(&d->stream, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS)
 		return cu_fail(d, rc, "cuStreamCreate", err);
 	for (int i = 0; i < 2; i++)
