@@ -124,8 +124,9 @@ static void read_records(const char *path, kernset *ks)
 	fclose(f);
 }
 
-/* Run suite s of this test binary on the CPU with the shadow writing to path; its exit status. */
-static int run_suite(const char *s, const char *path)
+/* Run this test binary again with env's changes ("KEY=value" sets, "KEY" unsets; NULL-ended),
+ * its stdout (and with quiet its stderr) to /dev/null; its exit status. */
+static int run_self(const char *const *env, bool quiet)
 {
 	char self[4096];
 	ssize_t l = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -134,12 +135,18 @@ static int run_suite(const char *s, const char *path)
 	pid_t pid = fork();
 	ck_assert(pid >= 0);
 	if (pid == 0) {
-		setenv("CK_RUN_SUITE", s, 1);
-		setenv("CK_FORK", "yes", 1);
-		setenv("DEV", "CPU", 1);
-		setenv("TENSORD_TEST_CUDA_KERNELS", path, 1);
-		unsetenv("CK_RUN_CASE");
-		if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr))
+		for (int i = 0; env[i]; i++) {
+			char kv[1024];
+			snprintf(kv, sizeof(kv), "%s", env[i]);
+			char *eq = strchr(kv, '=');
+			if (eq) {
+				*eq = 0;
+				setenv(kv, eq + 1, 1);
+			} else {
+				unsetenv(kv);
+			}
+		}
+		if (!freopen("/dev/null", "w", stdout) || (quiet && !freopen("/dev/null", "w", stderr)))
 			_exit(126);
 		execl(self, self, (char *)NULL);
 		_exit(127);
@@ -147,6 +154,16 @@ static int run_suite(const char *s, const char *path)
 	int st = 0;
 	waitpid(pid, &st, 0);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+/* Run suite s of this test binary on the CPU with the shadow writing to path; its exit status. */
+static int run_suite(const char *s, const char *path)
+{
+	char suite[128], kernels[128];
+	snprintf(suite, sizeof(suite), "CK_RUN_SUITE=%s", s);
+	snprintf(kernels, sizeof(kernels), "TENSORD_TEST_CUDA_KERNELS=%s", path);
+	const char *env[] = {suite, kernels, "CK_FORK=yes", "DEV=CPU", "CK_RUN_CASE", NULL};
+	return run_self(env, true);
 }
 
 /* One module of kernels [lo, hi) compiled for arch; on failure each kernel of it alone, to
@@ -383,7 +400,7 @@ START_TEST(test_stub_driver_resolves)
 		return;
 	}
 	const char *home = getenv("CUDA_HOME");
-	char stub[1024], dir[] = "/tmp/tsd-cudastub-XXXXXX", link[64], self[4096];
+	char stub[1024], dir[] = "/tmp/tsd-cudastub-XXXXXX", link[64];
 	snprintf(stub, sizeof(stub), "%s/lib64/stubs/libcuda.so", home && *home ? home : "/usr/local/cuda");
 	if (access(stub, R_OK)) {
 		printf("cudacompile: stub driver SKIPPED (no %s)\n", stub);
@@ -392,27 +409,13 @@ START_TEST(test_stub_driver_resolves)
 	ck_assert(mkdtemp(dir) != NULL);
 	snprintf(link, sizeof(link), "%s/libcuda.so.1", dir);
 	ck_assert(!symlink(stub, link));
-	ssize_t l = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	ck_assert(l > 0);
-	self[l] = 0;
-	pid_t pid = fork();
-	ck_assert(pid >= 0);
-	if (pid == 0) {
-		setenv("LD_LIBRARY_PATH", dir, 1);
-		setenv("TSD_CUDA_STUB_CHILD", "1", 1);
-		setenv("CK_RUN_SUITE", "cudacompile", 1);
-		setenv("CK_RUN_CASE", "stub", 1);
-		setenv("CK_FORK", "no", 1);
-		if (!freopen("/dev/null", "w", stdout))
-			_exit(126);
-		execl(self, self, (char *)NULL);
-		_exit(127);
-	}
-	int st = 0;
-	waitpid(pid, &st, 0);
+	char ld[128];
+	snprintf(ld, sizeof(ld), "LD_LIBRARY_PATH=%s", dir);
+	const char *env[] = {ld, "TSD_CUDA_STUB_CHILD=1", "CK_RUN_SUITE=cudacompile", "CK_RUN_CASE=stub", "CK_FORK=no", NULL};
+	int st = run_self(env, false);
 	unlink(link);
 	rmdir(dir);
-	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child with the stub driver failed (status %d)", st);
+	ck_assert_msg(st == 0, "the child with the stub driver failed (exit status %d)", st);
 #endif
 }
 END_TEST
