@@ -12,7 +12,8 @@ BUILD="${BUILD:-build-gpu}"
 JOBS="${JOBS:-$(nproc)}"
 BIN="$BUILD/bin"
 echo "== build ($BUILD)"
-make BUILD="$BUILD" -j"$JOBS" all >"$BUILD.log" 2>&1 || { tail -30 "$BUILD.log"; echo "build FAILED"; exit 1; }
+mkdir -p "$BUILD"
+make BUILD="$BUILD" -j"$JOBS" all >"$BUILD/build.log" 2>&1 || { tail -30 "$BUILD/build.log"; echo "build FAILED"; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null
 "$BIN/devices" CUDA || { echo "no usable CUDA device: nothing more to run"; exit 1; }
 echo "== conformance with DEV=CUDA"
