@@ -18,6 +18,17 @@ LDLIBS  += $(shell pkg-config --libs libcjson 2>/dev/null || echo -lcjson) -lz -
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm -lpthread)
 
 ENGINE_SRC := $(shell find engine backends -name '*.c' | sort)
+# The CUDA backend (backends/cuda/) is built against the toolkit's headers (cuda.h,
+# cudaTypedefs.h, nvrtc.h; libcuda and NVRTC are opened with dlopen at run time, never linked).
+# Without the toolkit it is left out, all but its dialect (plain data: kernels still render).
+CUDA_HOME ?= /usr/local/cuda
+ifneq ($(wildcard $(CUDA_HOME)/include/cuda.h),)
+CFLAGS  += -DTSD_HAVE_CUDA
+$(BUILD)/backends/cuda/%.o: INC += -isystem $(CUDA_HOME)/include
+else
+$(info tensord: no CUDA toolkit at $(CUDA_HOME) (no include/cuda.h): the CUDA backend is left out)
+ENGINE_SRC := $(filter-out $(filter-out backends/cuda/dialect.c,$(wildcard backends/cuda/*.c)),$(ENGINE_SRC))
+endif
 # The protocol library sees the public headers only (-Iinclude -Iprotocol), like the daemon.
 PROTO_SRC  := $(shell find protocol -name '*.c' | sort)
 TEST_SRC   := $(wildcard tests/*.c)
@@ -234,8 +245,9 @@ fuzz:
 		grep -E '^stat::number_of_executed_units|^Done' build-fuzz/fuzz-$$t.log; \
 	done
 
-# Every test: the layering check, the plain suite, the sanitized ones, the loader fuzzers, short
-# training runs, then the backend conformance run (CPU and OpenCL; an absent backend is reported
+# Every test: the layering check, the plain suite (with cudacompile: NVRTC compiles every kernel
+# the conformance suites make for CUDA; SKIPPED without NVRTC), the sanitized ones, the loader fuzzers, short
+# training runs, then the backend conformance run (CPU, OpenCL and CUDA; an absent backend is reported
 # SKIPPED), ..., and ONNX's backend node tests against tests/onnx/passing.txt. The README's test command.
 check: layers test asan tsan fuzz train-check conformance soak install-check python-test tensorctl-check onnx-check
 

@@ -4,6 +4,8 @@
 #ifndef BK_DIALECT_H
 #define BK_DIALECT_H
 
+#include <stdbool.h>
+
 #include <tensord/dtype.h>
 
 /* Type names of one language, indexed by eng_dtype. */
@@ -47,6 +49,9 @@ typedef struct bk_dialect {
 	 * over the group too; a store outside one is made by thread 0 alone. The kernel is
 	 * declared with GROUP_ATTR <size> GROUP_ATTR_END, so the launch finds the group size. */
 	const char *local_id, *local_qual, *barrier, *group_idx, *group_attr, *group_attr_end;
+	/* true: the group attribute stands between the kernel prefix and the name (CUDA's
+	 * `extern "C" __global__ void __launch_bounds__(256) name(`); false: on the line before. */
+	bool group_attr_inline;
 } bk_dialect;
 
 /* The integer limit macros a prelude defines (C99's names, for any dialect). */

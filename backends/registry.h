@@ -29,6 +29,8 @@ typedef struct bk_backend {
 
 /* The backend named name (exact, case-sensitive), or NULL. */
 const bk_backend *bk_backend_find(const char *name);
+/* Why a known backend named by spec ("CUDA", "CUDA:1") is not in this build, or NULL. */
+const char *bk_backend_absent(const char *spec);
 /* The i-th registered backend, or NULL past the last one. */
 const bk_backend *bk_backend_at(int i);
 

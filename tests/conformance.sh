@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # conformance.sh: the backend conformance run, in the manner of ggml's test-backend-ops. On every
-# backend this machine has (CPU, and OpenCL when a device opens), the op-level check suites run
+# backend this machine has (CPU, and OpenCL or CUDA when a device opens), the op-level check suites run
 # with that backend as the context's device: every op and Tensor-API function, the gradient
 # checks, nn layers, losses, optimizers, the JIT, random graphs and bad input, each result
 # compared with the float64 reference evaluator (tests/ref_eval.c) under per-dtype tolerances.
@@ -13,7 +13,7 @@ BUILD="${BUILD:-build}"
 BIN="$BUILD/bin"
 SUITES="${SUITES:-ops api nn random errors kernels nnlayers optim grad jit devices cancel zerocopy}"
 backends=("$@")
-[ ${#backends[@]} -eq 0 ] && backends=(CPU CL)
+[ ${#backends[@]} -eq 0 ] && backends=(CPU CL CUDA)
 fail=0
 for dev in "${backends[@]}"; do
 	if ! probe=$("$BIN/devices" "$dev" 2>&1); then

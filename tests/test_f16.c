@@ -216,7 +216,7 @@ static void check_kernels_with(const char *cc)
 	o.device = "CPU";
 	o.backend_opts = bopts;
 	o.no_disk_cache = true;
-	eng_ctx *ctx = eng_ctx_create(&o, err, sizeof(err));
+	eng_ctx *ctx = tu_ctx_shadow(eng_ctx_create(&o, err, sizeof(err)));
 	ck_assert_msg(ctx != NULL, "%s", err);
 	int n;
 	float *in = boundary_floats(&n);

@@ -2,6 +2,9 @@
  * (see testutil.h). */
 #include "testutil.h"
 
+#include "backends/cuda/cudac.h"
+#include "realize/realize.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,6 +17,35 @@ int tu_debug(void)
 	return e ? atoi(e) : 0;
 }
 
+const bk_target tu_cuda_target = {
+	.dialect = &cuda_dialect,
+	.parallelism = TU_CUDA_SMS * 1024,
+	.reduce_group = CUDA_GROUP_SIZE,
+	.vector_width = 0,
+};
+
+/* $TENSORD_TEST_CUDA_KERNELS names a file: every kernel the context schedules is also rendered
+ * for a CUDA GPU (the CUDA compile check, test_cudacompile.c) and appended to it. */
+static void shadow_append(void *arg, const char *name, const char *src, const char *error)
+{
+	FILE *f = fopen((const char *)arg, "a");
+	if (!f)
+		return;
+	if (src)
+		fprintf(f, "KERNEL %s %zu\n%s\n", name, strlen(src), src);
+	else
+		fprintf(f, "ERROR %zu\n%s\n", strlen(error), error);
+	fclose(f);
+}
+
+eng_ctx *tu_ctx_shadow(eng_ctx *ctx)
+{
+	const char *path = getenv("TENSORD_TEST_CUDA_KERNELS");
+	if (ctx && path && *path)
+		eng_realize_set_shadow(ctx, &tu_cuda_target, shadow_append, (void *)path);
+	return ctx;
+}
+
 eng_ctx *tu_ctx(void)
 {
 	eng_ctx_opts o;
@@ -23,7 +55,7 @@ eng_ctx *tu_ctx(void)
 	o.no_disk_cache = true; /* compile counts must not depend on earlier runs */
 	eng_ctx *ctx = eng_ctx_create(&o, err, sizeof(err));
 	ck_assert_msg(ctx != NULL, "eng_ctx_create failed: %s", err);
-	return ctx;
+	return tu_ctx_shadow(ctx);
 }
 
 /* Contexts of the running test, for the teardown after a failed assertion. check's fixtures take
@@ -33,6 +65,7 @@ static eng_ctx *tracked[TU_MAX_CTX];
 
 eng_ctx *tu_ctx_track(eng_ctx *ctx)
 {
+	tu_ctx_shadow(ctx);
 	for (int i = 0; ctx && i < TU_MAX_CTX; i++)
 		if (!tracked[i]) {
 			tracked[i] = ctx;

@@ -33,6 +33,15 @@ eng_ctx *tu_ctx_track(eng_ctx *ctx);
 /* Free a tracked context. */
 void tu_ctx_free(eng_ctx *ctx);
 
+/* The CUDA target kernels are rendered for in the CUDA compile check: a GPU of 132 SMs (an
+ * H100), as cuda_target_facts(132, true) states it (test_cudacompile.c checks that). */
+#define TU_CUDA_SMS 132
+extern const struct bk_target tu_cuda_target;
+/* With $TENSORD_TEST_CUDA_KERNELS set (the CUDA compile check runs the suites so), every kernel
+ * ctx schedules is also rendered for tu_cuda_target and appended to that file; tu_ctx and
+ * tu_ctx_track do this, a suite that makes contexts otherwise calls it. Returns ctx. */
+eng_ctx *tu_ctx_shadow(eng_ctx *ctx);
+
 /* A tiny LCG (Knuth's MMIX constants): deterministic data independent of libc. */
 typedef struct tu_rng {
 	uint64_t s;

@@ -48,6 +48,10 @@ struct eng_ctx {
 	/* eng_realize_into: the node whose kernel writes into the caller's buffer */
 	const struct eng_node *into_node;
 	struct eng_buffer *into_buf;
+	/* a second target kernels are also rendered for (realize/shadow.c; tests only); NULL: none */
+	const struct bk_target *shadow_target;
+	void (*shadow_fn)(void *arg, const char *name, const char *src, const char *error);
+	void *shadow_arg;
 	/* the log (log.c) */
 	eng_log_fn log_fn; /* NULL: stderr */
 	void *log_arg;

@@ -93,7 +93,11 @@ static bool resolve(const char *spec, const bk_backend **be, int *ordinal, char 
 	if (!spec || !parse_spec(spec, be, ordinal)) {
 		char help[256];
 		spec_help(help, sizeof(help));
-		snprintf(err, errlen, "unknown device '%s' (use %s)", spec ? spec : "(null)", help);
+		const char *why = bk_backend_absent(spec);
+		if (why)
+			snprintf(err, errlen, "device '%s': %s", spec, why);
+		else
+			snprintf(err, errlen, "unknown device '%s' (use %s)", spec ? spec : "(null)", help);
 		return false;
 	}
 	if ((*be)->bare_zero && *ordinal == 0)

@@ -46,40 +46,45 @@ static void base_name(const eng_kernel_ir *ir, char *out, size_t len)
 	}
 }
 
-/* Render with a placeholder name, then name the kernel after a hash of its text so equal
- * kernels get equal names (and hit the program cache). */
-static eng_status render_item(eng_ctx *ctx, eng_device *dev, eng_sched_item *it, kprep *k)
+eng_status eng_render_kernel(const bk_target *t, eng_kernel_ir *ir, char name[96], char **src)
 {
 	eng_strbuf b;
 	eng_strbuf_init(&b);
-	eng_status s = eng_render_cstyle(&dev->target, &it->ir, "KERNEL_NAME", &b);
+	*src = NULL;
+	eng_status s = eng_render_cstyle(t, ir, "KERNEL_NAME", &b);
 	if (s) {
 		eng_strbuf_free(&b);
-		if (s == ENG_EINVAL)
-			return eng_set_error(ctx, s, "render: %s cannot run kernels as work-groups of %d threads", dev->name,
-					     it->ir.group);
-		return eng_set_error(ctx, s, "render: out of memory");
+		return s;
 	}
 	char *body = eng_strbuf_take(&b);
 	char base[64];
-	base_name(&it->ir, base, sizeof(base));
-	snprintf(k->name, sizeof(k->name), "%s_%08llx", base, (unsigned long long)(eng_hash_str(body) & 0xffffffffu));
-	char *p = strstr(body, "KERNEL_NAME");
+	base_name(ir, base, sizeof(base));
+	snprintf(name, 96, "%s_%08llx", base, (unsigned long long)(eng_hash_str(body) & 0xffffffffu));
+	char *p = body ? strstr(body, "KERNEL_NAME") : NULL;
 	eng_strbuf_init(&b);
 	if (p) {
 		*p = 0;
 		eng_strbuf_puts(&b, body);
-		eng_strbuf_puts(&b, k->name);
+		eng_strbuf_puts(&b, name);
 		eng_strbuf_puts(&b, p + strlen("KERNEL_NAME"));
 	}
 	free(body);
 	if (b.failed || !p) {
 		eng_strbuf_free(&b);
-		return eng_set_error(ctx, ENG_ENOMEM, "render: out of memory");
+		return ENG_ENOMEM;
 	}
-	k->src = eng_strbuf_take(&b);
-	snprintf(it->ir.name, sizeof(it->ir.name), "%s", k->name);
+	*src = eng_strbuf_take(&b);
+	snprintf(ir->name, sizeof(ir->name), "%s", name);
 	return ENG_OK;
+}
+
+static eng_status render_item(eng_ctx *ctx, eng_device *dev, eng_sched_item *it, kprep *k)
+{
+	eng_status s = eng_render_kernel(&dev->target, &it->ir, k->name, &k->src);
+	if (s == ENG_EINVAL)
+		return eng_set_error(ctx, s, "render: %s cannot run kernels as work-groups of %d threads", dev->name,
+				     it->ir.group);
+	return s ? eng_set_error(ctx, s, "render: out of memory") : ENG_OK;
 }
 
 static eng_status compile_missing(eng_ctx *ctx, eng_device *dev, kprep *ks, int n)
@@ -379,6 +384,8 @@ static eng_status realize_on(eng_ctx *ctx, eng_device *dev, eng_node *const *nod
 			eng_schedcache_walk_free(&w);
 		return s;
 	}
+	if (ctx->shadow_fn)
+		eng_realize_shadow(ctx, nodes, n);
 	for (int i = 0; i < sch.nempty && !s; i++)
 		s = give_empty(ctx, dev, (eng_node *)sch.empty[i]);
 	kprep *ks = calloc(sch.n ? sch.n : 1, sizeof(*ks));

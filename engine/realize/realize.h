@@ -10,6 +10,24 @@
  * results are computed (one device sync at the end). */
 eng_status eng_realize_nodes(eng_ctx *ctx, eng_node *const *nodes, int n);
 
+/* Render ir for target t and name the kernel after a hash of its text (tinygrad-style: r_ or E_
+ * and the loop sizes, then the hash), so equal kernels get equal names: name gets it (also
+ * into ir->name), *src the source (caller frees). ENG_EINVAL: t has no work-groups of ir's
+ * size; ENG_ENOMEM. */
+eng_status eng_render_kernel(const bk_target *t, eng_kernel_ir *ir, char name[96], char **src);
+
+/* A second target every kernel a realize schedules is also planned and rendered for, without
+ * running it: the CUDA compile check renders the conformance suites' kernels in the CUDA dialect
+ * while the context's own device computes. fn(arg, name, src, NULL) for each kernel, or
+ * fn(arg, NULL, NULL, message) when the graph could not be scheduled or rendered for t.
+ * Schedule-cache hits and JIT replays are not rendered again (their kernels were, the first
+ * time). t (NULL: off) must outlive the context's use of it. */
+typedef void (*eng_shadow_fn)(void *arg, const char *name, const char *src, const char *error);
+void eng_realize_set_shadow(eng_ctx *ctx, const bk_target *t, eng_shadow_fn fn, void *arg);
+/* Schedule and render nodes for the shadow target (shadow.c); errors go to the shadow's fn,
+ * never into the context. */
+void eng_realize_shadow(eng_ctx *ctx, eng_node *const *nodes, int n);
+
 /* Attach the program cache, the schedule cache (unless the context turns it off) and the disk
  * cache settings to a newly opened device; ENG_ENOMEM sets the context error. */
 eng_status eng_device_caches_open(eng_device *d);

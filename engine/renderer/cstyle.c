@@ -458,11 +458,16 @@ static void render_head(const rk *r, const char *name)
 	eng_strbuf *b = r->b;
 	const eng_kernel_ir *ir = r->ir;
 	const char *rq = ir->aliased ? "" : r->d->restrict_kw;
-	if (r->one_group) /* the launch reads the group's size from the kernel */
+	/* the launch reads the group's size from the kernel */
+	bool attr_line = r->one_group && !r->d->group_attr_inline, attr_inline = r->one_group && r->d->group_attr_inline;
+	if (attr_line)
 		eng_strbuf_printf(b, "%s%d%s\n", r->d->group_attr, ir->group, r->d->group_attr_end);
 	if (r->d->buf_qual) {
 		const char *q = r->d->buf_qual;
-		eng_strbuf_printf(b, "%s %s(", r->d->kernel_prefix, name);
+		eng_strbuf_printf(b, "%s ", r->d->kernel_prefix);
+		if (attr_inline)
+			eng_strbuf_printf(b, "%s%d%s ", r->d->group_attr, ir->group, r->d->group_attr_end);
+		eng_strbuf_printf(b, "%s(", name);
 		for (int i = 0; i < ir->nbufs; i++) {
 			const eng_kernel_buf *kb = &ir->bufs[i];
 			eng_strbuf_printf(b, "%s%s%s%s *%s%sb%d, ", q, *q ? " " : "", kb->output ? "" : "const ",
