@@ -251,7 +251,8 @@ START_TEST(test_unsupported_is_an_error)
 }
 END_TEST
 
-/* Reshape's shape from a graph input: an error unless ENG_ONNX_SPECIALIZE. */
+/* Reshape's shape from a graph input: an error unless ENG_ONNX_SPECIALIZE, which then marks that
+ * input (and only it) static. */
 START_TEST(test_build_time_values)
 {
 	eng_ctx *ctx = tu_ctx_new();
@@ -276,6 +277,7 @@ START_TEST(test_build_time_values)
 	ck_assert_int_eq(eng_ndim(y), 1);
 	ck_assert_int_eq(eng_shape(y)[0], 6);
 	ck_assert(eng_onnx_input_static(m, 1));
+	ck_assert(!eng_onnx_input_static(m, 0)); /* only the inputs the read value comes from */
 	eng_onnx_free(m);
 	tu_ctx_free(ctx);
 }

@@ -22,7 +22,7 @@ struct onx_build {
 	int64_t nodes; /* nodes built, unrolled loops included (bounded: a hostile nest of loops) */
 };
 
-static int add_val(onx_build *b, const char *name, eng_tensor *t, bool is_const, int input)
+static int add_val(onx_build *b, const char *name, eng_tensor *t, bool is_const, uint64_t deps)
 {
 	if (b->nvals == b->cap) {
 		int cap = b->cap ? b->cap * 2 : 256;
@@ -32,7 +32,7 @@ static int add_val(onx_build *b, const char *name, eng_tensor *t, bool is_const,
 		b->vals = v;
 		b->cap = cap;
 	}
-	b->vals[b->nvals] = (onx_val){t, is_const, input};
+	b->vals[b->nvals] = (onx_val){t, is_const, deps};
 	if (!onx_map_put(&b->names, name, b->nvals))
 		return -1;
 	return b->nvals++;
@@ -46,6 +46,14 @@ bool onx_node_dtype(onx_node *n, int onnx_type, eng_dtype *out)
 	return onx_dtype(onnx_type, n->b->m->flags, &n->b->m->narrowed, out);
 }
 
+/* The built graph now depends on the values of the graph inputs in deps. */
+static void mark_static(onx_build *b, uint64_t deps)
+{
+	for (int k = 0; k < b->m->n_in; k++)
+		if (deps >> (k < 63 ? k : 63) & 1)
+			b->m->in_static[k] = true;
+}
+
 eng_status onx_in_check_static(onx_node *n, int i)
 {
 	const onx_val *v = n->in[i];
@@ -55,10 +63,7 @@ eng_status onx_in_check_static(onx_node *n, int i)
 	if (!(b->flags & ENG_ONNX_SPECIALIZE))
 		return onx_fail(n, ENG_ENOTSUP, "input %d ('%.200s') is needed while building and must be a constant "
 			"(an initializer, a Constant node or computed from them)", i, n->pb->input[i]);
-	/* The built graph now depends on input values: which inputs is not tracked finer than
-	 * "all of them". */
-	for (int k = 0; k < b->m->n_in; k++)
-		b->m->in_static[k] = true;
+	mark_static(b, v->deps);
 	return ENG_OK;
 }
 
@@ -155,6 +160,7 @@ static eng_status run_node(onx_build *b, const Onnx__NodeProto *pb)
 			return onx_fail(&n, ENG_EINVAL, "input '%.200s' has no value", pb->input[i]);
 		inv[i] = &b->vals[k];
 		n.out_const &= b->vals[k].is_const;
+		n.deps |= b->vals[k].deps;
 	}
 	s = op->fn(&n);
 	if (s)
@@ -166,7 +172,7 @@ static eng_status run_node(onx_build *b, const Onnx__NodeProto *pb)
 			continue;
 		if (!outv[i])
 			return onx_fail(&n, ENG_ENOTSUP, "output %d ('%.200s') is not produced", i, pb->output[i]);
-		if (add_val(b, pb->output[i], outv[i], n.out_const, -1) < 0)
+		if (add_val(b, pb->output[i], outv[i], n.out_const, n.out_const ? 0 : n.deps) < 0)
 			return eng_set_error(b->ctx, ENG_ENOMEM, "onnx: out of memory");
 	}
 	return ENG_OK;
@@ -209,6 +215,7 @@ eng_status onx_op_if(onx_node *n)
 		eng_tensor *t = b->vals[k].t;
 		n->out[i] = eng_reshape(t, eng_ndim(t), eng_shape(t));
 		n->out_const &= b->vals[k].is_const;
+		n->deps |= b->vals[k].deps;
 	}
 	return ENG_OK;
 }
@@ -220,8 +227,7 @@ static eng_status read_flag(onx_node *n, const onx_val *v, const char *what, boo
 	if (!v->is_const) {
 		if (!(n->b->flags & ENG_ONNX_SPECIALIZE))
 			return onx_fail(n, ENG_ENOTSUP, "the %s is needed while building and must be a constant", what);
-		for (int k = 0; k < n->b->m->n_in; k++)
-			n->b->m->in_static[k] = true;
+		mark_static(n->b, v->deps);
 	}
 	if (eng_numel(v->t) != 1)
 		return onx_fail(n, ENG_ESHAPE, "the %s must hold one value", what);
@@ -262,9 +268,11 @@ eng_status onx_op_loop(onx_node *n)
 	enum { MAX_ITER = 4096 };
 	eng_tensor *carried[64];
 	bool carried_const[64];
+	uint64_t carried_deps[64];
 	for (int i = 0; i < nc; i++) {
 		carried[i] = onx_in(n, 2 + i);
 		carried_const[i] = n->in[2 + i] && n->in[2 + i]->is_const;
+		carried_deps[i] = n->in[2 + i] ? n->in[2 + i]->deps : 0;
 		if (!carried[i])
 			return onx_fail(n, ENG_ENOTSUP, "an omitted loop-carried value");
 	}
@@ -281,13 +289,13 @@ eng_status onx_op_loop(onx_node *n)
 		bool cflag = cond;
 		eng_tensor *iv = eng_from_data(n->ctx, ENG_I64, 0, NULL, &it);
 		eng_tensor *cv = eng_from_data(n->ctx, ENG_BOOL, 0, NULL, &cflag);
-		if (add_val(b, g->input[0]->name ? g->input[0]->name : "", iv, true, -1) < 0 ||
-		    add_val(b, g->input[1]->name ? g->input[1]->name : "", cv, true, -1) < 0) {
+		if (add_val(b, g->input[0]->name ? g->input[0]->name : "", iv, true, 0) < 0 ||
+		    add_val(b, g->input[1]->name ? g->input[1]->name : "", cv, true, 0) < 0) {
 			s = eng_set_error(n->ctx, ENG_ENOMEM, "onnx: out of memory");
 			break;
 		}
 		for (int i = 0; i < nc && !s; i++)
-			if (add_val(b, g->input[2 + i]->name ? g->input[2 + i]->name : "", carried[i], carried_const[i], -1) < 0)
+			if (add_val(b, g->input[2 + i]->name ? g->input[2 + i]->name : "", carried[i], carried_const[i], carried_deps[i]) < 0)
 				s = eng_set_error(n->ctx, ENG_ENOMEM, "onnx: out of memory");
 		for (size_t k = 0; k < g->n_node && !s; k++)
 			s = run_node(b, g->node[k]);
@@ -303,8 +311,11 @@ eng_status onx_op_loop(onx_node *n)
 			else if (o <= nc) {
 				carried[o - 1] = b->vals[k].t;
 				carried_const[o - 1] = b->vals[k].is_const;
-			} else
+				carried_deps[o - 1] = b->vals[k].deps;
+			} else {
 				scans[(o - 1 - nc) * MAX_ITER + it] = b->vals[k].t;
+				n->deps |= b->vals[k].deps;
+			}
 		}
 	}
 	b->depth--;
@@ -318,8 +329,10 @@ eng_status onx_op_loop(onx_node *n)
 		n->out[nc + j] = eng_stack(scans + j * MAX_ITER, (int)it, 0);
 		s = onx_check(n, n->out[nc + j]);
 	}
-	for (int i = 0; i < nc; i++)
+	for (int i = 0; i < nc; i++) {
 		n->out_const &= carried_const[i];
+		n->deps |= carried_deps[i];
+	}
 	free(scans);
 	return s;
 }
@@ -347,11 +360,13 @@ eng_status onx_op_scan(onx_node *n)
 		return s;
 	eng_tensor *state[64], *xs[64];
 	bool st_const[64];
+	uint64_t st_deps[64];
 	int ax[64];
 	int64_t len = -1;
 	for (int i = 0; i < N; i++) {
 		state[i] = onx_in(n, i);
 		st_const[i] = n->in[i] && n->in[i]->is_const;
+		st_deps[i] = n->in[i] ? n->in[i]->deps : 0;
 		if (!state[i])
 			return onx_fail(n, ENG_EINVAL, "state %d is missing", i);
 	}
@@ -377,7 +392,7 @@ eng_status onx_op_scan(onx_node *n)
 	b->depth++;
 	for (int64_t t = 0; t < len && !s; t++) {
 		for (int i = 0; i < N && !s; i++)
-			if (add_val(b, g->input[i]->name ? g->input[i]->name : "", state[i], st_const[i], -1) < 0)
+			if (add_val(b, g->input[i]->name ? g->input[i]->name : "", state[i], st_const[i], st_deps[i]) < 0)
 				s = eng_set_error(n->ctx, ENG_ENOMEM, "onnx: out of memory");
 		for (int j = 0; j < M && !s; j++) {
 			int64_t at = nid > j && idir[j] ? len - 1 - t : t;
@@ -387,7 +402,7 @@ eng_status onx_op_scan(onx_node *n)
 			for (int d = 0; d < r; d++)
 				if (d != ax[j])
 					sh[k++] = eng_shape(xs[j])[d];
-			if (add_val(b, g->input[N + j]->name ? g->input[N + j]->name : "", eng_reshape(sl, r - 1, sh), false, -1) < 0)
+			if (add_val(b, g->input[N + j]->name ? g->input[N + j]->name : "", eng_reshape(sl, r - 1, sh), false, n->in[N + j]->deps) < 0)
 				s = eng_set_error(n->ctx, ENG_ENOMEM, "onnx: out of memory");
 		}
 		for (size_t k = 0; k < g->n_node && !s; k++)
@@ -402,8 +417,10 @@ eng_status onx_op_scan(onx_node *n)
 			if (o < N) {
 				state[o] = b->vals[k].t;
 				st_const[o] = b->vals[k].is_const;
+				st_deps[o] = b->vals[k].deps;
 			} else
 				outs[(o - N) * len + t] = b->vals[k].t;
+			n->deps |= b->vals[k].deps;
 		}
 	}
 	b->depth--;
@@ -492,10 +509,10 @@ eng_status eng_onnx_build(eng_onnx_model *m, eng_tensor *const *inputs, eng_tens
 	eng_status s = ENG_OK;
 	eng_scope_begin(ctx);
 	for (int i = 0; i < m->n_init && !s; i++)
-		if (add_val(&b, m->g->initializer[i]->name, m->init[i], true, -1) < 0)
+		if (add_val(&b, m->g->initializer[i]->name, m->init[i], true, 0) < 0)
 			s = eng_set_error(ctx, ENG_ENOMEM, "onnx: out of memory");
 	for (int i = 0; i < m->n_in && !s; i++)
-		if (add_val(&b, m->in[i].name, inputs[i], false, i) < 0)
+		if (add_val(&b, m->in[i].name, inputs[i], false, 1ull << (i < 63 ? i : 63)) < 0)
 			s = eng_set_error(ctx, ENG_ENOMEM, "onnx: out of memory");
 	for (size_t k = 0; k < m->g->n_node && !s; k++)
 		s = run_node(&b, m->g->node[m->order[k]]);

@@ -56,12 +56,13 @@ struct eng_onnx_model {
 	bool narrowed;        /* a float64 became float32 */
 };
 
-/* One value of a build: its tensor, and whether it is a constant (computed from initializers
- * and Constant nodes only, so that reading it while building is sound). */
+/* One value of a build: its tensor, whether it is a constant (computed from initializers and
+ * Constant nodes only, so that reading it while building is sound), and the graph inputs it is
+ * computed from (ENG_ONNX_SPECIALIZE marks those static when it is read while building). */
 typedef struct onx_val {
 	eng_tensor *t;
 	bool is_const;
-	int input; /* graph input it is (-1: none), for ENG_ONNX_SPECIALIZE */
+	uint64_t deps; /* bit i: graph input i; bit 63: any input from 63 on */
 } onx_val;
 
 typedef struct onx_build onx_build;
@@ -77,6 +78,8 @@ typedef struct onx_node {
 	const onx_val *const *in;
 	eng_tensor **out;
 	bool out_const; /* every input constant: outputs are constants too */
+	uint64_t deps;  /* the inputs' onx_val.deps together: the outputs'; ops that build subgraphs add
+			 * what their bodies' outputs depend on */
 } onx_node;
 
 typedef eng_status (*onx_op_fn)(onx_node *n);

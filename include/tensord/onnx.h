@@ -66,7 +66,10 @@ eng_status eng_onnx_build(eng_onnx_model *m, eng_tensor *const *inputs, eng_tens
 			  unsigned flags);
 /* Whether float64 values were narrowed to float32 (ENG_ONNX_F64_AS_F32) at load or build. */
 bool eng_onnx_narrowed(const eng_onnx_model *m);
-/* Whether the last build read input i's values (ENG_ONNX_SPECIALIZE). */
+/* Whether the last build read input i's values (ENG_ONNX_SPECIALIZE): a value read while
+ * building was computed from it (the importer tracks which inputs each value comes from, through
+ * If, Loop and Scan bodies too). A caller replaying the built graph (eng_jit) must rebuild when
+ * such an input changes. */
 bool eng_onnx_input_static(const eng_onnx_model *m, int i);
 
 /* Decode one serialized TensorProto (as in ONNX's test_data_set_N/input_K.pb files) into a new
