@@ -27,17 +27,19 @@ for r in $(seq "$ROUNDS"); do
 		grep -v '^result' || rc=1
 done
 echo
-echo "| model | batch | tensord ms/call | onnxruntime ms/call | onnxruntime / tensord | tensord's outputs (max abs diff) |"
+echo "| model | batch | tensord ms/call median (best) | onnxruntime ms/call median (best) | onnxruntime / tensord, medians (bests) | tensord's outputs (max abs diff) |"
 echo "|---|---:|---:|---:|---:|---|"
 awk 'function med(s,   a, n, i, j, t) { n = split(s, a, " ");
 		for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
 		return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
+	function min_(a, b) { return a == "" || b + 0 < a + 0 ? b : a }
 	$1 == "result" { k = $3 " " $4; if (!(k in seen)) { seen[k] = 1; order[++nk] = k }
-		if ($2 == "tensord") t[k] = t[k] " " $5
-		else { o[k] = o[k] " " $5; if (!(k in chk) || $6 != "ok") chk[k] = $6; if ($7 + 0 > d[k] + 0) d[k] = $7 } }
+		if ($2 == "tensord") { t[k] = t[k] " " $5; tb[k] = min_(tb[k], $6) }
+		else { o[k] = o[k] " " $5; ob[k] = min_(ob[k], $6); if (!(k in chk) || $7 != "ok") chk[k] = $7
+			if ($8 + 0 > d[k] + 0) d[k] = $8 } }
 	END { for (i = 1; i <= nk; i++) { k = order[i]; split(k, kb, " "); tm = med(t[k]); om = med(o[k])
-		printf "| %s | %d | %.3f | %.3f | %.2fx | %s (%s) |\n", kb[1], kb[2], tm, om, om / tm, chk[k], d[k] } }' \
-	"$DIR/results.txt"
-echo "(medians over $ROUNDS rounds of each round's median of $CALLS calls, each call with input upload and output"
-echo " read-back; onnxruntime / tensord above 1: tensord is faster)"
+		printf "| %s | %d | %.3f (%.3f) | %.3f (%.3f) | %.2fx (%.2fx) | %s (%s) |\n", kb[1], kb[2], tm, tb[k], om, ob[k],
+			om / tm, ob[k] / tb[k], chk[k], d[k] } }' "$DIR/results.txt"
+echo "(per call, with input upload and output read-back: the median over $ROUNDS rounds of each round's median of"
+echo " $CALLS calls, and in brackets the best call of all rounds; onnxruntime / tensord above 1: tensord is faster)"
 exit $rc

@@ -167,7 +167,7 @@ static int bench_one(eng_ctx *ctx, const char *site, const obm_model *spec, int6
 	       "load %.1f ms, first call %.0f ms; read at build:%s\n",
 	       spec->name, (long long)bs, t[calls / 2], t[0], k[calls / 2], ji.kernels, load_ms, first_ms,
 	       stat[0] ? stat : " none");
-	printf("result tensord %s %lld %.4f\n", spec->name, (long long)bs, t[calls / 2]);
+	printf("result tensord %s %lld %.4f %.4f\n", spec->name, (long long)bs, t[calls / 2], t[0]);
 	fflush(stdout);
 	rc = 0;
 out:
