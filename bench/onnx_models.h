@@ -29,7 +29,7 @@ typedef struct obm_input {
 } obm_input;
 
 typedef struct obm_model {
-	const char *name; /* short name in tables and file names */
+	const char *name; /* short name in tables and file names (at most 10 characters) */
 	const char *file; /* path under the venv's site-packages */
 	int nin;
 	obm_input in[OBM_MAX_IN];
@@ -37,12 +37,17 @@ typedef struct obm_model {
 
 /* PaddleOCR's text direction classifier (opset 11, MobileNetV3-like) on rapidocr's 3x48x192
  * crops; silero-vad's opset-18 model on 512-sample chunks at 16 kHz, one stream per batch row,
- * with its LSTM state [2, batch, 128]. sr must be 16000 or 8000 (the graph branches on it: the
- * importer reads it at build time, ENG_ONNX_SPECIALIZE). */
+ * with its LSTM state [2, batch, 128]; and silero-vad's default model (opset 16: If nodes around
+ * ONNX LSTM) on the same. sr must be 16000 or 8000 (the graphs branch on it: the importer reads
+ * it at build time, ENG_ONNX_SPECIALIZE). */
 static const obm_model obm_models[] = {
 	{"ppocr-cls", "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx", 1,
 	 {{"x", ENG_F32, 4, {OBM_BATCH, 3, 48, 192}, OBM_NOISE, 0}}},
 	{"silero-vad", "silero_vad/data/silero_vad_op18_ifless.onnx", 3,
+	 {{"input", ENG_F32, 2, {OBM_BATCH, 512}, OBM_AUDIO, 0},
+	  {"sr", ENG_I64, 0, {0}, OBM_CONST, 16000},
+	  {"state", ENG_F32, 3, {2, OBM_BATCH, 128}, OBM_NOISE, 0}}},
+	{"silero-v16", "silero_vad/data/silero_vad.onnx", 3,
 	 {{"input", ENG_F32, 2, {OBM_BATCH, 512}, OBM_AUDIO, 0},
 	  {"sr", ENG_I64, 0, {0}, OBM_CONST, 16000},
 	  {"state", ENG_F32, 3, {2, OBM_BATCH, 128}, OBM_NOISE, 0}}},

@@ -768,13 +768,48 @@ START_TEST(test_group_rms_norm)
 }
 END_TEST
 
+/* Constant folding: y = x + Transpose(w), w an initializer: the first build computes the
+ * transpose (its own kernel), later builds reuse it: one kernel each, the same values. */
+START_TEST(test_constant_folding)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	mb b;
+	mb_init(&b, 13);
+	static char *tin[] = {"w"}, *tout[] = {"wt"}, *ain[] = {"x", "wt"}, *aout[] = {"y"};
+	mb_input(&b, "x", 2, (int64_t[]){3, 2});
+	mb_output(&b, "y", 2, (int64_t[]){3, 2});
+	mb_init_f32(&b, "w", 2, wdims, wdata, 6);
+	mb_node(&b, "Transpose", 1, tin, 1, tout);
+	mb_node(&b, "Add", 2, ain, 1, aout);
+	char err[512];
+	eng_onnx_model *m = load_mb(ctx, &b, NULL, err, sizeof(err));
+	ck_assert_msg(m, "%s", err);
+	float xv[6] = {10, 20, 30, 40, 50, 60}, want[6] = {11, 24, 32, 45, 53, 66}, out[6];
+	eng_tensor *x = eng_from_data(ctx, ENG_F32, 2, (int64_t[]){3, 2}, xv);
+	for (int build = 0; build < 3; build++) {
+		eng_stats a, c;
+		eng_tensor *y = NULL;
+		eng_get_stats(ctx, &a);
+		ck_assert_int_eq(eng_onnx_build(m, &x, &y, 0), ENG_OK);
+		ck_assert_int_eq(eng_tensor_read(y, out, sizeof(out)), ENG_OK);
+		eng_get_stats(ctx, &c);
+		for (int i = 0; i < 6; i++)
+			ck_assert_float_eq(out[i], want[i]);
+		ck_assert_int_eq((int)(c.kernels - a.kernels), build ? 1 : 2);
+		eng_tensor_free(y);
+	}
+	eng_onnx_free(m);
+	tu_ctx_free(ctx);
+}
+END_TEST
+
 Suite *onnx_suite(void)
 {
 	const TTest *const tests[] = {
 		test_add_end_to_end, test_unsupported_is_an_error, test_build_time_values, test_truncated_and_garbage,
 		test_unknown_fields_skipped, test_cycle_and_undefined, test_sizes_disagree, test_external_data_confined,
 		test_load_file, test_deep_nesting, test_if_captures, test_einsum_ellipsis, test_lp_pool,
-		test_group_rms_norm,
+		test_group_rms_norm, test_constant_folding,
 	};
 	return tu_suite("onnx", tests, (int)(sizeof(tests) / sizeof(tests[0])), TU_TIMEOUT);
 }

@@ -19,6 +19,7 @@ struct onx_build {
 	onx_val *vals;
 	int nvals, cap;
 	int depth;     /* nested If/Loop bodies being built */
+	int loops;     /* of which Loop and Scan bodies (values differ per iteration: not kept folded) */
 	int64_t nodes; /* nodes built, unrolled loops included (bounded: a hostile nest of loops) */
 };
 
@@ -130,6 +131,83 @@ static eng_status check_attrs(onx_node *n, const onx_op *op)
 	return ENG_OK;
 }
 
+/* Ops whose constant outputs stay lazy: views of their input and fills, free where they are
+ * read; control flow, whose outputs come from nodes folded on their own. */
+static const char *const lazy_ops[] = {"Constant", "ConstantOfShape", "Shape", "Size", "Identity", "Reshape",
+	"Squeeze", "Unsqueeze", "Flatten", "Expand", "Range", "EyeLike", "If", "Loop", "Scan"};
+#define ONX_FOLD_MAX ((int64_t)1 << 20)         /* elements of one folded constant */
+#define ONX_FOLD_TOTAL ((int64_t)64 << 20)       /* bytes a model keeps folded, all together */
+
+/* Constant folding: a node whose inputs are all constants computed from the model alone
+ * (initializers, Constant nodes; no graph input, not inside a Loop or Scan body, whose values
+ * change per iteration) computes its outputs once, at the first build, and the model keeps them:
+ * later builds, and the replays of a JIT holding the graph, load the stored values instead of
+ * recomputing them (e.g. an LSTM weight put together by Slice and Concat nodes, which would
+ * otherwise be gathered in every matmul). Not for ops free where read (views, fills), nor for
+ * large outputs or past a total per model (they stay lazy: computed where read). */
+static bool foldable(const onx_build *b, const onx_node *n)
+{
+	if (!n->out_const || n->deps || b->loops)
+		return false;
+	for (size_t i = 0; i < sizeof(lazy_ops) / sizeof(lazy_ops[0]); i++)
+		if (!strcmp(n->pb->op_type, lazy_ops[i]))
+			return false;
+	return true;
+}
+
+/* Every output of n from the model's folded constants (new handles); false if one is missing. */
+static bool fold_lookup(onx_build *b, const onx_node *n, eng_tensor **out)
+{
+	eng_onnx_model *m = b->m;
+	for (int i = 0; i < n->n_out; i++)
+		if (*n->pb->output[i] && onx_map_get(&m->fold_map, n->pb->output[i]) < 0)
+			return false;
+	for (int i = 0; i < n->n_out; i++) {
+		if (!*n->pb->output[i])
+			continue;
+		eng_tensor *t = m->folded[onx_map_get(&m->fold_map, n->pb->output[i])];
+		out[i] = eng_reshape(t, eng_ndim(t), eng_shape(t));
+	}
+	return true;
+}
+
+static eng_status fold(onx_build *b, onx_node *n, eng_tensor **out)
+{
+	eng_tensor *todo[64];
+	int idx[64], k = 0;
+	eng_onnx_model *m = b->m;
+	int64_t bytes = 0;
+	for (int i = 0; i < n->n_out; i++) { /* all outputs or none, as fold_lookup takes them */
+		if (!*n->pb->output[i])
+			continue;
+		if (eng_numel(out[i]) > ONX_FOLD_MAX)
+			return ENG_OK;
+		bytes += eng_numel(out[i]) * (int64_t)eng_dtype_size(eng_tensor_dtype(out[i]));
+		idx[k] = i, todo[k++] = out[i];
+	}
+	if (!k || m->folded_bytes + bytes > ONX_FOLD_TOTAL)
+		return ENG_OK;
+	m->folded_bytes += bytes;
+	eng_status s = eng_realize(todo, k);
+	for (int j = 0; j < k && !s; j++) {
+		if (m->n_folded == m->cap_folded) {
+			int cap = m->cap_folded ? 2 * m->cap_folded : 64;
+			eng_tensor **f = realloc(m->folded, sizeof(*f) * (size_t)cap);
+			if (!f)
+				return eng_set_error(b->ctx, ENG_ENOMEM, "onnx: out of memory");
+			m->folded = f;
+			m->cap_folded = cap;
+		}
+		eng_tensor *t = eng_keep_root(eng_reshape(todo[j], eng_ndim(todo[j]), eng_shape(todo[j])));
+		if (!t || !onx_map_put(&m->fold_map, n->pb->output[idx[j]], m->n_folded)) {
+			eng_tensor_free(t);
+			return t ? eng_set_error(b->ctx, ENG_ENOMEM, "onnx: out of memory") : eng_error(b->ctx);
+		}
+		m->folded[m->n_folded++] = t;
+	}
+	return s;
+}
+
 static eng_status run_node(onx_build *b, const Onnx__NodeProto *pb)
 {
 	const onx_val *inv[64];
@@ -162,17 +240,20 @@ static eng_status run_node(onx_build *b, const Onnx__NodeProto *pb)
 		n.out_const &= b->vals[k].is_const;
 		n.deps |= b->vals[k].deps;
 	}
-	s = op->fn(&n);
-	if (s)
+	bool cached = foldable(b, &n) && fold_lookup(b, &n, outv);
+	if (!cached && (s = op->fn(&n)))
 		return eng_error(b->ctx) ? s : onx_fail(&n, s, "failed");
 	if (eng_error(b->ctx))
 		return eng_error(b->ctx);
+	for (int i = 0; i < n.n_out; i++)
+		if (*pb->output[i] && !outv[i])
+			return onx_fail(&n, ENG_ENOTSUP, "output %d ('%.200s') is not produced", i, pb->output[i]);
+	if (!cached && foldable(b, &n) && (s = fold(b, &n, outv)))
+		return s;
 	for (int i = 0; i < n.n_out; i++) {
 		if (!*pb->output[i])
 			continue;
-		if (!outv[i])
-			return onx_fail(&n, ENG_ENOTSUP, "output %d ('%.200s') is not produced", i, pb->output[i]);
-		if (add_val(b, pb->output[i], outv[i], n.out_const, n.out_const ? 0 : n.deps) < 0)
+		if (add_val(b, pb->output[i], outv[i], n.out_const, n.deps) < 0)
 			return eng_set_error(b->ctx, ENG_ENOMEM, "onnx: out of memory");
 	}
 	return ENG_OK;
@@ -280,7 +361,7 @@ eng_status onx_op_loop(onx_node *n)
 	int64_t it = 0;
 	if (nscan > 0 && !(scans = calloc((size_t)nscan * MAX_ITER, sizeof(*scans))))
 		return onx_fail(n, ENG_ENOMEM, "out of memory");
-	b->depth++;
+	b->depth++, b->loops++;
 	for (; (!has_trip || it < (int64_t)trip) && cond && !s; it++) {
 		if (it >= MAX_ITER) {
 			s = onx_fail(n, ENG_ENOTSUP, "more than %d iterations", MAX_ITER);
@@ -318,7 +399,7 @@ eng_status onx_op_loop(onx_node *n)
 			}
 		}
 	}
-	b->depth--;
+	b->depth--, b->loops--;
 	for (int i = 0; i < nc && !s; i++)
 		n->out[i] = eng_reshape(carried[i], eng_ndim(carried[i]), eng_shape(carried[i]));
 	for (int j = 0; j < nscan && !s; j++) {
@@ -389,7 +470,7 @@ eng_status onx_op_scan(onx_node *n)
 	if (K && !outs)
 		return onx_fail(n, ENG_ENOMEM, "out of memory");
 	s = ENG_OK;
-	b->depth++;
+	b->depth++, b->loops++;
 	for (int64_t t = 0; t < len && !s; t++) {
 		for (int i = 0; i < N && !s; i++)
 			if (add_val(b, g->input[i]->name ? g->input[i]->name : "", state[i], st_const[i], st_deps[i]) < 0)
@@ -423,7 +504,7 @@ eng_status onx_op_scan(onx_node *n)
 			n->deps |= b->vals[k].deps;
 		}
 	}
-	b->depth--;
+	b->depth--, b->loops--;
 	for (int i = 0; i < N && !s; i++)
 		n->out[i] = eng_reshape(state[i], eng_ndim(state[i]), eng_shape(state[i]));
 	for (int k = 0; k < K && !s; k++) {

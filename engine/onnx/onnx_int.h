@@ -54,6 +54,12 @@ struct eng_onnx_model {
 	int *order;           /* node indices in topological order */
 	unsigned flags;       /* ENG_ONNX_F64_AS_F32 */
 	bool narrowed;        /* a float64 became float32 */
+	/* Constants a build computed (graph.c, fold): node output name -> index into folded (root
+	 * scope, owned); later builds reuse them instead of computing them again. */
+	onx_map fold_map;
+	eng_tensor **folded;
+	int n_folded, cap_folded;
+	int64_t folded_bytes;
 };
 
 /* One value of a build: its tensor, whether it is a constant (computed from initializers and

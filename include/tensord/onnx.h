@@ -58,7 +58,9 @@ int64_t eng_onnx_opset(const eng_onnx_model *m, const char *domain);
  * (eng_onnx_input_count of them, dtypes as declared; shapes must agree with the declared static
  * dims). On success outputs[i] holds output i (eng_onnx_output_count of them), new tensors in
  * the caller's current scope; intermediate tensors are freed. Nothing is computed except
- * values needed at build time. On failure returns the status, with the context's error
+ * values needed at build time, and constants folded: a node computed from initializers and
+ * Constant nodes alone (not a view or a fill, not too large) is computed at the first build and
+ * kept by the model, so that later builds and JIT replays read it instead of recomputing it. On failure returns the status, with the context's error
  * (eng_errmsg) naming the node, op, opset and attribute; ENG_ENOTSUP for an op, attribute
  * value or dtype the importer does not handle (never a wrong answer). The context's error is
  * left set, as for any engine call. */
