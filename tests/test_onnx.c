@@ -803,13 +803,110 @@ START_TEST(test_constant_folding)
 }
 END_TEST
 
+/* A 1-D Conv with a constant weight on a short input runs as one matmul by a dense weight
+ * (ops_conv.c): x (2, 3, 4), W (5, 3, 3) and B initializers, pads 1, stride 2, against the
+ * definition, on two builds (the second takes the kept dense weight). */
+START_TEST(test_conv1d_dense)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	mb b;
+	mb_init(&b, 13);
+	static char *cin[] = {"x", "W", "B"}, *cout[] = {"y"};
+	static int64_t wd[] = {5, 3, 3}, bd[] = {5};
+	static float wv[45], bv[5];
+	for (int i = 0; i < 45; i++)
+		wv[i] = (float)((i * 7 % 11) - 5) / 4;
+	for (int i = 0; i < 5; i++)
+		bv[i] = (float)i - 2;
+	mb_input(&b, "x", 3, (int64_t[]){2, 3, 4});
+	mb_output(&b, "y", 3, (int64_t[]){2, 5, 2});
+	mb_init_f32(&b, "W", 3, wd, wv, 45);
+	mb_init_f32(&b, "B", 1, bd, bv, 5);
+	Onnx__NodeProto *nd = mb_node(&b, "Conv", 3, cin, 1, cout);
+	Onnx__AttributeProto pa, st, *ap[2] = {&pa, &st};
+	static int64_t pads[2] = {1, 1}, two[1] = {2};
+	onnx__attribute_proto__init(&pa);
+	onnx__attribute_proto__init(&st);
+	pa.name = "pads", pa.has_type = 1, pa.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS, pa.n_ints = 2, pa.ints = pads;
+	st.name = "strides", st.has_type = 1, st.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS, st.n_ints = 1, st.ints = two;
+	nd->n_attribute = 2, nd->attribute = ap;
+	char err[512];
+	eng_onnx_model *m = load_mb(ctx, &b, NULL, err, sizeof(err));
+	ck_assert_msg(m, "%s", err);
+	float xv[24], out[20];
+	for (int i = 0; i < 24; i++)
+		xv[i] = (float)((i * 5 % 13) - 6) / 3;
+	eng_tensor *x = eng_from_data(ctx, ENG_F32, 3, (int64_t[]){2, 3, 4}, xv);
+	for (int build = 0; build < 2; build++) {
+		eng_tensor *y = NULL;
+		ck_assert_msg(eng_onnx_build(m, &x, &y, 0) == ENG_OK, "%s", eng_errmsg(ctx));
+		ck_assert_int_eq(eng_tensor_read(y, out, sizeof(out)), ENG_OK);
+		for (int n = 0; n < 2; n++)
+			for (int o = 0; o < 5; o++)
+				for (int l = 0; l < 2; l++) {
+					float want = bv[o];
+					for (int c = 0; c < 3; c++)
+						for (int k = 0; k < 3; k++) {
+							int at = l * 2 - 1 + k;
+							if (at >= 0 && at < 4)
+								want += wv[(o * 3 + c) * 3 + k] * xv[(n * 3 + c) * 4 + at];
+						}
+					ck_assert_float_eq_tol(out[(n * 5 + o) * 2 + l], want, 1e-4);
+				}
+		eng_tensor_free(y);
+	}
+	eng_onnx_free(m);
+	tu_ctx_free(ctx);
+}
+END_TEST
+
+/* Gather with constant indices (slices of x): negative indices count from the end; one out of
+ * range is an error, not a wrong answer. */
+START_TEST(test_gather_const_indices)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	for (int bad = 0; bad < 2; bad++) {
+		mb b;
+		mb_init(&b, 13);
+		static char *gin[] = {"x", "i"}, *gout[] = {"y"};
+		static int64_t idims[] = {2}, ok_idx[2] = {-1, 0}, bad_idx[2] = {0, 3};
+		mb_input(&b, "x", 2, (int64_t[]){3, 2});
+		mb_output(&b, "y", 2, (int64_t[]){2, 2});
+		Onnx__TensorProto *t = &b.inits[0];
+		onnx__tensor_proto__init(t);
+		t->name = "i", t->has_data_type = 1, t->data_type = 7, t->n_dims = 1, t->dims = idims;
+		t->n_int64_data = 2, t->int64_data = bad ? bad_idx : ok_idx;
+		b.ip[b.g.n_initializer++] = t;
+		mb_node(&b, "Gather", 2, gin, 1, gout);
+		char err[512];
+		eng_onnx_model *m = load_mb(ctx, &b, NULL, err, sizeof(err));
+		ck_assert_msg(m, "%s", err);
+		float xv[6] = {1, 2, 3, 4, 5, 6}, out[4];
+		eng_tensor *x = eng_from_data(ctx, ENG_F32, 2, (int64_t[]){3, 2}, xv), *y = NULL;
+		if (bad) {
+			ck_assert_int_eq(eng_onnx_build(m, &x, &y, 0), ENG_EINVAL);
+			ck_assert_msg(strstr(eng_errmsg(ctx), "out of range"), "%s", eng_errmsg(ctx));
+			eng_clear_error(ctx);
+		} else {
+			ck_assert_msg(eng_onnx_build(m, &x, &y, 0) == ENG_OK, "%s", eng_errmsg(ctx));
+			ck_assert_int_eq(eng_tensor_read(y, out, sizeof(out)), ENG_OK);
+			float want[4] = {5, 6, 1, 2};
+			for (int i = 0; i < 4; i++)
+				ck_assert_float_eq(out[i], want[i]);
+		}
+		eng_onnx_free(m);
+	}
+	tu_ctx_free(ctx);
+}
+END_TEST
+
 Suite *onnx_suite(void)
 {
 	const TTest *const tests[] = {
 		test_add_end_to_end, test_unsupported_is_an_error, test_build_time_values, test_truncated_and_garbage,
 		test_unknown_fields_skipped, test_cycle_and_undefined, test_sizes_disagree, test_external_data_confined,
 		test_load_file, test_deep_nesting, test_if_captures, test_einsum_ellipsis, test_lp_pool,
-		test_group_rms_norm, test_constant_folding,
+		test_group_rms_norm, test_constant_folding, test_conv1d_dense, test_gather_const_indices,
 	};
 	return tu_suite("onnx", tests, (int)(sizeof(tests) / sizeof(tests[0])), TU_TIMEOUT);
 }

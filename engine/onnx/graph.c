@@ -171,6 +171,28 @@ static bool fold_lookup(onx_build *b, const onx_node *n, eng_tensor **out)
 	return true;
 }
 
+/* Keep t (realized) in the model under name in map; false on failure (the context's error set). */
+static bool keep_folded(eng_onnx_model *m, onx_map *map, const char *name, eng_tensor *t)
+{
+	if (m->n_folded == m->cap_folded) {
+		int cap = m->cap_folded ? 2 * m->cap_folded : 64;
+		eng_tensor **f = realloc(m->folded, sizeof(*f) * (size_t)cap);
+		if (!f)
+			return eng_set_error(m->ctx, ENG_ENOMEM, "onnx: out of memory"), false;
+		m->folded = f;
+		m->cap_folded = cap;
+	}
+	eng_tensor *k = eng_keep_root(eng_reshape(t, eng_ndim(t), eng_shape(t)));
+	if (!k || !onx_map_put(map, name, m->n_folded)) {
+		eng_tensor_free(k);
+		if (k)
+			eng_set_error(m->ctx, ENG_ENOMEM, "onnx: out of memory");
+		return false;
+	}
+	m->folded[m->n_folded++] = k;
+	return true;
+}
+
 static eng_status fold(onx_build *b, onx_node *n, eng_tensor **out)
 {
 	eng_tensor *todo[64];
@@ -189,23 +211,37 @@ static eng_status fold(onx_build *b, onx_node *n, eng_tensor **out)
 		return ENG_OK;
 	m->folded_bytes += bytes;
 	eng_status s = eng_realize(todo, k);
-	for (int j = 0; j < k && !s; j++) {
-		if (m->n_folded == m->cap_folded) {
-			int cap = m->cap_folded ? 2 * m->cap_folded : 64;
-			eng_tensor **f = realloc(m->folded, sizeof(*f) * (size_t)cap);
-			if (!f)
-				return eng_set_error(b->ctx, ENG_ENOMEM, "onnx: out of memory");
-			m->folded = f;
-			m->cap_folded = cap;
-		}
-		eng_tensor *t = eng_keep_root(eng_reshape(todo[j], eng_ndim(todo[j]), eng_shape(todo[j])));
-		if (!t || !onx_map_put(&m->fold_map, n->pb->output[idx[j]], m->n_folded)) {
-			eng_tensor_free(t);
-			return t ? eng_set_error(b->ctx, ENG_ENOMEM, "onnx: out of memory") : eng_error(b->ctx);
-		}
-		m->folded[m->n_folded++] = t;
-	}
+	for (int j = 0; j < k && !s; j++)
+		if (!keep_folded(m, &m->fold_map, n->pb->output[idx[j]], todo[j]))
+			s = eng_error(b->ctx);
 	return s;
+}
+
+bool onx_derived_ok(const onx_node *n, int i)
+{
+	return i < n->n_in && n->in[i] && n->in[i]->is_const && !n->in[i]->deps && !n->b->loops && n->n_out > 0 &&
+	       *n->pb->output[0];
+}
+
+eng_tensor *onx_derived_get(onx_node *n)
+{
+	eng_onnx_model *m = n->b->m;
+	int k = onx_map_get(&m->derived_map, n->pb->output[0]);
+	return k < 0 ? NULL : eng_reshape(m->folded[k], eng_ndim(m->folded[k]), eng_shape(m->folded[k]));
+}
+
+eng_tensor *onx_derived_put(onx_node *n, eng_tensor *t)
+{
+	eng_onnx_model *m = n->b->m;
+	if (!t)
+		return NULL;
+	int64_t bytes = eng_numel(t) * (int64_t)eng_dtype_size(eng_tensor_dtype(t));
+	if (eng_numel(t) > ONX_FOLD_MAX || m->folded_bytes + bytes > ONX_FOLD_TOTAL)
+		return t;
+	m->folded_bytes += bytes;
+	if (eng_realize(&t, 1) || !keep_folded(m, &m->derived_map, n->pb->output[0], t))
+		return NULL;
+	return t;
 }
 
 static eng_status run_node(onx_build *b, const Onnx__NodeProto *pb)

@@ -42,6 +42,7 @@ void eng_onnx_free(eng_onnx_model *m)
 		eng_tensor_free(m->folded[i]);
 	free(m->folded);
 	onx_map_free(&m->fold_map);
+	onx_map_free(&m->derived_map);
 	free(m->in);
 	free(m->out);
 	free(m->in_graph_idx);

@@ -192,6 +192,41 @@ static eng_tensor *conv3d(const win *w, eng_tensor *xp, eng_tensor *wt, int grou
 	return eng_permute(acc, (int[]){0, 2, 1, 3, 4});
 }
 
+/* Whether a 1-D convolution (x (N, C, L), constant weight (M, C, K), no groups or dilation, pads
+ * and stride in w) is better run by conv1d_dense: an input not much longer than the kernel (the
+ * dense weight's extra zeros cost at most half the work again) and a weight of at most 2^20. */
+static bool dense_fits(onx_node *n, const eng_tensor *x, const eng_tensor *wt, const win *w, int64_t group)
+{
+	if (eng_ndim(x) != 3 || group != 1 || w->dil[0] != 1 || !onx_derived_ok(n, 1) ||
+	    eng_tensor_dtype(x) != eng_tensor_dtype(wt) || !eng_dtype_is_float(eng_tensor_dtype(x)))
+		return false;
+	int64_t L = eng_shape(x)[2], K = w->k[0], O = (L + w->pb[0] + w->pe[0] - K) / w->st[0] + 1;
+	return 2 * L <= 3 * K && O <= 64 && eng_shape(x)[1] * L * eng_shape(wt)[0] * O <= ((int64_t)1 << 20);
+}
+
+/* That convolution as one matmul (N, C * L) x (C * L, O * M): the dense weight puts each output
+ * position's taps where its window reads the input (zeros where the window lies in the padding),
+ * computed once (onx_derived_put). The windows' reduction would run a few outputs per row. */
+static eng_tensor *conv1d_dense(onx_node *n, eng_tensor *x, eng_tensor *wt, const win *w)
+{
+	const int64_t *xs = eng_shape(x), *ws = eng_shape(wt);
+	int64_t N = xs[0], C = xs[1], L = xs[2], M = ws[0], K = ws[2];
+	int64_t O = (L + w->pb[0] + w->pe[0] - K) / w->st[0] + 1;
+	eng_tensor *wd = onx_derived_get(n);
+	if (!wd) {
+		eng_tensor *slabs[64];
+		for (int64_t o = 0; o < O; o++) { /* slab o (M, C, L): w's taps from x's o * st - pb on */
+			int64_t at = o * w->st[0] - w->pb[0];
+			slabs[o] = pad_spatial(wt, 1, (int64_t[]){at}, (int64_t[]){L - at - K});
+		}
+		/* (C, L, O, M): the output channels are the columns' fast axis, the one vectorised */
+		eng_tensor *d = eng_permute(eng_stack(slabs, (int)O, 3), (int[]){1, 2, 3, 0});
+		wd = onx_derived_put(n, eng_reshape(d, 2, (int64_t[]){C * L, O * M}));
+	}
+	eng_tensor *y = eng_matmul(eng_reshape(x, 2, (int64_t[]){N, C * L}), wd);
+	return eng_permute(eng_reshape(y, 3, (int64_t[]){N, O, M}), (int[]){0, 2, 1});
+}
+
 eng_status onx_op_conv(onx_node *n)
 {
 	eng_tensor *x = onx_in(n, 0), *wt = onx_in(n, 1), *b = onx_in(n, 2);
@@ -225,6 +260,13 @@ eng_status onx_op_conv(onx_node *n)
 			y = eng_add(y, eng_reshape(b, 5, (int64_t[]){1, eng_numel(b), 1, 1, 1}));
 		n->out[0] = y ? eng_cast(y, eng_tensor_dtype(x)) : y;
 		return onx_check(n, n->out[0]);
+	}
+	if (dense_fits(n, x, wt, &w, group)) {
+		eng_tensor *y = conv1d_dense(n, x, wt, &w);
+		if (y && b)
+			y = eng_add(y, eng_reshape(b, 3, (int64_t[]){1, eng_numel(b), 1}));
+		n->out[0] = y;
+		return onx_check(n, y);
 	}
 	int64_t p[4][2];
 	pads4(&w, p);
