@@ -860,6 +860,66 @@ START_TEST(test_conv1d_dense)
 }
 END_TEST
 
+/* A 2-D Conv striding along the width runs over the input split into column phases
+ * (ops_conv.c): x (2, 3, 5, 32), pads 1, a full convolution with strides (2, 2) and a depthwise
+ * one with strides (1, 3) and a 3x5 kernel, against the definition. */
+START_TEST(test_conv_width_phases)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	enum { N = 2, C = 3, H = 5, W = 32 };
+	static float xv[N * C * H * W], wv[4 * 3 * 3 * 5], bv[4] = {0.5f, -1, 2, 0};
+	for (int i = 0; i < N * C * H * W; i++)
+		xv[i] = (float)((i * 7 % 17) - 8) / 5;
+	for (int i = 0; i < 4 * 3 * 3 * 5; i++)
+		wv[i] = (float)((i * 5 % 11) - 5) / 4;
+	for (int cfg = 0; cfg < 2; cfg++) {
+		int64_t M = cfg ? 3 : 4, cg = cfg ? 1 : 3, KH = 3, KW = cfg ? 5 : 3, sy = cfg ? 1 : 2, sx = cfg ? 3 : 2;
+		int64_t OH = (H + 2 - KH) / sy + 1, OW = (W + 2 - KW) / sx + 1;
+		static int64_t wd[4], bd[1], pads[4] = {1, 1, 1, 1}, strides[2], group[1];
+		wd[0] = M, wd[1] = cg, wd[2] = KH, wd[3] = KW, bd[0] = M, strides[0] = sy, strides[1] = sx, group[0] = C / cg;
+		mb b;
+		mb_init(&b, 13);
+		static char *cin[] = {"x", "W", "B"}, *cout[] = {"y"};
+		mb_input(&b, "x", 4, (int64_t[]){N, C, H, W});
+		mb_output(&b, "y", 4, (int64_t[]){N, M, OH, OW});
+		mb_init_f32(&b, "W", 4, wd, wv, (size_t)(M * cg * KH * KW));
+		mb_init_f32(&b, "B", 1, bd, bv, (size_t)M);
+		Onnx__NodeProto *nd = mb_node(&b, "Conv", 3, cin, 1, cout);
+		Onnx__AttributeProto pa, st, gr, *ap[3] = {&pa, &st, &gr};
+		onnx__attribute_proto__init(&pa);
+		onnx__attribute_proto__init(&st);
+		onnx__attribute_proto__init(&gr);
+		pa.name = "pads", pa.has_type = 1, pa.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS, pa.n_ints = 4, pa.ints = pads;
+		st.name = "strides", st.has_type = 1, st.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS, st.n_ints = 2, st.ints = strides;
+		gr.name = "group", gr.has_type = 1, gr.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT, gr.has_i = 1, gr.i = group[0];
+		nd->n_attribute = 3, nd->attribute = ap;
+		char err[512];
+		eng_onnx_model *m = load_mb(ctx, &b, NULL, err, sizeof(err));
+		ck_assert_msg(m, "%s", err);
+		eng_tensor *x = eng_from_data(ctx, ENG_F32, 4, (int64_t[]){N, C, H, W}, xv), *y = NULL;
+		ck_assert_msg(eng_onnx_build(m, &x, &y, 0) == ENG_OK, "%s", eng_errmsg(ctx));
+		float *out = malloc(sizeof(float) * (size_t)(N * M * OH * OW));
+		ck_assert_int_eq(eng_tensor_read(y, out, sizeof(float) * (size_t)(N * M * OH * OW)), ENG_OK);
+		for (int64_t i = 0; i < N * M * OH * OW; i++) {
+			int64_t ox = i % OW, oy = i / OW % OH, o = i / (OW * OH) % M, nn = i / (OW * OH * M);
+			float want = bv[o];
+			for (int64_t c = 0; c < cg; c++)
+				for (int64_t ky = 0; ky < KH; ky++)
+					for (int64_t kx = 0; kx < KW; kx++) {
+						int64_t iy = oy * sy - 1 + ky, ix = ox * sx - 1 + kx, ic = o / (M / (C / cg)) * cg + c;
+						if (iy >= 0 && iy < H && ix >= 0 && ix < W)
+							want += wv[((o * cg + c) * KH + ky) * KW + kx] * xv[((nn * C + ic) * H + iy) * W + ix];
+					}
+			ck_assert_msg(fabsf(out[i] - want) < 1e-4f, "cfg %d at %lld: %g, want %g", cfg, (long long)i, out[i], want);
+		}
+		free(out);
+		eng_tensor_free(y);
+		eng_onnx_free(m);
+	}
+	tu_ctx_free(ctx);
+}
+END_TEST
+
 /* Gather with constant indices (slices of x): negative indices count from the end; one out of
  * range is an error, not a wrong answer. */
 START_TEST(test_gather_const_indices)
@@ -907,6 +967,7 @@ Suite *onnx_suite(void)
 		test_unknown_fields_skipped, test_cycle_and_undefined, test_sizes_disagree, test_external_data_confined,
 		test_load_file, test_deep_nesting, test_if_captures, test_einsum_ellipsis, test_lp_pool,
 		test_group_rms_norm, test_constant_folding, test_conv1d_dense, test_gather_const_indices,
+		test_conv_width_phases,
 	};
 	return tu_suite("onnx", tests, (int)(sizeof(tests) / sizeof(tests[0])), TU_TIMEOUT);
 }

@@ -227,6 +227,36 @@ static eng_tensor *conv1d_dense(onx_node *n, eng_tensor *x, eng_tensor *wt, cons
 	return eng_permute(eng_reshape(y, 3, (int64_t[]){N, O, M}), (int[]){0, 2, 1});
 }
 
+/* A convolution striding sx > 1 along the width (x4 padded (N, C, H, W), w4 (M, C/g, KH, KW))
+ * as one of stride 1 there over the input split into sx column phases, stored ((N, C * sx, H,
+ * W / sx), channel c * sx + p holding columns p, p + sx, ...) by the weight split the same way
+ * ((M, C/g * sx, KH, ceil(KW / sx)), zero taps past KW). The output row then reads the input
+ * contiguously and vectorises, where every other column does not. Returns (N, M, OH, OW). */
+static eng_tensor *conv_phases(onx_node *n, eng_tensor *x4, eng_tensor *w4, eng_tensor *b, const int st[2],
+			       const int dil[2], int group)
+{
+	const int64_t *xs = eng_shape(x4), *ws = eng_shape(w4);
+	int64_t sx = st[1], N = xs[0], C = xs[1], H = xs[2], Wp = (xs[3] + sx - 1) / sx * sx;
+	int64_t M = ws[0], cg = ws[1], KH = ws[2], KW = ws[3], K2 = (KW + sx - 1) / sx;
+	int64_t ow = (xs[3] - KW) / sx + 1;
+	int64_t px[4][2] = {{0, 0}, {0, 0}, {0, 0}, {0, Wp - xs[3]}};
+	eng_tensor *xp = eng_reshape(eng_pad(x4, px), 5, (int64_t[]){N, C, H, Wp / sx, sx});
+	xp = eng_contiguous(eng_reshape(eng_permute(xp, (int[]){0, 1, 4, 2, 3}), 4, (int64_t[]){N, C * sx, H, Wp / sx}));
+	eng_tensor *wp = onx_derived_ok(n, 1) ? onx_derived_get(n) : NULL;
+	if (!wp) {
+		int64_t pw[4][2] = {{0, 0}, {0, 0}, {0, 0}, {0, K2 * sx - KW}};
+		wp = eng_reshape(eng_pad(w4, pw), 5, (int64_t[]){M, cg, KH, K2, sx});
+		wp = eng_reshape(eng_permute(wp, (int[]){0, 1, 4, 2, 3}), 4, (int64_t[]){M, cg * sx, KH, K2});
+		if (onx_derived_ok(n, 1))
+			wp = onx_derived_put(n, wp);
+	}
+	eng_tensor *y = eng_conv2d(xp, wp, b, (int[]){st[0], 1}, (int[]){0, 0}, (int[]){dil[0], 1}, group);
+	if (!y || eng_shape(y)[3] == ow)
+		return y;
+	int64_t keep[4][2] = {{0, N}, {0, M}, {0, eng_shape(y)[2]}, {0, ow}};
+	return eng_shrink(y, keep);
+}
+
 eng_status onx_op_conv(onx_node *n)
 {
 	eng_tensor *x = onx_in(n, 0), *wt = onx_in(n, 1), *b = onx_in(n, 2);
@@ -274,7 +304,11 @@ eng_status onx_op_conv(onx_node *n)
 	eng_tensor *w4 = as4d(wt);
 	int stride[2] = {w.s == 2 ? (int)w.st[0] : 1, (int)w.st[w.s - 1]};
 	int dil[2] = {w.s == 2 ? (int)w.dil[0] : 1, (int)w.dil[w.s - 1]};
-	eng_tensor *y = eng_conv2d(x4, w4, b, stride, (int[]){0, 0}, dil, (int)group);
+	eng_tensor *y;
+	if (stride[1] > 1 && stride[1] <= 4 && dil[1] == 1 && (eng_shape(x4)[3] - eng_shape(w4)[3]) / stride[1] + 1 >= 8)
+		y = conv_phases(n, x4, w4, b, stride, dil, (int)group);
+	else
+		y = eng_conv2d(x4, w4, b, stride, (int[]){0, 0}, dil, (int)group);
 	if (y && r == 3)
 		y = eng_reshape(y, 3, (int64_t[]){eng_shape(y)[0], eng_shape(y)[1], eng_shape(y)[3]});
 	n->out[0] = y ? eng_cast(y, eng_tensor_dtype(x)) : y;
