@@ -126,6 +126,38 @@ static Onnx__TensorProto *mb_init_f32(mb *b, const char *name, int nd, int64_t *
 	return t;
 }
 
+static Onnx__TensorProto *mb_init_i64(mb *b, const char *name, int nd, int64_t *dims, int64_t *data, size_t n)
+{
+	Onnx__TensorProto *t = &b->inits[b->g.n_initializer];
+	onnx__tensor_proto__init(t);
+	t->name = (char *)name;
+	t->has_data_type = 1;
+	t->data_type = 7;
+	t->n_dims = (size_t)nd;
+	t->dims = dims;
+	t->n_int64_data = n;
+	t->int64_data = data;
+	b->ip[b->g.n_initializer++] = t;
+	return t;
+}
+
+/* Attribute a: ints (n of them, kept by the caller), or one int when n is 0. */
+static void mb_attr_ints(Onnx__AttributeProto *a, const char *name, int64_t *ints, size_t n)
+{
+	onnx__attribute_proto__init(a);
+	a->name = (char *)name;
+	a->has_type = 1;
+	if (n) {
+		a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
+		a->n_ints = n;
+		a->ints = ints;
+	} else {
+		a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+		a->has_i = 1;
+		a->i = ints[0];
+	}
+}
+
 /* The packed model (malloc'd) and its length. */
 static uint8_t *mb_pack(mb *b, size_t *len)
 {
@@ -687,10 +719,8 @@ START_TEST(test_lp_pool)
 		Onnx__NodeProto *nd = mb_node(&b, global ? "GlobalLpPool" : "LpPool", 1, pin, 1, pout);
 		Onnx__AttributeProto ks, st, *ap[2] = {&ks, &st};
 		static int64_t two[2] = {2, 2};
-		onnx__attribute_proto__init(&ks);
-		onnx__attribute_proto__init(&st);
-		ks.name = "kernel_shape", ks.has_type = 1, ks.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS, ks.n_ints = 2, ks.ints = two;
-		st.name = "strides", st.has_type = 1, st.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS, st.n_ints = 2, st.ints = two;
+		mb_attr_ints(&ks, "kernel_shape", two, 2);
+		mb_attr_ints(&st, "strides", two, 2);
 		if (!global)
 			nd->n_attribute = 2, nd->attribute = ap;
 		char err[512];
@@ -825,10 +855,8 @@ START_TEST(test_conv1d_dense)
 	Onnx__NodeProto *nd = mb_node(&b, "Conv", 3, cin, 1, cout);
 	Onnx__AttributeProto pa, st, *ap[2] = {&pa, &st};
 	static int64_t pads[2] = {1, 1}, two[1] = {2};
-	onnx__attribute_proto__init(&pa);
-	onnx__attribute_proto__init(&st);
-	pa.name = "pads", pa.has_type = 1, pa.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS, pa.n_ints = 2, pa.ints = pads;
-	st.name = "strides", st.has_type = 1, st.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS, st.n_ints = 1, st.ints = two;
+	mb_attr_ints(&pa, "pads", pads, 2);
+	mb_attr_ints(&st, "strides", two, 1);
 	nd->n_attribute = 2, nd->attribute = ap;
 	char err[512];
 	eng_onnx_model *m = load_mb(ctx, &b, NULL, err, sizeof(err));
@@ -886,12 +914,9 @@ START_TEST(test_conv_width_phases)
 		mb_init_f32(&b, "B", 1, bd, bv, (size_t)M);
 		Onnx__NodeProto *nd = mb_node(&b, "Conv", 3, cin, 1, cout);
 		Onnx__AttributeProto pa, st, gr, *ap[3] = {&pa, &st, &gr};
-		onnx__attribute_proto__init(&pa);
-		onnx__attribute_proto__init(&st);
-		onnx__attribute_proto__init(&gr);
-		pa.name = "pads", pa.has_type = 1, pa.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS, pa.n_ints = 4, pa.ints = pads;
-		st.name = "strides", st.has_type = 1, st.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS, st.n_ints = 2, st.ints = strides;
-		gr.name = "group", gr.has_type = 1, gr.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT, gr.has_i = 1, gr.i = group[0];
+		mb_attr_ints(&pa, "pads", pads, 4);
+		mb_attr_ints(&st, "strides", strides, 2);
+		mb_attr_ints(&gr, "group", group, 0);
 		nd->n_attribute = 3, nd->attribute = ap;
 		char err[512];
 		eng_onnx_model *m = load_mb(ctx, &b, NULL, err, sizeof(err));
@@ -932,11 +957,7 @@ START_TEST(test_gather_const_indices)
 		static int64_t idims[] = {2}, ok_idx[2] = {-1, 0}, bad_idx[2] = {0, 3};
 		mb_input(&b, "x", 2, (int64_t[]){3, 2});
 		mb_output(&b, "y", 2, (int64_t[]){2, 2});
-		Onnx__TensorProto *t = &b.inits[0];
-		onnx__tensor_proto__init(t);
-		t->name = "i", t->has_data_type = 1, t->data_type = 7, t->n_dims = 1, t->dims = idims;
-		t->n_int64_data = 2, t->int64_data = bad ? bad_idx : ok_idx;
-		b.ip[b.g.n_initializer++] = t;
+		mb_init_i64(&b, "i", 1, idims, bad ? bad_idx : ok_idx, 2);
 		mb_node(&b, "Gather", 2, gin, 1, gout);
 		char err[512];
 		eng_onnx_model *m = load_mb(ctx, &b, NULL, err, sizeof(err));
