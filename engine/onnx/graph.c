@@ -132,7 +132,8 @@ static eng_status check_attrs(onx_node *n, const onx_op *op)
 }
 
 /* Ops whose constant outputs stay lazy: views of their input and fills, free where they are
- * read; control flow, whose outputs come from nodes folded on their own. */
+ * read; control flow, whose outputs come from nodes folded on their own. (An op drawing random
+ * numbers, none supported yet, would belong here too: folded, it would draw once.) */
 static const char *const lazy_ops[] = {"Constant", "ConstantOfShape", "Shape", "Size", "Identity", "Reshape",
 	"Squeeze", "Unsqueeze", "Flatten", "Expand", "Range", "EyeLike", "If", "Loop", "Scan"};
 #define ONX_FOLD_MAX ((int64_t)1 << 20)         /* elements of one folded constant */
