@@ -190,6 +190,15 @@ static eng_onnx_model *load_mb(eng_ctx *ctx, mb *b, const char *dir, char *err, 
 	return m;
 }
 
+/* load_mb for a model that must load (the test fails with the message otherwise). */
+static eng_onnx_model *load_mb_ok(eng_ctx *ctx, mb *b)
+{
+	char err[512];
+	eng_onnx_model *m = load_mb(ctx, b, NULL, err, sizeof(err));
+	ck_assert_msg(m, "%s", err);
+	return m;
+}
+
 #define EXPECT_LOAD_FAIL(ctx, b, dir, word)                                                     \
 	do {                                                                                    \
 		char e_[512] = "";                                                              \
@@ -811,9 +820,7 @@ START_TEST(test_constant_folding)
 	mb_init_f32(&b, "w", 2, wdims, wdata, 6);
 	mb_node(&b, "Transpose", 1, tin, 1, tout);
 	mb_node(&b, "Add", 2, ain, 1, aout);
-	char err[512];
-	eng_onnx_model *m = load_mb(ctx, &b, NULL, err, sizeof(err));
-	ck_assert_msg(m, "%s", err);
+	eng_onnx_model *m = load_mb_ok(ctx, &b);
 	float xv[6] = {10, 20, 30, 40, 50, 60}, want[6] = {11, 24, 32, 45, 53, 66}, out[6];
 	eng_tensor *x = eng_from_data(ctx, ENG_F32, 2, (int64_t[]){3, 2}, xv);
 	for (int build = 0; build < 3; build++) {
@@ -858,9 +865,7 @@ START_TEST(test_conv1d_dense)
 	mb_attr_ints(&pa, "pads", pads, 2);
 	mb_attr_ints(&st, "strides", two, 1);
 	nd->n_attribute = 2, nd->attribute = ap;
-	char err[512];
-	eng_onnx_model *m = load_mb(ctx, &b, NULL, err, sizeof(err));
-	ck_assert_msg(m, "%s", err);
+	eng_onnx_model *m = load_mb_ok(ctx, &b);
 	float xv[24], out[20];
 	for (int i = 0; i < 24; i++)
 		xv[i] = (float)((i * 5 % 13) - 6) / 3;
@@ -918,9 +923,7 @@ START_TEST(test_conv_width_phases)
 		mb_attr_ints(&st, "strides", strides, 2);
 		mb_attr_ints(&gr, "group", group, 0);
 		nd->n_attribute = 3, nd->attribute = ap;
-		char err[512];
-		eng_onnx_model *m = load_mb(ctx, &b, NULL, err, sizeof(err));
-		ck_assert_msg(m, "%s", err);
+		eng_onnx_model *m = load_mb_ok(ctx, &b);
 		eng_tensor *x = eng_from_data(ctx, ENG_F32, 4, (int64_t[]){N, C, H, W}, xv), *y = NULL;
 		ck_assert_msg(eng_onnx_build(m, &x, &y, 0) == ENG_OK, "%s", eng_errmsg(ctx));
 		float *out = malloc(sizeof(float) * (size_t)(N * M * OH * OW));
@@ -959,9 +962,7 @@ START_TEST(test_gather_const_indices)
 		mb_output(&b, "y", 2, (int64_t[]){2, 2});
 		mb_init_i64(&b, "i", 1, idims, bad ? bad_idx : ok_idx, 2);
 		mb_node(&b, "Gather", 2, gin, 1, gout);
-		char err[512];
-		eng_onnx_model *m = load_mb(ctx, &b, NULL, err, sizeof(err));
-		ck_assert_msg(m, "%s", err);
+		eng_onnx_model *m = load_mb_ok(ctx, &b);
 		float xv[6] = {1, 2, 3, 4, 5, 6}, out[4];
 		eng_tensor *x = eng_from_data(ctx, ENG_F32, 2, (int64_t[]){3, 2}, xv), *y = NULL;
 		if (bad) {
