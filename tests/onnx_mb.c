@@ -100,6 +100,49 @@ Onnx__TensorProto *mb_init_f32(mb *b, const char *name, int nd, int64_t *dims, f
 	return t;
 }
 
+Onnx__TensorProto *mb_init_i64(mb *b, const char *name, int nd, int64_t *dims, int64_t *data, size_t n)
+{
+	Onnx__TensorProto *t = &b->inits[b->g.n_initializer];
+	onnx__tensor_proto__init(t);
+	t->name = (char *)name;
+	t->has_data_type = 1;
+	t->data_type = 7;
+	t->n_dims = (size_t)nd;
+	t->dims = dims;
+	t->n_int64_data = n;
+	t->int64_data = data;
+	b->ip[b->g.n_initializer++] = t;
+	return t;
+}
+
+Onnx__AttributeProto *mb_attr_ints(Onnx__AttributeProto *a, const char *name, int64_t *ints, size_t n)
+{
+	onnx__attribute_proto__init(a);
+	a->name = (char *)name;
+	a->has_type = 1;
+	if (n) {
+		a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
+		a->n_ints = n;
+		a->ints = ints;
+	} else {
+		a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+		a->has_i = 1;
+		a->i = ints[0];
+	}
+	return a;
+}
+
+Onnx__AttributeProto *mb_attr_f(Onnx__AttributeProto *a, const char *name, float v)
+{
+	onnx__attribute_proto__init(a);
+	a->name = (char *)name;
+	a->has_type = 1;
+	a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
+	a->has_f = 1;
+	a->f = v;
+	return a;
+}
+
 /* The packed model (malloc'd) and its length. */
 uint8_t *mb_pack(mb *b, size_t *len)
 {

@@ -32,6 +32,10 @@ void mb_input(mb *b, const char *name, int nd, const int64_t *d);
 void mb_output(mb *b, const char *name, int nd, const int64_t *d);
 Onnx__NodeProto *mb_node(mb *b, const char *op, int nin, char **in, int nout, char **out);
 Onnx__TensorProto *mb_init_f32(mb *b, const char *name, int nd, int64_t *dims, float *data, size_t n);
+Onnx__TensorProto *mb_init_i64(mb *b, const char *name, int nd, int64_t *dims, int64_t *data, size_t n);
+/* Attribute a: ints (n of them, borrowed), or one int (ints[0]) when n is 0; a float. */
+Onnx__AttributeProto *mb_attr_ints(Onnx__AttributeProto *a, const char *name, int64_t *ints, size_t n);
+Onnx__AttributeProto *mb_attr_f(Onnx__AttributeProto *a, const char *name, float v);
 /* The packed model (malloc'd; asserts) and its length. */
 uint8_t *mb_pack(mb *b, size_t *len);
 

@@ -37,6 +37,15 @@ static eng_onnx_model *load_mb(eng_ctx *ctx, mb *b, const char *dir, char *err, 
 	return m;
 }
 
+/* load_mb for a model that must load (the test fails with the message otherwise). */
+static eng_onnx_model *load_mb_ok(eng_ctx *ctx, mb *b)
+{
+	char err[512];
+	eng_onnx_model *m = load_mb(ctx, b, NULL, err, sizeof(err));
+	ck_assert_msg(m, "%s", err);
+	return m;
+}
+
 #define EXPECT_LOAD_FAIL(ctx, b, dir, word)                                                     \
 	do {                                                                                    \
 		char e_[512] = "";                                                              \
@@ -130,7 +139,8 @@ START_TEST(test_unsupported_is_an_error)
 }
 END_TEST
 
-/* Reshape's shape from a graph input: an error unless ENG_ONNX_SPECIALIZE. */
+/* Reshape's shape from a graph input: an error unless ENG_ONNX_SPECIALIZE, which then marks that
+ * input (and only it) static. */
 START_TEST(test_build_time_values)
 {
 	eng_ctx *ctx = tu_ctx_new();
@@ -155,6 +165,7 @@ START_TEST(test_build_time_values)
 	ck_assert_int_eq(eng_ndim(y), 1);
 	ck_assert_int_eq(eng_shape(y)[0], 6);
 	ck_assert(eng_onnx_input_static(m, 1));
+	ck_assert(!eng_onnx_input_static(m, 0)); /* only the inputs the read value comes from */
 	eng_onnx_free(m);
 	tu_ctx_free(ctx);
 }
@@ -564,10 +575,8 @@ START_TEST(test_lp_pool)
 		Onnx__NodeProto *nd = mb_node(&b, global ? "GlobalLpPool" : "LpPool", 1, pin, 1, pout);
 		Onnx__AttributeProto ks, st, *ap[2] = {&ks, &st};
 		static int64_t two[2] = {2, 2};
-		onnx__attribute_proto__init(&ks);
-		onnx__attribute_proto__init(&st);
-		ks.name = "kernel_shape", ks.has_type = 1, ks.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS, ks.n_ints = 2, ks.ints = two;
-		st.name = "strides", st.has_type = 1, st.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS, st.n_ints = 2, st.ints = two;
+		mb_attr_ints(&ks, "kernel_shape", two, 2);
+		mb_attr_ints(&st, "strides", two, 2);
 		if (!global)
 			nd->n_attribute = 2, nd->attribute = ap;
 		char err[512];
@@ -645,13 +654,189 @@ START_TEST(test_group_rms_norm)
 }
 END_TEST
 
+/* Constant folding: y = x + Transpose(w), w an initializer: the first build computes the
+ * transpose (its own kernel), later builds reuse it: one kernel each, the same values. */
+START_TEST(test_constant_folding)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	mb b;
+	mb_init(&b, 13);
+	static char *tin[] = {"w"}, *tout[] = {"wt"}, *ain[] = {"x", "wt"}, *aout[] = {"y"};
+	mb_input(&b, "x", 2, (int64_t[]){3, 2});
+	mb_output(&b, "y", 2, (int64_t[]){3, 2});
+	mb_init_f32(&b, "w", 2, wdims, wdata, 6);
+	mb_node(&b, "Transpose", 1, tin, 1, tout);
+	mb_node(&b, "Add", 2, ain, 1, aout);
+	eng_onnx_model *m = load_mb_ok(ctx, &b);
+	float xv[6] = {10, 20, 30, 40, 50, 60}, want[6] = {11, 24, 32, 45, 53, 66}, out[6];
+	eng_tensor *x = eng_from_data(ctx, ENG_F32, 2, (int64_t[]){3, 2}, xv);
+	for (int build = 0; build < 3; build++) {
+		eng_stats a, c;
+		eng_tensor *y = NULL;
+		eng_get_stats(ctx, &a);
+		ck_assert_int_eq(eng_onnx_build(m, &x, &y, 0), ENG_OK);
+		ck_assert_int_eq(eng_tensor_read(y, out, sizeof(out)), ENG_OK);
+		eng_get_stats(ctx, &c);
+		for (int i = 0; i < 6; i++)
+			ck_assert_float_eq(out[i], want[i]);
+		ck_assert_int_eq((int)(c.kernels - a.kernels), build ? 1 : 2);
+		eng_tensor_free(y);
+	}
+	eng_onnx_free(m);
+	tu_ctx_free(ctx);
+}
+END_TEST
+
+/* A 1-D Conv with a constant weight on a short input runs as one matmul by a dense weight
+ * (ops_conv.c): x (2, 3, 4), W (5, 3, 3) and B initializers, pads 1, stride 2, against the
+ * definition, on two builds (the second takes the kept dense weight). */
+START_TEST(test_conv1d_dense)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	mb b;
+	mb_init(&b, 13);
+	static char *cin[] = {"x", "W", "B"}, *cout[] = {"y"};
+	static int64_t wd[] = {5, 3, 3}, bd[] = {5};
+	static float wv[45], bv[5];
+	for (int i = 0; i < 45; i++)
+		wv[i] = (float)((i * 7 % 11) - 5) / 4;
+	for (int i = 0; i < 5; i++)
+		bv[i] = (float)i - 2;
+	mb_input(&b, "x", 3, (int64_t[]){2, 3, 4});
+	mb_output(&b, "y", 3, (int64_t[]){2, 5, 2});
+	mb_init_f32(&b, "W", 3, wd, wv, 45);
+	mb_init_f32(&b, "B", 1, bd, bv, 5);
+	Onnx__NodeProto *nd = mb_node(&b, "Conv", 3, cin, 1, cout);
+	Onnx__AttributeProto pa, st, *ap[2] = {&pa, &st};
+	static int64_t pads[2] = {1, 1}, two[1] = {2};
+	mb_attr_ints(&pa, "pads", pads, 2);
+	mb_attr_ints(&st, "strides", two, 1);
+	nd->n_attribute = 2, nd->attribute = ap;
+	eng_onnx_model *m = load_mb_ok(ctx, &b);
+	float xv[24], out[20];
+	for (int i = 0; i < 24; i++)
+		xv[i] = (float)((i * 5 % 13) - 6) / 3;
+	eng_tensor *x = eng_from_data(ctx, ENG_F32, 3, (int64_t[]){2, 3, 4}, xv);
+	for (int build = 0; build < 2; build++) {
+		eng_tensor *y = NULL;
+		ck_assert_msg(eng_onnx_build(m, &x, &y, 0) == ENG_OK, "%s", eng_errmsg(ctx));
+		ck_assert_int_eq(eng_tensor_read(y, out, sizeof(out)), ENG_OK);
+		for (int n = 0; n < 2; n++)
+			for (int o = 0; o < 5; o++)
+				for (int l = 0; l < 2; l++) {
+					float want = bv[o];
+					for (int c = 0; c < 3; c++)
+						for (int k = 0; k < 3; k++) {
+							int at = l * 2 - 1 + k;
+							if (at >= 0 && at < 4)
+								want += wv[(o * 3 + c) * 3 + k] * xv[(n * 3 + c) * 4 + at];
+						}
+					ck_assert_float_eq_tol(out[(n * 5 + o) * 2 + l], want, 1e-4);
+				}
+		eng_tensor_free(y);
+	}
+	eng_onnx_free(m);
+	tu_ctx_free(ctx);
+}
+END_TEST
+
+/* A 2-D Conv striding along the width runs over the input split into column phases
+ * (ops_conv.c): x (2, 3, 5, 32), pads 1, a full convolution with strides (2, 2) and a depthwise
+ * one with strides (1, 3) and a 3x5 kernel, against the definition. */
+START_TEST(test_conv_width_phases)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	enum { N = 2, C = 3, H = 5, W = 32 };
+	static float xv[N * C * H * W], wv[4 * 3 * 3 * 5], bv[4] = {0.5f, -1, 2, 0};
+	for (int i = 0; i < N * C * H * W; i++)
+		xv[i] = (float)((i * 7 % 17) - 8) / 5;
+	for (int i = 0; i < 4 * 3 * 3 * 5; i++)
+		wv[i] = (float)((i * 5 % 11) - 5) / 4;
+	for (int cfg = 0; cfg < 2; cfg++) {
+		int64_t M = cfg ? 3 : 4, cg = cfg ? 1 : 3, KH = 3, KW = cfg ? 5 : 3, sy = cfg ? 1 : 2, sx = cfg ? 3 : 2;
+		int64_t OH = (H + 2 - KH) / sy + 1, OW = (W + 2 - KW) / sx + 1;
+		static int64_t wd[4], bd[1], pads[4] = {1, 1, 1, 1}, strides[2], group[1];
+		wd[0] = M, wd[1] = cg, wd[2] = KH, wd[3] = KW, bd[0] = M, strides[0] = sy, strides[1] = sx, group[0] = C / cg;
+		mb b;
+		mb_init(&b, 13);
+		static char *cin[] = {"x", "W", "B"}, *cout[] = {"y"};
+		mb_input(&b, "x", 4, (int64_t[]){N, C, H, W});
+		mb_output(&b, "y", 4, (int64_t[]){N, M, OH, OW});
+		mb_init_f32(&b, "W", 4, wd, wv, (size_t)(M * cg * KH * KW));
+		mb_init_f32(&b, "B", 1, bd, bv, (size_t)M);
+		Onnx__NodeProto *nd = mb_node(&b, "Conv", 3, cin, 1, cout);
+		Onnx__AttributeProto pa, st, gr, *ap[3] = {&pa, &st, &gr};
+		mb_attr_ints(&pa, "pads", pads, 4);
+		mb_attr_ints(&st, "strides", strides, 2);
+		mb_attr_ints(&gr, "group", group, 0);
+		nd->n_attribute = 3, nd->attribute = ap;
+		eng_onnx_model *m = load_mb_ok(ctx, &b);
+		eng_tensor *x = eng_from_data(ctx, ENG_F32, 4, (int64_t[]){N, C, H, W}, xv), *y = NULL;
+		ck_assert_msg(eng_onnx_build(m, &x, &y, 0) == ENG_OK, "%s", eng_errmsg(ctx));
+		float *out = malloc(sizeof(float) * (size_t)(N * M * OH * OW));
+		ck_assert_int_eq(eng_tensor_read(y, out, sizeof(float) * (size_t)(N * M * OH * OW)), ENG_OK);
+		for (int64_t i = 0; i < N * M * OH * OW; i++) {
+			int64_t ox = i % OW, oy = i / OW % OH, o = i / (OW * OH) % M, nn = i / (OW * OH * M);
+			float want = bv[o];
+			for (int64_t c = 0; c < cg; c++)
+				for (int64_t ky = 0; ky < KH; ky++)
+					for (int64_t kx = 0; kx < KW; kx++) {
+						int64_t iy = oy * sy - 1 + ky, ix = ox * sx - 1 + kx, ic = o / (M / (C / cg)) * cg + c;
+						if (iy >= 0 && iy < H && ix >= 0 && ix < W)
+							want += wv[((o * cg + c) * KH + ky) * KW + kx] * xv[((nn * C + ic) * H + iy) * W + ix];
+					}
+			ck_assert_msg(fabsf(out[i] - want) < 1e-4f, "cfg %d at %lld: %g, want %g", cfg, (long long)i, out[i], want);
+		}
+		free(out);
+		eng_tensor_free(y);
+		eng_onnx_free(m);
+	}
+	tu_ctx_free(ctx);
+}
+END_TEST
+
+/* Gather with constant indices (slices of x): negative indices count from the end; one out of
+ * range is an error, not a wrong answer. */
+START_TEST(test_gather_const_indices)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	for (int bad = 0; bad < 2; bad++) {
+		mb b;
+		mb_init(&b, 13);
+		static char *gin[] = {"x", "i"}, *gout[] = {"y"};
+		static int64_t idims[] = {2}, ok_idx[2] = {-1, 0}, bad_idx[2] = {0, 3};
+		mb_input(&b, "x", 2, (int64_t[]){3, 2});
+		mb_output(&b, "y", 2, (int64_t[]){2, 2});
+		mb_init_i64(&b, "i", 1, idims, bad ? bad_idx : ok_idx, 2);
+		mb_node(&b, "Gather", 2, gin, 1, gout);
+		eng_onnx_model *m = load_mb_ok(ctx, &b);
+		float xv[6] = {1, 2, 3, 4, 5, 6}, out[4];
+		eng_tensor *x = eng_from_data(ctx, ENG_F32, 2, (int64_t[]){3, 2}, xv), *y = NULL;
+		if (bad) {
+			ck_assert_int_eq(eng_onnx_build(m, &x, &y, 0), ENG_EINVAL);
+			ck_assert_msg(strstr(eng_errmsg(ctx), "out of range"), "%s", eng_errmsg(ctx));
+			eng_clear_error(ctx);
+		} else {
+			ck_assert_msg(eng_onnx_build(m, &x, &y, 0) == ENG_OK, "%s", eng_errmsg(ctx));
+			ck_assert_int_eq(eng_tensor_read(y, out, sizeof(out)), ENG_OK);
+			float want[4] = {5, 6, 1, 2};
+			for (int i = 0; i < 4; i++)
+				ck_assert_float_eq(out[i], want[i]);
+		}
+		eng_onnx_free(m);
+	}
+	tu_ctx_free(ctx);
+}
+END_TEST
+
 Suite *onnx_suite(void)
 {
 	const TTest *const tests[] = {
 		test_add_end_to_end, test_unsupported_is_an_error, test_build_time_values, test_truncated_and_garbage,
 		test_unknown_fields_skipped, test_cycle_and_undefined, test_sizes_disagree, test_external_data_confined,
 		test_load_file, test_deep_nesting, test_if_captures, test_einsum_ellipsis, test_lp_pool,
-		test_group_rms_norm,
+		test_group_rms_norm, test_constant_folding, test_conv1d_dense, test_gather_const_indices,
+		test_conv_width_phases,
 	};
 	return tu_suite("onnx", tests, (int)(sizeof(tests) / sizeof(tests[0])), TU_TIMEOUT);
 }

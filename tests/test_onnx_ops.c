@@ -58,28 +58,6 @@ static void attention_ref(int B, int H, int kvh, int sq, int skv, int D, int DV,
 		}
 }
 
-static Onnx__AttributeProto *attr_i(Onnx__AttributeProto *a, const char *name, int64_t v)
-{
-	onnx__attribute_proto__init(a);
-	a->name = (char *)name;
-	a->has_type = 1;
-	a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
-	a->has_i = 1;
-	a->i = v;
-	return a;
-}
-
-static Onnx__AttributeProto *attr_f(Onnx__AttributeProto *a, const char *name, float v)
-{
-	onnx__attribute_proto__init(a);
-	a->name = (char *)name;
-	a->has_type = 1;
-	a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
-	a->has_f = 1;
-	a->f = v;
-	return a;
-}
-
 static eng_onnx_model *load(eng_ctx *ctx, mb *b)
 {
 	size_t len;
@@ -117,8 +95,9 @@ START_TEST(attention_3d_gqa_mask)
 	mb_output(&b, "Y", 3, (int64_t[]){B, SQ, H * DV});
 	static char *in[] = {"Q", "K", "V", "mask"}, *out[] = {"Y"};
 	Onnx__NodeProto *nd = mb_node(&b, "Attention", 4, in, 1, out);
-	Onnx__AttributeProto at[3], *ap[3] = {attr_i(&at[0], "q_num_heads", H), attr_i(&at[1], "kv_num_heads", KVH),
-					      attr_f(&at[2], "scale", 0.7f)};
+	Onnx__AttributeProto at[3], *ap[3] = {mb_attr_ints(&at[0], "q_num_heads", (int64_t[]){H}, 0),
+					      mb_attr_ints(&at[1], "kv_num_heads", (int64_t[]){KVH}, 0),
+					      mb_attr_f(&at[2], "scale", 0.7f)};
 	nd->n_attribute = 3;
 	nd->attribute = ap;
 	eng_ctx *ctx = tu_ctx_new();
@@ -188,7 +167,8 @@ START_TEST(attention_cache_causal_softcap)
 	mb_init_f32(&b, "pv", 4, cdims, pv, H * P * D);
 	static char *in[] = {"Q", "K", "V", "mask", "pk", "pv"}, *out[] = {"Y", "present_key"};
 	Onnx__NodeProto *nd = mb_node(&b, "Attention", 6, in, 2, out);
-	Onnx__AttributeProto at[2], *ap[2] = {attr_i(&at[0], "is_causal", 1), attr_f(&at[1], "softcap", 2.0f)};
+	Onnx__AttributeProto at[2], *ap[2] = {mb_attr_ints(&at[0], "is_causal", (int64_t[]){1}, 0),
+					      mb_attr_f(&at[1], "softcap", 2.0f)};
 	nd->n_attribute = 2;
 	nd->attribute = ap;
 	eng_ctx *ctx = tu_ctx_new();
@@ -246,7 +226,7 @@ START_TEST(attention_nonpad_causal)
 	mb_output(&b, "Y", 4, (int64_t[]){B, H, SQ, D});
 	static char *in[] = {"Q", "K", "V", "", "", "", "n"}, *out[] = {"Y"};
 	Onnx__NodeProto *nd = mb_node(&b, "Attention", 7, in, 1, out);
-	Onnx__AttributeProto at[1], *ap[1] = {attr_i(&at[0], "is_causal", 1)};
+	Onnx__AttributeProto at[1], *ap[1] = {mb_attr_ints(&at[0], "is_causal", (int64_t[]){1}, 0)};
 	nd->n_attribute = 1;
 	nd->attribute = ap;
 	eng_ctx *ctx = tu_ctx_new();

@@ -19,10 +19,11 @@ struct onx_build {
 	onx_val *vals;
 	int nvals, cap;
 	int depth;     /* nested If/Loop bodies being built */
+	int loops;     /* of which Loop and Scan bodies (values differ per iteration: not kept folded) */
 	int64_t nodes; /* nodes built, unrolled loops included (bounded: a hostile nest of loops) */
 };
 
-static int add_val(onx_build *b, const char *name, eng_tensor *t, bool is_const, int input)
+static int add_val(onx_build *b, const char *name, eng_tensor *t, bool is_const, uint64_t deps)
 {
 	if (b->nvals == b->cap) {
 		int cap = b->cap ? b->cap * 2 : 256;
@@ -32,7 +33,7 @@ static int add_val(onx_build *b, const char *name, eng_tensor *t, bool is_const,
 		b->vals = v;
 		b->cap = cap;
 	}
-	b->vals[b->nvals] = (onx_val){t, is_const, input};
+	b->vals[b->nvals] = (onx_val){t, is_const, deps};
 	if (!onx_map_put(&b->names, name, b->nvals))
 		return -1;
 	return b->nvals++;
@@ -46,6 +47,14 @@ bool onx_node_dtype(onx_node *n, int onnx_type, eng_dtype *out)
 	return onx_dtype(onnx_type, n->b->m->flags, &n->b->m->narrowed, out);
 }
 
+/* The built graph now depends on the values of the graph inputs in deps. */
+static void mark_static(onx_build *b, uint64_t deps)
+{
+	for (int k = 0; k < b->m->n_in; k++)
+		if (deps >> (k < 63 ? k : 63) & 1)
+			b->m->in_static[k] = true;
+}
+
 eng_status onx_in_check_static(onx_node *n, int i)
 {
 	const onx_val *v = n->in[i];
@@ -55,10 +64,7 @@ eng_status onx_in_check_static(onx_node *n, int i)
 	if (!(b->flags & ENG_ONNX_SPECIALIZE))
 		return onx_fail(n, ENG_ENOTSUP, "input %d ('%.200s') is needed while building and must be a constant "
 			"(an initializer, a Constant node or computed from them)", i, n->pb->input[i]);
-	/* The built graph now depends on input values: which inputs is not tracked finer than
-	 * "all of them". */
-	for (int k = 0; k < b->m->n_in; k++)
-		b->m->in_static[k] = true;
+	mark_static(b, v->deps);
 	return ENG_OK;
 }
 
@@ -125,6 +131,120 @@ static eng_status check_attrs(onx_node *n, const onx_op *op)
 	return ENG_OK;
 }
 
+/* Ops whose constant outputs stay lazy: views of their input and fills, free where they are
+ * read; control flow, whose outputs come from nodes folded on their own. (An op drawing random
+ * numbers, none supported yet, would belong here too: folded, it would draw once.) */
+static const char *const lazy_ops[] = {"Constant", "ConstantOfShape", "Shape", "Size", "Identity", "Reshape",
+	"Squeeze", "Unsqueeze", "Flatten", "Expand", "Range", "EyeLike", "If", "Loop", "Scan"};
+#define ONX_FOLD_MAX ((int64_t)1 << 20)         /* elements of one folded constant */
+#define ONX_FOLD_TOTAL ((int64_t)64 << 20)       /* bytes a model keeps folded, all together */
+
+/* Constant folding: a node whose inputs are all constants computed from the model alone
+ * (initializers, Constant nodes; no graph input, not inside a Loop or Scan body, whose values
+ * change per iteration) computes its outputs once, at the first build, and the model keeps them:
+ * later builds, and the replays of a JIT holding the graph, load the stored values instead of
+ * recomputing them (e.g. an LSTM weight put together by Slice and Concat nodes, which would
+ * otherwise be gathered in every matmul). Not for ops free where read (views, fills), nor for
+ * large outputs or past a total per model (they stay lazy: computed where read). */
+static bool foldable(const onx_build *b, const onx_node *n)
+{
+	if (!n->out_const || n->deps || b->loops)
+		return false;
+	for (size_t i = 0; i < sizeof(lazy_ops) / sizeof(lazy_ops[0]); i++)
+		if (!strcmp(n->pb->op_type, lazy_ops[i]))
+			return false;
+	return true;
+}
+
+/* Every output of n from the model's folded constants (new handles); false if one is missing. */
+static bool fold_lookup(onx_build *b, const onx_node *n, eng_tensor **out)
+{
+	eng_onnx_model *m = b->m;
+	for (int i = 0; i < n->n_out; i++)
+		if (*n->pb->output[i] && onx_map_get(&m->fold_map, n->pb->output[i]) < 0)
+			return false;
+	for (int i = 0; i < n->n_out; i++) {
+		if (!*n->pb->output[i])
+			continue;
+		eng_tensor *t = m->folded[onx_map_get(&m->fold_map, n->pb->output[i])];
+		out[i] = eng_reshape(t, eng_ndim(t), eng_shape(t));
+	}
+	return true;
+}
+
+/* Keep t (realized) in the model under name in map; false on failure (the context's error set). */
+static bool keep_folded(eng_onnx_model *m, onx_map *map, const char *name, eng_tensor *t)
+{
+	if (m->n_folded == m->cap_folded) {
+		int cap = m->cap_folded ? 2 * m->cap_folded : 64;
+		eng_tensor **f = realloc(m->folded, sizeof(*f) * (size_t)cap);
+		if (!f)
+			return eng_set_error(m->ctx, ENG_ENOMEM, "onnx: out of memory"), false;
+		m->folded = f;
+		m->cap_folded = cap;
+	}
+	eng_tensor *k = eng_keep_root(eng_reshape(t, eng_ndim(t), eng_shape(t)));
+	if (!k || !onx_map_put(map, name, m->n_folded)) {
+		eng_tensor_free(k);
+		if (k)
+			eng_set_error(m->ctx, ENG_ENOMEM, "onnx: out of memory");
+		return false;
+	}
+	m->folded[m->n_folded++] = k;
+	return true;
+}
+
+static eng_status fold(onx_build *b, onx_node *n, eng_tensor **out)
+{
+	eng_tensor *todo[64];
+	int idx[64], k = 0;
+	eng_onnx_model *m = b->m;
+	int64_t bytes = 0;
+	for (int i = 0; i < n->n_out; i++) { /* all outputs or none, as fold_lookup takes them */
+		if (!*n->pb->output[i])
+			continue;
+		if (eng_numel(out[i]) > ONX_FOLD_MAX)
+			return ENG_OK;
+		bytes += eng_numel(out[i]) * (int64_t)eng_dtype_size(eng_tensor_dtype(out[i]));
+		idx[k] = i, todo[k++] = out[i];
+	}
+	if (!k || m->folded_bytes + bytes > ONX_FOLD_TOTAL)
+		return ENG_OK;
+	m->folded_bytes += bytes;
+	eng_status s = eng_realize(todo, k);
+	for (int j = 0; j < k && !s; j++)
+		if (!keep_folded(m, &m->fold_map, n->pb->output[idx[j]], todo[j]))
+			s = eng_error(b->ctx);
+	return s;
+}
+
+bool onx_derived_ok(const onx_node *n, int i)
+{
+	return i < n->n_in && n->in[i] && n->in[i]->is_const && !n->in[i]->deps && !n->b->loops && n->n_out > 0 &&
+	       *n->pb->output[0];
+}
+
+eng_tensor *onx_derived_get(onx_node *n)
+{
+	eng_onnx_model *m = n->b->m;
+	int k = onx_map_get(&m->derived_map, n->pb->output[0]);
+	return k < 0 ? NULL : eng_reshape(m->folded[k], eng_ndim(m->folded[k]), eng_shape(m->folded[k]));
+}
+
+eng_tensor *onx_derived_put(onx_node *n, eng_tensor *t)
+{
+	eng_onnx_model *m = n->b->m;
+	if (!t)
+		return NULL;
+	int64_t bytes = eng_numel(t) * (int64_t)eng_dtype_size(eng_tensor_dtype(t));
+	if (eng_numel(t) > ONX_FOLD_MAX || m->folded_bytes + bytes > ONX_FOLD_TOTAL)
+		return t;
+	m->folded_bytes += bytes;
+	if (eng_realize(&t, 1) || !keep_folded(m, &m->derived_map, n->pb->output[0], t))
+		return NULL;
+	return t;
+}
+
 static eng_status run_node(onx_build *b, const Onnx__NodeProto *pb)
 {
 	const onx_val *inv[64];
@@ -155,18 +275,22 @@ static eng_status run_node(onx_build *b, const Onnx__NodeProto *pb)
 			return onx_fail(&n, ENG_EINVAL, "input '%.200s' has no value", pb->input[i]);
 		inv[i] = &b->vals[k];
 		n.out_const &= b->vals[k].is_const;
+		n.deps |= b->vals[k].deps;
 	}
-	s = op->fn(&n);
-	if (s)
+	bool cached = foldable(b, &n) && fold_lookup(b, &n, outv);
+	if (!cached && (s = op->fn(&n)))
 		return eng_error(b->ctx) ? s : onx_fail(&n, s, "failed");
 	if (eng_error(b->ctx))
 		return eng_error(b->ctx);
+	for (int i = 0; i < n.n_out; i++)
+		if (*pb->output[i] && !outv[i])
+			return onx_fail(&n, ENG_ENOTSUP, "output %d ('%.200s') is not produced", i, pb->output[i]);
+	if (!cached && foldable(b, &n) && (s = fold(b, &n, outv)))
+		return s;
 	for (int i = 0; i < n.n_out; i++) {
 		if (!*pb->output[i])
 			continue;
-		if (!outv[i])
-			return onx_fail(&n, ENG_ENOTSUP, "output %d ('%.200s') is not produced", i, pb->output[i]);
-		if (add_val(b, pb->output[i], outv[i], n.out_const, -1) < 0)
+		if (add_val(b, pb->output[i], outv[i], n.out_const, n.deps) < 0)
 			return eng_set_error(b->ctx, ENG_ENOMEM, "onnx: out of memory");
 	}
 	return ENG_OK;
@@ -209,6 +333,7 @@ eng_status onx_op_if(onx_node *n)
 		eng_tensor *t = b->vals[k].t;
 		n->out[i] = eng_reshape(t, eng_ndim(t), eng_shape(t));
 		n->out_const &= b->vals[k].is_const;
+		n->deps |= b->vals[k].deps;
 	}
 	return ENG_OK;
 }
@@ -220,8 +345,7 @@ static eng_status read_flag(onx_node *n, const onx_val *v, const char *what, boo
 	if (!v->is_const) {
 		if (!(n->b->flags & ENG_ONNX_SPECIALIZE))
 			return onx_fail(n, ENG_ENOTSUP, "the %s is needed while building and must be a constant", what);
-		for (int k = 0; k < n->b->m->n_in; k++)
-			n->b->m->in_static[k] = true;
+		mark_static(n->b, v->deps);
 	}
 	if (eng_numel(v->t) != 1)
 		return onx_fail(n, ENG_ESHAPE, "the %s must hold one value", what);
@@ -262,9 +386,11 @@ eng_status onx_op_loop(onx_node *n)
 	enum { MAX_ITER = 4096 };
 	eng_tensor *carried[64];
 	bool carried_const[64];
+	uint64_t carried_deps[64];
 	for (int i = 0; i < nc; i++) {
 		carried[i] = onx_in(n, 2 + i);
 		carried_const[i] = n->in[2 + i] && n->in[2 + i]->is_const;
+		carried_deps[i] = n->in[2 + i] ? n->in[2 + i]->deps : 0;
 		if (!carried[i])
 			return onx_fail(n, ENG_ENOTSUP, "an omitted loop-carried value");
 	}
@@ -272,7 +398,7 @@ eng_status onx_op_loop(onx_node *n)
 	int64_t it = 0;
 	if (nscan > 0 && !(scans = calloc((size_t)nscan * MAX_ITER, sizeof(*scans))))
 		return onx_fail(n, ENG_ENOMEM, "out of memory");
-	b->depth++;
+	b->depth++, b->loops++;
 	for (; (!has_trip || it < (int64_t)trip) && cond && !s; it++) {
 		if (it >= MAX_ITER) {
 			s = onx_fail(n, ENG_ENOTSUP, "more than %d iterations", MAX_ITER);
@@ -281,13 +407,13 @@ eng_status onx_op_loop(onx_node *n)
 		bool cflag = cond;
 		eng_tensor *iv = eng_from_data(n->ctx, ENG_I64, 0, NULL, &it);
 		eng_tensor *cv = eng_from_data(n->ctx, ENG_BOOL, 0, NULL, &cflag);
-		if (add_val(b, g->input[0]->name ? g->input[0]->name : "", iv, true, -1) < 0 ||
-		    add_val(b, g->input[1]->name ? g->input[1]->name : "", cv, true, -1) < 0) {
+		if (add_val(b, g->input[0]->name ? g->input[0]->name : "", iv, true, 0) < 0 ||
+		    add_val(b, g->input[1]->name ? g->input[1]->name : "", cv, true, 0) < 0) {
 			s = eng_set_error(n->ctx, ENG_ENOMEM, "onnx: out of memory");
 			break;
 		}
 		for (int i = 0; i < nc && !s; i++)
-			if (add_val(b, g->input[2 + i]->name ? g->input[2 + i]->name : "", carried[i], carried_const[i], -1) < 0)
+			if (add_val(b, g->input[2 + i]->name ? g->input[2 + i]->name : "", carried[i], carried_const[i], carried_deps[i]) < 0)
 				s = eng_set_error(n->ctx, ENG_ENOMEM, "onnx: out of memory");
 		for (size_t k = 0; k < g->n_node && !s; k++)
 			s = run_node(b, g->node[k]);
@@ -303,11 +429,14 @@ eng_status onx_op_loop(onx_node *n)
 			else if (o <= nc) {
 				carried[o - 1] = b->vals[k].t;
 				carried_const[o - 1] = b->vals[k].is_const;
-			} else
+				carried_deps[o - 1] = b->vals[k].deps;
+			} else {
 				scans[(o - 1 - nc) * MAX_ITER + it] = b->vals[k].t;
+				n->deps |= b->vals[k].deps;
+			}
 		}
 	}
-	b->depth--;
+	b->depth--, b->loops--;
 	for (int i = 0; i < nc && !s; i++)
 		n->out[i] = eng_reshape(carried[i], eng_ndim(carried[i]), eng_shape(carried[i]));
 	for (int j = 0; j < nscan && !s; j++) {
@@ -318,8 +447,10 @@ eng_status onx_op_loop(onx_node *n)
 		n->out[nc + j] = eng_stack(scans + j * MAX_ITER, (int)it, 0);
 		s = onx_check(n, n->out[nc + j]);
 	}
-	for (int i = 0; i < nc; i++)
+	for (int i = 0; i < nc; i++) {
 		n->out_const &= carried_const[i];
+		n->deps |= carried_deps[i];
+	}
 	free(scans);
 	return s;
 }
@@ -347,11 +478,13 @@ eng_status onx_op_scan(onx_node *n)
 		return s;
 	eng_tensor *state[64], *xs[64];
 	bool st_const[64];
+	uint64_t st_deps[64];
 	int ax[64];
 	int64_t len = -1;
 	for (int i = 0; i < N; i++) {
 		state[i] = onx_in(n, i);
 		st_const[i] = n->in[i] && n->in[i]->is_const;
+		st_deps[i] = n->in[i] ? n->in[i]->deps : 0;
 		if (!state[i])
 			return onx_fail(n, ENG_EINVAL, "state %d is missing", i);
 	}
@@ -374,10 +507,10 @@ eng_status onx_op_scan(onx_node *n)
 	if (K && !outs)
 		return onx_fail(n, ENG_ENOMEM, "out of memory");
 	s = ENG_OK;
-	b->depth++;
+	b->depth++, b->loops++;
 	for (int64_t t = 0; t < len && !s; t++) {
 		for (int i = 0; i < N && !s; i++)
-			if (add_val(b, g->input[i]->name ? g->input[i]->name : "", state[i], st_const[i], -1) < 0)
+			if (add_val(b, g->input[i]->name ? g->input[i]->name : "", state[i], st_const[i], st_deps[i]) < 0)
 				s = eng_set_error(n->ctx, ENG_ENOMEM, "onnx: out of memory");
 		for (int j = 0; j < M && !s; j++) {
 			int64_t at = nid > j && idir[j] ? len - 1 - t : t;
@@ -387,7 +520,7 @@ eng_status onx_op_scan(onx_node *n)
 			for (int d = 0; d < r; d++)
 				if (d != ax[j])
 					sh[k++] = eng_shape(xs[j])[d];
-			if (add_val(b, g->input[N + j]->name ? g->input[N + j]->name : "", eng_reshape(sl, r - 1, sh), false, -1) < 0)
+			if (add_val(b, g->input[N + j]->name ? g->input[N + j]->name : "", eng_reshape(sl, r - 1, sh), false, n->in[N + j]->deps) < 0)
 				s = eng_set_error(n->ctx, ENG_ENOMEM, "onnx: out of memory");
 		}
 		for (size_t k = 0; k < g->n_node && !s; k++)
@@ -402,11 +535,13 @@ eng_status onx_op_scan(onx_node *n)
 			if (o < N) {
 				state[o] = b->vals[k].t;
 				st_const[o] = b->vals[k].is_const;
+				st_deps[o] = b->vals[k].deps;
 			} else
 				outs[(o - N) * len + t] = b->vals[k].t;
+			n->deps |= b->vals[k].deps;
 		}
 	}
-	b->depth--;
+	b->depth--, b->loops--;
 	for (int i = 0; i < N && !s; i++)
 		n->out[i] = eng_reshape(state[i], eng_ndim(state[i]), eng_shape(state[i]));
 	for (int k = 0; k < K && !s; k++) {
@@ -492,10 +627,10 @@ eng_status eng_onnx_build(eng_onnx_model *m, eng_tensor *const *inputs, eng_tens
 	eng_status s = ENG_OK;
 	eng_scope_begin(ctx);
 	for (int i = 0; i < m->n_init && !s; i++)
-		if (add_val(&b, m->g->initializer[i]->name, m->init[i], true, -1) < 0)
+		if (add_val(&b, m->g->initializer[i]->name, m->init[i], true, 0) < 0)
 			s = eng_set_error(ctx, ENG_ENOMEM, "onnx: out of memory");
 	for (int i = 0; i < m->n_in && !s; i++)
-		if (add_val(&b, m->in[i].name, inputs[i], false, i) < 0)
+		if (add_val(&b, m->in[i].name, inputs[i], false, 1ull << (i < 63 ? i : 63)) < 0)
 			s = eng_set_error(ctx, ENG_ENOMEM, "onnx: out of memory");
 	for (size_t k = 0; k < m->g->n_node && !s; k++)
 		s = run_node(&b, m->g->node[m->order[k]]);

@@ -38,6 +38,11 @@ void eng_onnx_free(eng_onnx_model *m)
 		eng_tensor_free(m->init ? m->init[i] : NULL);
 	free(m->init);
 	onx_map_free(&m->init_map);
+	for (int i = 0; i < m->n_folded; i++)
+		eng_tensor_free(m->folded[i]);
+	free(m->folded);
+	onx_map_free(&m->fold_map);
+	onx_map_free(&m->derived_map);
 	free(m->in);
 	free(m->out);
 	free(m->in_graph_idx);

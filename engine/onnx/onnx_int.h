@@ -54,14 +54,23 @@ struct eng_onnx_model {
 	int *order;           /* node indices in topological order */
 	unsigned flags;       /* ENG_ONNX_F64_AS_F32 */
 	bool narrowed;        /* a float64 became float32 */
+	/* Constants a build computed (graph.c, fold): node output name -> index into folded (root
+	 * scope, owned); later builds reuse them instead of computing them again. */
+	onx_map fold_map;
+	onx_map derived_map;  /* node's first output name -> index into folded: a value the op
+			       * derived from its constant inputs (onx_derived_get/put) */
+	eng_tensor **folded;
+	int n_folded, cap_folded;
+	int64_t folded_bytes;
 };
 
-/* One value of a build: its tensor, and whether it is a constant (computed from initializers
- * and Constant nodes only, so that reading it while building is sound). */
+/* One value of a build: its tensor, whether it is a constant (computed from initializers and
+ * Constant nodes only, so that reading it while building is sound), and the graph inputs it is
+ * computed from (ENG_ONNX_SPECIALIZE marks those static when it is read while building). */
 typedef struct onx_val {
 	eng_tensor *t;
 	bool is_const;
-	int input; /* graph input it is (-1: none), for ENG_ONNX_SPECIALIZE */
+	uint64_t deps; /* bit i: graph input i; bit 63: any input from 63 on */
 } onx_val;
 
 typedef struct onx_build onx_build;
@@ -77,6 +86,8 @@ typedef struct onx_node {
 	const onx_val *const *in;
 	eng_tensor **out;
 	bool out_const; /* every input constant: outputs are constants too */
+	uint64_t deps;  /* the inputs' onx_val.deps together: the outputs'; ops that build subgraphs add
+			 * what their bodies' outputs depend on */
 } onx_node;
 
 typedef eng_status (*onx_op_fn)(onx_node *n);
@@ -131,6 +142,16 @@ eng_status onx_in_ints(onx_node *n, int i, int64_t *out, int max, int *count);
 eng_status onx_in_check_static(onx_node *n, int i);
 /* The same as doubles (one scalar, e.g. Clip's min). */
 eng_status onx_in_scalar(onx_node *n, int i, double *out, bool *present);
+
+/* A value an op derives from its constant inputs alone (e.g. a rearranged weight), kept by the
+ * model like a folded constant (graph.c), one per node: onx_derived_ok says whether input i
+ * allows it (a constant computed from the model alone, outside Loop and Scan bodies);
+ * onx_derived_get returns the kept value (a new handle) or NULL; onx_derived_put computes t,
+ * keeps it and returns a new handle (t itself, lazy, when the model keeps too much already).
+ * NULL with the context's error on failure. */
+bool onx_derived_ok(const onx_node *n, int i);
+eng_tensor *onx_derived_get(onx_node *n);
+eng_tensor *onx_derived_put(onx_node *n, eng_tensor *t);
 
 /* ---- tensors (tensor.c) ---- */
 /* The engine dtype of a TensorProto.DataType; false if the engine has none. With

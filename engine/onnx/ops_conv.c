@@ -192,6 +192,71 @@ static eng_tensor *conv3d(const win *w, eng_tensor *xp, eng_tensor *wt, int grou
 	return eng_permute(acc, (int[]){0, 2, 1, 3, 4});
 }
 
+/* Whether a 1-D convolution (x (N, C, L), constant weight (M, C, K), no groups or dilation, pads
+ * and stride in w) is better run by conv1d_dense: an input not much longer than the kernel (the
+ * dense weight's extra zeros cost at most half the work again) and a weight of at most 2^20. */
+static bool dense_fits(onx_node *n, const eng_tensor *x, const eng_tensor *wt, const win *w, int64_t group)
+{
+	if (eng_ndim(x) != 3 || group != 1 || w->dil[0] != 1 || !onx_derived_ok(n, 1) ||
+	    eng_tensor_dtype(x) != eng_tensor_dtype(wt) || !eng_dtype_is_float(eng_tensor_dtype(x)))
+		return false;
+	int64_t L = eng_shape(x)[2], K = w->k[0], O = (L + w->pb[0] + w->pe[0] - K) / w->st[0] + 1;
+	return 2 * L <= 3 * K && O <= 64 && eng_shape(x)[1] * L * eng_shape(wt)[0] * O <= ((int64_t)1 << 20);
+}
+
+/* That convolution as one matmul (N, C * L) x (C * L, O * M): the dense weight puts each output
+ * position's taps where its window reads the input (zeros where the window lies in the padding),
+ * computed once (onx_derived_put). The windows' reduction would run a few outputs per row. */
+static eng_tensor *conv1d_dense(onx_node *n, eng_tensor *x, eng_tensor *wt, const win *w)
+{
+	const int64_t *xs = eng_shape(x), *ws = eng_shape(wt);
+	int64_t N = xs[0], C = xs[1], L = xs[2], M = ws[0], K = ws[2];
+	int64_t O = (L + w->pb[0] + w->pe[0] - K) / w->st[0] + 1;
+	eng_tensor *wd = onx_derived_get(n);
+	if (!wd) {
+		eng_tensor *slabs[64];
+		for (int64_t o = 0; o < O; o++) { /* slab o (M, C, L): w's taps from x's o * st - pb on */
+			int64_t at = o * w->st[0] - w->pb[0];
+			slabs[o] = pad_spatial(wt, 1, (int64_t[]){at}, (int64_t[]){L - at - K});
+		}
+		/* (C, L, O, M): the output channels are the columns' fast axis, the one vectorised */
+		eng_tensor *d = eng_permute(eng_stack(slabs, (int)O, 3), (int[]){1, 2, 3, 0});
+		wd = onx_derived_put(n, eng_reshape(d, 2, (int64_t[]){C * L, O * M}));
+	}
+	eng_tensor *y = eng_matmul(eng_reshape(x, 2, (int64_t[]){N, C * L}), wd);
+	return eng_permute(eng_reshape(y, 3, (int64_t[]){N, O, M}), (int[]){0, 2, 1});
+}
+
+/* A convolution striding sx > 1 along the width (x4 padded (N, C, H, W), w4 (M, C/g, KH, KW))
+ * as one of stride 1 there over the input split into sx column phases, stored ((N, C * sx, H,
+ * W / sx), channel c * sx + p holding columns p, p + sx, ...) by the weight split the same way
+ * ((M, C/g * sx, KH, ceil(KW / sx)), zero taps past KW). The output row then reads the input
+ * contiguously and vectorises, where every other column does not. Returns (N, M, OH, OW). */
+static eng_tensor *conv_phases(onx_node *n, eng_tensor *x4, eng_tensor *w4, eng_tensor *b, const int st[2],
+			       const int dil[2], int group)
+{
+	const int64_t *xs = eng_shape(x4), *ws = eng_shape(w4);
+	int64_t sx = st[1], N = xs[0], C = xs[1], H = xs[2], Wp = (xs[3] + sx - 1) / sx * sx;
+	int64_t M = ws[0], cg = ws[1], KH = ws[2], KW = ws[3], K2 = (KW + sx - 1) / sx;
+	int64_t ow = (xs[3] - KW) / sx + 1;
+	int64_t px[4][2] = {{0, 0}, {0, 0}, {0, 0}, {0, Wp - xs[3]}};
+	eng_tensor *xp = eng_reshape(eng_pad(x4, px), 5, (int64_t[]){N, C, H, Wp / sx, sx});
+	xp = eng_contiguous(eng_reshape(eng_permute(xp, (int[]){0, 1, 4, 2, 3}), 4, (int64_t[]){N, C * sx, H, Wp / sx}));
+	eng_tensor *wp = onx_derived_ok(n, 1) ? onx_derived_get(n) : NULL;
+	if (!wp) {
+		int64_t pw[4][2] = {{0, 0}, {0, 0}, {0, 0}, {0, K2 * sx - KW}};
+		wp = eng_reshape(eng_pad(w4, pw), 5, (int64_t[]){M, cg, KH, K2, sx});
+		wp = eng_reshape(eng_permute(wp, (int[]){0, 1, 4, 2, 3}), 4, (int64_t[]){M, cg * sx, KH, K2});
+		if (onx_derived_ok(n, 1))
+			wp = onx_derived_put(n, wp);
+	}
+	eng_tensor *y = eng_conv2d(xp, wp, b, (int[]){st[0], 1}, (int[]){0, 0}, (int[]){dil[0], 1}, group);
+	if (!y || eng_shape(y)[3] == ow)
+		return y;
+	int64_t keep[4][2] = {{0, N}, {0, M}, {0, eng_shape(y)[2]}, {0, ow}};
+	return eng_shrink(y, keep);
+}
+
 eng_status onx_op_conv(onx_node *n)
 {
 	eng_tensor *x = onx_in(n, 0), *wt = onx_in(n, 1), *b = onx_in(n, 2);
@@ -226,13 +291,24 @@ eng_status onx_op_conv(onx_node *n)
 		n->out[0] = y ? eng_cast(y, eng_tensor_dtype(x)) : y;
 		return onx_check(n, n->out[0]);
 	}
+	if (dense_fits(n, x, wt, &w, group)) {
+		eng_tensor *y = conv1d_dense(n, x, wt, &w);
+		if (y && b)
+			y = eng_add(y, eng_reshape(b, 3, (int64_t[]){1, eng_numel(b), 1}));
+		n->out[0] = y;
+		return onx_check(n, y);
+	}
 	int64_t p[4][2];
 	pads4(&w, p);
 	eng_tensor *x4 = eng_pad(as4d(x), p);
 	eng_tensor *w4 = as4d(wt);
 	int stride[2] = {w.s == 2 ? (int)w.st[0] : 1, (int)w.st[w.s - 1]};
 	int dil[2] = {w.s == 2 ? (int)w.dil[0] : 1, (int)w.dil[w.s - 1]};
-	eng_tensor *y = eng_conv2d(x4, w4, b, stride, (int[]){0, 0}, dil, (int)group);
+	eng_tensor *y;
+	if (stride[1] > 1 && stride[1] <= 4 && dil[1] == 1 && (eng_shape(x4)[3] - eng_shape(w4)[3]) / stride[1] + 1 >= 8)
+		y = conv_phases(n, x4, w4, b, stride, dil, (int)group);
+	else
+		y = eng_conv2d(x4, w4, b, stride, (int[]){0, 0}, dil, (int)group);
 	if (y && r == 3)
 		y = eng_reshape(y, 3, (int64_t[]){eng_shape(y)[0], eng_shape(y)[1], eng_shape(y)[3]});
 	n->out[0] = y ? eng_cast(y, eng_tensor_dtype(x)) : y;

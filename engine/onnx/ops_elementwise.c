@@ -197,6 +197,24 @@ static eng_tensor *mod_t(onx_node *n, const eng_tensor *a, const eng_tensor *b)
 	return r;
 }
 
+/* Pow's exponent when it is a constant small whole number (0 to 4) that leaves the shape of a
+ * float base as it is: eng_pow_s then multiplies, exactly as pow rounds. */
+static bool const_pow_exponent(onx_node *n, double *p)
+{
+	const eng_tensor *a = onx_in(n, 0), *b = onx_in(n, 1);
+	if (!n->in[1]->is_const || eng_numel(b) != 1 || eng_ndim(b) > eng_ndim(a) ||
+	    !eng_dtype_is_float(eng_tensor_dtype(a)))
+		return false;
+	eng_tensor *f = eng_cast(b, ENG_F32);
+	float v = 0.5f;
+	bool ok = f && !eng_tensor_read(f, &v, sizeof(v)); /* a failure stays the context's error */
+	eng_tensor_free(f);
+	if (!ok)
+		return false;
+	*p = v;
+	return v >= 0 && v <= 4 && v == (float)(int)v;
+}
+
 eng_status onx_op_binary(onx_node *n)
 {
 	eng_tensor *a = onx_in(n, 0), *b = onx_in(n, 1);
@@ -215,6 +233,11 @@ eng_status onx_op_binary(onx_node *n)
 	else if (!strcmp(op, "Pow")) {
 		if (da == ENG_BOOL || db == ENG_BOOL)
 			return onx_fail(n, ENG_EDTYPE, "bool operands");
+		double p;
+		if (const_pow_exponent(n, &p)) { /* x^2 as x*x etc.: exact, and no log2/exp2 per element */
+			n->out[0] = eng_pow_s(a, p);
+			return onx_check(n, n->out[0]);
+		}
 		/* an integer base computes in float32 and rounds (exact below 2^24) */
 		y = eng_cast(eng_pow(a, eng_dtype_is_float(da) ? eng_cast(b, da) : b), da);
 	} else if (!strcmp(op, "Mod")) y = mod_t(n, a, b);

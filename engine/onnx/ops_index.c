@@ -34,11 +34,29 @@ eng_status onx_op_gather(onx_node *n)
 	for (int i = a + 1; i < r; i++)
 		post *= xs[i];
 	/* x as (pre, dim, post), indices as (1, k, 1) expanded to (pre, k, post) */
-	eng_tensor *x3 = eng_reshape(x, 3, (int64_t[]){pre, dim, post});
-	eng_tensor *i3 = eng_reshape(wrap_idx(n, idx, dim), 3, (int64_t[]){1, k, 1});
-	i3 = eng_expand(i3, 3, (int64_t[]){pre, k, post});
-	eng_tensor *g = k == 0 || pre == 0 || post == 0 ? eng_zeros(n->ctx, eng_tensor_dtype(x), 3, (int64_t[]){pre, k, post})
-							: eng_gather(x3, 1, i3);
+	eng_tensor *x3 = eng_reshape(x, 3, (int64_t[]){pre, dim, post}), *g;
+	if (n->in[1]->is_const && q <= 1 && k >= 1 && k <= 16) {
+		/* constant indices (e.g. a state's layer): slices of x, views, where a gather compares
+		 * every index with every row */
+		int64_t iv[16];
+		int cnt;
+		eng_status s = onx_in_ints(n, 1, iv, 16, &cnt);
+		if (s)
+			return s;
+		eng_tensor *parts[16];
+		for (int i = 0; i < cnt; i++) {
+			if (iv[i] < -dim || iv[i] >= dim)
+				return onx_fail(n, ENG_EINVAL, "index %lld is out of range for %lld", (long long)iv[i], (long long)dim);
+			int64_t at = iv[i] < 0 ? iv[i] + dim : iv[i];
+			parts[i] = eng_slice(x3, 1, at, at + 1, 1);
+		}
+		g = cnt == 1 ? parts[0] : eng_cat(parts, cnt, 1);
+	} else {
+		eng_tensor *i3 = eng_reshape(wrap_idx(n, idx, dim), 3, (int64_t[]){1, k, 1});
+		i3 = eng_expand(i3, 3, (int64_t[]){pre, k, post});
+		g = k == 0 || pre == 0 || post == 0 ? eng_zeros(n->ctx, eng_tensor_dtype(x), 3, (int64_t[]){pre, k, post})
+						      : eng_gather(x3, 1, i3);
+	}
 	int64_t out[ENG_MAX_DIMS];
 	int nd = 0;
 	for (int i = 0; i < a; i++)

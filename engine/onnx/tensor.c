@@ -141,19 +141,21 @@ static eng_status read_external(const Onnx__TensorProto *tp, const char *dir, co
 	return s;
 }
 
-/* The typed field holding the data, its length and how to convert an element. */
+/* How many values the typed field holding type's data has. */
+static size_t typed_count(const Onnx__TensorProto *tp, int type)
+{
+	switch (type) {
+	case ONX_FLOAT: return tp->n_float_data;
+	case ONX_DOUBLE: return tp->n_double_data;
+	case ONX_INT64: return tp->n_int64_data;
+	default: return tp->n_int32_data; /* int32, uint8, bool, float16 */
+	}
+}
+
+/* Convert the typed field's values (typed_count of them: checked before) into dst. */
 static eng_status from_typed(const Onnx__TensorProto *tp, int type, eng_dtype dt, void *dst, uint64_t numel,
 			     const char *tname, char *err, size_t errlen)
 {
-	size_t have;
-	switch (type) {
-	case ONX_FLOAT: have = tp->n_float_data; break;
-	case ONX_DOUBLE: have = tp->n_double_data; break;
-	case ONX_INT64: have = tp->n_int64_data; break;
-	default: have = tp->n_int32_data; break; /* int32, uint8, bool, float16 */
-	}
-	if (have != numel)
-		return fail(err, errlen, ENG_ESHAPE, "tensor '%.200s': %zu values but its dims hold %llu", tname, have, (unsigned long long)numel);
 	for (uint64_t i = 0; i < numel; i++) {
 		switch (dt) {
 		case ENG_F32: ((float *)dst)[i] = type == ONX_DOUBLE ? (float)tp->double_data[i] : tp->float_data[i]; break;
@@ -198,6 +200,8 @@ eng_status onx_tensor_decode(eng_ctx *ctx, const Onnx__TensorProto *tp, const ch
 	/* Check the inline length before allocating anything. */
 	if (!external && tp->has_raw_data && tp->raw_data.len != nbytes)
 		return fail(err, errlen, ENG_ESHAPE, "tensor '%.200s': raw_data holds %zu bytes but its dims need %llu", tname, tp->raw_data.len, (unsigned long long)nbytes);
+	if (!external && !tp->has_raw_data && typed_count(tp, type) != numel)
+		return fail(err, errlen, ENG_ESHAPE, "tensor '%.200s': %zu values but its dims hold %llu", tname, typed_count(tp, type), (unsigned long long)numel);
 	void *buf = malloc(nbytes ? nbytes : 1);
 	if (!buf)
 		return fail(err, errlen, ENG_ENOMEM, "tensor '%.200s': out of memory for %llu bytes", tname, (unsigned long long)nbytes);

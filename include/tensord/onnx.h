@@ -62,7 +62,10 @@ int64_t eng_onnx_opset(const eng_onnx_model *m, const char *domain);
  * (eng_onnx_input_count of them, dtypes as declared; shapes must agree with the declared static
  * dims unless ENG_ONNX_FREE_DIMS). On success outputs[i] holds output i (eng_onnx_output_count
  * of them), new tensors in the caller's current scope; intermediate tensors are freed. Nothing
- * is computed except values needed at build time. On failure returns the status, with the context's error
+ * is computed except values needed at build time, and constants folded: a node computed from
+ * initializers and Constant nodes alone (not a view or a fill, not too large) is computed at the
+ * first build and kept by the model, so that later builds and JIT replays read it instead of
+ * recomputing it. On failure returns the status, with the context's error
  * (eng_errmsg) naming the node, op, opset and attribute; ENG_ENOTSUP for an op, attribute
  * value or dtype the importer does not handle (never a wrong answer). The context's error is
  * left set, as for any engine call. */
@@ -70,7 +73,10 @@ eng_status eng_onnx_build(eng_onnx_model *m, eng_tensor *const *inputs, eng_tens
 			  unsigned flags);
 /* Whether float64 values were narrowed to float32 (ENG_ONNX_F64_AS_F32) at load or build. */
 bool eng_onnx_narrowed(const eng_onnx_model *m);
-/* Whether the last build read input i's values (ENG_ONNX_SPECIALIZE). */
+/* Whether the last build read input i's values (ENG_ONNX_SPECIALIZE): a value read while
+ * building was computed from it (the importer tracks which inputs each value comes from, through
+ * If, Loop and Scan bodies too). A caller replaying the built graph (eng_jit) must rebuild when
+ * such an input changes. */
 bool eng_onnx_input_static(const eng_onnx_model *m, int i);
 
 /* Decode one serialized TensorProto (as in ONNX's test_data_set_N/input_K.pb files) into a new
