@@ -184,10 +184,17 @@ $(ONNX_RUNNER): $(BUILD)/tests/onnx/runner.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 $(BUILD)/tests/onnx/runner.o: INC := -Iinclude
-.PHONY: onnx-check onnx-baseline
+.PHONY: onnx-check onnx-baseline onnx-light
 ONNX_DEV    ?= CPU
 onnx-check: $(ONNX_RUNNER)
 	$(ONNX_RUNNER) -j $(ONNX_JOBS) -d $(ONNX_DEV) --baseline tests/onnx/passing.txt $(ONNX_SUITES)
+# ONNX's light models (the real/ models' graphs with constant weights and stored outputs) come
+# only with the onnx wheel from PyPI (bench/setup-onnx-peer.sh puts it in bench/.venv-onnx):
+# not part of check, which has no network.
+ONNX_LIGHT ?= $(firstword $(wildcard bench/.venv-onnx/lib/python3*/site-packages/onnx/backend/test/data/light))
+onnx-light: $(ONNX_RUNNER)
+	@[ -n "$(ONNX_LIGHT)" ] || { echo "onnx-light: no light models (run bench/setup-onnx-peer.sh)"; exit 1; }
+	$(ONNX_RUNNER) -j $(ONNX_JOBS) -d $(ONNX_DEV) $(ONNX_LIGHT)
 onnx-baseline: $(ONNX_RUNNER)
 	$(ONNX_RUNNER) -j $(ONNX_JOBS) --write tests/onnx/passing.txt --unsupported tests/onnx/unsupported.txt $(ONNX_SUITES)
 
