@@ -282,6 +282,9 @@ START_TEST(t_loop_run)
 		pthread_join(th[k], NULL);
 	for (int k = 0; k < 2; k++)
 		ck_assert_msg(!a[k].err[0], "%s", a[k].err);
+	/* the executor sends a reply before the loop counts it: wait for the counts */
+	for (int i = 0; i < 1000 && dh_stat(c, "models.mlp.ok") < 300; i++)
+		usleep(1000);
 	cJSON *l = dh_call_json(c, "model.list");
 	const cJSON *m = cJSON_GetArrayItem(jget(l, "models"), 0);
 	double on_loop = dh_num(m, "counters.loop_batches"), batches = dh_num(m, "counters.batches");
@@ -293,8 +296,11 @@ START_TEST(t_loop_run)
 	rt_arg nrm = {.d = &d, .prio = "normal", .n = 30, .x = x, .y = y};
 	rt_main(&nrm);
 	ck_assert_msg(!nrm.err[0], "%s", nrm.err);
-	ck_assert_int_eq((int)dh_stat(c, "models.mlp.loop_batches"), (int)on_loop);
+	/* the executor sends a reply before the loop counts its batch: wait for the count */
+	for (int i = 0; i < 1000 && dh_stat(c, "models.mlp.batches") < batches + 30; i++)
+		usleep(1000);
 	ck_assert_int_eq((int)dh_stat(c, "models.mlp.batches"), (int)batches + 30);
+	ck_assert_int_eq((int)dh_stat(c, "models.mlp.loop_batches"), (int)on_loop);
 	tsd_client_close(c);
 	dh_stop(&d);
 }
