@@ -75,6 +75,38 @@ static eng_status cpu_launch(void *dev, bk_program *prog, void *const *bufs, int
 	return ENG_OK;
 }
 
+/* One core's data cache of the given level in bytes: sysconf, else sysfs; 0 if unknown. */
+static int64_t cpu_cache_size(int level)
+{
+	long v = -1;
+#if defined(_SC_LEVEL1_DCACHE_SIZE) && defined(_SC_LEVEL2_CACHE_SIZE)
+	v = sysconf(level == 1 ? _SC_LEVEL1_DCACHE_SIZE : _SC_LEVEL2_CACHE_SIZE);
+#endif
+	for (int i = 0; i < 8 && v <= 0; i++) {
+		char path[96], type[32] = "";
+		int lv = 0;
+		long kb = 0;
+		snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+		FILE *f = fopen(path, "r");
+		if (!f)
+			break;
+		int ok = fscanf(f, "%d", &lv) == 1;
+		fclose(f);
+		snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu0/cache/index%d/type", i);
+		if (ok && lv == level && (f = fopen(path, "r"))) {
+			ok = fscanf(f, "%31s", type) == 1 && strcmp(type, "Instruction") != 0;
+			fclose(f);
+			snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+			if (ok && (f = fopen(path, "r"))) {
+				if (fscanf(f, "%ldK", &kb) == 1)
+					v = kb * 1024;
+				fclose(f);
+			}
+		}
+	}
+	return v > 0 ? v : 0;
+}
+
 static void cpu_target(void *dev, bk_target *t)
 {
 	const cpu_dev *d = dev;
@@ -82,6 +114,8 @@ static void cpu_target(void *dev, bk_target *t)
 	t->parallelism = d->nthreads;
 	t->reduce_group = 0; /* a core runs a reduction best as one loop */
 	t->vector_width = 0; /* gcc vectorises the tile loops itself */
+	t->cache_l1 = cpu_cache_size(1);
+	t->cache_l2 = cpu_cache_size(2);
 }
 
 static void cpu_destroy(void *dev)

@@ -13,11 +13,13 @@
 /* What kernels are built for: par parallel iterations per kernel wanted (the CPU: its
  * threads; a GPU: thousands of work-items); group, the threads of one work-group that can
  * split a reduction between them, combining partial results in local memory (0: none); vector,
- * the float vector lanes the renderer uses for a wide tile of 2, 4, 8 or 16 (0: none). */
+ * the float vector lanes the renderer uses for a wide tile of 2, 4, 8 or 16 (0: none); l1, l2,
+ * one core's data cache bytes, to block long reductions for them (0: no blocking). */
 typedef struct eng_target {
 	int par;
 	int group;
 	int vector;
+	int64_t l1, l2;
 } eng_target;
 
 /* Whether a wide tile of w lanes can be vectors of at most max lanes: OpenCL's 2, 4, 8, 16. */
@@ -26,11 +28,15 @@ static inline bool eng_vector_lanes_ok(int64_t w, int max)
 	return (w == 2 || w == 4 || w == 8 || w == 16) && w <= max;
 }
 
-typedef enum eng_loop_kind { L_OUTER, L_REDUCE, L_TILE } eng_loop_kind;
+/* KBLOCK: the outer half of a reduction split for the caches (its blocks run one after the
+ * other around the output loops; partial sums go through the output buffer). */
+typedef enum eng_loop_kind { L_OUTER, L_REDUCE, L_TILE, L_KBLOCK } eng_loop_kind;
 
-/* Loop variable var (index in loops[]): n iterations; OUTER and TILE belong to output dim. */
+/* Loop variable var (index in loops[]): n iterations; OUTER and TILE belong to output dim, where
+ * the variable counts in steps of mul elements. */
 typedef struct eng_loop {
 	int64_t n;
+	int64_t mul;
 	uint8_t kind;
 	int8_t dim;
 } eng_loop;
@@ -94,6 +100,12 @@ typedef struct eng_kernel_ir {
 	int tiledim[2];   /* output dims tiled, -1 if none */
 	int64_t tile[2];  /* tile sizes (1 if none) */
 	int tilevar[2];   /* loop vars of the tile loops */
+	/* cache blocking (plan_blocks in lower.c): the reduction split into blocks of kblock
+	 * (loop kbvar outside the output loops), the narrow tile's dim split into blocks of mblock
+	 * tiles (inner loop mivar, innermost of the output loops); 0 / -1 if none */
+	int64_t kblock, kfull;
+	int64_t mblock;
+	int kbvar, mivar;
 	int nstmts, capstmts;
 	eng_stmt *stmts;
 	int64_t nparallel; /* iterations of the parallel loop (1 if none) */

@@ -251,7 +251,7 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 	eng_uops *u = ir->uops;
 	uint64_t reduce_vars = 0, deps = valid ? valid->deps : 0;
 	for (int v = 0; v < ir->nloops; v++)
-		if (ir->loops[v].kind == L_REDUCE)
+		if (ir->loops[v].kind == L_REDUCE || ir->loops[v].kind == L_KBLOCK)
 			reduce_vars |= 1ull << v;
 	for (int d = 0; d < n->ndim; d++)
 		deps |= idx[d]->deps;
@@ -296,6 +296,9 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 	eng_uop *ridx[ENG_MAX_DIMS];
 	const eng_node *s = n->src[0];
 	const int nloops0 = ir->nloops, nphases0 = ir->nphases;
+	int naxes = 0; /* reduced axes that loop */
+	for (int d = 0; d < n->ndim; d++)
+		naxes += ((n->arg.axes >> d) & 1) && s->shape[d] > 1;
 	for (int d = 0; d < n->ndim; d++) {
 		if (!((n->arg.axes >> d) & 1) || s->shape[d] == 1) {
 			ridx[d] = (n->arg.axes >> d) & 1 ? u_int_const(u, 0) : idx[d];
@@ -304,6 +307,21 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 		if (ir->nloops == ENG_MAX_LOOPS) {
 			fail(c, ENG_ERANGE, "kernel needs more than 64 loops");
 			return u_int_const(u, 0);
+		}
+		if (ir->kblock > 0 && ir->kbvar < 0 && naxes == 1 && s->shape[d] == ir->kfull) {
+			/* blocked for the caches (plan_blocks): kb * kblock + k */
+			if (ir->nloops + 2 > ENG_MAX_LOOPS) {
+				fail(c, ENG_ERANGE, "kernel needs more than 64 loops");
+				return u_int_const(u, 0);
+			}
+			int kb = ir->nloops++, k = ir->nloops++;
+			ir->loops[kb] = (eng_loop){.n = ir->kfull / ir->kblock, .kind = L_KBLOCK, .dim = -1};
+			ir->loops[k] = (eng_loop){.n = ir->kblock, .kind = L_REDUCE, .dim = -1};
+			eng_uops_set_var_rank(u, k, 1);
+			ir->kbvar = kb;
+			ph.red[ph.nred++] = k;
+			ridx[d] = u_add(u, u_mul_const(u, u_var(u, kb, ir->loops[kb].n), ir->kblock), u_var(u, k, ir->kblock));
+			continue;
 		}
 		int v = ir->nloops++;
 		ir->loops[v] = (eng_loop){.n = s->shape[d], .kind = L_REDUCE, .dim = -1};
@@ -547,12 +565,20 @@ static eng_status lower_all(lctx *c)
 		for (int k = 0; k < 2; k++)
 			if (ir->tiledim[k] == d)
 				t = ir->tile[k];
+		/* the narrow tile's dim in blocks of mblock tiles (plan_blocks): an inner loop over them */
+		int64_t mb = ir->mblock > 1 && ir->tiledim[1] == d ? ir->mblock : 1;
 		int v = ir->nloops++;
-		ir->loops[v] = (eng_loop){.n = n / t, .kind = L_OUTER, .dim = (int8_t)d};
-		eng_uop *x = u_var(u, v, n / t);
+		ir->loops[v] = (eng_loop){.n = n / t / mb, .mul = t * mb, .kind = L_OUTER, .dim = (int8_t)d};
+		eng_uop *x = u_mul_const(u, u_var(u, v, n / t / mb), mb);
+		if (mb > 1) {
+			int mv = ir->nloops++;
+			ir->loops[mv] = (eng_loop){.n = mb, .mul = t, .kind = L_OUTER, .dim = (int8_t)d};
+			ir->mivar = mv;
+			x = u_add(u, x, u_var(u, mv, mb));
+		}
 		if (t > 1) {
 			int tv = ir->nloops++;
-			ir->loops[tv] = (eng_loop){.n = t, .kind = L_TILE, .dim = (int8_t)d};
+			ir->loops[tv] = (eng_loop){.n = t, .mul = 1, .kind = L_TILE, .dim = (int8_t)d};
 			eng_uops_set_var_rank(u, tv, ir->tiledim[0] == d ? 3 : 2);
 			for (int k = 0; k < 2; k++)
 				if (ir->tiledim[k] == d)
@@ -572,6 +598,13 @@ static eng_status lower_all(lctx *c)
 		if (ir->nstores == ENG_MAX_STORES)
 			return fail(c, ENG_ERANGE, "too many outputs in one kernel");
 		int slot = buf_slot(c, r, true);
+		if (ir->kbvar >= 0 && c->nroots == 1) {
+			/* blocked reduction: each block adds the sum the blocks before it stored */
+			eng_uop *kb = u_var(u, ir->kbvar, ir->loops[ir->kbvar].n);
+			eng_uop *at = flat_index(u, r->ndim, r->shape, c->outidx);
+			eng_uop *prev = u_load(u, slot, r->dtype, at, u_lt(u, u_int_const(u, 0), kb));
+			v = u_alu(u, ENG_OP_ADD, r->dtype, v, prev, NULL);
+		}
 		ir->stores[ir->nstores++] = (eng_kstore){.buf = slot, .value = v};
 	}
 	/* in place: values may read an assign's target only at the element being written */
@@ -755,6 +788,50 @@ static void plan_tiles(eng_kernel_ir *ir, const eng_target *t, char *opts, size_
 	}
 }
 
+/* Cache blocking of a tiled sum of one reduction stored as it is (a matmul, batched matmul or
+ * convolution as they lower), when one tile row's operands over the whole reduction (its narrow
+ * tile's rows and all the wide dim's) overflow half of L2: the reduction runs in blocks whose
+ * wide-tile panel fits half of L1 (the block loop outside the output loops, partial sums kept
+ * in the output), and the narrow tile's dim in blocks of tiles whose panel of one reduction
+ * block fits a quarter of L2 (looped innermost of the output loops), so each wide-tile panel
+ * is read from the caches for a whole block of rows. Sizes come from the target's caches. */
+static void plan_blocks(eng_kernel_ir *ir, const eng_node *const *roots, int nroots, const eng_target *t, char *opts,
+			size_t len)
+{
+	ir->kblock = ir->kfull = ir->mblock = 0;
+	if (t->l1 <= 0 || t->l2 <= 0 || nroots != 1 || roots[0]->op == ENG_OP_ASSIGN || ir->nphases != 1 ||
+	    ir->nstores != 1 || ir->tiledim[0] < 0 || ir->tiledim[1] < 0)
+		return;
+	const eng_phase *ph = &ir->phases[0];
+	const eng_uop *v = ir->stores[0].value;
+	if (ph->op != ENG_OP_RSUM || ph->nred != 1 || !eng_dtype_is_float(ph->dtype) || v->kind != U_ACC ||
+	    v->dtype != ph->dtype || roots[0]->dtype != ph->dtype)
+		return;
+	for (int d = 0; d < ir->ndim; d++)
+		if (ir->shape[d] > 1 && !((ph->dims >> d) & 1))
+			return; /* output loops outside the reduction */
+	int64_t k = ir->loops[ph->red[0]].n, es = eng_dtype_size(ph->dtype);
+	int64_t narrow = ir->tile[1], wide = ir->shape[ir->tiledim[0]];
+	if ((narrow + wide) * k * es <= t->l2 / 2)
+		return;
+	int64_t kc = 0;
+	for (int64_t b = 512; b >= 32 && !kc; b /= 2)
+		if (k % b == 0 && k > b && b * ir->tile[0] * es <= t->l1 / 2)
+			kc = b;
+	if (!kc)
+		return;
+	int64_t tiles = ir->shape[ir->tiledim[1]] / narrow, mb = 1;
+	for (int64_t m = 2; m <= tiles; m++)
+		if (tiles % m == 0 && m * narrow * kc * es <= t->l2 / 4 && tiles / m >= t->par)
+			mb = m;
+	ir->kblock = kc;
+	ir->kfull = k;
+	ir->mblock = mb;
+	size_t l = strlen(opts);
+	snprintf(opts + l, len - l, ", BLOCK reduce by %lld, dim %d by %lld", (long long)kc, ir->tiledim[1],
+		 (long long)(mb * narrow));
+}
+
 eng_status eng_lower(const eng_node *const *roots, int nroots, const eng_lower_opts *o,
 		     eng_kernel_ir *ir, const eng_node **must_store, char *err, size_t errlen)
 {
@@ -772,6 +849,8 @@ eng_status eng_lower(const eng_node *const *roots, int nroots, const eng_lower_o
 	c->errlen = errlen;
 	ir->tiledim[0] = ir->tiledim[1] = -1;
 	ir->tile[0] = ir->tile[1] = 1;
+	ir->kblock = ir->kfull = ir->mblock = 0;
+	ir->kbvar = ir->mivar = -1;
 	ir->opts[0] = 0;
 	reset_ir(ir);
 	eng_status s = ir->uops ? lower_all(c) : ENG_ENOMEM;
@@ -790,6 +869,7 @@ eng_status eng_lower(const eng_node *const *roots, int nroots, const eng_lower_o
 	if (o->optimize) {
 		char opts[256] = "";
 		plan_tiles(ir, &o->target, opts, sizeof(opts));
+		plan_blocks(ir, roots, nroots, &o->target, opts, sizeof(opts));
 		if (ir->tiledim[0] >= 0) {
 			int64_t t0 = ir->tile[0], t1 = ir->tile[1];
 			int d0 = ir->tiledim[0], d1 = ir->tiledim[1];
@@ -798,6 +878,7 @@ eng_status eng_lower(const eng_node *const *roots, int nroots, const eng_lower_o
 			c->memo = NULL;
 			c->memo_cap = c->memo_n = 0;
 			ir->tile[0] = t0, ir->tile[1] = t1, ir->tiledim[0] = d0, ir->tiledim[1] = d1;
+			ir->kbvar = ir->mivar = -1;
 			c->st = ENG_OK;
 			s = ir->uops ? lower_all(c) : ENG_ENOMEM;
 			if (s)
