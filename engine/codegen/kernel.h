@@ -66,7 +66,23 @@ typedef struct eng_kstore {
 	eng_uop *value;
 } eng_kstore;
 
-typedef enum eng_stmt_kind { S_LOOP, S_END, S_DEF, S_ACC_INIT, S_ACC_UPD, S_STORE } eng_stmt_kind;
+/* S_PACK: copy the packed operand's panel (ir->pack) into the kernel's local buffer. */
+typedef enum eng_stmt_kind { S_LOOP, S_END, S_DEF, S_ACC_INIT, S_ACC_UPD, S_STORE, S_PACK } eng_stmt_kind;
+
+/* The pseudo-buffer index of loads from a packed panel (bufs[ENG_PACK_BUF] describes it). */
+#define ENG_PACK_BUF ENG_MAX_KERNEL_BUFS
+
+/* An operand of a cache-blocked reduction read with a stride (lower.c's plan_blocks): for each
+ * block of the reduction and wide tile, its panel (rows reduction steps x cols tile lanes) is
+ * copied once into a local buffer, contiguous, and read from there by every row of the block.
+ * Element (i, j) of the panel is buf[base + i * rstride + j * cstride]. */
+typedef struct eng_pack {
+	const eng_node *node; /* planned: the operand (NULL: none) */
+	int buf;              /* its buffer, -1 until lowered */
+	eng_dtype dtype;
+	eng_uop *base;
+	int64_t rows, cols, rstride, cstride;
+} eng_pack;
 
 typedef struct eng_stmt {
 	uint8_t kind;
@@ -81,14 +97,14 @@ typedef struct eng_stmt {
 	int var;       /* S_LOOP */
 	int acc;       /* S_ACC_INIT, S_ACC_UPD: phase */
 	int buf;       /* S_STORE */
-	eng_uop *u;    /* S_DEF: the value; S_ACC_UPD, S_STORE: the value stored */
+	eng_uop *u;    /* S_DEF: the value; S_ACC_UPD, S_STORE: the value stored; S_PACK: base */
 	eng_uop *idx;  /* S_STORE: element index */
 } eng_stmt;
 
 typedef struct eng_kernel_ir {
 	eng_uops *uops;
 	int nbufs;
-	eng_kernel_buf bufs[ENG_MAX_KERNEL_BUFS];
+	eng_kernel_buf bufs[ENG_MAX_KERNEL_BUFS + 1]; /* the last: ENG_PACK_BUF */
 	int ndim;
 	int64_t shape[ENG_MAX_DIMS]; /* output shape shared by all stores */
 	int nloops;
@@ -106,6 +122,8 @@ typedef struct eng_kernel_ir {
 	int64_t kblock, kfull;
 	int64_t mblock;
 	int kbvar, mivar;
+	int kvar; /* the reduction's loop inside the blocks */
+	eng_pack pack;
 	int nstmts, capstmts;
 	eng_stmt *stmts;
 	int64_t nparallel; /* iterations of the parallel loop (1 if none) */

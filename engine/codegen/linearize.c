@@ -21,6 +21,7 @@ typedef struct lin {
 	int nblocks;
 	int next_inst;
 	int dbody; /* block depth of the innermost loop phases depend on */
+	bool packed; /* S_PACK emitted */
 	uint8_t *open; /* open[inst] */
 	int capopen;
 	eng_status st;
@@ -117,6 +118,18 @@ static void end(lin *l)
 {
 	emit(l, (eng_stmt){.kind = S_END, .merged = l->nblocks ? l->blocks[l->nblocks - 1].merged : false});
 	close_block(l);
+}
+
+static void need(lin *l, eng_uop *x);
+
+/* Copy a blocked reduction's packed operand panel (once: before the loop over a block's rows). */
+static void pack(lin *l)
+{
+	if (l->ir->pack.buf < 0 || l->packed)
+		return;
+	need(l, l->ir->pack.base);
+	emit(l, (eng_stmt){.kind = S_PACK, .u = l->ir->pack.base});
+	l->packed = true;
 }
 
 static bool trivial(const eng_uop *x) { return x->kind == U_CONST || x->kind == U_VAR || x->kind == U_ACC; }
@@ -262,6 +275,8 @@ eng_status eng_linearize(eng_kernel_ir *ir, const eng_target *t, char *err, size
 	if (kb_at == -1)
 		loop(l, ir->kbvar, false, false, -1);
 	for (int i = 0; i < nd; i++) {
+		if (dl[i] == ir->mivar)
+			pack(l);
 		if (par_in_d && i <= nmerge && nmerge)
 			loop_div(l, dl[i], i == 0, i > 0, divs[i]);
 		else
@@ -269,6 +284,7 @@ eng_status eng_linearize(eng_kernel_ir *ir, const eng_target *t, char *err, size
 		if (i == kb_at)
 			loop(l, ir->kbvar, false, false, -1);
 	}
+	pack(l);
 	l->dbody = l->nblocks - 1;
 	for (int p = 0; p < ir->nphases && !l->st; p++) {
 		eng_phase *ph = &ir->phases[p];

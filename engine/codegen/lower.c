@@ -319,6 +319,7 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 			ir->loops[k] = (eng_loop){.n = ir->kblock, .kind = L_REDUCE, .dim = -1};
 			eng_uops_set_var_rank(u, k, 1);
 			ir->kbvar = kb;
+			ir->kvar = k;
 			ph.red[ph.nred++] = k;
 			ridx[d] = u_add(u, u_mul_const(u, u_var(u, kb, ir->loops[kb].n), ir->kblock), u_var(u, k, ir->kblock));
 			continue;
@@ -415,6 +416,37 @@ static eng_uop *lower_movement(lctx *c, const eng_node *n, eng_uop *const *idx, 
 	return u_where(u, n->dtype, cond, val, u_const(u, n->dtype, (eng_const_value){.i = 0}));
 }
 
+/* The load of a blocked reduction's operand planned for packing (eng_pack) at idx: from the
+ * packed panel, if idx is linear in the reduction's and the wide tile's variables and the
+ * panel's start depends on neither nor on the rows (else NULL: a plain load). */
+static eng_uop *pack_load(lctx *c, int slot, const eng_node *n, eng_uop *idx)
+{
+	eng_kernel_ir *ir = c->ir;
+	eng_uops *u = ir->uops;
+	int64_t ck, cw;
+	if (ir->kvar < 0 || ir->tiledim[0] < 0 || !u_linear_in_var(idx, ir->kvar, &ck) ||
+	    !u_linear_in_var(idx, ir->tilevar[0], &cw))
+		return NULL;
+	eng_uop *k = u_var(u, ir->kvar, ir->kblock), *w = u_var(u, ir->tilevar[0], ir->tile[0]);
+	eng_uop *base = u_add(u, u_add(u, idx, u_mul_const(u, k, -ck)), u_mul_const(u, w, -cw));
+	uint64_t inner = 1ull << ir->kvar | 1ull << ir->tilevar[0];
+	if (ir->tiledim[1] >= 0)
+		inner |= 1ull << ir->tilevar[1];
+	if (ir->mivar >= 0)
+		inner |= 1ull << ir->mivar;
+	if ((base->deps & inner) || (ir->pack.buf >= 0 && (ir->pack.buf != slot || ir->pack.base != base)))
+		return NULL;
+	ir->pack.buf = slot;
+	ir->pack.dtype = n->dtype;
+	ir->pack.base = base;
+	ir->pack.rows = ir->kblock;
+	ir->pack.cols = ir->tile[0];
+	ir->pack.rstride = ck;
+	ir->pack.cstride = cw;
+	ir->bufs[ENG_PACK_BUF] = (eng_kernel_buf){.dtype = n->dtype, .numel = ir->kblock * ir->tile[0]};
+	return u_load(u, ENG_PACK_BUF, n->dtype, u_add(u, u_mul_const(u, k, ir->tile[0]), w), NULL);
+}
+
 static eng_uop *lower_node(lctx *c, const eng_node *n, eng_uop *const *idx, eng_uop *valid, bool as_root)
 {
 	eng_kernel_ir *ir = c->ir;
@@ -422,7 +454,10 @@ static eng_uop *lower_node(lctx *c, const eng_node *n, eng_uop *const *idx, eng_
 	bool stored = n->buf || (c->o->is_stored && c->o->is_stored(c->o->arg, n));
 	if (stored && !as_root) {
 		int slot = buf_slot(c, n, false);
-		return u_load(u, slot, n->dtype, flat_index(u, n->ndim, n->shape, idx), valid);
+		eng_uop *at = flat_index(u, n->ndim, n->shape, idx), *p = NULL;
+		if (n == ir->pack.node && u_is_true(valid))
+			p = pack_load(c, slot, n, at);
+		return p ? p : u_load(u, slot, n->dtype, at, valid);
 	}
 	eng_uop *a[3] = {0};
 	switch (eng_op_kind_of(n->op)) {
@@ -765,9 +800,13 @@ static void plan_tiles(eng_kernel_ir *ir, const eng_target *t, char *opts, size_
 		if (alt >= 0)
 			best = alt;
 	}
-	/* 16 x 8 accumulators: 8 AVX-512 registers of FMA chains, measured best on 1024^3;
-	 * other sizes fall back to the largest divisor (a 5x5 conv's 20-wide rows take 10) */
+	/* 16 x 8 accumulators: 8 AVX-512 registers of FMA chains; other sizes fall back to the
+	 * largest divisor (a 5x5 conv's 20-wide rows take 10). Where gcc writes the vectors (no
+	 * vector width given, caches stated: a CPU) a multiple of 32 takes 32: 16 registers, both FMA ports kept busy
+	 * through their latency (measured 1.25x on 256^3 and with plan_blocks' blocking) */
 	ir->tile[0] = pick_tile(ir->shape[best], wmax);
+	if (t->l1 > 0 && t->vector <= 1 && ir->shape[best] % 32 == 0)
+		ir->tile[0] = 32;
 	if (ir->tile[0] < 2)
 		return;
 	ir->tiledim[0] = best;
@@ -777,9 +816,10 @@ static void plan_tiles(eng_kernel_ir *ir, const eng_target *t, char *opts, size_
 		if (second < 0 || reuse[d] > reuse[second])
 			second = d;
 	}
-	if (second >= 0 && reuse[second] > 0 && pick_tile(ir->shape[second], 8) >= 2) {
+	int64_t nmax = getenv("XN") ? atoll(getenv("XN")) : 8;
+	if (second >= 0 && reuse[second] > 0 && pick_tile(ir->shape[second], nmax) >= 2) {
 		ir->tiledim[1] = second;
-		ir->tile[1] = pick_tile(ir->shape[second], 8);
+		ir->tile[1] = pick_tile(ir->shape[second], nmax);
 	}
 	snprintf(opts, len, "UPCAST dim %d by %lld%s", best, (long long)ir->tile[0], "");
 	if (ir->tiledim[1] >= 0) {
@@ -795,10 +835,53 @@ static void plan_tiles(eng_kernel_ir *ir, const eng_target *t, char *opts, size_
  * in the output), and the narrow tile's dim in blocks of tiles whose panel of one reduction
  * block fits a quarter of L2 (looped innermost of the output loops), so each wide-tile panel
  * is read from the caches for a whole block of rows. Sizes come from the target's caches. */
+/* Collect the distinct loads under x (at most max) into out; returns how many, or max + 1. */
+static int phase_loads(eng_uop *x, eng_uop **out, int n, int max, int depth)
+{
+	if (n > max || depth > 64 || x->kind == U_CONST || x->kind == U_VAR)
+		return n;
+	if (x->kind == U_LOAD) {
+		for (int i = 0; i < n; i++)
+			if (out[i] == x)
+				return n;
+		if (n < max)
+			out[n] = x;
+		return n + 1;
+	}
+	for (int i = 0; i < x->nsrc; i++)
+		if (x->src[i])
+			n = phase_loads(x->src[i], out, n, max, depth + 1);
+	return n;
+}
+
+/* The operand of a blocked phase to pack: the one load that moves along the wide tile's dim
+ * and the reduction but not the narrow tile's rows (a matmul's right side); NULL if none. */
+static const eng_node *pack_operand(const eng_kernel_ir *ir, const eng_phase *ph)
+{
+	int wv = -1, nv = -1;
+	for (int v = 0; v < ir->nloops; v++)
+		if (ir->loops[v].kind == L_OUTER)
+			wv = ir->loops[v].dim == ir->tiledim[0] ? v : wv, nv = ir->loops[v].dim == ir->tiledim[1] ? v : nv;
+	eng_uop *ld[8];
+	int n = phase_loads(ph->value, ld, 0, 8, 0);
+	const eng_node *found = NULL;
+	for (int i = 0; i < n && i < 8 && wv >= 0 && nv >= 0; i++) {
+		uint64_t d = ld[i]->src[0]->deps;
+		if (((d >> wv) & 1) && ((d >> ph->red[0]) & 1) && !((d >> nv) & 1) &&
+		    !(ld[i]->nsrc > 1 && ld[i]->src[1])) {
+			if (found)
+				return NULL;
+			found = ir->bufs[ld[i]->arg.buf].node;
+		}
+	}
+	return n <= 8 ? found : NULL;
+}
+
 static void plan_blocks(eng_kernel_ir *ir, const eng_node *const *roots, int nroots, const eng_target *t, char *opts,
 			size_t len)
 {
 	ir->kblock = ir->kfull = ir->mblock = 0;
+	ir->pack.node = NULL;
 	if (t->l1 <= 0 || t->l2 <= 0 || nroots != 1 || roots[0]->op == ENG_OP_ASSIGN || ir->nphases != 1 ||
 	    ir->nstores != 1 || ir->tiledim[0] < 0 || ir->tiledim[1] < 0)
 		return;
@@ -820,16 +903,20 @@ static void plan_blocks(eng_kernel_ir *ir, const eng_node *const *roots, int nro
 			kc = b;
 	if (!kc)
 		return;
+	/* the rows' block: a sixteenth of L2 (rows a power-of-two stride apart share few sets) */
 	int64_t tiles = ir->shape[ir->tiledim[1]] / narrow, mb = 1;
 	for (int64_t m = 2; m <= tiles; m++)
-		if (tiles % m == 0 && m * narrow * kc * es <= t->l2 / 4 && tiles / m >= t->par)
+		if (tiles % m == 0 && m * narrow * kc * es <= t->l2 / 16 && tiles / m >= t->par)
 			mb = m;
+	if (getenv("XKC")) kc = atoll(getenv("XKC"));
+	if (getenv("XMB")) mb = atoll(getenv("XMB"));
 	ir->kblock = kc;
 	ir->kfull = k;
 	ir->mblock = mb;
-	size_t l = strlen(opts);
-	snprintf(opts + l, len - l, ", BLOCK reduce by %lld, dim %d by %lld", (long long)kc, ir->tiledim[1],
-		 (long long)(mb * narrow));
+	ir->pack.node = mb >= 4 && ph->dtype == ENG_F32 ? pack_operand(ir, ph) : NULL;
+	snprintf(opts, len, "UPCAST dim %d by %lld, UPCAST dim %d by %lld, BLOCK reduce by %lld, dim %d by %lld%s",
+		 ir->tiledim[0], (long long)ir->tile[0], ir->tiledim[1], (long long)narrow, (long long)kc, ir->tiledim[1],
+		 (long long)(mb * narrow), ir->pack.node ? ", PACK" : "");
 }
 
 eng_status eng_lower(const eng_node *const *roots, int nroots, const eng_lower_opts *o,
@@ -850,7 +937,8 @@ eng_status eng_lower(const eng_node *const *roots, int nroots, const eng_lower_o
 	ir->tiledim[0] = ir->tiledim[1] = -1;
 	ir->tile[0] = ir->tile[1] = 1;
 	ir->kblock = ir->kfull = ir->mblock = 0;
-	ir->kbvar = ir->mivar = -1;
+	ir->kbvar = ir->mivar = ir->kvar = -1;
+	ir->pack = (eng_pack){.buf = -1};
 	ir->opts[0] = 0;
 	reset_ir(ir);
 	eng_status s = ir->uops ? lower_all(c) : ENG_ENOMEM;
@@ -878,7 +966,8 @@ eng_status eng_lower(const eng_node *const *roots, int nroots, const eng_lower_o
 			c->memo = NULL;
 			c->memo_cap = c->memo_n = 0;
 			ir->tile[0] = t0, ir->tile[1] = t1, ir->tiledim[0] = d0, ir->tiledim[1] = d1;
-			ir->kbvar = ir->mivar = -1;
+			ir->kbvar = ir->mivar = ir->kvar = -1;
+			ir->pack.buf = -1;
 			c->st = ENG_OK;
 			s = ir->uops ? lower_all(c) : ENG_ENOMEM;
 			if (s)
