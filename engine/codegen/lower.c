@@ -816,10 +816,9 @@ static void plan_tiles(eng_kernel_ir *ir, const eng_target *t, char *opts, size_
 		if (second < 0 || reuse[d] > reuse[second])
 			second = d;
 	}
-	int64_t nmax = getenv("XN") ? atoll(getenv("XN")) : 8;
-	if (second >= 0 && reuse[second] > 0 && pick_tile(ir->shape[second], nmax) >= 2) {
+	if (second >= 0 && reuse[second] > 0 && pick_tile(ir->shape[second], 8) >= 2) {
 		ir->tiledim[1] = second;
-		ir->tile[1] = pick_tile(ir->shape[second], nmax);
+		ir->tile[1] = pick_tile(ir->shape[second], 8);
 	}
 	snprintf(opts, len, "UPCAST dim %d by %lld%s", best, (long long)ir->tile[0], "");
 	if (ir->tiledim[1] >= 0) {
@@ -908,8 +907,6 @@ static void plan_blocks(eng_kernel_ir *ir, const eng_node *const *roots, int nro
 	for (int64_t m = 2; m <= tiles; m++)
 		if (tiles % m == 0 && m * narrow * kc * es <= t->l2 / 16 && tiles / m >= t->par)
 			mb = m;
-	if (getenv("XKC")) kc = atoll(getenv("XKC"));
-	if (getenv("XMB")) mb = atoll(getenv("XMB"));
 	ir->kblock = kc;
 	ir->kfull = k;
 	ir->mblock = mb;
