@@ -827,13 +827,6 @@ static void plan_tiles(eng_kernel_ir *ir, const eng_target *t, char *opts, size_
 	}
 }
 
-/* Cache blocking of a tiled sum of one reduction stored as it is (a matmul, batched matmul or
- * convolution as they lower), when one tile row's operands over the whole reduction (its narrow
- * tile's rows and all the wide dim's) overflow half of L2: the reduction runs in blocks whose
- * wide-tile panel fits half of L1 (the block loop outside the output loops, partial sums kept
- * in the output), and the narrow tile's dim in blocks of tiles whose panel of one reduction
- * block fits a quarter of L2 (looped innermost of the output loops), so each wide-tile panel
- * is read from the caches for a whole block of rows. Sizes come from the target's caches. */
 /* Collect the distinct loads under x (at most max) into out; returns how many, or max + 1. */
 static int phase_loads(eng_uop *x, eng_uop **out, int n, int max, int depth)
 {
@@ -876,44 +869,94 @@ static const eng_node *pack_operand(const eng_kernel_ir *ir, const eng_phase *ph
 	return n <= 8 ? found : NULL;
 }
 
+/* For a sum of products whose operands are both read along the reduction (x @ w.T, a linear
+ * layer: no output dim is read contiguously, plan_tiles chose none): the wide tile on an output
+ * dim only one operand moves along (to be read from its packed panel), the narrow one on a dim
+ * only the other moves along. Returns whether tiles were set. */
+static bool tile_for_packing(eng_kernel_ir *ir, const eng_phase *ph)
+{
+	eng_uop *ld[8];
+	if (phase_loads(ph->value, ld, 0, 8, 0) != 2)
+		return false;
+	uint64_t dep[2];
+	for (int i = 0; i < 2; i++) {
+		if ((ld[i]->nsrc > 1 && ld[i]->src[1]) || !((ld[i]->src[0]->deps >> ph->red[0]) & 1))
+			return false;
+		dep[i] = ld[i]->src[0]->deps;
+	}
+	for (int w = 0; w < ir->nloops; w++)
+		for (int n = 0; n < ir->nloops; n++) {
+			const eng_loop *lw = &ir->loops[w], *ln = &ir->loops[n];
+			if (lw->kind != L_OUTER || ln->kind != L_OUTER || lw->n % 32 || pick_tile(ln->n, 8) < 2)
+				continue;
+			int b = (dep[1] >> w) & 1; /* the wide operand */
+			if (((dep[b] >> w) & 1) && !((dep[!b] >> w) & 1) && ((dep[!b] >> n) & 1) && !((dep[b] >> n) & 1)) {
+				ir->tiledim[0] = lw->dim, ir->tile[0] = 32;
+				ir->tiledim[1] = ln->dim, ir->tile[1] = pick_tile(ln->n, 8);
+				return true;
+			}
+		}
+	return false;
+}
+
+/* Cache blocking of a tiled sum of one reduction stored as it is (a matmul, batched matmul, a
+ * linear layer or a convolution as they lower), when one tile row's operands over the whole
+ * reduction (its narrow tile's rows and all the wide dim's) overflow half of L2, or when the
+ * wide operand is not contiguous along its dim (it must then be packed): the reduction runs in
+ * blocks whose wide-tile panel fits half of L1 (the block loop outside the output loops, partial
+ * sums kept in the output), and the narrow tile's dim in blocks of tiles whose panel of one
+ * reduction block fits a sixteenth of L2 (looped innermost of the output loops), so each wide
+ * panel is read from L1 for a whole block of rows, packed contiguous once per block (eng_pack).
+ * Sizes come from the target's caches. */
 static void plan_blocks(eng_kernel_ir *ir, const eng_node *const *roots, int nroots, const eng_target *t, char *opts,
 			size_t len)
 {
 	ir->kblock = ir->kfull = ir->mblock = 0;
 	ir->pack.node = NULL;
 	if (t->l1 <= 0 || t->l2 <= 0 || nroots != 1 || roots[0]->op == ENG_OP_ASSIGN || ir->nphases != 1 ||
-	    ir->nstores != 1 || ir->tiledim[0] < 0 || ir->tiledim[1] < 0)
+	    ir->nstores != 1 || (ir->tiledim[0] >= 0 && ir->tiledim[1] < 0))
 		return;
 	const eng_phase *ph = &ir->phases[0];
 	const eng_uop *v = ir->stores[0].value;
-	if (ph->op != ENG_OP_RSUM || ph->nred != 1 || !eng_dtype_is_float(ph->dtype) || v->kind != U_ACC ||
+	if (ph->op != ENG_OP_RSUM || ph->nred != 1 || ph->dtype != ENG_F32 || v->kind != U_ACC ||
 	    v->dtype != ph->dtype || roots[0]->dtype != ph->dtype)
 		return;
 	for (int d = 0; d < ir->ndim; d++)
 		if (ir->shape[d] > 1 && !((ph->dims >> d) & 1))
 			return; /* output loops outside the reduction */
+	const bool strided = ir->tiledim[0] < 0;
+	if (strided && !tile_for_packing(ir, ph))
+		return;
 	int64_t k = ir->loops[ph->red[0]].n, es = eng_dtype_size(ph->dtype);
-	int64_t narrow = ir->tile[1], wide = ir->shape[ir->tiledim[0]];
-	if ((narrow + wide) * k * es <= t->l2 / 2)
-		return;
-	int64_t kc = 0;
-	for (int64_t b = 512; b >= 32 && !kc; b /= 2)
-		if (k % b == 0 && k > b && b * ir->tile[0] * es <= t->l1 / 2)
-			kc = b;
-	if (!kc)
-		return;
+	int64_t narrow = ir->tile[1], wide = ir->shape[ir->tiledim[0]], kc = 0, kmax = t->l1 / 2 / (ir->tile[0] * es);
+	if (strided || (narrow + wide) * k * es > t->l2 / 2) {
+		for (int64_t b = 512; b >= 32 && !kc; b /= 2)
+			if (k % b == 0 && k > b && b <= kmax)
+				kc = b;
+		for (int64_t b = k < kmax ? k : kmax; b >= 16 && !kc && strided; b--)
+			if (k % b == 0)
+				kc = b;
+	}
 	/* the rows' block: a sixteenth of L2 (rows a power-of-two stride apart share few sets) */
 	int64_t tiles = ir->shape[ir->tiledim[1]] / narrow, mb = 1;
-	for (int64_t m = 2; m <= tiles; m++)
+	for (int64_t m = 2; kc && m <= tiles; m++)
 		if (tiles % m == 0 && m * narrow * kc * es <= t->l2 / 16 && tiles / m >= t->par)
 			mb = m;
+	const eng_node *pk = mb >= 4 ? pack_operand(ir, ph) : NULL;
+	if (!kc || (strided && !pk)) {
+		if (strided) { /* tiles without a packed panel would gather: none */
+			ir->tiledim[0] = ir->tiledim[1] = -1;
+			ir->tile[0] = ir->tile[1] = 1;
+		}
+		return;
+	}
 	ir->kblock = kc;
 	ir->kfull = k;
 	ir->mblock = mb;
-	ir->pack.node = mb >= 4 && ph->dtype == ENG_F32 ? pack_operand(ir, ph) : NULL;
+	ir->pack.node = pk;
 	snprintf(opts, len, "UPCAST dim %d by %lld, UPCAST dim %d by %lld, BLOCK reduce by %lld, dim %d by %lld%s",
 		 ir->tiledim[0], (long long)ir->tile[0], ir->tiledim[1], (long long)narrow, (long long)kc, ir->tiledim[1],
-		 (long long)(mb * narrow), ir->pack.node ? ", PACK" : "");
+		 (long long)(mb * narrow), pk ? ", PACK" : "");
 }
 
 eng_status eng_lower(const eng_node *const *roots, int nroots, const eng_lower_opts *o,
