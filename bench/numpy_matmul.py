@@ -1,5 +1,6 @@
 # Times float32 matmuls with numpy (its bundled OpenBLAS, 2 threads set by threadpoolctl): the peer
-# figures for bench/compare_numpy.sh. Args: shapes as N (square) or MxKxN; prints one line each.
+# figures for bench/compare_numpy.sh. Args: shapes as N (square) or MxKxN (a trailing t: the right
+# side stored N x K and transposed, x @ w.T); prints one line each.
 import statistics, sys, time
 import numpy as np
 from threadpoolctl import threadpool_info, threadpool_limits
@@ -8,7 +9,7 @@ RUNS = 7
 THREADS = 2
 
 def shape(s):
-  p = [int(x) for x in s.split("x")]
+  p = [int(x) for x in s.rstrip("t").split("x")]
   return (p[0], p[0], p[0]) if len(p) == 1 else tuple(p)
 
 with threadpool_limits(limits=THREADS, user_api="blas"):
@@ -19,7 +20,7 @@ with threadpool_limits(limits=THREADS, user_api="blas"):
   for s in sys.argv[1:]:
     m, k, n = shape(s)
     a = rng.random((m, k), dtype=np.float32)
-    b = rng.random((k, n), dtype=np.float32)
+    b = rng.random((n, k), dtype=np.float32).T if s.endswith("t") else rng.random((k, n), dtype=np.float32)
     a @ b  # warm-up
     t = []
     for _ in range(RUNS):
