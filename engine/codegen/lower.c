@@ -884,7 +884,7 @@ static bool tile_for_packing(eng_kernel_ir *ir, const eng_phase *ph)
 			return false;
 		dep[i] = ld[i]->src[0]->deps;
 	}
-	for (int w = 0; w < ir->nloops; w++)
+	for (int w = ir->nloops - 1; w >= 0; w--) /* the innermost dims first: stores contiguous */
 		for (int n = 0; n < ir->nloops; n++) {
 			const eng_loop *lw = &ir->loops[w], *ln = &ir->loops[n];
 			if (lw->kind != L_OUTER || ln->kind != L_OUTER || lw->n % 32 || pick_tile(ln->n, 8) < 2)
