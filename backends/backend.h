@@ -40,6 +40,9 @@ typedef struct bk_target {
 	/* Float vector lanes (2..16) of a register tile rendered as vector values (the planner
 	 * picks tiles of such widths where it can); 0 or 1: scalars only. */
 	int vector_width;
+	/* Data cache sizes in bytes of one core (L1, L2), for blocking reductions into cache-sized
+	 * pieces (engine/codegen/lower.c); 0: unknown, reductions run unblocked. */
+	int64_t cache_l1, cache_l2;
 } bk_target;
 
 /* Backend settings, key=value pairs given when a device opens (the CPU's "cc", OpenCL's

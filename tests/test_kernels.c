@@ -1,6 +1,9 @@
 /* test_kernels.c: kernel counts of the fusion cases the engine promises (no more kernels than
  * tinygrad's on each), with each result also checked against the reference evaluator. */
 #include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "testutil.h"
 
@@ -191,12 +194,60 @@ START_TEST(test_gather_sums)
 }
 END_TEST
 
+/* Counts the kernels whose DEBUG=3 line names the cache blocking (and the packed operand). */
+typedef struct blocked_log {
+	int blocked, packed;
+} blocked_log;
+
+static void blocked_log_fn(void *arg, int level, const char *msg)
+{
+	blocked_log *l = arg;
+	l->blocked += level == 3 && strstr(msg, "BLOCK reduce") != NULL;
+	l->packed += level == 3 && strstr(msg, "PACK") != NULL;
+}
+
+/* Reductions of products blocked for the caches (small caches stated, so small shapes block):
+ * still one kernel each and the reference's result, whichever operand is packed, with batch
+ * dims, a transposed right side, and a kernel that must not block (a bias after the sum). */
+START_TEST(test_blocked_reductions)
+{
+	eng_ctx_opts o;
+	char err[512] = "";
+	eng_ctx_opts_default(&o);
+	o.debug = 3;
+	o.no_disk_cache = true;
+	o.backend_opts = "CPU.cache_l1=16384,CPU.cache_l2=262144,CPU.threads=2";
+	eng_ctx *ctx = eng_ctx_create(&o, err, sizeof(err));
+	ck_assert_msg(ctx != NULL, "eng_ctx_create failed: %s", err);
+	blocked_log lg = {0};
+	eng_set_log(ctx, blocked_log_fn, &lg);
+	tu_rng r = {11};
+	int64_t sa[2] = {64, 512}, sb[2] = {512, 96}, sbt[2] = {96, 512}, s3a[3] = {3, 64, 512}, s3b[3] = {3, 512, 96},
+		sbias[1] = {96};
+	eng_tensor *a = mk(ctx, &r, 2, sa), *b = mk(ctx, &r, 2, sb), *bt = mk(ctx, &r, 2, sbt);
+	eng_tensor *a3 = mk(ctx, &r, 3, s3a), *b3 = mk(ctx, &r, 3, s3b), *bias = mk(ctx, &r, 1, sbias);
+	EXPECT_KERNELS(ctx, 1, eng_matmul(a, b));
+	EXPECT_KERNELS(ctx, 1, eng_matmul(a, eng_transpose(bt, 0, 1)));
+	EXPECT_KERNELS(ctx, 1, eng_matmul(a3, b3));
+	EXPECT_KERNELS(ctx, 1, eng_matmul(a3, b));
+	const char *dev = getenv("DEV");
+	if (!dev || !strcmp(dev, "CPU")) {
+		/* a3 @ b reuses b over the batch: its narrow tile is the batch dim, too few rows to pack */
+		ck_assert_int_eq(lg.blocked, 4);
+		ck_assert_int_eq(lg.packed, 3);
+	}
+	EXPECT_KERNELS(ctx, 1, eng_add(eng_matmul(a, b), bias));
+	ck_assert_int_le(lg.blocked, 4);
+	eng_ctx_destroy(ctx);
+}
+END_TEST
+
 Suite *kernels_suite(void)
 {
 	const TTest *const tests[] = {
 		test_matmul_fused_vs_forced, test_matmul_bias_relu, test_mlp_forward, test_softmax_layernorm_argmax,
 		test_sparse_cross_entropy,   test_conv2d_relu,      test_siblings,    test_contiguous_forces_store,
-		test_bag_of_words_stacked_reductions, test_gather_sums,
+		test_bag_of_words_stacked_reductions, test_gather_sums, test_blocked_reductions,
 	};
 	return tu_suite("kernels", tests, (int)(sizeof(tests) / sizeof(tests[0])), TU_TIMEOUT);
 }

@@ -75,6 +75,38 @@ static eng_status cpu_launch(void *dev, bk_program *prog, void *const *bufs, int
 	return ENG_OK;
 }
 
+/* One core's data cache of the given level in bytes: sysconf, else sysfs; 0 if unknown. */
+static int64_t cpu_cache_size(int level)
+{
+	long v = -1;
+#if defined(_SC_LEVEL1_DCACHE_SIZE) && defined(_SC_LEVEL2_CACHE_SIZE)
+	v = sysconf(level == 1 ? _SC_LEVEL1_DCACHE_SIZE : _SC_LEVEL2_CACHE_SIZE);
+#endif
+	for (int i = 0; i < 8 && v <= 0; i++) {
+		char path[96], type[32] = "";
+		int lv = 0;
+		long kb = 0;
+		snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+		FILE *f = fopen(path, "r");
+		if (!f)
+			break;
+		int ok = fscanf(f, "%d", &lv) == 1;
+		fclose(f);
+		snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu0/cache/index%d/type", i);
+		if (ok && lv == level && (f = fopen(path, "r"))) {
+			ok = fscanf(f, "%31s", type) == 1 && strcmp(type, "Instruction") != 0;
+			fclose(f);
+			snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+			if (ok && (f = fopen(path, "r"))) {
+				if (fscanf(f, "%ldK", &kb) == 1)
+					v = kb * 1024;
+				fclose(f);
+			}
+		}
+	}
+	return v > 0 ? v : 0;
+}
+
 static void cpu_target(void *dev, bk_target *t)
 {
 	const cpu_dev *d = dev;
@@ -82,6 +114,8 @@ static void cpu_target(void *dev, bk_target *t)
 	t->parallelism = d->nthreads;
 	t->reduce_group = 0; /* a core runs a reduction best as one loop */
 	t->vector_width = 0; /* gcc vectorises the tile loops itself */
+	t->cache_l1 = d->cache_l1;
+	t->cache_l2 = d->cache_l2;
 }
 
 static void cpu_destroy(void *dev)
@@ -126,6 +160,9 @@ static eng_status cpu_open(int ordinal, const bk_opts *opts, int debug, bk_devic
 		return ENG_EINVAL;
 	if (nthreads == 0)
 		nthreads = ncores > 0 ? (int)ncores : 1;
+	int l1 = 0, l2 = 0;
+	if (bk_opts_int(opts, "cache_l1", 0, 1 << 30, &l1, err) || bk_opts_int(opts, "cache_l2", 0, 1 << 30, &l2, err))
+		return ENG_EINVAL;
 	const char *cc = bk_opts_get(opts, "cc");
 	if (cc && strlen(cc) >= sizeof(((cpu_dev *)0)->cc)) {
 		snprintf(err->msg, sizeof(err->msg), "option cc: path longer than %zu bytes", sizeof(((cpu_dev *)0)->cc) - 1);
@@ -139,6 +176,8 @@ static eng_status cpu_open(int ordinal, const bk_opts *opts, int debug, bk_devic
 	snprintf(d->cc, sizeof(d->cc), "%s", cc && *cc ? cc : "cc");
 	d->debug = debug;
 	d->nthreads = nthreads;
+	d->cache_l1 = l1 ? l1 : cpu_cache_size(1);
+	d->cache_l2 = l2 ? l2 : cpu_cache_size(2);
 	d->pool = cpu_pool_acquire(nthreads);
 	if (!d->pool) {
 		free(d);
@@ -161,6 +200,8 @@ static eng_status cpu_list(char *out, size_t len, int *ndevices, bk_err *err)
 static const bk_option_spec cpu_options[] = {
 	{"cc", "CC", "the C compiler kernels are built with (gcc or clang; default cc)"},
 	{"threads", "TENSORD_CPU_THREADS", "threads a kernel is split over, of the process's shared pool (0: one per online core)"},
+	{"cache_l1", "TENSORD_CPU_CACHE_L1", "bytes of one core's L1 data cache that kernels are blocked for (0: the machine's)"},
+	{"cache_l2", "TENSORD_CPU_CACHE_L2", "bytes of one core's L2 cache that kernels are blocked for (0: the machine's)"},
 	{NULL, NULL, NULL},
 };
 

@@ -26,6 +26,7 @@ typedef struct cpu_dev {
 	cpu_pool *pool; /* the process's shared pool (pool.h), one reference */
 	int nthreads;   /* ways a kernel is split (the threads option; the pool grows to it) */
 	int debug;
+	int64_t cache_l1, cache_l2; /* one core's data caches in bytes (options, else the machine's) */
 	char *cache_id; /* made on first use (cache.c), owned */
 } cpu_dev;
 

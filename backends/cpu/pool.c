@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <time.h>
 
 typedef struct worker {
 	struct cpu_pool *pool;
@@ -18,8 +19,8 @@ struct cpu_pool {
 	pthread_mutex_t run_mu; /* held by the thread whose job is on the workers */
 	pthread_mutex_t mu;	/* the job fields and the generation */
 	pthread_cond_t work, done;
-	uint64_t gen;
-	int pending; /* workers still running the current job */
+	uint64_t gen; /* written atomically under mu, polled without it */
+	uint64_t pending; /* workers still running the current job (written atomically) */
 	bool quit;
 	/* the current job */
 	cpu_range_fn fn;
@@ -42,6 +43,32 @@ static void chunk(int64_t n, int ways, int i, int64_t *s, int64_t *e)
 	*e = n * (i + 1) / ways;
 }
 
+/* Waking a sleeping thread costs tens of microseconds on virtual machines, as much as a small
+ * kernel: a worker polls for the next job (and the caller for the end of its job) this long
+ * before it sleeps, as BLAS pools do. */
+#define POOL_SPIN_NS 200000
+
+static int64_t pool_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Poll until (*v == x) == until_eq, or POOL_SPIN_NS pass (called without the lock; *v is
+ * written atomically). */
+static void pool_spin(const uint64_t *v, uint64_t x, bool until_eq)
+{
+	int64_t until = pool_now_ns() + POOL_SPIN_NS;
+	for (int i = 0; (__atomic_load_n(v, __ATOMIC_ACQUIRE) == x) != until_eq; i++) {
+#if defined(__x86_64__) || defined(__i386__)
+		__builtin_ia32_pause();
+#endif
+		if ((i & 63) == 63 && pool_now_ns() > until)
+			break;
+	}
+}
+
 static void *worker_main(void *p)
 {
 	worker *w = p;
@@ -49,6 +76,11 @@ static void *worker_main(void *p)
 	uint64_t seen = w->seen;
 	pthread_mutex_lock(&pool->mu);
 	for (;;) {
+		if (pool->gen == seen && !pool->quit) {
+			pthread_mutex_unlock(&pool->mu);
+			pool_spin(&pool->gen, seen, false);
+			pthread_mutex_lock(&pool->mu);
+		}
 		while (pool->gen == seen && !pool->quit)
 			pthread_cond_wait(&pool->work, &pool->mu);
 		if (pool->quit)
@@ -66,7 +98,7 @@ static void *worker_main(void *p)
 		if (e > s)
 			fn(arg, s, e);
 		pthread_mutex_lock(&pool->mu);
-		if (--pool->pending == 0)
+		if (__atomic_sub_fetch(&pool->pending, 1, __ATOMIC_RELEASE) == 0)
 			pthread_cond_signal(&pool->done);
 	}
 	pthread_mutex_unlock(&pool->mu);
@@ -169,13 +201,14 @@ void cpu_pool_run(cpu_pool *p, cpu_range_fn fn, void *arg, int64_t n, int ways)
 	p->arg = arg;
 	p->total = n;
 	p->ways = ways;
-	p->pending = ways - 1;
-	p->gen++;
+	__atomic_store_n(&p->pending, (uint64_t)(ways - 1), __ATOMIC_RELAXED);
+	__atomic_store_n(&p->gen, p->gen + 1, __ATOMIC_RELEASE);
 	pthread_cond_broadcast(&p->work);
 	pthread_mutex_unlock(&p->mu);
 	int64_t s, e;
 	chunk(n, ways, 0, &s, &e);
 	fn(arg, s, e);
+	pool_spin(&p->pending, 0, true);
 	pthread_mutex_lock(&p->mu);
 	while (p->pending)
 		pthread_cond_wait(&p->done, &p->mu);

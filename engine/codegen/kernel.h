@@ -13,11 +13,13 @@
 /* What kernels are built for: par parallel iterations per kernel wanted (the CPU: its
  * threads; a GPU: thousands of work-items); group, the threads of one work-group that can
  * split a reduction between them, combining partial results in local memory (0: none); vector,
- * the float vector lanes the renderer uses for a wide tile of 2, 4, 8 or 16 (0: none). */
+ * the float vector lanes the renderer uses for a wide tile of 2, 4, 8 or 16 (0: none); l1, l2,
+ * one core's data cache bytes, to block long reductions for them (0: no blocking). */
 typedef struct eng_target {
 	int par;
 	int group;
 	int vector;
+	int64_t l1, l2;
 } eng_target;
 
 /* Whether a wide tile of w lanes can be vectors of at most max lanes: OpenCL's 2, 4, 8, 16. */
@@ -26,11 +28,15 @@ static inline bool eng_vector_lanes_ok(int64_t w, int max)
 	return (w == 2 || w == 4 || w == 8 || w == 16) && w <= max;
 }
 
-typedef enum eng_loop_kind { L_OUTER, L_REDUCE, L_TILE } eng_loop_kind;
+/* KBLOCK: the outer half of a reduction split for the caches (its blocks run one after the
+ * other around the output loops; partial sums go through the output buffer). */
+typedef enum eng_loop_kind { L_OUTER, L_REDUCE, L_TILE, L_KBLOCK } eng_loop_kind;
 
-/* Loop variable var (index in loops[]): n iterations; OUTER and TILE belong to output dim. */
+/* Loop variable var (index in loops[]): n iterations; OUTER and TILE belong to output dim, where
+ * the variable counts in steps of mul elements. */
 typedef struct eng_loop {
 	int64_t n;
+	int64_t mul;
 	uint8_t kind;
 	int8_t dim;
 } eng_loop;
@@ -60,7 +66,23 @@ typedef struct eng_kstore {
 	eng_uop *value;
 } eng_kstore;
 
-typedef enum eng_stmt_kind { S_LOOP, S_END, S_DEF, S_ACC_INIT, S_ACC_UPD, S_STORE } eng_stmt_kind;
+/* S_PACK: copy the packed operand's panel (ir->pack) into the kernel's local buffer. */
+typedef enum eng_stmt_kind { S_LOOP, S_END, S_DEF, S_ACC_INIT, S_ACC_UPD, S_STORE, S_PACK } eng_stmt_kind;
+
+/* The pseudo-buffer index of loads from a packed panel (bufs[ENG_PACK_BUF] describes it). */
+#define ENG_PACK_BUF ENG_MAX_KERNEL_BUFS
+
+/* An operand of a cache-blocked reduction read with a stride (lower.c's plan_blocks): for each
+ * block of the reduction and wide tile, its panel (rows reduction steps x cols tile lanes) is
+ * copied once into a local buffer, contiguous, and read from there by every row of the block.
+ * Element (i, j) of the panel is buf[base + i * rstride + j * cstride]. */
+typedef struct eng_pack {
+	const eng_node *node; /* planned: the operand (NULL: none) */
+	int buf;              /* its buffer, -1 until lowered */
+	eng_dtype dtype;
+	eng_uop *base;
+	int64_t rows, cols, rstride, cstride;
+} eng_pack;
 
 typedef struct eng_stmt {
 	uint8_t kind;
@@ -75,14 +97,14 @@ typedef struct eng_stmt {
 	int var;       /* S_LOOP */
 	int acc;       /* S_ACC_INIT, S_ACC_UPD: phase */
 	int buf;       /* S_STORE */
-	eng_uop *u;    /* S_DEF: the value; S_ACC_UPD, S_STORE: the value stored */
+	eng_uop *u;    /* S_DEF: the value; S_ACC_UPD, S_STORE: the value stored; S_PACK: base */
 	eng_uop *idx;  /* S_STORE: element index */
 } eng_stmt;
 
 typedef struct eng_kernel_ir {
 	eng_uops *uops;
 	int nbufs;
-	eng_kernel_buf bufs[ENG_MAX_KERNEL_BUFS];
+	eng_kernel_buf bufs[ENG_MAX_KERNEL_BUFS + 1]; /* the last: ENG_PACK_BUF */
 	int ndim;
 	int64_t shape[ENG_MAX_DIMS]; /* output shape shared by all stores */
 	int nloops;
@@ -94,6 +116,14 @@ typedef struct eng_kernel_ir {
 	int tiledim[2];   /* output dims tiled, -1 if none */
 	int64_t tile[2];  /* tile sizes (1 if none) */
 	int tilevar[2];   /* loop vars of the tile loops */
+	/* cache blocking (plan_blocks in lower.c): the reduction split into blocks of kblock
+	 * (loop kbvar outside the output loops), the narrow tile's dim split into blocks of mblock
+	 * tiles (inner loop mivar, innermost of the output loops); 0 / -1 if none */
+	int64_t kblock, kfull;
+	int64_t mblock;
+	int kbvar, mivar;
+	int kvar; /* the reduction's loop inside the blocks */
+	eng_pack pack;
 	int nstmts, capstmts;
 	eng_stmt *stmts;
 	int64_t nparallel; /* iterations of the parallel loop (1 if none) */

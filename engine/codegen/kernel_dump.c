@@ -60,6 +60,11 @@ void eng_kernel_ir_dump(const eng_kernel_ir *ir, void *fp)
 		case S_STORE:
 			fprintf(f, "STORE buf%d[x%u] <- x%u\n", s->buf, s->idx->id, s->u->id);
 			break;
+		case S_PACK:
+			fprintf(f, "PACK buf%d[x%u + %lld i + %lld j] i < %lld, j < %lld\n", ir->pack.buf, s->u->id,
+				(long long)ir->pack.rstride, (long long)ir->pack.cstride, (long long)ir->pack.rows,
+				(long long)ir->pack.cols);
+			break;
 		}
 	}
 }

@@ -21,6 +21,7 @@ typedef struct lin {
 	int nblocks;
 	int next_inst;
 	int dbody; /* block depth of the innermost loop phases depend on */
+	bool packed; /* S_PACK emitted */
 	uint8_t *open; /* open[inst] */
 	int capopen;
 	eng_status st;
@@ -119,6 +120,18 @@ static void end(lin *l)
 	close_block(l);
 }
 
+static void need(lin *l, eng_uop *x);
+
+/* Copy a blocked reduction's packed operand panel (once: before the loop over a block's rows). */
+static void pack(lin *l)
+{
+	if (l->ir->pack.buf < 0 || l->packed)
+		return;
+	need(l, l->ir->pack.base);
+	emit(l, (eng_stmt){.kind = S_PACK, .u = l->ir->pack.base});
+	l->packed = true;
+}
+
 static bool trivial(const eng_uop *x) { return x->kind == U_CONST || x->kind == U_VAR || x->kind == U_ACC; }
 
 static bool counts_as_flop(const eng_uop *x)
@@ -201,7 +214,7 @@ eng_status eng_linearize(eng_kernel_ir *ir, const eng_target *t, char *err, size
 		const eng_loop *lp = &ir->loops[v];
 		if (lp->kind == L_TILE)
 			nt++;
-		if (lp->kind != L_OUTER || lp->n <= 1)
+		if (lp->kind != L_OUTER || lp->n <= 1 || v == ir->mivar)
 			continue;
 		if ((D >> lp->dim) & 1)
 			dl[nd++] = v;
@@ -215,8 +228,13 @@ eng_status eng_linearize(eng_kernel_ir *ir, const eng_target *t, char *err, size
 		tiles[ir->tiledim[1] >= 0] = ir->tilevar[0];
 	if (nthreads < 1)
 		nthreads = 1;
-	bool par_in_d = nd > 0;
-	int pi = par_in_d ? pick_parallel(ir, dl, nd, nthreads) : pick_parallel(ir, el, ne, nthreads);
+	/* cache blocking (lower.c's plan_blocks): a block of rows loops innermost of the output
+	 * loops, never parallel or merged */
+	int ndp = nd;
+	if (ir->mivar >= 0 && ir->loops[ir->mivar].n > 1)
+		dl[nd++] = ir->mivar;
+	bool par_in_d = ndp > 0;
+	int pi = par_in_d ? pick_parallel(ir, dl, ndp, nthreads) : pick_parallel(ir, el, ne, nthreads);
 	if (pi >= 0)
 		move_front(par_in_d ? dl : el, pi);
 	ir->nparallel = pi >= 0 ? ir->loops[par_in_d ? dl[0] : el[0]].n : 1;
@@ -224,7 +242,7 @@ eng_status eng_linearize(eng_kernel_ir *ir, const eng_target *t, char *err, size
 	 * into it (they open and close together, so nothing runs between them) */
 	int nmerge = 0;
 	const int *pl = par_in_d ? dl : el;
-	int npl = par_in_d ? nd : ne;
+	int npl = par_in_d ? ndp : ne;
 	while (pi >= 0 && nmerge + 1 < npl && ir->nparallel < nthreads) {
 		nmerge++;
 		ir->nparallel *= ir->loops[pl[nmerge]].n;
@@ -251,11 +269,22 @@ eng_status eng_linearize(eng_kernel_ir *ir, const eng_target *t, char *err, size
 	ir->nstmts = 0;
 
 	open_block(l, -1, 1);
-	for (int i = 0; i < nd; i++)
+	/* a blocked reduction's block loop: inside the parallel loop (each output element is one
+	 * thread's), around the other output loops */
+	int kb_at = ir->kbvar < 0 ? -2 : par_in_d && pi >= 0 ? nmerge : -1;
+	if (kb_at == -1)
+		loop(l, ir->kbvar, false, false, -1);
+	for (int i = 0; i < nd; i++) {
+		if (dl[i] == ir->mivar)
+			pack(l);
 		if (par_in_d && i <= nmerge && nmerge)
 			loop_div(l, dl[i], i == 0, i > 0, divs[i]);
 		else
-			loop(l, dl[i], i == 0, false, -1);
+			loop(l, dl[i], par_in_d && i == 0, false, -1);
+		if (i == kb_at)
+			loop(l, ir->kbvar, false, false, -1);
+	}
+	pack(l);
 	l->dbody = l->nblocks - 1;
 	for (int p = 0; p < ir->nphases && !l->st; p++) {
 		eng_phase *ph = &ir->phases[p];
@@ -286,12 +315,8 @@ eng_status eng_linearize(eng_kernel_ir *ir, const eng_target *t, char *err, size
 		for (int v = 0; v < ir->nloops; v++) {
 			if (ir->loops[v].dim != d)
 				continue;
-			if (ir->loops[v].kind == L_OUTER) {
-				int64_t t = ir->tiledim[0] == d ? ir->tile[0] : ir->tiledim[1] == d ? ir->tile[1] : 1;
-				x = u_add(u, x, u_mul_const(u, u_var(u, v, ir->loops[v].n), t));
-			} else if (ir->loops[v].kind == L_TILE) {
-				x = u_add(u, x, u_var(u, v, ir->loops[v].n));
-			}
+			if (ir->loops[v].kind == L_OUTER || ir->loops[v].kind == L_TILE)
+				x = u_add(u, x, u_mul_const(u, u_var(u, v, ir->loops[v].n), ir->loops[v].mul));
 		}
 		idx = u_add(u, idx, u_mul_const(u, x, st[d]));
 	}

@@ -251,7 +251,7 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 	eng_uops *u = ir->uops;
 	uint64_t reduce_vars = 0, deps = valid ? valid->deps : 0;
 	for (int v = 0; v < ir->nloops; v++)
-		if (ir->loops[v].kind == L_REDUCE)
+		if (ir->loops[v].kind == L_REDUCE || ir->loops[v].kind == L_KBLOCK)
 			reduce_vars |= 1ull << v;
 	for (int d = 0; d < n->ndim; d++)
 		deps |= idx[d]->deps;
@@ -296,6 +296,9 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 	eng_uop *ridx[ENG_MAX_DIMS];
 	const eng_node *s = n->src[0];
 	const int nloops0 = ir->nloops, nphases0 = ir->nphases;
+	int naxes = 0; /* reduced axes that loop */
+	for (int d = 0; d < n->ndim; d++)
+		naxes += ((n->arg.axes >> d) & 1) && s->shape[d] > 1;
 	for (int d = 0; d < n->ndim; d++) {
 		if (!((n->arg.axes >> d) & 1) || s->shape[d] == 1) {
 			ridx[d] = (n->arg.axes >> d) & 1 ? u_int_const(u, 0) : idx[d];
@@ -304,6 +307,22 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 		if (ir->nloops == ENG_MAX_LOOPS) {
 			fail(c, ENG_ERANGE, "kernel needs more than 64 loops");
 			return u_int_const(u, 0);
+		}
+		if (ir->kblock > 0 && ir->kbvar < 0 && naxes == 1 && s->shape[d] == ir->kfull) {
+			/* blocked for the caches (plan_blocks): kb * kblock + k */
+			if (ir->nloops + 2 > ENG_MAX_LOOPS) {
+				fail(c, ENG_ERANGE, "kernel needs more than 64 loops");
+				return u_int_const(u, 0);
+			}
+			int kb = ir->nloops++, k = ir->nloops++;
+			ir->loops[kb] = (eng_loop){.n = ir->kfull / ir->kblock, .kind = L_KBLOCK, .dim = -1};
+			ir->loops[k] = (eng_loop){.n = ir->kblock, .kind = L_REDUCE, .dim = -1};
+			eng_uops_set_var_rank(u, k, 1);
+			ir->kbvar = kb;
+			ir->kvar = k;
+			ph.red[ph.nred++] = k;
+			ridx[d] = u_add(u, u_mul_const(u, u_var(u, kb, ir->loops[kb].n), ir->kblock), u_var(u, k, ir->kblock));
+			continue;
 		}
 		int v = ir->nloops++;
 		ir->loops[v] = (eng_loop){.n = s->shape[d], .kind = L_REDUCE, .dim = -1};
@@ -397,6 +416,37 @@ static eng_uop *lower_movement(lctx *c, const eng_node *n, eng_uop *const *idx, 
 	return u_where(u, n->dtype, cond, val, u_const(u, n->dtype, (eng_const_value){.i = 0}));
 }
 
+/* The load of a blocked reduction's operand planned for packing (eng_pack) at idx: from the
+ * packed panel, if idx is linear in the reduction's and the wide tile's variables and the
+ * panel's start depends on neither nor on the rows (else NULL: a plain load). */
+static eng_uop *pack_load(lctx *c, int slot, const eng_node *n, eng_uop *idx)
+{
+	eng_kernel_ir *ir = c->ir;
+	eng_uops *u = ir->uops;
+	int64_t ck, cw;
+	if (ir->kvar < 0 || ir->tiledim[0] < 0 || !u_linear_in_var(idx, ir->kvar, &ck) ||
+	    !u_linear_in_var(idx, ir->tilevar[0], &cw))
+		return NULL;
+	eng_uop *k = u_var(u, ir->kvar, ir->kblock), *w = u_var(u, ir->tilevar[0], ir->tile[0]);
+	eng_uop *base = u_add(u, u_add(u, idx, u_mul_const(u, k, -ck)), u_mul_const(u, w, -cw));
+	uint64_t inner = 1ull << ir->kvar | 1ull << ir->tilevar[0];
+	if (ir->tiledim[1] >= 0)
+		inner |= 1ull << ir->tilevar[1];
+	if (ir->mivar >= 0)
+		inner |= 1ull << ir->mivar;
+	if ((base->deps & inner) || (ir->pack.buf >= 0 && (ir->pack.buf != slot || ir->pack.base != base)))
+		return NULL;
+	ir->pack.buf = slot;
+	ir->pack.dtype = n->dtype;
+	ir->pack.base = base;
+	ir->pack.rows = ir->kblock;
+	ir->pack.cols = ir->tile[0];
+	ir->pack.rstride = ck;
+	ir->pack.cstride = cw;
+	ir->bufs[ENG_PACK_BUF] = (eng_kernel_buf){.dtype = n->dtype, .numel = ir->kblock * ir->tile[0]};
+	return u_load(u, ENG_PACK_BUF, n->dtype, u_add(u, u_mul_const(u, k, ir->tile[0]), w), NULL);
+}
+
 static eng_uop *lower_node(lctx *c, const eng_node *n, eng_uop *const *idx, eng_uop *valid, bool as_root)
 {
 	eng_kernel_ir *ir = c->ir;
@@ -404,7 +454,10 @@ static eng_uop *lower_node(lctx *c, const eng_node *n, eng_uop *const *idx, eng_
 	bool stored = n->buf || (c->o->is_stored && c->o->is_stored(c->o->arg, n));
 	if (stored && !as_root) {
 		int slot = buf_slot(c, n, false);
-		return u_load(u, slot, n->dtype, flat_index(u, n->ndim, n->shape, idx), valid);
+		eng_uop *at = flat_index(u, n->ndim, n->shape, idx), *p = NULL;
+		if (n == ir->pack.node && u_is_true(valid))
+			p = pack_load(c, slot, n, at);
+		return p ? p : u_load(u, slot, n->dtype, at, valid);
 	}
 	eng_uop *a[3] = {0};
 	switch (eng_op_kind_of(n->op)) {
@@ -547,12 +600,20 @@ static eng_status lower_all(lctx *c)
 		for (int k = 0; k < 2; k++)
 			if (ir->tiledim[k] == d)
 				t = ir->tile[k];
+		/* the narrow tile's dim in blocks of mblock tiles (plan_blocks): an inner loop over them */
+		int64_t mb = ir->mblock > 1 && ir->tiledim[1] == d ? ir->mblock : 1;
 		int v = ir->nloops++;
-		ir->loops[v] = (eng_loop){.n = n / t, .kind = L_OUTER, .dim = (int8_t)d};
-		eng_uop *x = u_var(u, v, n / t);
+		ir->loops[v] = (eng_loop){.n = n / t / mb, .mul = t * mb, .kind = L_OUTER, .dim = (int8_t)d};
+		eng_uop *x = u_mul_const(u, u_var(u, v, n / t / mb), mb);
+		if (mb > 1) {
+			int mv = ir->nloops++;
+			ir->loops[mv] = (eng_loop){.n = mb, .mul = t, .kind = L_OUTER, .dim = (int8_t)d};
+			ir->mivar = mv;
+			x = u_add(u, x, u_var(u, mv, mb));
+		}
 		if (t > 1) {
 			int tv = ir->nloops++;
-			ir->loops[tv] = (eng_loop){.n = t, .kind = L_TILE, .dim = (int8_t)d};
+			ir->loops[tv] = (eng_loop){.n = t, .mul = 1, .kind = L_TILE, .dim = (int8_t)d};
 			eng_uops_set_var_rank(u, tv, ir->tiledim[0] == d ? 3 : 2);
 			for (int k = 0; k < 2; k++)
 				if (ir->tiledim[k] == d)
@@ -572,6 +633,13 @@ static eng_status lower_all(lctx *c)
 		if (ir->nstores == ENG_MAX_STORES)
 			return fail(c, ENG_ERANGE, "too many outputs in one kernel");
 		int slot = buf_slot(c, r, true);
+		if (ir->kbvar >= 0 && c->nroots == 1) {
+			/* blocked reduction: each block adds the sum the blocks before it stored */
+			eng_uop *kb = u_var(u, ir->kbvar, ir->loops[ir->kbvar].n);
+			eng_uop *at = flat_index(u, r->ndim, r->shape, c->outidx);
+			eng_uop *prev = u_load(u, slot, r->dtype, at, u_lt(u, u_int_const(u, 0), kb));
+			v = u_alu(u, ENG_OP_ADD, r->dtype, v, prev, NULL);
+		}
 		ir->stores[ir->nstores++] = (eng_kstore){.buf = slot, .value = v};
 	}
 	/* in place: values may read an assign's target only at the element being written */
@@ -732,9 +800,13 @@ static void plan_tiles(eng_kernel_ir *ir, const eng_target *t, char *opts, size_
 		if (alt >= 0)
 			best = alt;
 	}
-	/* 16 x 8 accumulators: 8 AVX-512 registers of FMA chains, measured best on 1024^3;
-	 * other sizes fall back to the largest divisor (a 5x5 conv's 20-wide rows take 10) */
+	/* 16 x 8 accumulators: 8 AVX-512 registers of FMA chains; other sizes fall back to the
+	 * largest divisor (a 5x5 conv's 20-wide rows take 10). Where gcc writes the vectors (no
+	 * vector width given, caches stated: a CPU) a multiple of 32 takes 32: 16 registers, both FMA ports kept busy
+	 * through their latency (measured 1.25x on 256^3 and with plan_blocks' blocking) */
 	ir->tile[0] = pick_tile(ir->shape[best], wmax);
+	if (t->l1 > 0 && t->vector <= 1 && ir->shape[best] % 32 == 0)
+		ir->tile[0] = 32;
 	if (ir->tile[0] < 2)
 		return;
 	ir->tiledim[0] = best;
@@ -755,6 +827,138 @@ static void plan_tiles(eng_kernel_ir *ir, const eng_target *t, char *opts, size_
 	}
 }
 
+/* Collect the distinct loads under x (at most max) into out; returns how many, or max + 1. */
+static int phase_loads(eng_uop *x, eng_uop **out, int n, int max, int depth)
+{
+	if (n > max || depth > 64 || x->kind == U_CONST || x->kind == U_VAR)
+		return n;
+	if (x->kind == U_LOAD) {
+		for (int i = 0; i < n; i++)
+			if (out[i] == x)
+				return n;
+		if (n < max)
+			out[n] = x;
+		return n + 1;
+	}
+	for (int i = 0; i < x->nsrc; i++)
+		if (x->src[i])
+			n = phase_loads(x->src[i], out, n, max, depth + 1);
+	return n;
+}
+
+/* The operand of a blocked phase to pack: the one load that moves along the wide tile's dim
+ * and the reduction but not the narrow tile's rows (a matmul's right side); NULL if none. */
+static const eng_node *pack_operand(const eng_kernel_ir *ir, const eng_phase *ph)
+{
+	int wv = -1, nv = -1;
+	for (int v = 0; v < ir->nloops; v++)
+		if (ir->loops[v].kind == L_OUTER)
+			wv = ir->loops[v].dim == ir->tiledim[0] ? v : wv, nv = ir->loops[v].dim == ir->tiledim[1] ? v : nv;
+	eng_uop *ld[8];
+	int n = phase_loads(ph->value, ld, 0, 8, 0);
+	const eng_node *found = NULL;
+	for (int i = 0; i < n && i < 8 && wv >= 0 && nv >= 0; i++) {
+		uint64_t d = ld[i]->src[0]->deps;
+		if (((d >> wv) & 1) && ((d >> ph->red[0]) & 1) && !((d >> nv) & 1) &&
+		    !(ld[i]->nsrc > 1 && ld[i]->src[1])) {
+			if (found)
+				return NULL;
+			found = ir->bufs[ld[i]->arg.buf].node;
+		}
+	}
+	return n <= 8 ? found : NULL;
+}
+
+/* For a sum of products whose operands are both read along the reduction (x @ w.T, a linear
+ * layer: no output dim is read contiguously, plan_tiles chose none): the wide tile on an output
+ * dim only one operand moves along (to be read from its packed panel), the narrow one on a dim
+ * only the other moves along. Returns whether tiles were set. */
+static bool tile_for_packing(eng_kernel_ir *ir, const eng_phase *ph)
+{
+	eng_uop *ld[8];
+	if (phase_loads(ph->value, ld, 0, 8, 0) != 2)
+		return false;
+	uint64_t dep[2];
+	for (int i = 0; i < 2; i++) {
+		if ((ld[i]->nsrc > 1 && ld[i]->src[1]) || !((ld[i]->src[0]->deps >> ph->red[0]) & 1))
+			return false;
+		dep[i] = ld[i]->src[0]->deps;
+	}
+	for (int w = ir->nloops - 1; w >= 0; w--) /* the innermost dims first: stores contiguous */
+		for (int n = 0; n < ir->nloops; n++) {
+			const eng_loop *lw = &ir->loops[w], *ln = &ir->loops[n];
+			if (lw->kind != L_OUTER || ln->kind != L_OUTER || lw->n % 32 || pick_tile(ln->n, 8) < 2)
+				continue;
+			int b = (dep[1] >> w) & 1; /* the wide operand */
+			if (((dep[b] >> w) & 1) && !((dep[!b] >> w) & 1) && ((dep[!b] >> n) & 1) && !((dep[b] >> n) & 1)) {
+				ir->tiledim[0] = lw->dim, ir->tile[0] = 32;
+				ir->tiledim[1] = ln->dim, ir->tile[1] = pick_tile(ln->n, 8);
+				return true;
+			}
+		}
+	return false;
+}
+
+/* Cache blocking of a tiled sum of one reduction stored as it is (a matmul, batched matmul, a
+ * linear layer or a convolution as they lower), when one tile row's operands over the whole
+ * reduction (its narrow tile's rows and all the wide dim's) overflow half of L2, or when the
+ * wide operand is not contiguous along its dim (it must then be packed): the reduction runs in
+ * blocks whose wide-tile panel fits half of L1 (the block loop outside the output loops, partial
+ * sums kept in the output), and the narrow tile's dim in blocks of tiles whose panel of one
+ * reduction block fits a sixteenth of L2 (looped innermost of the output loops), so each wide
+ * panel is read from L1 for a whole block of rows, packed contiguous once per block (eng_pack).
+ * Sizes come from the target's caches. */
+static void plan_blocks(eng_kernel_ir *ir, const eng_node *const *roots, int nroots, const eng_target *t, char *opts,
+			size_t len)
+{
+	ir->kblock = ir->kfull = ir->mblock = 0;
+	ir->pack.node = NULL;
+	if (t->l1 <= 0 || t->l2 <= 0 || nroots != 1 || roots[0]->op == ENG_OP_ASSIGN || ir->nphases != 1 ||
+	    ir->nstores != 1 || (ir->tiledim[0] >= 0 && ir->tiledim[1] < 0))
+		return;
+	const eng_phase *ph = &ir->phases[0];
+	const eng_uop *v = ir->stores[0].value;
+	if (ph->op != ENG_OP_RSUM || ph->nred != 1 || ph->dtype != ENG_F32 || v->kind != U_ACC ||
+	    v->dtype != ph->dtype || roots[0]->dtype != ph->dtype)
+		return;
+	for (int d = 0; d < ir->ndim; d++)
+		if (ir->shape[d] > 1 && !((ph->dims >> d) & 1))
+			return; /* output loops outside the reduction */
+	const bool strided = ir->tiledim[0] < 0;
+	if (strided && !tile_for_packing(ir, ph))
+		return;
+	int64_t k = ir->loops[ph->red[0]].n, es = eng_dtype_size(ph->dtype);
+	int64_t narrow = ir->tile[1], wide = ir->shape[ir->tiledim[0]], kc = 0, kmax = t->l1 / 2 / (ir->tile[0] * es);
+	if (strided || (narrow + wide) * k * es > t->l2 / 2) {
+		for (int64_t b = 512; b >= 32 && !kc; b /= 2)
+			if (k % b == 0 && k > b && b <= kmax)
+				kc = b;
+		for (int64_t b = k < kmax ? k : kmax; b >= 16 && !kc && strided; b--)
+			if (k % b == 0)
+				kc = b;
+	}
+	/* the rows' block: a sixteenth of L2 (rows a power-of-two stride apart share few sets) */
+	int64_t tiles = ir->shape[ir->tiledim[1]] / narrow, mb = 1;
+	for (int64_t m = 2; kc && m <= tiles; m++)
+		if (tiles % m == 0 && m * narrow * kc * es <= t->l2 / 16 && tiles / m >= t->par)
+			mb = m;
+	const eng_node *pk = mb >= 4 ? pack_operand(ir, ph) : NULL;
+	if (!kc || (strided && !pk)) {
+		if (strided) { /* tiles without a packed panel would gather: none */
+			ir->tiledim[0] = ir->tiledim[1] = -1;
+			ir->tile[0] = ir->tile[1] = 1;
+		}
+		return;
+	}
+	ir->kblock = kc;
+	ir->kfull = k;
+	ir->mblock = mb;
+	ir->pack.node = pk;
+	snprintf(opts, len, "UPCAST dim %d by %lld, UPCAST dim %d by %lld, BLOCK reduce by %lld, dim %d by %lld%s",
+		 ir->tiledim[0], (long long)ir->tile[0], ir->tiledim[1], (long long)narrow, (long long)kc, ir->tiledim[1],
+		 (long long)(mb * narrow), pk ? ", PACK" : "");
+}
+
 eng_status eng_lower(const eng_node *const *roots, int nroots, const eng_lower_opts *o,
 		     eng_kernel_ir *ir, const eng_node **must_store, char *err, size_t errlen)
 {
@@ -772,6 +976,9 @@ eng_status eng_lower(const eng_node *const *roots, int nroots, const eng_lower_o
 	c->errlen = errlen;
 	ir->tiledim[0] = ir->tiledim[1] = -1;
 	ir->tile[0] = ir->tile[1] = 1;
+	ir->kblock = ir->kfull = ir->mblock = 0;
+	ir->kbvar = ir->mivar = ir->kvar = -1;
+	ir->pack = (eng_pack){.buf = -1};
 	ir->opts[0] = 0;
 	reset_ir(ir);
 	eng_status s = ir->uops ? lower_all(c) : ENG_ENOMEM;
@@ -790,6 +997,7 @@ eng_status eng_lower(const eng_node *const *roots, int nroots, const eng_lower_o
 	if (o->optimize) {
 		char opts[256] = "";
 		plan_tiles(ir, &o->target, opts, sizeof(opts));
+		plan_blocks(ir, roots, nroots, &o->target, opts, sizeof(opts));
 		if (ir->tiledim[0] >= 0) {
 			int64_t t0 = ir->tile[0], t1 = ir->tile[1];
 			int d0 = ir->tiledim[0], d1 = ir->tiledim[1];
@@ -798,6 +1006,8 @@ eng_status eng_lower(const eng_node *const *roots, int nroots, const eng_lower_o
 			c->memo = NULL;
 			c->memo_cap = c->memo_n = 0;
 			ir->tile[0] = t0, ir->tile[1] = t1, ir->tiledim[0] = d0, ir->tiledim[1] = d1;
+			ir->kbvar = ir->mivar = ir->kvar = -1;
+			ir->pack.buf = -1;
 			c->st = ENG_OK;
 			s = ir->uops ? lower_all(c) : ENG_ENOMEM;
 			if (s)

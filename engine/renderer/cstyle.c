@@ -302,7 +302,10 @@ static void render_load(const rk *r, const eng_uop *x)
 	} else {
 		if (dt == ENG_F16)
 			eng_strbuf_puts(b, "(float)");
-		eng_strbuf_printf(b, "b%d[", x->arg.buf);
+		if (x->arg.buf == ENG_PACK_BUF)
+			eng_strbuf_puts(b, "pk[");
+		else
+			eng_strbuf_printf(b, "b%d[", x->arg.buf);
 		ref(r, x->src[0]);
 		eng_strbuf_puts(b, "]");
 	}
@@ -625,6 +628,24 @@ static void render_loop(rk *r, const eng_stmt *s, int depth)
 		eng_strbuf_printf(b, "for (%s v%d = 0; v%d < %lld; v%d++) {\n", it, v, v, (long long)r->ir->loops[v].n, v);
 }
 
+/* A blocked reduction's operand panel copied into the local pk, contiguous (eng_pack). */
+static void render_pack(const rk *r, const eng_stmt *s, int depth)
+{
+	const eng_pack *p = &r->ir->pack;
+	long long rows = p->rows, cols = p->cols;
+	indent(r->b, depth);
+	/* read through a restrict pointer: gcc then keeps the accumulators in registers */
+	eng_strbuf_printf(r->b, "_Alignas(64) %s pk_[%lld];\n", ctype(r, p->dtype), rows * cols);
+	indent(r->b, depth);
+	eng_strbuf_printf(r->b, "%s *restrict pk = pk_;\n", ctype(r, p->dtype));
+	indent(r->b, depth);
+	eng_strbuf_printf(r->b, "for (int64_t i_ = 0; i_ < %lld; i_++)\n", rows);
+	indent(r->b, depth + 1);
+	eng_strbuf_printf(r->b, "for (int64_t j_ = 0; j_ < %lld; j_++) pk[i_*%lld+j_] = b%d[", cols, cols, p->buf);
+	ref(r, s->u);
+	eng_strbuf_printf(r->b, "+i_*INT64_C(%lld)+j_*INT64_C(%lld)];\n", (long long)p->rstride, (long long)p->cstride);
+}
+
 static void render_def(const rk *r, const eng_uop *x)
 {
 	eng_strbuf_puts(r->b, "const ");
@@ -706,6 +727,9 @@ eng_status eng_render_cstyle(const bk_target *t, const eng_kernel_ir *ir, const 
 		case S_ACC_UPD:
 			indent(b, depth);
 			render_acc_upd(&r, s);
+			break;
+		case S_PACK:
+			render_pack(&r, s, depth);
 			break;
 		case S_STORE:
 			indent(b, depth);
