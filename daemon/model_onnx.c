@@ -135,10 +135,15 @@ static tsd_status make_const(eng_ctx *ctx, const eng_onnx_io *io, const cJSON *v
 		return dmn_bad(err, errlen, TSD_OUT_OF_MEMORY, "out of memory");
 	const cJSON *e = cJSON_IsArray(val) ? val->child : val;
 	for (int i = 0; i < n; i++, e = e->next) {
-		if (fl)
-			((float *)buf)[i] = (float)e->valuedouble;
-		else
-			((int64_t *)buf)[i] = (int64_t)e->valuedouble;
+		double x = e->valuedouble;
+		if (fl) {
+			((float *)buf)[i] = (float)x;
+		} else if (x >= -9.2e18 && x <= 9.2e18 && x == (double)(int64_t)x) {
+			((int64_t *)buf)[i] = (int64_t)x;
+		} else {
+			free(buf);
+			return BAD("constants.%s[%d]: %g is no integer for an integer input", io->name, i, x);
+		}
 	}
 	eng_scope_begin(ctx);
 	eng_tensor *t = eng_from_data(ctx, fl ? ENG_F32 : ENG_I64, io->ndim, io->shape, buf);

@@ -85,33 +85,33 @@ Onnx__NodeProto *mb_node(mb *b, const char *op, int nin, char **in, int nout, ch
 	return n;
 }
 
-Onnx__TensorProto *mb_init_f32(mb *b, const char *name, int nd, int64_t *dims, float *data, size_t n)
+/* The next initializer: name, element type and dims (borrowed); the caller sets the data. */
+static Onnx__TensorProto *next_init(mb *b, const char *name, int type, int nd, int64_t *dims)
 {
 	Onnx__TensorProto *t = &b->inits[b->g.n_initializer];
 	onnx__tensor_proto__init(t);
 	t->name = (char *)name;
 	t->has_data_type = 1;
-	t->data_type = 1;
+	t->data_type = type;
 	t->n_dims = (size_t)nd;
 	t->dims = dims;
+	b->ip[b->g.n_initializer++] = t;
+	return t;
+}
+
+Onnx__TensorProto *mb_init_f32(mb *b, const char *name, int nd, int64_t *dims, float *data, size_t n)
+{
+	Onnx__TensorProto *t = next_init(b, name, 1, nd, dims);
 	t->n_float_data = n;
 	t->float_data = data;
-	b->ip[b->g.n_initializer++] = t;
 	return t;
 }
 
 Onnx__TensorProto *mb_init_i64(mb *b, const char *name, int nd, int64_t *dims, int64_t *data, size_t n)
 {
-	Onnx__TensorProto *t = &b->inits[b->g.n_initializer];
-	onnx__tensor_proto__init(t);
-	t->name = (char *)name;
-	t->has_data_type = 1;
-	t->data_type = 7;
-	t->n_dims = (size_t)nd;
-	t->dims = dims;
+	Onnx__TensorProto *t = next_init(b, name, 7, nd, dims);
 	t->n_int64_data = n;
 	t->int64_data = data;
-	b->ip[b->g.n_initializer++] = t;
 	return t;
 }
 

@@ -71,6 +71,20 @@ static uint8_t *scale_model(size_t *len)
 	return mb_pack(&b, len);
 }
 
+/* y = Reshape(x, shape), x [batch, 6], shape an int64 input [3] */
+static char *rs_in[] = {"x", "shape"}, *rs_out[] = {"y"};
+static uint8_t *reshape_model(size_t *len)
+{
+	mb b;
+	mb_init(&b, 13);
+	mb_input(&b, "x", 2, (int64_t[]){-1, 6});
+	b.inp[1] = mb_value(&b, &b.in[1], "shape", 7, 1, (int64_t[]){3});
+	b.g.n_input++;
+	mb_output(&b, "y", 3, (int64_t[]){-1, 2, 3});
+	mb_node(&b, "Reshape", 2, rs_in, 1, rs_out);
+	return mb_pack(&b, len);
+}
+
 /* ---- helpers ---- */
 
 /* model.load of spec_json (without "verb") with the model's bytes as the tensor "onnx" (data
@@ -236,6 +250,24 @@ START_TEST(t_onnx_constants_and_refusals)
 	ck_assert_int_eq(dh_infer(c, "scale", NULL, x, 2, 3, got, 6, msg, sizeof(msg)), TSD_OK);
 	for (int k = 0; k < 6; k++)
 		ck_assert_float_eq(got[k], 2.5f * x[k]);
+	/* an integer constant the graph's shape depends on (read while building) */
+	size_t rlen;
+	uint8_t *rs = reshape_model(&rlen);
+	s = load(c, "{\"name\": \"rs\", \"format\": \"onnx\", \"constants\": {\"shape\": [0, 2, 3]}}", rs, rlen, msg,
+		 sizeof(msg), &m);
+	ck_assert_msg(s == TSD_OK, "%s: %s", tsd_status_name(s), msg);
+	port_shape(m, "outputs", 0, shape, sizeof(shape));
+	ck_assert_str_eq(shape, "-1,2,3");
+	cJSON_Delete(m);
+	float x6[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, got6[12];
+	ck_assert_int_eq(dh_infer(c, "rs", NULL, x6, 2, 6, got6, 12, msg, sizeof(msg)), TSD_OK);
+	ck_assert(!memcmp(got6, x6, sizeof(x6)));
+	LOAD_FAILS(c, "{\"name\": \"j\", \"format\": \"onnx\", \"constants\": {\"shape\": [0, 2.5, 3]}}", rs, rlen,
+		   TSD_BAD_REQUEST, "no integer");
+	/* without the constant the graph cannot be built for callers' values */
+	LOAD_FAILS(c, "{\"name\": \"j\", \"format\": \"onnx\", \"shapes\": {\"x\": [2, 6], \"shape\": [3]}}", rs,
+		   rlen, TSD_BAD_REQUEST, "Reshape");
+	free(rs);
 	/* without it, k has no batch axis beside x's */
 	LOAD_FAILS(c, "{\"name\": \"scale2\", \"format\": \"onnx\"}", scale, slen, TSD_BAD_REQUEST, "no batch axis");
 
@@ -280,7 +312,7 @@ START_TEST(t_onnx_constants_and_refusals)
 
 	/* nothing failed loaded; the others still serve */
 	cJSON *list = dh_call_json(c, "model.list");
-	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(list, "models")), 3);
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(list, "models")), 4);
 	cJSON_Delete(list);
 	ck_assert_int_eq(dh_infer(c, "scale", NULL, x, 1, 3, got, 3, msg, sizeof(msg)), TSD_OK);
 	ck_assert_int_eq(dh_infer(c, "lin", NULL, x, 2, 3, got, 6, msg, sizeof(msg)), TSD_OK);
