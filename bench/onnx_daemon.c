@@ -69,9 +69,10 @@ static int row_of(const batch *b, int64_t rows, int64_t r, batch *one)
 				outer *= (size_t)t->shape[d];
 			else if (d > axis)
 				inner *= (size_t)t->shape[d];
-		uint8_t *dst = one->data[i] = malloc(outer * inner + 8);
-		if (!dst || axis < 0)
+		uint8_t *dst = axis < 0 ? NULL : malloc(outer * inner + 8);
+		if (!dst)
 			return -1;
+		one->data[i] = dst;
 		for (size_t o = 0; o < outer; o++)
 			memcpy(dst + o * inner, (const uint8_t *)t->data + (o * (size_t)rows + (size_t)r) * inner, inner);
 		one->t[i] = *t;

@@ -129,75 +129,6 @@ tsd_client *tsd_client_open(const char *url, int timeout_ms, char *err, size_t e
 	return tsd_client_open_wait(url, timeout_ms, 0, err, errlen);
 }
 
-/* nng 1.5's nng_close of a REQ socket now and then never returns (a pipe stuck closing,
- * nanomsg/nng#1543-like; seen under TSan after a call was cancelled in flight). The close runs
- * on a thread of its own and is waited for at most CLOSE_WAIT_MS: past that the socket is left
- * to it, a leak rather than a caller hung for ever. */
-#define CLOSE_WAIT_MS 5000
-
-typedef struct closer {
-	nng_socket sock;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	bool done;
-	int refs; /* the closing thread and the waiter: the last one frees it */
-} closer;
-
-static void closer_unref(closer *k)
-{
-	pthread_mutex_lock(&k->mu);
-	bool last = --k->refs == 0;
-	pthread_mutex_unlock(&k->mu);
-	if (last) {
-		pthread_cond_destroy(&k->cv);
-		pthread_mutex_destroy(&k->mu);
-		free(k);
-	}
-}
-
-static void *close_main(void *arg)
-{
-	closer *k = arg;
-	nng_close(k->sock);
-	pthread_mutex_lock(&k->mu);
-	k->done = true;
-	pthread_cond_signal(&k->cv);
-	pthread_mutex_unlock(&k->mu);
-	closer_unref(k);
-	return NULL;
-}
-
-static void close_bounded(nng_socket sock)
-{
-	closer *k = calloc(1, sizeof(*k));
-	pthread_t th;
-	if (!k) {
-		nng_close(sock);
-		return;
-	}
-	k->sock = sock;
-	k->refs = 2;
-	pthread_mutex_init(&k->mu, NULL);
-	pthread_cond_init(&k->cv, NULL);
-	if (pthread_create(&th, NULL, close_main, k)) {
-		k->refs = 1;
-		close_main(k);
-		return;
-	}
-	pthread_detach(th);
-	struct timespec dl;
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += CLOSE_WAIT_MS / 1000;
-	pthread_mutex_lock(&k->mu);
-	while (!k->done && pthread_cond_timedwait(&k->cv, &k->mu, &dl) != ETIMEDOUT)
-		;
-	if (!k->done)
-		fprintf(stderr, "libtensord: closing the connection to the daemon did not finish in %d ms (an nng bug); "
-				"it is left open\n", CLOSE_WAIT_MS);
-	pthread_mutex_unlock(&k->mu);
-	closer_unref(k);
-}
-
 void tsd_client_close(tsd_client *c)
 {
 	if (!c)
@@ -205,7 +136,7 @@ void tsd_client_close(tsd_client *c)
 	tsd_client_reap(c, true);
 	/* the dialer first: nng 1.5's nng_close of a REQ socket can hang on a dialer redialling */
 	nng_dialer_close(c->dialer);
-	close_bounded(c->sock);
+	nng_close(c->sock);
 	pthread_cond_destroy(&c->cv);
 	pthread_mutex_destroy(&c->mu);
 	free(c->url);
