@@ -405,6 +405,27 @@ START_TEST(test_load_file)
 	ck_assert_msg(strstr(err, "regular file"), "%s", err);
 	unlink(p);
 	ck_assert_ptr_null(eng_onnx_load(ctx, p, 0, err, sizeof(err)));
+	/* one TensorProto file (an initializer of the model, packed alone) */
+	size_t tl = onnx__tensor_proto__get_packed_size(b.ip[0]);
+	uint8_t *tb = malloc(tl + 1);
+	ck_assert_ptr_nonnull(tb);
+	onnx__tensor_proto__pack(b.ip[0], tb);
+	snprintf(p, sizeof(p), "%s/w.pb", dir);
+	write_file(p, tb, tl);
+	free(tb);
+	char name[16];
+	eng_tensor *t = eng_onnx_tensor_load(ctx, p, 0, name, sizeof(name), err, sizeof(err));
+	ck_assert_msg(t, "%s", err);
+	ck_assert_str_eq(name, "w");
+	float got[6];
+	ck_assert_int_eq(eng_tensor_read(t, got, sizeof(got)), ENG_OK);
+	ck_assert(!memcmp(got, wdata, sizeof(got)));
+	eng_tensor_free(t);
+	ck_assert_ptr_null(eng_onnx_tensor_load(ctx, dir, 0, NULL, 0, err, sizeof(err)));
+	ck_assert_msg(strstr(err, "regular file"), "%s", err);
+	unlink(p);
+	ck_assert_ptr_null(eng_onnx_tensor_load(ctx, p, 0, NULL, 0, err, sizeof(err)));
+	ck_assert_msg(strstr(err, "No such file"), "%s", err);
 	rmdir(dir);
 	tu_ctx_free(ctx);
 }

@@ -362,7 +362,7 @@ eng_onnx_model *eng_onnx_load_mem(eng_ctx *ctx, const void *data, size_t len, co
 	return load_pb(ctx, data, len, dir, flags, NULL, err, errlen);
 }
 
-eng_onnx_model *eng_onnx_load(eng_ctx *ctx, const char *path, unsigned flags, char *err, size_t errlen)
+void *onx_read_file(const char *path, size_t *len, char *err, size_t errlen)
 {
 	if (!path || !*path)
 		return lfail(err, errlen, "", "path is empty");
@@ -378,15 +378,15 @@ eng_onnx_model *eng_onnx_load(eng_ctx *ctx, const char *path, unsigned flags, ch
 		close(fd);
 		return lfail(err, errlen, path, "%lld bytes is past the limit of %llu", (long long)st.st_size, (unsigned long long)ONX_MAX_FILE);
 	}
-	size_t len = (size_t)st.st_size;
-	uint8_t *buf = malloc(len ? len : 1);
+	*len = (size_t)st.st_size;
+	uint8_t *buf = malloc(*len ? *len : 1);
 	if (!buf) {
 		close(fd);
 		return lfail(err, errlen, path, "out of memory");
 	}
 	size_t done = 0;
-	while (done < len) {
-		ssize_t r = read(fd, buf + done, len - done);
+	while (done < *len) {
+		ssize_t r = read(fd, buf + done, *len - done);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
@@ -394,10 +394,19 @@ eng_onnx_model *eng_onnx_load(eng_ctx *ctx, const char *path, unsigned flags, ch
 		done += (size_t)r;
 	}
 	close(fd);
-	if (done != len) {
+	if (done != *len) {
 		free(buf);
 		return lfail(err, errlen, path, "short read");
 	}
+	return buf;
+}
+
+eng_onnx_model *eng_onnx_load(eng_ctx *ctx, const char *path, unsigned flags, char *err, size_t errlen)
+{
+	size_t len;
+	uint8_t *buf = onx_read_file(path, &len, err, errlen);
+	if (!buf)
+		return NULL;
 	char dir[PATH_MAX];
 	snprintf(dir, sizeof(dir), "%s", path);
 	char *slash = strrchr(dir, '/');

@@ -257,3 +257,13 @@ eng_tensor *eng_onnx_tensor_load_mem(eng_ctx *ctx, const void *data, size_t len,
 	onnx__tensor_proto__free_unpacked(tp, NULL);
 	return t;
 }
+
+eng_tensor *eng_onnx_tensor_load(eng_ctx *ctx, const char *path, unsigned flags, char *name, size_t namelen, char *err,
+				 size_t errlen)
+{
+	size_t len;
+	void *buf = onx_read_file(path, &len, err, errlen);
+	eng_tensor *t = buf ? eng_onnx_tensor_load_mem(ctx, buf, len, flags, name, namelen, err, errlen) : NULL;
+	free(buf);
+	return t;
+}

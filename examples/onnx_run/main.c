@@ -16,24 +16,6 @@ static double now_ms(void)
 	return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
-static void *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	void *buf = malloc(n > 0 ? (size_t)n : 1);
-	if (buf && n > 0 && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-		free(buf);
-		buf = NULL;
-	}
-	fclose(f);
-	*len = n > 0 ? (size_t)n : 0;
-	return buf;
-}
-
 static void print_tensor(const char *name, eng_tensor *t)
 {
 	printf("%s: %s [", name, eng_dtype_name(eng_tensor_dtype(t)));
@@ -90,12 +72,8 @@ int main(int argc, char **argv)
 		eng_onnx_io io;
 		eng_onnx_input(m, i, &io);
 		if (i < nfiles) {
-			size_t len;
-			void *buf = slurp(files[i], &len);
-			in[i] = buf ? eng_onnx_tensor_load_mem(ctx, buf, len, ENG_ONNX_F64_AS_F32, NULL, 0, err, sizeof(err)) : NULL;
-			free(buf);
-			if (!in[i]) {
-				fprintf(stderr, "onnx_run: %s: %s\n", files[i], buf ? err : "cannot read");
+			if (!(in[i] = eng_onnx_tensor_load(ctx, files[i], ENG_ONNX_F64_AS_F32, NULL, 0, err, sizeof(err)))) {
+				fprintf(stderr, "onnx_run: %s\n", err);
 				rc = 1;
 			}
 		} else if (!io.dtype_ok || io.ndim < 0) {

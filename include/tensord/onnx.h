@@ -85,5 +85,8 @@ bool eng_onnx_input_static(const eng_onnx_model *m, int i);
  * (ENG_ONNX_F64_AS_F32). NULL on failure, with a message in err. */
 eng_tensor *eng_onnx_tensor_load_mem(eng_ctx *ctx, const void *data, size_t len, unsigned flags,
 				     char *name, size_t namelen, char *err, size_t errlen);
+/* The same from a file (a regular file, read whole; "missing" and read errors in err). */
+eng_tensor *eng_onnx_tensor_load(eng_ctx *ctx, const char *path, unsigned flags, char *name, size_t namelen, char *err,
+				 size_t errlen);
 
 #endif

@@ -57,24 +57,6 @@ static double now_s(void)
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static void *read_file(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	void *buf = malloc(n > 0 ? (size_t)n : 1);
-	if (buf && n > 0 && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-		free(buf);
-		buf = NULL;
-	}
-	fclose(f);
-	*len = n > 0 ? (size_t)n : 0;
-	return buf;
-}
-
 /* t's values as doubles (malloc'd). */
 static double *values(eng_tensor *t, int64_t *n)
 {
@@ -182,12 +164,9 @@ static int run_light(eng_ctx *ctx, eng_onnx_model *m, const char *path, unsigned
 	size_t plen = strlen(path) - strlen(".onnx");
 	for (int k = 0; r == R_PASS && k < nout; k++) {
 		snprintf(op, sizeof(op), "%.*s_output_%d.pb", (int)plen, path, k);
-		size_t len;
-		void *buf = read_file(op, &len);
-		eng_tensor *want = buf ? eng_onnx_tensor_load_mem(ctx, buf, len, flags, NULL, 0, err, sizeof(err)) : NULL;
-		free(buf);
+		eng_tensor *want = eng_onnx_tensor_load(ctx, op, flags, NULL, 0, err, sizeof(err));
 		if (!want) {
-			snprintf(why, wl, "output %d: %s", k, buf ? err : "missing");
+			snprintf(why, wl, "output %d: %s", k, err);
 			r = R_FAIL;
 		} else {
 			r = compare(k, out[k], want, strstr(path, "densenet121") ? 2e-3 : 1e-3, why, wl);
@@ -241,16 +220,7 @@ static int run_case(const char *dir, const char *dev, unsigned flags, char *why,
 		eng_tensor *in[MAX_IO] = {0}, *out[MAX_IO] = {0};
 		for (int i = 0; r == R_PASS && i < nin; i++) {
 			snprintf(path, sizeof(path), "%s/input_%d.pb", sd, i);
-			size_t len;
-			void *buf = read_file(path, &len);
-			if (!buf) {
-				snprintf(why, wl, "%s: missing", path);
-				r = R_FAIL;
-				break;
-			}
-			in[i] = eng_onnx_tensor_load_mem(ctx, buf, len, flags, NULL, 0, err, sizeof(err));
-			free(buf);
-			if (!in[i]) {
+			if (!(in[i] = eng_onnx_tensor_load(ctx, path, flags, NULL, 0, err, sizeof(err)))) {
 				snprintf(why, wl, "input %d: %s", i, err);
 				r = strstr(err, "not supported") ? R_UNSUP : R_FAIL;
 			}
@@ -268,12 +238,9 @@ static int run_case(const char *dir, const char *dev, unsigned flags, char *why,
 		}
 		for (int k = 0; r == R_PASS && k < nout; k++) {
 			snprintf(path, sizeof(path), "%s/output_%d.pb", sd, k);
-			size_t len;
-			void *buf = read_file(path, &len);
-			eng_tensor *want = buf ? eng_onnx_tensor_load_mem(ctx, buf, len, flags, NULL, 0, err, sizeof(err)) : NULL;
-			free(buf);
+			eng_tensor *want = eng_onnx_tensor_load(ctx, path, flags, NULL, 0, err, sizeof(err));
 			if (!want) {
-				snprintf(why, wl, "output %d: %s", k, buf ? err : "missing");
+				snprintf(why, wl, "output %d: %s", k, err);
 				r = strstr(err, "not supported") ? R_UNSUP : R_FAIL;
 			} else
 				r = compare(k, out[k], want, 1e-3, why, wl);
