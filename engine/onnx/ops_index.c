@@ -14,16 +14,27 @@ static eng_tensor *wrap_idx(onx_node *n, const eng_tensor *idx, int64_t dim)
 	return eng_where(eng_lt(idx, z), eng_add_s(idx, (double)dim), idx);
 }
 
+/* Gather's and GatherElements' operands: data, integer indices and the axis. */
+static eng_status gather_args(onx_node *n, eng_tensor **x, eng_tensor **idx, int *a)
+{
+	*x = onx_in(n, 0), *idx = onx_in(n, 1);
+	if (!*x || !*idx)
+		return onx_fail(n, ENG_EINVAL, "two inputs are needed");
+	if (!eng_dtype_is_int(eng_tensor_dtype(*idx)))
+		return onx_fail(n, ENG_EDTYPE, "indices must be int32 or int64");
+	if (!onx_axis(onx_attr_i(n, "axis", 0), eng_ndim(*x), a))
+		return onx_fail(n, ENG_EAXIS, "attribute 'axis' is out of range for rank %d", eng_ndim(*x));
+	return ENG_OK;
+}
+
 eng_status onx_op_gather(onx_node *n)
 {
-	eng_tensor *x = onx_in(n, 0), *idx = onx_in(n, 1);
-	if (!x || !idx)
-		return onx_fail(n, ENG_EINVAL, "two inputs are needed");
-	if (!eng_dtype_is_int(eng_tensor_dtype(idx)))
-		return onx_fail(n, ENG_EDTYPE, "indices must be int32 or int64");
-	int r = eng_ndim(x), a;
-	if (!onx_axis(onx_attr_i(n, "axis", 0), r, &a))
-		return onx_fail(n, ENG_EAXIS, "attribute 'axis' is out of range for rank %d", r);
+	eng_tensor *x, *idx;
+	int a;
+	eng_status st = gather_args(n, &x, &idx, &a);
+	if (st)
+		return st;
+	int r = eng_ndim(x);
 	int q = eng_ndim(idx);
 	if (r - 1 + q > ENG_MAX_DIMS)
 		return onx_fail(n, ENG_ENOTSUP, "output rank %d (at most %d)", r - 1 + q, ENG_MAX_DIMS);
@@ -71,14 +82,11 @@ eng_status onx_op_gather(onx_node *n)
 
 eng_status onx_op_gather_elements(onx_node *n)
 {
-	eng_tensor *x = onx_in(n, 0), *idx = onx_in(n, 1);
-	if (!x || !idx)
-		return onx_fail(n, ENG_EINVAL, "two inputs are needed");
-	if (!eng_dtype_is_int(eng_tensor_dtype(idx)))
-		return onx_fail(n, ENG_EDTYPE, "indices must be int32 or int64");
-	int r = eng_ndim(x), a;
-	if (!onx_axis(onx_attr_i(n, "axis", 0), r, &a))
-		return onx_fail(n, ENG_EAXIS, "attribute 'axis' is out of range for rank %d", r);
+	eng_tensor *x, *idx;
+	int a;
+	eng_status st = gather_args(n, &x, &idx, &a);
+	if (st)
+		return st;
 	n->out[0] = eng_gather(x, a, wrap_idx(n, idx, eng_shape(x)[a]));
 	return onx_check(n, n->out[0]);
 }

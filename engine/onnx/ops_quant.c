@@ -176,16 +176,26 @@ static eng_tensor *requantize(onx_node *n, eng_tensor *acc, eng_tensor *sa, eng_
 	return eng_cast(eng_clamp(v, 0, 255), ENG_U8);
 }
 
-eng_status onx_op_qlinear_matmul(onx_node *n)
+/* QLinearMatMul's and QLinearConv's common inputs: the two operands (0, 3) and the scales (1, 4,
+ * 6) present, operands and zero points (2, 5, 7) uint8. what names the operands. */
+static eng_status qlinear_args(onx_node *n, const char *what)
 {
-	eng_tensor *a = onx_in(n, 0), *b = onx_in(n, 3);
+	static const int u8[] = {0, 2, 3, 5, 7};
 	eng_status s;
-	if (!a || !b || !onx_in(n, 1) || !onx_in(n, 4) || !onx_in(n, 6))
-		return onx_fail(n, ENG_EINVAL, "a, b and the scales are needed");
-	int u8[] = {0, 2, 3, 5, 7};
+	if (!onx_in(n, 0) || !onx_in(n, 3) || !onx_in(n, 1) || !onx_in(n, 4) || !onx_in(n, 6))
+		return onx_fail(n, ENG_EINVAL, "%s and the scales are needed", what);
 	for (int i = 0; i < 5; i++)
 		if ((s = check_u8(n, u8[i])))
 			return s;
+	return ENG_OK;
+}
+
+eng_status onx_op_qlinear_matmul(onx_node *n)
+{
+	eng_tensor *a = onx_in(n, 0), *b = onx_in(n, 3);
+	eng_status s = qlinear_args(n, "a, b");
+	if (s)
+		return s;
 	eng_tensor *acc = eng_matmul(centered(n, a, onx_in(n, 2), eng_ndim(a) - 2), centered(n, b, onx_in(n, 5), eng_ndim(b) - 1));
 	n->out[0] = acc ? requantize(n, acc, onx_in(n, 1), onx_in(n, 4), onx_in(n, 6), onx_in(n, 7), eng_ndim(acc) - 1) : NULL;
 	return onx_check(n, n->out[0]);
@@ -194,13 +204,9 @@ eng_status onx_op_qlinear_matmul(onx_node *n)
 eng_status onx_op_qlinear_conv(onx_node *n)
 {
 	eng_tensor *x = onx_in(n, 0), *w = onx_in(n, 3);
-	eng_status s;
-	if (!x || !w || !onx_in(n, 1) || !onx_in(n, 4) || !onx_in(n, 6))
-		return onx_fail(n, ENG_EINVAL, "x, w and the scales are needed");
-	int u8[] = {0, 2, 3, 5, 7};
-	for (int i = 0; i < 5; i++)
-		if ((s = check_u8(n, u8[i])))
-			return s;
+	eng_status s = qlinear_args(n, "x, w");
+	if (s)
+		return s;
 	eng_tensor *bias = onx_in(n, 8);
 	if (bias && eng_tensor_dtype(bias) != ENG_I32)
 		return onx_fail(n, ENG_EDTYPE, "the bias must be int32");
