@@ -72,16 +72,21 @@ typedef enum eng_stmt_kind { S_LOOP, S_END, S_DEF, S_ACC_INIT, S_ACC_UPD, S_STOR
 /* The pseudo-buffer index of loads from a packed panel (bufs[ENG_PACK_BUF] describes it). */
 #define ENG_PACK_BUF ENG_MAX_KERNEL_BUFS
 
-/* An operand of a cache-blocked reduction read with a stride (lower.c's plan_blocks): for each
- * block of the reduction and wide tile, its panel (rows reduction steps x cols tile lanes) is
- * copied once into a local buffer, contiguous, and read from there by every row of the block.
- * Element (i, j) of the panel is buf[base + i * rstride + j * cstride]. */
+/* An operand of a sum of products read with a stride along the wide tile (lower.c's plan_blocks,
+ * plan_packed): for each block of the reduction and wide tile, its panel (the reduction loops'
+ * steps x the tile's lanes) is copied once into a local buffer, contiguous, and read from there
+ * by every row. The panel spans nr reduction loops, outermost first, of rn[i] steps each (rows
+ * is their product); element (r_0 .. r_nr-1, j) of the panel is
+ * buf[base + sum_i r_i * rstride[i] + j * cstride], stored at
+ * ((r_0 * rn[1] + r_1) * rn[2] + ...) * cols + j. */
 typedef struct eng_pack {
 	const eng_node *node; /* planned: the operand (NULL: none) */
 	int buf;              /* its buffer, -1 until lowered */
 	eng_dtype dtype;
 	eng_uop *base;
-	int64_t rows, cols, rstride, cstride;
+	int nr;
+	int64_t rn[ENG_MAX_DIMS], rstride[ENG_MAX_DIMS];
+	int64_t rows, cols, cstride;
 } eng_pack;
 
 typedef struct eng_stmt {
@@ -122,7 +127,6 @@ typedef struct eng_kernel_ir {
 	int64_t kblock, kfull;
 	int64_t mblock;
 	int kbvar, mivar;
-	int kvar; /* the reduction's loop inside the blocks */
 	eng_pack pack;
 	int nstmts, capstmts;
 	eng_stmt *stmts;

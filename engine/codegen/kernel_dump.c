@@ -61,9 +61,13 @@ void eng_kernel_ir_dump(const eng_kernel_ir *ir, void *fp)
 			fprintf(f, "STORE buf%d[x%u] <- x%u\n", s->buf, s->idx->id, s->u->id);
 			break;
 		case S_PACK:
-			fprintf(f, "PACK buf%d[x%u + %lld i + %lld j] i < %lld, j < %lld\n", ir->pack.buf, s->u->id,
-				(long long)ir->pack.rstride, (long long)ir->pack.cstride, (long long)ir->pack.rows,
-				(long long)ir->pack.cols);
+			fprintf(f, "PACK buf%d[x%u", ir->pack.buf, s->u->id);
+			for (int i = 0; i < ir->pack.nr; i++)
+				fprintf(f, " + %lld i%d", (long long)ir->pack.rstride[i], i);
+			fprintf(f, " + %lld j] j < %lld, i < ", (long long)ir->pack.cstride, (long long)ir->pack.cols);
+			for (int i = 0; i < ir->pack.nr; i++)
+				fprintf(f, "%s%lld", i ? " x " : "", (long long)ir->pack.rn[i]);
+			fprintf(f, "\n");
 			break;
 		}
 	}

@@ -122,10 +122,17 @@ static void end(lin *l)
 
 static void need(lin *l, eng_uop *x);
 
-/* Copy a blocked reduction's packed operand panel (once: before the loop over a block's rows). */
+/* Copy the packed operand's panel (eng_pack) as far out as its start allows: at the first point
+ * where every loop the start depends on is open, so it is copied as few times as it can be. */
 static void pack(lin *l)
 {
 	if (l->ir->pack.buf < 0 || l->packed)
+		return;
+	uint64_t open = 0;
+	for (int b = 1; b < l->nblocks; b++)
+		if (l->blocks[b].var >= 0)
+			open |= 1ull << l->blocks[b].var;
+	if (l->ir->pack.base->deps & ~open)
 		return;
 	need(l, l->ir->pack.base);
 	emit(l, (eng_stmt){.kind = S_PACK, .u = l->ir->pack.base});
@@ -275,7 +282,7 @@ eng_status eng_linearize(eng_kernel_ir *ir, const eng_target *t, char *err, size
 	if (kb_at == -1)
 		loop(l, ir->kbvar, false, false, -1);
 	for (int i = 0; i < nd; i++) {
-		if (dl[i] == ir->mivar)
+		if (!(par_in_d && i > 0 && i <= nmerge)) /* not between merged loops */
 			pack(l);
 		if (par_in_d && i <= nmerge && nmerge)
 			loop_div(l, dl[i], i == 0, i > 0, divs[i]);
@@ -285,6 +292,8 @@ eng_status eng_linearize(eng_kernel_ir *ir, const eng_target *t, char *err, size
 			loop(l, ir->kbvar, false, false, -1);
 	}
 	pack(l);
+	if (ir->pack.buf >= 0 && !l->packed)
+		lfail(l, ENG_ESTATE, "internal: a packed panel's start depends on a loop inside the reduction");
 	l->dbody = l->nblocks - 1;
 	for (int p = 0; p < ir->nphases && !l->st; p++) {
 		eng_phase *ph = &ir->phases[p];

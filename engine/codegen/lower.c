@@ -37,6 +37,8 @@ typedef struct lctx {
 	memo_entry *memo;
 	size_t memo_cap, memo_n;
 	eng_uop *outidx[ENG_MAX_DIMS]; /* output index expression per dim */
+	int cur_red[ENG_MAX_DIMS]; /* loop vars of the reduction whose value is being lowered */
+	int ncur_red;
 } lctx;
 
 static eng_status fail(lctx *c, eng_status s, const char *msg)
@@ -296,9 +298,7 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 	eng_uop *ridx[ENG_MAX_DIMS];
 	const eng_node *s = n->src[0];
 	const int nloops0 = ir->nloops, nphases0 = ir->nphases;
-	int naxes = 0; /* reduced axes that loop */
-	for (int d = 0; d < n->ndim; d++)
-		naxes += ((n->arg.axes >> d) & 1) && s->shape[d] > 1;
+	bool first = true; /* the outermost reduced axis that loops: the one blocked for the caches */
 	for (int d = 0; d < n->ndim; d++) {
 		if (!((n->arg.axes >> d) & 1) || s->shape[d] == 1) {
 			ridx[d] = (n->arg.axes >> d) & 1 ? u_int_const(u, 0) : idx[d];
@@ -308,7 +308,7 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 			fail(c, ENG_ERANGE, "kernel needs more than 64 loops");
 			return u_int_const(u, 0);
 		}
-		if (ir->kblock > 0 && ir->kbvar < 0 && naxes == 1 && s->shape[d] == ir->kfull) {
+		if (ir->kblock > 0 && ir->kbvar < 0 && first && s->shape[d] == ir->kfull) {
 			/* blocked for the caches (plan_blocks): kb * kblock + k */
 			if (ir->nloops + 2 > ENG_MAX_LOOPS) {
 				fail(c, ENG_ERANGE, "kernel needs more than 64 loops");
@@ -319,11 +319,12 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 			ir->loops[k] = (eng_loop){.n = ir->kblock, .kind = L_REDUCE, .dim = -1};
 			eng_uops_set_var_rank(u, k, 1);
 			ir->kbvar = kb;
-			ir->kvar = k;
 			ph.red[ph.nred++] = k;
 			ridx[d] = u_add(u, u_mul_const(u, u_var(u, kb, ir->loops[kb].n), ir->kblock), u_var(u, k, ir->kblock));
+			first = false;
 			continue;
 		}
+		first = false;
 		int v = ir->nloops++;
 		ir->loops[v] = (eng_loop){.n = s->shape[d], .kind = L_REDUCE, .dim = -1};
 		eng_uops_set_var_rank(u, v, 1);
@@ -331,7 +332,13 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 		ridx[d] = s->shape[d] == 0 ? u_int_const(u, 0) : u_var(u, v, s->shape[d]);
 	}
 	c->phase_path[c->nphase_stack++] = c->npath - 1;
+	int saved_red[ENG_MAX_DIMS], nsaved = c->ncur_red;
+	memcpy(saved_red, c->cur_red, sizeof(saved_red));
+	memcpy(c->cur_red, ph.red, sizeof(ph.red));
+	c->ncur_red = ph.nred;
 	ph.value = lower(c, s, ridx, valid);
+	memcpy(c->cur_red, saved_red, sizeof(saved_red));
+	c->ncur_red = nsaved;
 	eng_uop *j = gaxis >= 0 && !c->st ? gather_index(ph.value, ph.red[0]) : NULL;
 	if (j) {
 		/* a one_hot or gather summed: its value at j, no loop (so it fuses even nested).
@@ -416,20 +423,30 @@ static eng_uop *lower_movement(lctx *c, const eng_node *n, eng_uop *const *idx, 
 	return u_where(u, n->dtype, cond, val, u_const(u, n->dtype, (eng_const_value){.i = 0}));
 }
 
-/* The load of a blocked reduction's operand planned for packing (eng_pack) at idx: from the
- * packed panel, if idx is linear in the reduction's and the wide tile's variables and the
- * panel's start depends on neither nor on the rows (else NULL: a plain load). */
+/* The load of a sum of products' operand planned for packing (eng_pack) at idx: from the packed
+ * panel, if idx is linear in the reduction's loop variables and the wide tile's, and the panel's
+ * start depends on none of them nor on the rows (else NULL: a plain load). */
 static eng_uop *pack_load(lctx *c, int slot, const eng_node *n, eng_uop *idx)
 {
 	eng_kernel_ir *ir = c->ir;
 	eng_uops *u = ir->uops;
-	int64_t ck, cw;
-	if (ir->kvar < 0 || ir->tiledim[0] < 0 || !u_linear_in_var(idx, ir->kvar, &ck) ||
-	    !u_linear_in_var(idx, ir->tilevar[0], &cw))
+	int64_t cw, ck[ENG_MAX_DIMS];
+	if (!c->ncur_red || ir->tiledim[0] < 0 || !u_linear_in_var(idx, ir->tilevar[0], &cw))
 		return NULL;
-	eng_uop *k = u_var(u, ir->kvar, ir->kblock), *w = u_var(u, ir->tilevar[0], ir->tile[0]);
-	eng_uop *base = u_add(u, u_add(u, idx, u_mul_const(u, k, -ck)), u_mul_const(u, w, -cw));
-	uint64_t inner = 1ull << ir->kvar | 1ull << ir->tilevar[0];
+	eng_uop *w = u_var(u, ir->tilevar[0], ir->tile[0]);
+	eng_uop *base = u_add(u, idx, u_mul_const(u, w, -cw)), *at = u_int_const(u, 0);
+	uint64_t inner = 1ull << ir->tilevar[0];
+	int64_t rows = 1;
+	for (int i = 0; i < c->ncur_red; i++) {
+		int v = c->cur_red[i];
+		if (!u_linear_in_var(idx, v, &ck[i]))
+			return NULL;
+		eng_uop *k = u_var(u, v, ir->loops[v].n);
+		base = u_add(u, base, u_mul_const(u, k, -ck[i]));
+		at = u_add(u, u_mul_const(u, at, ir->loops[v].n), k);
+		inner |= 1ull << v;
+		rows *= ir->loops[v].n;
+	}
 	if (ir->tiledim[1] >= 0)
 		inner |= 1ull << ir->tilevar[1];
 	if (ir->mivar >= 0)
@@ -439,12 +456,16 @@ static eng_uop *pack_load(lctx *c, int slot, const eng_node *n, eng_uop *idx)
 	ir->pack.buf = slot;
 	ir->pack.dtype = n->dtype;
 	ir->pack.base = base;
-	ir->pack.rows = ir->kblock;
+	ir->pack.nr = c->ncur_red;
+	for (int i = 0; i < c->ncur_red; i++) {
+		ir->pack.rn[i] = ir->loops[c->cur_red[i]].n;
+		ir->pack.rstride[i] = ck[i];
+	}
+	ir->pack.rows = rows;
 	ir->pack.cols = ir->tile[0];
-	ir->pack.rstride = ck;
 	ir->pack.cstride = cw;
-	ir->bufs[ENG_PACK_BUF] = (eng_kernel_buf){.dtype = n->dtype, .numel = ir->kblock * ir->tile[0]};
-	return u_load(u, ENG_PACK_BUF, n->dtype, u_add(u, u_mul_const(u, k, ir->tile[0]), w), NULL);
+	ir->bufs[ENG_PACK_BUF] = (eng_kernel_buf){.dtype = n->dtype, .numel = rows * ir->tile[0]};
+	return u_load(u, ENG_PACK_BUF, n->dtype, u_add(u, u_mul_const(u, at, ir->tile[0]), w), NULL);
 }
 
 static eng_uop *lower_node(lctx *c, const eng_node *n, eng_uop *const *idx, eng_uop *valid, bool as_root)
@@ -899,6 +920,151 @@ static bool tile_for_packing(eng_kernel_ir *ir, const eng_phase *ph)
 	return false;
 }
 
+/* A packed kernel's panel at most this many bytes (it lives on the stack of the thread running
+ * the kernel) and an eighth of L2; its narrow tile at most this wide, and at most this many
+ * vector accumulators (of AVX-512's 32 registers) in the tile. */
+#define PACK_PANEL_MAX (256 * 1024)
+#define PACK_NARROW_MAX 12
+#define PACK_ACC_MAX 24
+
+/* The largest divisor of n that is at most max. */
+static int64_t largest_divisor(int64_t n, int64_t max)
+{
+	for (int64_t t = max < n ? max : n; t > 1; t--)
+		if (n % t == 0)
+			return t;
+	return 1;
+}
+
+/* How many times a packed kernel copies its panel: once per iteration of the output loops it
+ * sits inside. Those are, in linearize.c's order, the parallel loop (the first output loop of at
+ * least par iterations, else the longest) and every output loop up to the last one the panel's
+ * operand moves along (pdeps: its dims); tiled dims loop shape / tile times. */
+static double pack_copies(const eng_kernel_ir *ir, uint32_t pdeps, int par)
+{
+	int64_t trips[ENG_MAX_DIMS];
+	int dims[ENG_MAX_DIMS], nd = 0, pi = -1;
+	for (int d = 0; d < ir->ndim; d++) {
+		int64_t n = ir->shape[d];
+		for (int k = 0; k < 2; k++)
+			if (ir->tiledim[k] == d)
+				n /= ir->tile[k];
+		if (n > 1)
+			trips[nd] = n, dims[nd++] = d;
+	}
+	for (int i = 0; i < nd && (pi < 0 || trips[pi] < par); i++)
+		if (pi < 0 || trips[i] >= par || trips[i] > trips[pi])
+			pi = i;
+	double copies = pi >= 0 ? (double)trips[pi] : 1;
+	int last = -1;
+	for (int i = 0; i < nd; i++)
+		if ((pdeps >> dims[i]) & 1)
+			last = i;
+	for (int i = 0; i <= last; i++)
+		if (i != pi)
+			copies *= (double)trips[i];
+	return copies;
+}
+
+/* For a float32 sum of products over several reduced axes (a convolution and its input and weight
+ * gradients, as they lower): the wide tile (16 or 32 lanes) goes on an output dim only one operand
+ * P moves along, and P is packed (eng_pack): its panel over the whole reduction (or a block of
+ * the outermost reduced axis), copied contiguous and read by every row; the narrow tile goes on a
+ * dim only the other operand moves along, each of its loads then a broadcast. Of the choices, the
+ * one with the least estimated time: a vector FMA takes half a cycle (two ports), or longer where
+ * the tile's loads (a broadcast per narrow row, a vector per 16 lanes) outnumber two per cycle,
+ * plus a cycle per panel element copied (pack_copies times the panel), and a quarter more where
+ * the narrow rows are not adjacent in memory (measured: 3x slower, a 5x5 convolution's rows
+ * 8 images apart against 10 adjacent pixels). The panel must fit an
+ * eighth of L2: else the outermost reduced axis is blocked (the kernel then stores the sum as it
+ * is: partial sums go through the output). Needs the CPU's caches (no GPU work-groups). Returns
+ * whether it planned. */
+static bool plan_packed(eng_kernel_ir *ir, const eng_node *const *roots, int nroots, const eng_target *t, char *opts,
+			size_t len)
+{
+	if (t->l1 <= 0 || t->l2 <= 0 || t->vector > 1 || t->group > 1 || nroots != 1 || roots[0]->op == ENG_OP_ASSIGN ||
+	    ir->nphases != 1 || ir->nstores != 1)
+		return false;
+	const eng_phase *ph = &ir->phases[0];
+	if (ph->op != ENG_OP_RSUM || ph->dtype != ENG_F32 || ph->nred < 2)
+		return false;
+	for (int d = 0; d < ir->ndim; d++)
+		if (ir->shape[d] > 1 && !((ph->dims >> d) & 1))
+			return false;
+	eng_uop *ld[8];
+	if (phase_loads(ph->value, ld, 0, 8, 0) != 2)
+		return false;
+	double rows = 1, macs = 1, best_t = 0;
+	for (int k = 0; k < ph->nred; k++)
+		rows *= (double)ir->loops[ph->red[k]].n;
+	for (int d = 0; d < ir->ndim; d++)
+		macs *= (double)ir->shape[d];
+	macs *= rows;
+	int best_w = -1, best_n = -1, best_p = -1;
+	int64_t best_wt = 0, best_nt = 0, coef;
+	const int tile_dims[2] = {ir->tiledim[0], ir->tiledim[1]};
+	const int64_t tile_sizes[2] = {ir->tile[0], ir->tile[1]};
+	for (int p = 0; p < 2; p++) {
+		const eng_uop *pi = ld[p]->src[0], *bi = ld[1 - p]->src[0];
+		bool ok = !(ld[p]->nsrc > 1 && ld[p]->src[1]); /* a masked load is not packed */
+		for (int k = 0; k < ph->nred && ok; k++)
+			ok = u_linear_in_var(pi, ph->red[k], &coef) && coef;
+		for (int w = 0; w < ir->nloops && ok; w++) {
+			const eng_loop *lw = &ir->loops[w];
+			if (lw->kind != L_OUTER || lw->n % 16 || !((pi->deps >> w) & 1) || ((bi->deps >> w) & 1) ||
+			    !u_linear_in_var(pi, w, &coef))
+				continue;
+			int64_t wt = lw->n % 32 ? 16 : 32, w16 = wt / 16, nmax = PACK_ACC_MAX / w16;
+			for (int n = 0; n < ir->nloops; n++) {
+				const eng_loop *ln = &ir->loops[n];
+				if (ln->kind != L_OUTER || n == w || !((bi->deps >> n) & 1) || ((pi->deps >> n) & 1))
+					continue;
+				int64_t nt = largest_divisor(ln->n, nmax < PACK_NARROW_MAX ? nmax : PACK_NARROW_MAX);
+				if (nt < 2)
+					continue;
+				ir->tiledim[0] = lw->dim, ir->tile[0] = wt, ir->tiledim[1] = ln->dim, ir->tile[1] = nt;
+				uint32_t pdeps = dims_of(ir, pi->deps);
+				double loads = 0.5 * (double)(nt + w16) / (double)(nt * w16);
+				double est = macs / 16 * (loads > 0.5 ? loads : 0.5) + pack_copies(ir, pdeps, t->par) * rows * wt;
+				/* narrow rows a stride apart: a tile's broadcasts touch as many cache lines
+				 * (and rows a power of two apart share their sets) */
+				if (u_coef_of_var(bi, n) != 1)
+					est *= 1.25;
+				if (best_w < 0 || est < best_t)
+					best_t = est, best_w = w, best_n = n, best_p = p, best_wt = wt, best_nt = nt;
+			}
+		}
+	}
+	ir->tiledim[0] = tile_dims[0], ir->tiledim[1] = tile_dims[1];
+	ir->tile[0] = tile_sizes[0], ir->tile[1] = tile_sizes[1];
+	if (best_w < 0)
+		return false;
+	int64_t es = eng_dtype_size(ph->dtype), budget = t->l2 / 8 < PACK_PANEL_MAX ? t->l2 / 8 : PACK_PANEL_MAX;
+	int64_t k0 = ir->loops[ph->red[0]].n, kb = k0, inner = (int64_t)rows / k0;
+	if ((int64_t)rows * best_wt * es > budget) {
+		const eng_uop *v = ir->stores[0].value;
+		if (v->kind != U_ACC || v->dtype != ph->dtype || roots[0]->dtype != ph->dtype)
+			return false; /* partial sums would go through an output that is not the sum */
+		for (kb = k0 - 1; kb >= 1 && (k0 % kb || kb * inner * best_wt * es > budget); kb--)
+			;
+		if (kb < 1)
+			return false;
+	}
+	ir->tiledim[0] = ir->loops[best_w].dim, ir->tile[0] = best_wt;
+	ir->tiledim[1] = ir->loops[best_n].dim, ir->tile[1] = best_nt;
+	ir->kblock = kb < k0 ? kb : 0;
+	ir->kfull = kb < k0 ? k0 : 0;
+	ir->mblock = 0;
+	ir->pack.node = ir->bufs[ld[best_p]->arg.buf].node;
+	snprintf(opts, len, "UPCAST dim %d by %lld, UPCAST dim %d by %lld, PACK", ir->tiledim[0], (long long)best_wt,
+		 ir->tiledim[1], (long long)best_nt);
+	if (ir->kblock) {
+		size_t l = strlen(opts);
+		snprintf(opts + l, len - l, ", BLOCK reduce by %lld", (long long)kb);
+	}
+	return true;
+}
+
 /* Cache blocking of a tiled sum of one reduction stored as it is (a matmul, batched matmul, a
  * linear layer or a convolution as they lower), when one tile row's operands over the whole
  * reduction (its narrow tile's rows and all the wide dim's) overflow half of L2, or when the
@@ -977,7 +1143,7 @@ eng_status eng_lower(const eng_node *const *roots, int nroots, const eng_lower_o
 	ir->tiledim[0] = ir->tiledim[1] = -1;
 	ir->tile[0] = ir->tile[1] = 1;
 	ir->kblock = ir->kfull = ir->mblock = 0;
-	ir->kbvar = ir->mivar = ir->kvar = -1;
+	ir->kbvar = ir->mivar = -1;
 	ir->pack = (eng_pack){.buf = -1};
 	ir->opts[0] = 0;
 	reset_ir(ir);
@@ -997,7 +1163,8 @@ eng_status eng_lower(const eng_node *const *roots, int nroots, const eng_lower_o
 	if (o->optimize) {
 		char opts[256] = "";
 		plan_tiles(ir, &o->target, opts, sizeof(opts));
-		plan_blocks(ir, roots, nroots, &o->target, opts, sizeof(opts));
+		if (!plan_packed(ir, roots, nroots, &o->target, opts, sizeof(opts)))
+			plan_blocks(ir, roots, nroots, &o->target, opts, sizeof(opts));
 		if (ir->tiledim[0] >= 0) {
 			int64_t t0 = ir->tile[0], t1 = ir->tile[1];
 			int d0 = ir->tiledim[0], d1 = ir->tiledim[1];
@@ -1006,7 +1173,7 @@ eng_status eng_lower(const eng_node *const *roots, int nroots, const eng_lower_o
 			c->memo = NULL;
 			c->memo_cap = c->memo_n = 0;
 			ir->tile[0] = t0, ir->tile[1] = t1, ir->tiledim[0] = d0, ir->tiledim[1] = d1;
-			ir->kbvar = ir->mivar = ir->kvar = -1;
+			ir->kbvar = ir->mivar = -1;
 			ir->pack.buf = -1;
 			c->st = ENG_OK;
 			s = ir->uops ? lower_all(c) : ENG_ENOMEM;

@@ -41,9 +41,9 @@ static void base_name(const eng_kernel_ir *ir, char *out, size_t len)
 			l += (size_t)snprintf(out + l, len - l, "_%lld", (long long)ir->shape[d]);
 	if (ir->nphases && l < len) {
 		const eng_phase *ph = &ir->phases[0];
-		for (int k = 0; k < ph->nred && l < len; k++) /* a reduction blocked for the caches: all of it */
+		for (int k = 0; k < ph->nred && l < len; k++) /* a reduction blocked for the caches (its first axis): all of it */
 			l += (size_t)snprintf(out + l, len - l, "_%lld",
-					      (long long)(ph->red[k] == ir->kvar ? ir->kfull : ir->loops[ph->red[k]].n));
+					      (long long)(k == 0 && ir->kbvar >= 0 ? ir->kfull : ir->loops[ph->red[k]].n));
 	}
 }
 

@@ -628,7 +628,8 @@ static void render_loop(rk *r, const eng_stmt *s, int depth)
 		eng_strbuf_printf(b, "for (%s v%d = 0; v%d < %lld; v%d++) {\n", it, v, v, (long long)r->ir->loops[v].n, v);
 }
 
-/* A blocked reduction's operand panel copied into the local pk, contiguous (eng_pack). */
+/* A sum of products' operand panel copied into the local pk, contiguous (eng_pack): row i_
+ * takes apart into the reduction loops' steps, outermost first. */
 static void render_pack(const rk *r, const eng_stmt *s, int depth)
 {
 	const eng_pack *p = &r->ir->pack;
@@ -639,11 +640,24 @@ static void render_pack(const rk *r, const eng_stmt *s, int depth)
 	indent(r->b, depth);
 	eng_strbuf_printf(r->b, "%s *restrict pk = pk_;\n", ctype(r, p->dtype));
 	indent(r->b, depth);
-	eng_strbuf_printf(r->b, "for (int64_t i_ = 0; i_ < %lld; i_++)\n", rows);
+	eng_strbuf_printf(r->b, "for (int64_t i_ = 0; i_ < %lld; i_++) {\n", rows);
 	indent(r->b, depth + 1);
-	eng_strbuf_printf(r->b, "for (int64_t j_ = 0; j_ < %lld; j_++) pk[i_*%lld+j_] = b%d[", cols, cols, p->buf);
+	eng_strbuf_puts(r->b, "const int64_t o_ = ");
 	ref(r, s->u);
-	eng_strbuf_printf(r->b, "+i_*INT64_C(%lld)+j_*INT64_C(%lld)];\n", (long long)p->rstride, (long long)p->cstride);
+	int64_t div = rows;
+	for (int i = 0; i < p->nr; i++) {
+		div /= p->rn[i];
+		eng_strbuf_printf(r->b, "+(i_/INT64_C(%lld)", (long long)div);
+		if (i > 0)
+			eng_strbuf_printf(r->b, "%%INT64_C(%lld)", (long long)p->rn[i]);
+		eng_strbuf_printf(r->b, ")*INT64_C(%lld)", (long long)p->rstride[i]);
+	}
+	eng_strbuf_puts(r->b, ";\n");
+	indent(r->b, depth + 1);
+	eng_strbuf_printf(r->b, "for (int64_t j_ = 0; j_ < %lld; j_++) pk[i_*%lld+j_] = b%d[o_+j_*INT64_C(%lld)];\n", cols,
+			  cols, p->buf, (long long)p->cstride);
+	indent(r->b, depth);
+	eng_strbuf_puts(r->b, "}\n");
 }
 
 static void render_def(const rk *r, const eng_uop *x)
