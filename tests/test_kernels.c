@@ -242,12 +242,53 @@ START_TEST(test_blocked_reductions)
 }
 END_TEST
 
+/* Convolutions and their gradients as packed sums of products (lower.c's plan_packed; small
+ * caches stated, so the weight gradient's reduction is blocked): the reference's results, with a
+ * panel packed for each of the three kernels. */
+START_TEST(test_packed_convolutions)
+{
+	eng_ctx_opts o;
+	char err[512] = "";
+	eng_ctx_opts_default(&o);
+	o.debug = 3;
+	o.no_disk_cache = true;
+	o.backend_opts = "CPU.cache_l1=16384,CPU.cache_l2=262144,CPU.threads=2";
+	eng_ctx *ctx = eng_ctx_create(&o, err, sizeof(err));
+	ck_assert_msg(ctx != NULL, "eng_ctx_create failed: %s", err);
+	blocked_log lg = {0};
+	eng_set_log(ctx, blocked_log_fn, &lg);
+	tu_rng r = {12};
+	int64_t sx[4] = {4, 16, 12, 12}, sw[4] = {32, 16, 3, 3}, sg[4] = {4, 32, 10, 10};
+	eng_tensor *x = mk(ctx, &r, 4, sx), *w = mk(ctx, &r, 4, sw), *g = mk(ctx, &r, 4, sg);
+	int one[2] = {1, 1}, zero[2] = {0, 0};
+	ck_assert_int_eq(eng_set_requires_grad(x, true), ENG_OK);
+	ck_assert_int_eq(eng_set_requires_grad(w, true), ENG_OK);
+	eng_tensor *y = eng_conv2d(x, w, NULL, one, zero, one, 1);
+	EXPECT_KERNELS(ctx, 1, y);
+	/* d(sum(y * g)) / dy = g */
+	eng_tensor *loss = eng_sum(eng_mul(y, g), NULL, 0, false);
+	ck_assert_msg(eng_backward(loss) == ENG_OK, "backward: %s", eng_errmsg(ctx));
+	eng_tensor *gs[2] = {eng_grad(x), eng_grad(w)};
+	ck_assert_msg(eng_realize(gs, 2) == ENG_OK, "realize: %s", eng_errmsg(ctx));
+	tu_batch *b = tu_batch_new(ctx);
+	tu_batch_ref(b, gs[0], 1e-4, 1e-4, "input gradient");
+	tu_batch_ref(b, gs[1], 1e-4, 1e-4, "weight gradient");
+	tu_batch_check(b);
+	const char *dev = getenv("DEV");
+	if (!dev || !strcmp(dev, "CPU")) {
+		ck_assert_int_ge(lg.packed, 3);
+		ck_assert_int_ge(lg.blocked, 1);
+	}
+	eng_ctx_destroy(ctx);
+}
+END_TEST
+
 Suite *kernels_suite(void)
 {
 	const TTest *const tests[] = {
 		test_matmul_fused_vs_forced, test_matmul_bias_relu, test_mlp_forward, test_softmax_layernorm_argmax,
 		test_sparse_cross_entropy,   test_conv2d_relu,      test_siblings,    test_contiguous_forces_store,
-		test_bag_of_words_stacked_reductions, test_gather_sums, test_blocked_reductions,
+		test_bag_of_words_stacked_reductions, test_gather_sums, test_blocked_reductions, test_packed_convolutions,
 	};
 	return tu_suite("kernels", tests, (int)(sizeof(tests) / sizeof(tests[0])), TU_TIMEOUT);
 }
