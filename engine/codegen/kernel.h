@@ -52,6 +52,9 @@ typedef struct eng_phase {
 	eng_uop *key[ENG_MAX_DIMS + 1]; /* outer index + validity, to share equal phases */
 	const eng_node *candidate; /* what to realize instead, if this phase must not fuse */
 	uint32_t dims; /* output dims its value depends on */
+	/* not inside another reduction's value: its loops may serve a later reduction over the same
+	 * loop sizes (lower.c's shared_loops), run in one nest with it (linearize.c) */
+	bool top;
 } eng_phase;
 
 typedef struct eng_kernel_buf {
@@ -93,7 +96,7 @@ typedef struct eng_stmt {
 	uint8_t kind;
 	bool parallel; /* S_LOOP: iterate [start, end) given at launch */
 	bool unroll;   /* S_LOOP: a tile loop */
-	int simd_acc;  /* S_LOOP: phase whose scalar accumulator the loop reduces into, or -1 */
+	uint32_t simd_accs; /* S_LOOP: phases whose scalar accumulators the loop reduces into (bits) */
 	/* S_LOOP/S_END: merged into the parallel loop above it (no loop of its own: its variable
 	 * is (p / div) % n of the parallel index p); S_LOOP parallel: div is the product of the
 	 * merged loops' sizes (1 if none), its own variable p / div */

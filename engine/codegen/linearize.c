@@ -100,16 +100,16 @@ static void close_block(lin *l)
 
 static void loop_div(lin *l, int var, bool parallel, bool merged, int64_t div)
 {
-	eng_stmt s = {.kind = S_LOOP, .var = var, .parallel = parallel, .simd_acc = -1, .merged = merged, .div = div};
+	eng_stmt s = {.kind = S_LOOP, .var = var, .parallel = parallel, .merged = merged, .div = div};
 	emit(l, s);
 	open_block(l, var, l->ir->loops[var].n);
 	if (l->nblocks)
 		l->blocks[l->nblocks - 1].merged = merged;
 }
 
-static void loop(lin *l, int var, bool parallel, bool unroll, int simd_acc)
+static void loop(lin *l, int var, bool parallel, bool unroll, uint32_t simd_accs)
 {
-	eng_stmt s = {.kind = S_LOOP, .var = var, .parallel = parallel, .unroll = unroll, .simd_acc = simd_acc, .div = 1};
+	eng_stmt s = {.kind = S_LOOP, .var = var, .parallel = parallel, .unroll = unroll, .simd_accs = simd_accs, .div = 1};
 	emit(l, s);
 	open_block(l, var, l->ir->loops[var].n);
 }
@@ -280,31 +280,43 @@ eng_status eng_linearize(eng_kernel_ir *ir, const eng_target *t, char *err, size
 	 * thread's), around the other output loops */
 	int kb_at = ir->kbvar < 0 ? -2 : par_in_d && pi >= 0 ? nmerge : -1;
 	if (kb_at == -1)
-		loop(l, ir->kbvar, false, false, -1);
+		loop(l, ir->kbvar, false, false, 0);
 	for (int i = 0; i < nd; i++) {
 		if (!(par_in_d && i > 0 && i <= nmerge)) /* not between merged loops */
 			pack(l);
 		if (par_in_d && i <= nmerge && nmerge)
 			loop_div(l, dl[i], i == 0, i > 0, divs[i]);
 		else
-			loop(l, dl[i], par_in_d && i == 0, false, -1);
+			loop(l, dl[i], par_in_d && i == 0, false, 0);
 		if (i == kb_at)
-			loop(l, ir->kbvar, false, false, -1);
+			loop(l, ir->kbvar, false, false, 0);
 	}
 	pack(l);
 	if (ir->pack.buf >= 0 && !l->packed)
 		lfail(l, ENG_ESTATE, "internal: a packed panel's start depends on a loop inside the reduction");
 	l->dbody = l->nblocks - 1;
-	for (int p = 0; p < ir->nphases && !l->st; p++) {
+	for (int p = 0, q; p < ir->nphases && !l->st; p = q) {
 		eng_phase *ph = &ir->phases[p];
-		emit(l, (eng_stmt){.kind = S_ACC_INIT, .acc = p});
+		/* phases p..q-1 run in one loop nest: they loop over the same variables (lower.c's
+		 * shared_loops) and none reads another's accumulator */
+		uint32_t group = 1u << p;
+		for (q = p + 1; q < ir->nphases && ir->phases[q].nred == ph->nred && ph->nred > 0 &&
+				!memcmp(ir->phases[q].red, ph->red, sizeof(int) * ph->nred) &&
+				!(ir->phases[q].value->accdeps & group);
+		     q++)
+			group |= 1u << q;
+		for (int k = p; k < q; k++)
+			emit(l, (eng_stmt){.kind = S_ACC_INIT, .acc = k});
 		for (int k = 0; k < ph->nred; k++)
-			loop(l, ph->red[k], false, false, (k == ph->nred - 1 && nt == 0) ? p : -1);
+			loop(l, ph->red[k], false, false, (k == ph->nred - 1 && nt == 0) ? group : 0);
 		for (int k = 0; k < nt; k++)
-			loop(l, tiles[k], false, true, -1);
-		need(l, ph->value);
-		emit(l, (eng_stmt){.kind = S_ACC_UPD, .acc = p, .u = ph->value});
-		ir->flops += l->blocks[l->nblocks - 1].trips;
+			loop(l, tiles[k], false, true, 0);
+		for (int k = p; k < q; k++)
+			need(l, ir->phases[k].value);
+		for (int k = p; k < q; k++) {
+			emit(l, (eng_stmt){.kind = S_ACC_UPD, .acc = k, .u = ir->phases[k].value});
+			ir->flops += l->blocks[l->nblocks - 1].trips;
+		}
 		for (int k = 0; k < nt + ph->nred; k++)
 			end(l);
 	}
@@ -312,9 +324,9 @@ eng_status eng_linearize(eng_kernel_ir *ir, const eng_target *t, char *err, size
 		if (!par_in_d && i <= nmerge && nmerge)
 			loop_div(l, el[i], i == 0, i > 0, divs[i]);
 		else
-			loop(l, el[i], !par_in_d && i == 0, false, -1);
+			loop(l, el[i], !par_in_d && i == 0, false, 0);
 	for (int k = 0; k < nt; k++)
-		loop(l, tiles[k], false, true, -1);
+		loop(l, tiles[k], false, true, 0);
 	/* store index: row-major offset of the output element */
 	int64_t st[ENG_MAX_DIMS];
 	eng_contiguous_strides(ir->ndim, ir->shape, st);

@@ -247,6 +247,33 @@ static void trial_rollback(lctx *c, int nloops, int nphases)
 	c->memo_n = 0;
 }
 
+/* An earlier reduction whose loops reduction n can run in (its index in phases, or -1): both
+ * outside any other reduction's value, looping over axes of the same sizes in the same order.
+ * Sharing the variables makes equal loads and values of the two one uop each, and linearize.c
+ * runs the two in one loop nest where neither reads the other (the sums of a batchnorm's
+ * gradient). Not for GPU work-groups (each reduction's loop is split over the threads on its
+ * own) nor cache-blocked kernels. */
+static int shared_loops(const lctx *c, const eng_node *n)
+{
+	const eng_kernel_ir *ir = c->ir;
+	if (c->nphase_stack || c->o->target.group > 1 || ir->kblock > 0)
+		return -1;
+	int64_t sizes[ENG_MAX_DIMS];
+	int ns = 0;
+	for (int d = 0; d < n->ndim; d++)
+		if (((n->arg.axes >> d) & 1) && n->src[0]->shape[d] > 1)
+			sizes[ns++] = n->src[0]->shape[d];
+	for (int p = 0; p < ir->nphases && ns > 0; p++) {
+		const eng_phase *q = &ir->phases[p];
+		bool same = q->top && q->nred == ns;
+		for (int k = 0; k < ns && same; k++)
+			same = ir->loops[q->red[k]].kind == L_REDUCE && ir->loops[q->red[k]].n == sizes[k];
+		if (same)
+			return p;
+	}
+	return -1;
+}
+
 static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, eng_uop *valid)
 {
 	eng_kernel_ir *ir = c->ir;
@@ -298,8 +325,20 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 	eng_uop *ridx[ENG_MAX_DIMS];
 	const eng_node *s = n->src[0];
 	const int nloops0 = ir->nloops, nphases0 = ir->nphases;
+	const int share = shared_loops(c, n);
+	if (share >= 0) {
+		const eng_phase *q = &ir->phases[share];
+		for (int d = 0, k = 0; d < n->ndim; d++)
+			if (((n->arg.axes >> d) & 1) && s->shape[d] > 1)
+				ridx[d] = u_var(u, q->red[k++], s->shape[d]);
+			else
+				ridx[d] = (n->arg.axes >> d) & 1 ? u_int_const(u, 0) : idx[d];
+		ph.nred = q->nred;
+		memcpy(ph.red, q->red, sizeof(ph.red));
+	}
+	ph.top = c->nphase_stack == 0;
 	bool first = true; /* the outermost reduced axis that loops: the one blocked for the caches */
-	for (int d = 0; d < n->ndim; d++) {
+	for (int d = 0; d < n->ndim && share < 0; d++) {
 		if (!((n->arg.axes >> d) & 1) || s->shape[d] == 1) {
 			ridx[d] = (n->arg.axes >> d) & 1 ? u_int_const(u, 0) : idx[d];
 			continue;
@@ -760,13 +799,19 @@ static void plan_tiles(eng_kernel_ir *ir, const eng_target *t, char *opts, size_
 		return; /* few long rows: a work-group each (linearize.c), not register tiles */
 	int score[ENG_MAX_DIMS] = {0}, reuse[ENG_MAX_DIMS] = {0}, nloads = 0;
 	for (int p = 0; p < ir->nphases; p++) {
-		/* walk loads in the phase value */
+		/* walk loads in the phase value: those that move along the reduction (the others are
+		 * read once per row, outside its loop) */
+		uint64_t redvars = 0;
+		for (int k = 0; k < ir->phases[p].nred; k++)
+			redvars |= 1ull << ir->phases[p].red[k];
 		eng_uop *stack[256];
 		int sp = 0;
 		stack[sp++] = ir->phases[p].value;
 		int guard = 0;
 		while (sp && guard++ < 4096) {
 			eng_uop *x = stack[--sp];
+			if (x->kind == U_LOAD && !(x->src[0]->deps & redvars))
+				continue;
 			if (x->kind == U_LOAD) {
 				nloads++;
 				for (int d = 0; d < ir->ndim; d++) {

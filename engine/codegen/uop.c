@@ -387,9 +387,38 @@ void eng_uops_set_var_rank(eng_uops *u, int var, int rank)
 		u->var_rank[var] = (uint8_t)rank;
 }
 
+static bool is_divmod_const(const eng_uop *x, eng_op op)
+{
+	return x->kind == U_ALU && x->op == op && x->dtype == ENG_I64 && u_is_const(x->src[1]) &&
+	       x->src[1]->arg.c.i > 1 && x->src[0]->vmin >= 0;
+}
+
+/* Put back together what a split and a merge of axes took apart: k*c*(x / c) + k*(x % c) is
+ * k*x (x >= 0), so a pooling window's (i / 2) * 2 + i % 2 reads as i, consecutive. */
+static void lin_recombine(lin *l)
+{
+	for (bool again = true; again && l->ok;) {
+		again = false;
+		for (int i = 0; i < l->n && !again; i++) {
+			if (!l->coef[i] || !is_divmod_const(l->base[i], ENG_OP_MOD))
+				continue;
+			eng_uop *x = l->base[i]->src[0];
+			int64_t c = l->base[i]->src[1]->arg.c.i, k = l->coef[i];
+			for (int j = 0; j < l->n && !again; j++)
+				if (l->coef[j] && is_divmod_const(l->base[j], ENG_OP_IDIV) && l->base[j]->src[0] == x &&
+				    l->base[j]->src[1]->arg.c.i == c && l->coef[j] == sat_mul(k, c)) {
+					l->coef[i] = l->coef[j] = 0;
+					lin_collect(l, x, k);
+					again = true;
+				}
+		}
+	}
+}
+
 /* Rebuild a canonical sum: terms sorted by base id, constant last. */
 static eng_uop *lin_build(eng_uops *u, lin *l)
 {
+	lin_recombine(l);
 	eng_uop *order[MAXTERMS];
 	int n = 0;
 	for (int i = 0; i < l->n; i++)

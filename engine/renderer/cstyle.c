@@ -502,11 +502,16 @@ static void render_hints(const rk *r, const eng_stmt *s, int depth)
 		indent(b, depth);
 		eng_strbuf_printf(b, "%s %lld\n", unroll, (long long)r->ir->loops[s->var].n);
 	}
-	if (s->simd_acc >= 0 && *simd) {
-		const eng_phase *ph = &r->ir->phases[s->simd_acc];
+	if (s->simd_accs && *simd) {
 		indent(b, depth);
-		eng_strbuf_printf(b, "%s reduction(%s:acc%d)\n", simd,
-			      ph->op == ENG_OP_RSUM ? "+" : ph->op == ENG_OP_RMAX ? "max" : "*", s->simd_acc);
+		eng_strbuf_puts(b, simd);
+		for (int p = 0; p < r->ir->nphases; p++)
+			if ((s->simd_accs >> p) & 1) {
+				const eng_phase *ph = &r->ir->phases[p];
+				eng_strbuf_printf(b, " reduction(%s:acc%d)",
+					      ph->op == ENG_OP_RSUM ? "+" : ph->op == ENG_OP_RMAX ? "max" : "*", p);
+			}
+		eng_strbuf_puts(b, "\n");
 	}
 }
 
