@@ -283,12 +283,53 @@ START_TEST(test_packed_convolutions)
 }
 END_TEST
 
+/* Counts the kernels whose source (DEBUG=4) has a loop reducing into two accumulators at once. */
+static void shared_log_fn(void *arg, int level, const char *msg)
+{
+	int *n = arg;
+	*n += level == 4 && strstr(msg, "reduction(+:acc0) reduction(+:acc1)") != NULL;
+}
+
+/* Sums over the same axes share one loop nest (lower.c's shared_loops) where neither reads the
+ * other: a sum and a sum of squares read x once; a variance's second sum reads the mean, so it
+ * runs after the first; each the reference's result. */
+START_TEST(test_shared_reduction_loops)
+{
+	eng_ctx_opts o;
+	char err[512] = "";
+	eng_ctx_opts_default(&o);
+	o.debug = 4;
+	o.no_disk_cache = true;
+	eng_ctx *ctx = eng_ctx_create(&o, err, sizeof(err));
+	ck_assert_msg(ctx != NULL, "eng_ctx_create failed: %s", err);
+	int shared = 0;
+	eng_set_log(ctx, shared_log_fn, &shared);
+	tu_rng r = {13};
+	int64_t sx[3] = {16, 24, 20};
+	int axes[2] = {1, 2};
+	eng_tensor *x = mk(ctx, &r, 3, sx);
+	eng_tensor *s1 = eng_sum(x, axes, 2, false), *s2 = eng_sum(eng_mul(x, x), axes, 2, false);
+	EXPECT_KERNELS(ctx, 1, s1, s2);
+	const char *dev = getenv("DEV");
+	if (!dev || !strcmp(dev, "CPU"))
+		ck_assert_int_eq(shared, 1);
+	eng_tensor *y = mk(ctx, &r, 3, sx);
+	eng_tensor *mean = eng_mean(y, axes, 2, true);
+	eng_tensor *d = eng_sub(y, mean);
+	EXPECT_KERNELS(ctx, 1, eng_sum(eng_mul(d, d), axes, 2, false));
+	if (!dev || !strcmp(dev, "CPU"))
+		ck_assert_int_eq(shared, 1);
+	eng_ctx_destroy(ctx);
+}
+END_TEST
+
 Suite *kernels_suite(void)
 {
 	const TTest *const tests[] = {
 		test_matmul_fused_vs_forced, test_matmul_bias_relu, test_mlp_forward, test_softmax_layernorm_argmax,
 		test_sparse_cross_entropy,   test_conv2d_relu,      test_siblings,    test_contiguous_forces_store,
 		test_bag_of_words_stacked_reductions, test_gather_sums, test_blocked_reductions, test_packed_convolutions,
+		test_shared_reduction_loops,
 	};
 	return tu_suite("kernels", tests, (int)(sizeof(tests) / sizeof(tests[0])), TU_TIMEOUT);
 }
