@@ -393,8 +393,10 @@ static bool is_divmod_const(const eng_uop *x, eng_op op)
 	       x->src[1]->arg.c.i > 1 && x->src[0]->vmin >= 0;
 }
 
-/* Put back together what a split and a merge of axes took apart: k*c*(x / c) + k*(x % c) is
- * k*x (x >= 0), so a pooling window's (i / 2) * 2 + i % 2 reads as i, consecutive. */
+/* Put back together what a split and a merge of axes took apart: k*c*(y / c) + k*(y % c) is
+ * k*y (y >= 0), so a pooling window's (i / 2) * 2 + i % 2 reads as i, consecutive. (y / c) is
+ * matched as u_div_const builds it: (x / c1) / c is x / (c1 * c), so i % 3 + (i / 3) % 3 * 3 +
+ * (i / 9) * 9 comes back to i in two steps. */
 static void lin_recombine(lin *l)
 {
 	for (bool again = true; again && l->ok;) {
@@ -402,13 +404,16 @@ static void lin_recombine(lin *l)
 		for (int i = 0; i < l->n && !again; i++) {
 			if (!l->coef[i] || !is_divmod_const(l->base[i], ENG_OP_MOD))
 				continue;
-			eng_uop *x = l->base[i]->src[0];
-			int64_t c = l->base[i]->src[1]->arg.c.i, k = l->coef[i];
+			eng_uop *y = l->base[i]->src[0];
+			const eng_uop *x = y;
+			int64_t c = l->base[i]->src[1]->arg.c.i, k = l->coef[i], cx = c;
+			if (is_divmod_const(y, ENG_OP_IDIV) && y->src[1]->arg.c.i < INT64_MAX / c)
+				x = y->src[0], cx = y->src[1]->arg.c.i * c;
 			for (int j = 0; j < l->n && !again; j++)
 				if (l->coef[j] && is_divmod_const(l->base[j], ENG_OP_IDIV) && l->base[j]->src[0] == x &&
-				    l->base[j]->src[1]->arg.c.i == c && l->coef[j] == sat_mul(k, c)) {
+				    l->base[j]->src[1]->arg.c.i == cx && l->coef[j] == sat_mul(k, c)) {
 					l->coef[i] = l->coef[j] = 0;
-					lin_collect(l, x, k);
+					lin_collect(l, y, k);
 					again = true;
 				}
 		}
