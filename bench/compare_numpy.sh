@@ -16,7 +16,7 @@ bench/.venv/bin/python bench/numpy_matmul.py | head -1
 # "median M ms best B ms" -> "M B"
 mb() { sed -E 's/.*median ([0-9.]+) ms best ([0-9.]+) ms.*/\1 \2/'; }
 # the middle of ROUNDS values (the machine's other load disturbs single rounds)
-mid() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+mid() { sort -g | awk 'NF { v[++n] = $1 } END { print v[int((n + 1) / 2)] }'; }
 rows=""
 for s in "${SHAPES[@]}"; do
 	om="" ob="" pm="" pb=""

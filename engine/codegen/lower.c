@@ -1114,11 +1114,13 @@ static bool plan_packed(eng_kernel_ir *ir, const eng_node *const *roots, int nro
  * linear layer or a convolution as they lower), when one tile row's operands over the whole
  * reduction (its narrow tile's rows and all the wide dim's) overflow half of L2, or when the
  * wide operand is not contiguous along its dim (it must then be packed): the reduction runs in
- * blocks whose wide-tile panel fits half of L1 (the block loop outside the output loops, partial
- * sums kept in the output), and the narrow tile's dim in blocks of tiles whose panel of one
- * reduction block fits a sixteenth of L2 (looped innermost of the output loops), so each wide
- * panel is read from L1 for a whole block of rows, packed contiguous once per block (eng_pack).
- * Sizes come from the target's caches. */
+ * blocks (the block loop outside the output loops, partial sums kept in the output) as long as
+ * one narrow tile's rows of a block fit half of L1 and the wide tile's panel an eighth of L2 (512
+ * here: each block reads and writes the output once more, and at 128 that traffic alone was most
+ * of a 4096 matmul's time), and the narrow tile's dim in blocks of tiles whose rows of one
+ * reduction block fit a quarter of L2 (looped innermost of the output loops), so each wide panel,
+ * packed contiguous once per block (eng_pack), serves a whole block of rows. Sizes come from the
+ * target's caches. */
 static void plan_blocks(eng_kernel_ir *ir, const eng_node *const *roots, int nroots, const eng_target *t, char *opts,
 			size_t len)
 {
@@ -1139,7 +1141,9 @@ static void plan_blocks(eng_kernel_ir *ir, const eng_node *const *roots, int nro
 	if (strided && !tile_for_packing(ir, ph))
 		return;
 	int64_t k = ir->loops[ph->red[0]].n, es = eng_dtype_size(ph->dtype);
-	int64_t narrow = ir->tile[1], wide = ir->shape[ir->tiledim[0]], kc = 0, kmax = t->l1 / 2 / (ir->tile[0] * es);
+	int64_t narrow = ir->tile[1], wide = ir->shape[ir->tiledim[0]], kc = 0;
+	int64_t kmax = t->l1 / 2 / (narrow * es), kmax2 = t->l2 / 8 / (ir->tile[0] * es);
+	kmax = kmax < kmax2 ? kmax : kmax2;
 	if (strided || (narrow + wide) * k * es > t->l2 / 2) {
 		for (int64_t b = 512; b >= 32 && !kc; b /= 2)
 			if (k % b == 0 && k > b && b <= kmax)
@@ -1148,10 +1152,10 @@ static void plan_blocks(eng_kernel_ir *ir, const eng_node *const *roots, int nro
 			if (k % b == 0)
 				kc = b;
 	}
-	/* the rows' block: a sixteenth of L2 (rows a power-of-two stride apart share few sets) */
+	/* the rows' block: a quarter of L2 */
 	int64_t tiles = ir->shape[ir->tiledim[1]] / narrow, mb = 1;
 	for (int64_t m = 2; kc && m <= tiles; m++)
-		if (tiles % m == 0 && m * narrow * kc * es <= t->l2 / 16 && tiles / m >= t->par)
+		if (tiles % m == 0 && m * narrow * kc * es <= t->l2 / 4 && tiles / m >= t->par)
 			mb = m;
 	const eng_node *pk = mb >= 4 ? pack_operand(ir, ph) : NULL;
 	if (!kc || (strided && !pk)) {
