@@ -971,6 +971,8 @@ static bool tile_for_packing(eng_kernel_ir *ir, const eng_phase *ph)
 #define PACK_PANEL_MAX (256 * 1024)
 #define PACK_NARROW_MAX 12
 #define PACK_ACC_MAX 24
+/* A packed tile stored a stride apart needs a reduction at least this long. */
+#define PACK_SCATTER_ROWS 128
 
 /* The largest divisor of n that is at most max. */
 static int64_t largest_divisor(int64_t n, int64_t max)
@@ -1083,6 +1085,12 @@ static bool plan_packed(eng_kernel_ir *ir, const eng_node *const *roots, int nro
 	ir->tiledim[0] = tile_dims[0], ir->tiledim[1] = tile_dims[1];
 	ir->tile[0] = tile_sizes[0], ir->tile[1] = tile_sizes[1];
 	if (best_w < 0)
+		return false;
+	/* a short reduction (a one-channel convolution's 25 steps) into a tile whose lanes are
+	 * stored a stride apart spends as long scattering the tile as computing it: plain tiles */
+	int64_t st[ENG_MAX_DIMS];
+	eng_contiguous_strides(ir->ndim, ir->shape, st);
+	if (rows < PACK_SCATTER_ROWS && st[ir->loops[best_w].dim] != 1)
 		return false;
 	int64_t es = eng_dtype_size(ph->dtype), budget = t->l2 / 8 < PACK_PANEL_MAX ? t->l2 / 8 : PACK_PANEL_MAX;
 	int64_t k0 = ir->loops[ph->red[0]].n, kb = k0, inner = (int64_t)rows / k0;
