@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Float32 matmul, tensord (default settings, all cores) against numpy (bundled OpenBLAS, 2 threads)
 # in one run: median (and best) of 7 after a warm-up, each shape run by both back to back ROUNDS
-# times (default 3; the middle round's figure is kept), then a table with the ratios. Args: shapes as N or MxKxN, t after it for x @ w.T (default 256 512 1024 2048
+# times (default 3; the middle round's figure is kept), then a table with the ratios. Args: shapes as N or MxKxN, t after it for x @ w.T (default 256 512 1024 2048 4096
 # 256x784x128 256x784x128t). Needs `make` (BUILD=dir as for make) and bench/setup-peer.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B="${BUILD:-build}"
 ROUNDS="${ROUNDS:-3}"
 SHAPES=("$@")
-[ ${#SHAPES[@]} -gt 0 ] || SHAPES=(256 512 1024 2048 256x784x128 256x784x128t)
+[ ${#SHAPES[@]} -gt 0 ] || SHAPES=(256 512 1024 2048 4096 256x784x128 256x784x128t)
 [ -x "$B/bin/bench_matmul" ] || make -s BUILD="$B" "$B/bin/bench_matmul"
 [ -x bench/.venv/bin/python ] && bench/.venv/bin/python -c 'import threadpoolctl' 2>/dev/null || bench/setup-peer.sh
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores"
