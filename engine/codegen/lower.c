@@ -968,11 +968,14 @@ static bool tile_for_packing(eng_kernel_ir *ir, const eng_phase *ph)
 /* A packed kernel's panel at most this many bytes (it lives on the stack of the thread running
  * the kernel) and an eighth of L2; its narrow tile at most this wide, and at most this many
  * vector accumulators (of AVX-512's 32 registers) in the tile. */
-#define PACK_PANEL_MAX (256 * 1024)
+#define PACK_PANEL_MAX (128 * 1024)
 #define PACK_NARROW_MAX 12
 #define PACK_ACC_MAX 24
 /* A packed tile stored a stride apart needs a reduction at least this long. */
 #define PACK_SCATTER_ROWS 128
+
+/* The bytes a packed panel may take: an eighth of L2, at most PACK_PANEL_MAX. */
+static int64_t pack_budget(const eng_target *t) { return t->l2 / 8 < PACK_PANEL_MAX ? t->l2 / 8 : PACK_PANEL_MAX; }
 
 /* The largest divisor of n that is at most max. */
 static int64_t largest_divisor(int64_t n, int64_t max)
@@ -1092,7 +1095,7 @@ static bool plan_packed(eng_kernel_ir *ir, const eng_node *const *roots, int nro
 	eng_contiguous_strides(ir->ndim, ir->shape, st);
 	if (rows < PACK_SCATTER_ROWS && st[ir->loops[best_w].dim] != 1)
 		return false;
-	int64_t es = eng_dtype_size(ph->dtype), budget = t->l2 / 8 < PACK_PANEL_MAX ? t->l2 / 8 : PACK_PANEL_MAX;
+	int64_t es = eng_dtype_size(ph->dtype), budget = pack_budget(t);
 	int64_t k0 = ir->loops[ph->red[0]].n, kb = k0, inner = (int64_t)rows / k0;
 	if ((int64_t)rows * best_wt * es > budget) {
 		const eng_uop *v = ir->stores[0].value;
@@ -1150,7 +1153,7 @@ static void plan_blocks(eng_kernel_ir *ir, const eng_node *const *roots, int nro
 		return;
 	int64_t k = ir->loops[ph->red[0]].n, es = eng_dtype_size(ph->dtype);
 	int64_t narrow = ir->tile[1], wide = ir->shape[ir->tiledim[0]], kc = 0;
-	int64_t kmax = t->l1 / 2 / (narrow * es), kmax2 = t->l2 / 8 / (ir->tile[0] * es);
+	int64_t kmax = t->l1 / 2 / (narrow * es), kmax2 = pack_budget(t) / (ir->tile[0] * es);
 	kmax = kmax < kmax2 ? kmax : kmax2;
 	if (strided || (narrow + wide) * k * es > t->l2 / 2) {
 		for (int64_t b = 512; b >= 32 && !kc; b /= 2)
