@@ -206,10 +206,9 @@ static void blocked_log_fn(void *arg, int level, const char *msg)
 	l->packed += level == 3 && strstr(msg, "PACK") != NULL;
 }
 
-/* Reductions of products blocked for the caches (small caches stated, so small shapes block):
- * still one kernel each and the reference's result, whichever operand is packed, with batch
- * dims, a transposed right side, and a kernel that must not block (a bias after the sum). */
-START_TEST(test_blocked_reductions)
+/* A context on a CPU stated to have small caches (so small shapes block), counting the kernels
+ * blocked and packed into lg. */
+static eng_ctx *small_cache_ctx(blocked_log *lg)
 {
 	eng_ctx_opts o;
 	char err[512] = "";
@@ -219,8 +218,17 @@ START_TEST(test_blocked_reductions)
 	o.backend_opts = "CPU.cache_l1=16384,CPU.cache_l2=262144,CPU.threads=2";
 	eng_ctx *ctx = eng_ctx_create(&o, err, sizeof(err));
 	ck_assert_msg(ctx != NULL, "eng_ctx_create failed: %s", err);
+	eng_set_log(ctx, blocked_log_fn, lg);
+	return ctx;
+}
+
+/* Reductions of products blocked for the caches (small caches stated, so small shapes block):
+ * still one kernel each and the reference's result, whichever operand is packed, with batch
+ * dims, a transposed right side, and a kernel that must not block (a bias after the sum). */
+START_TEST(test_blocked_reductions)
+{
 	blocked_log lg = {0};
-	eng_set_log(ctx, blocked_log_fn, &lg);
+	eng_ctx *ctx = small_cache_ctx(&lg);
 	tu_rng r = {11};
 	int64_t sa[2] = {64, 512}, sb[2] = {512, 96}, sbt[2] = {96, 512}, s3a[3] = {3, 64, 512}, s3b[3] = {3, 512, 96},
 		sbias[1] = {96};
@@ -247,16 +255,8 @@ END_TEST
  * panel packed for each of the three kernels. */
 START_TEST(test_packed_convolutions)
 {
-	eng_ctx_opts o;
-	char err[512] = "";
-	eng_ctx_opts_default(&o);
-	o.debug = 3;
-	o.no_disk_cache = true;
-	o.backend_opts = "CPU.cache_l1=16384,CPU.cache_l2=262144,CPU.threads=2";
-	eng_ctx *ctx = eng_ctx_create(&o, err, sizeof(err));
-	ck_assert_msg(ctx != NULL, "eng_ctx_create failed: %s", err);
 	blocked_log lg = {0};
-	eng_set_log(ctx, blocked_log_fn, &lg);
+	eng_ctx *ctx = small_cache_ctx(&lg);
 	tu_rng r = {12};
 	int64_t sx[4] = {4, 16, 12, 12}, sw[4] = {32, 16, 3, 3}, sg[4] = {4, 32, 10, 10};
 	eng_tensor *x = mk(ctx, &r, 4, sx), *w = mk(ctx, &r, 4, sw), *g = mk(ctx, &r, 4, sg);
