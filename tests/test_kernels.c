@@ -327,13 +327,54 @@ START_TEST(test_shared_reduction_loops)
 }
 END_TEST
 
+/* Counts the kernels whose DEBUG=3 line names a split axis (lower.c's plan_split). */
+static void split_log_fn(void *arg, int level, const char *msg)
+{
+	int *n = arg;
+	*n += level == 3 && strstr(msg, "SPLIT") != NULL;
+}
+
+/* A max-pool's gradient read at the pooled index i / 2: the innermost axis is split (i / 2,
+ * i % 2), in a sum over the gradient and in an elementwise kernel of it; each the reference's
+ * result. */
+START_TEST(test_split_pooled_axis)
+{
+	eng_ctx_opts o;
+	char err[512] = "";
+	eng_ctx_opts_default(&o);
+	o.debug = 3;
+	o.no_disk_cache = true;
+	eng_ctx *ctx = eng_ctx_create(&o, err, sizeof(err));
+	ck_assert_msg(ctx != NULL, "eng_ctx_create failed: %s", err);
+	int split = 0;
+	eng_set_log(ctx, split_log_fn, &split);
+	tu_rng r = {14};
+	int64_t sx[4] = {4, 8, 16, 24}, sg[4] = {4, 8, 8, 12};
+	eng_tensor *x = mk(ctx, &r, 4, sx), *g = mk(ctx, &r, 4, sg);
+	ck_assert_int_eq(eng_set_requires_grad(x, true), ENG_OK);
+	int two[2] = {2, 2}, zero[2] = {0, 0};
+	eng_tensor *y = eng_max_pool2d(x, two, two, zero);
+	eng_tensor *loss = eng_sum(eng_mul(y, g), NULL, 0, false);
+	ck_assert_msg(eng_backward(loss) == ENG_OK, "backward: %s", eng_errmsg(ctx));
+	eng_tensor *dx = eng_grad(x);
+	int axes[3] = {0, 2, 3};
+	eng_tensor *outs[2] = {eng_sum(eng_mul(dx, x), axes, 3, false), eng_add(eng_mul(dx, x), x)};
+	for (int i = 0; i < 2; i++)
+		(void)kernels_for(ctx, &outs[i], 1); /* checked against the reference */
+	const char *dev = getenv("DEV");
+	if (!dev || !strcmp(dev, "CPU"))
+		ck_assert_int_ge(split, 2);
+	eng_ctx_destroy(ctx);
+}
+END_TEST
+
 Suite *kernels_suite(void)
 {
 	const TTest *const tests[] = {
 		test_matmul_fused_vs_forced, test_matmul_bias_relu, test_mlp_forward, test_softmax_layernorm_argmax,
 		test_sparse_cross_entropy,   test_conv2d_relu,      test_siblings,    test_contiguous_forces_store,
 		test_bag_of_words_stacked_reductions, test_gather_sums, test_blocked_reductions, test_packed_convolutions,
-		test_shared_reduction_loops,
+		test_shared_reduction_loops, test_split_pooled_axis,
 	};
 	return tu_suite("kernels", tests, (int)(sizeof(tests) / sizeof(tests[0])), TU_TIMEOUT);
 }

@@ -39,6 +39,7 @@ typedef struct eng_loop {
 	int64_t mul;
 	uint8_t kind;
 	int8_t dim;
+	bool unroll; /* L_REDUCE: the inner part of a split reduce axis (lower.c's plan_split) */
 } eng_loop;
 
 /* A reduction computed inside the kernel: acc = op over the phase's reduce loops of value. */
@@ -95,7 +96,8 @@ typedef struct eng_pack {
 typedef struct eng_stmt {
 	uint8_t kind;
 	bool parallel; /* S_LOOP: iterate [start, end) given at launch */
-	bool unroll;   /* S_LOOP: a tile loop */
+	bool unroll;   /* S_LOOP: a tile loop, or the inner part of a split axis */
+	bool simd;     /* S_LOOP: the outer part of a split output axis: its iterations are vector lanes */
 	uint32_t simd_accs; /* S_LOOP: phases whose scalar accumulators the loop reduces into (bits) */
 	/* S_LOOP/S_END: merged into the parallel loop above it (no loop of its own: its variable
 	 * is (p / div) % n of the parallel index p); S_LOOP parallel: div is the product of the
@@ -130,6 +132,12 @@ typedef struct eng_kernel_ir {
 	int64_t kblock, kfull;
 	int64_t mblock;
 	int kbvar, mivar;
+	/* split (plan_split): the innermost axis, read as i / vsplit by some operand, looped as
+	 * (i / vsplit, i % vsplit), the inner part unrolled and the outer one vectorized; an
+	 * output axis (vsplit_dim, through the narrow tile) or a reduction's innermost axis of
+	 * vsplit_n steps (vsplit_dim -1). vsplit 0: none */
+	int64_t vsplit, vsplit_n;
+	int vsplit_dim;
 	eng_pack pack;
 	int nstmts, capstmts;
 	eng_stmt *stmts;

@@ -307,8 +307,11 @@ eng_status eng_linearize(eng_kernel_ir *ir, const eng_target *t, char *err, size
 			group |= 1u << q;
 		for (int k = p; k < q; k++)
 			emit(l, (eng_stmt){.kind = S_ACC_INIT, .acc = k});
+		/* the innermost loop reduces in vector lanes; a split axis' inner part (plan_split) is
+		 * unrolled inside the lanes of its outer one */
+		int simd_k = ph->nred - 1 - (ph->nred > 1 && ir->loops[ph->red[ph->nred - 1]].unroll);
 		for (int k = 0; k < ph->nred; k++)
-			loop(l, ph->red[k], false, false, (k == ph->nred - 1 && nt == 0) ? group : 0);
+			loop(l, ph->red[k], false, ir->loops[ph->red[k]].unroll, (k == simd_k && nt == 0) ? group : 0);
 		for (int k = 0; k < nt; k++)
 			loop(l, tiles[k], false, true, 0);
 		for (int k = p; k < q; k++)
@@ -323,8 +326,12 @@ eng_status eng_linearize(eng_kernel_ir *ir, const eng_target *t, char *err, size
 	for (int i = 0; i < ne; i++)
 		if (!par_in_d && i <= nmerge && nmerge)
 			loop_div(l, el[i], i == 0, i > 0, divs[i]);
-		else
+		else {
 			loop(l, el[i], !par_in_d && i == 0, false, 0);
+			/* the outer part of a split output axis (plan_split): its iterations are lanes */
+			if (ir->vsplit > 1 && ir->loops[el[i]].dim == ir->vsplit_dim && !(!par_in_d && i == 0))
+				ir->stmts[ir->nstmts - 1].simd = true;
+		}
 	for (int k = 0; k < nt; k++)
 		loop(l, tiles[k], false, true, 0);
 	/* store index: row-major offset of the output element */

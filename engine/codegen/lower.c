@@ -265,10 +265,16 @@ static int shared_loops(const lctx *c, const eng_node *n)
 			sizes[ns++] = n->src[0]->shape[d];
 	for (int p = 0; p < ir->nphases && ns > 0; p++) {
 		const eng_phase *q = &ir->phases[p];
-		bool same = q->top && q->nred == ns;
-		for (int k = 0; k < ns && same; k++)
-			same = ir->loops[q->red[k]].kind == L_REDUCE && ir->loops[q->red[k]].n == sizes[k];
-		if (same)
+		int k = 0, a = 0; /* q's loop k runs axis a (a split axis: two loops) */
+		bool same = q->top;
+		for (; k < q->nred && a < ns && same; k++, a++) {
+			const eng_loop *lp = &ir->loops[q->red[k]];
+			int64_t n = lp->n;
+			if (k + 1 < q->nred && ir->loops[q->red[k + 1]].unroll)
+				n *= ir->loops[q->red[++k]].n;
+			same = lp->kind == L_REDUCE && n == sizes[a];
+		}
+		if (same && k == q->nred && a == ns)
 			return p;
 	}
 	return -1;
@@ -328,15 +334,28 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 	const int share = shared_loops(c, n);
 	if (share >= 0) {
 		const eng_phase *q = &ir->phases[share];
-		for (int d = 0, k = 0; d < n->ndim; d++)
-			if (((n->arg.axes >> d) & 1) && s->shape[d] > 1)
-				ridx[d] = u_var(u, q->red[k++], s->shape[d]);
-			else
+		for (int d = 0, k = 0; d < n->ndim; d++) {
+			if (!((n->arg.axes >> d) & 1) || s->shape[d] == 1) {
 				ridx[d] = (n->arg.axes >> d) & 1 ? u_int_const(u, 0) : idx[d];
+				continue;
+			}
+			const eng_loop *lo = &ir->loops[q->red[k]];
+			ridx[d] = u_var(u, q->red[k], lo->n);
+			if (k + 1 < q->nred && ir->loops[q->red[k + 1]].unroll) { /* a split axis */
+				int64_t c = ir->loops[q->red[k + 1]].n;
+				ridx[d] = u_add(u, u_mul_const(u, ridx[d], c), u_var(u, q->red[k + 1], c));
+				k++;
+			}
+			k++;
+		}
 		ph.nred = q->nred;
 		memcpy(ph.red, q->red, sizeof(ph.red));
 	}
 	ph.top = c->nphase_stack == 0;
+	int last = -1, naxes = 0; /* the innermost reduced axis that loops: the one split (plan_split) */
+	for (int d = 0; d < n->ndim; d++)
+		if (((n->arg.axes >> d) & 1) && s->shape[d] > 1)
+			last = d, naxes++;
 	bool first = true; /* the outermost reduced axis that loops: the one blocked for the caches */
 	for (int d = 0; d < n->ndim && share < 0; d++) {
 		if (!((n->arg.axes >> d) & 1) || s->shape[d] == 1) {
@@ -364,6 +383,20 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 			continue;
 		}
 		first = false;
+		if (ir->vsplit > 1 && ir->vsplit_dim < 0 && d == last && s->shape[d] == ir->vsplit_n &&
+		    naxes < ENG_MAX_DIMS && ir->nloops + 2 <= ENG_MAX_LOOPS) {
+			/* split (plan_split): i / c loops outside, i % c inside, unrolled */
+			int64_t cs = ir->vsplit;
+			int o = ir->nloops++, in = ir->nloops++;
+			ir->loops[o] = (eng_loop){.n = s->shape[d] / cs, .kind = L_REDUCE, .dim = -1};
+			ir->loops[in] = (eng_loop){.n = cs, .kind = L_REDUCE, .dim = -1, .unroll = true};
+			eng_uops_set_var_rank(u, o, 1);
+			eng_uops_set_var_rank(u, in, 1);
+			ph.red[ph.nred++] = o;
+			ph.red[ph.nred++] = in;
+			ridx[d] = u_add(u, u_mul_const(u, u_var(u, o, s->shape[d] / cs), cs), u_var(u, in, cs));
+			continue;
+		}
 		int v = ir->nloops++;
 		ir->loops[v] = (eng_loop){.n = s->shape[d], .kind = L_REDUCE, .dim = -1};
 		eng_uops_set_var_rank(u, v, 1);
@@ -1185,6 +1218,69 @@ static void plan_blocks(eng_kernel_ir *ir, const eng_node *const *roots, int nro
 		 (long long)(mb * narrow), pk ? ", PACK" : "");
 }
 
+/* A division of loop variable var (an index divided by a constant c of 2..8 that moves with
+ * var one for one, a pooling window's i / 2) under x, looking at most *budget uops deep: its c,
+ * or 0. */
+static int64_t var_divisor(const eng_uop *x, int var, int *budget)
+{
+	int64_t coef;
+	if (--*budget < 0 || !x || !((x->deps >> var) & 1) || x->kind == U_CONST || x->kind == U_VAR)
+		return 0;
+	if (x->kind == U_ALU && x->op == ENG_OP_IDIV && x->dtype == ENG_I64 && u_is_const(x->src[1]) &&
+	    x->src[1]->arg.c.i >= 2 && x->src[1]->arg.c.i <= 8 && u_linear_in_var(x->src[0], var, &coef) && coef == 1)
+		return x->src[1]->arg.c.i;
+	for (int i = 0; i < x->nsrc; i++) {
+		int64_t c = var_divisor(x->src[i], var, budget);
+		if (c)
+			return c;
+	}
+	return 0;
+}
+
+/* Split the innermost axis read as i / c (a pooling gradient's pooled operands, read at i / 2 of
+ * the full-resolution index i) into (i / c, i % c): those loads then run along the outer part, a
+ * vector's lanes, instead of gathering every lane, and the full-resolution ones read c-strided
+ * lanes; the inner part is unrolled. The axis: a reduction's innermost one (its phase's last
+ * loop), or for a kernel without reductions its innermost output axis (as a narrow tile of c).
+ * Untiled CPU kernels only (where gcc writes the vectors). Measured 2.6x on a batchnorm
+ * gradient's sums over a max-pool's gradient. */
+static void plan_split(eng_kernel_ir *ir, const eng_target *t, char *opts, size_t len)
+{
+	ir->vsplit = ir->vsplit_n = 0;
+	ir->vsplit_dim = -1;
+	if (t->l1 <= 0 || t->vector > 1 || t->group > 1 || ir->tiledim[0] >= 0 || ir->tiledim[1] >= 0)
+		return;
+	int64_t c = 0;
+	int var = -1;
+	for (int p = 0; p < ir->nphases && !c; p++) {
+		const eng_phase *ph = &ir->phases[p];
+		int budget = 4096;
+		var = ph->nred ? ph->red[ph->nred - 1] : -1;
+		c = var >= 0 ? var_divisor(ph->value, var, &budget) : 0;
+	}
+	if (!ir->nphases) {
+		for (int v = 0; v < ir->nloops; v++)
+			if (ir->loops[v].kind == L_OUTER && ir->loops[v].n > 1)
+				var = v;
+		for (int k = 0, budget = 4096; k < ir->nstores && var >= 0 && !c; k++)
+			c = var_divisor(ir->stores[k].value, var, &budget);
+	}
+	if (!c || ir->loops[var].n % c || ir->loops[var].n / c < 4)
+		return;
+	ir->vsplit = c;
+	ir->vsplit_n = ir->loops[var].n;
+	if (!ir->nphases) {
+		ir->vsplit_dim = ir->loops[var].dim;
+		ir->tiledim[1] = ir->vsplit_dim;
+		ir->tile[1] = c;
+	}
+	size_t l = strlen(opts);
+	if (ir->vsplit_dim >= 0)
+		snprintf(opts + l, len - l, "%sSPLIT dim %d by %lld", l ? ", " : "", ir->vsplit_dim, (long long)c);
+	else
+		snprintf(opts + l, len - l, "%sSPLIT reduce by %lld", l ? ", " : "", (long long)c);
+}
+
 eng_status eng_lower(const eng_node *const *roots, int nroots, const eng_lower_opts *o,
 		     eng_kernel_ir *ir, const eng_node **must_store, char *err, size_t errlen)
 {
@@ -1204,6 +1300,8 @@ eng_status eng_lower(const eng_node *const *roots, int nroots, const eng_lower_o
 	ir->tile[0] = ir->tile[1] = 1;
 	ir->kblock = ir->kfull = ir->mblock = 0;
 	ir->kbvar = ir->mivar = -1;
+	ir->vsplit = ir->vsplit_n = 0;
+	ir->vsplit_dim = -1;
 	ir->pack = (eng_pack){.buf = -1};
 	ir->opts[0] = 0;
 	reset_ir(ir);
@@ -1225,7 +1323,8 @@ eng_status eng_lower(const eng_node *const *roots, int nroots, const eng_lower_o
 		plan_tiles(ir, &o->target, opts, sizeof(opts));
 		if (!plan_packed(ir, roots, nroots, &o->target, opts, sizeof(opts)))
 			plan_blocks(ir, roots, nroots, &o->target, opts, sizeof(opts));
-		if (ir->tiledim[0] >= 0) {
+		plan_split(ir, &o->target, opts, sizeof(opts));
+		if (ir->tiledim[0] >= 0 || ir->vsplit > 1) {
 			int64_t t0 = ir->tile[0], t1 = ir->tile[1];
 			int d0 = ir->tiledim[0], d1 = ir->tiledim[1];
 			reset_ir(ir);

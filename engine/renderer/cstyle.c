@@ -502,6 +502,10 @@ static void render_hints(const rk *r, const eng_stmt *s, int depth)
 		indent(b, depth);
 		eng_strbuf_printf(b, "%s %lld\n", unroll, (long long)r->ir->loops[s->var].n);
 	}
+	if (s->simd && *simd) {
+		indent(b, depth);
+		eng_strbuf_printf(b, "%s\n", simd);
+	}
 	if (s->simd_accs && *simd) {
 		indent(b, depth);
 		eng_strbuf_puts(b, simd);
