@@ -276,9 +276,10 @@ eng_status eng_linearize(eng_kernel_ir *ir, const eng_target *t, char *err, size
 	ir->nstmts = 0;
 
 	open_block(l, -1, 1);
-	/* a blocked reduction's block loop: inside the parallel loop (each output element is one
-	 * thread's), around the other output loops */
-	int kb_at = ir->kbvar < 0 ? -2 : par_in_d && pi >= 0 ? nmerge : -1;
+	/* a blocked reduction's block loop: outside the parallel loop, so a thread copies a packed
+	 * panel that does not move with the parallel loop once per block for its whole share of it
+	 * (each output element is still one thread's: its blocks add up in order) */
+	int kb_at = ir->kbvar < 0 ? -2 : -1;
 	if (kb_at == -1)
 		loop(l, ir->kbvar, false, false, 0);
 	for (int i = 0; i < nd; i++) {
@@ -288,8 +289,6 @@ eng_status eng_linearize(eng_kernel_ir *ir, const eng_target *t, char *err, size
 			loop_div(l, dl[i], i == 0, i > 0, divs[i]);
 		else
 			loop(l, dl[i], par_in_d && i == 0, false, 0);
-		if (i == kb_at)
-			loop(l, ir->kbvar, false, false, 0);
 	}
 	pack(l);
 	if (ir->pack.buf >= 0 && !l->packed)

@@ -1019,10 +1019,11 @@ static int64_t largest_divisor(int64_t n, int64_t max)
 	return 1;
 }
 
-/* How many times a packed kernel copies its panel: once per iteration of the output loops it
- * sits inside. Those are, in linearize.c's order, the parallel loop (the first output loop of at
- * least par iterations, else the longest) and every output loop up to the last one the panel's
- * operand moves along (pdeps: its dims); tiled dims loop shape / tile times. */
+/* How many times a packed kernel copies its panel: linearize.c opens the parallel loop (the first
+ * output loop of at least par iterations, else the longest) and then the others in dim order,
+ * and copies the panel as soon as every loop its operand moves along (pdeps: dims) is open: once
+ * per iteration of the loops up to there, or once per thread (before the parallel loop) if it
+ * moves along none of them. Tiled dims loop shape / tile times. */
 static double pack_copies(const eng_kernel_ir *ir, uint32_t pdeps, int par)
 {
 	int64_t trips[ENG_MAX_DIMS];
@@ -1038,14 +1039,22 @@ static double pack_copies(const eng_kernel_ir *ir, uint32_t pdeps, int par)
 	for (int i = 0; i < nd && (pi < 0 || trips[pi] < par); i++)
 		if (pi < 0 || trips[i] >= par || trips[i] > trips[pi])
 			pi = i;
-	double copies = pi >= 0 ? (double)trips[pi] : 1;
-	int last = -1;
+	if (pi < 0)
+		return 1;
+	/* the loops in linearize.c's order: the parallel one first */
+	int order[ENG_MAX_DIMS], no = 0, last = -1;
+	order[no++] = pi;
 	for (int i = 0; i < nd; i++)
-		if ((pdeps >> dims[i]) & 1)
-			last = i;
-	for (int i = 0; i <= last; i++)
 		if (i != pi)
-			copies *= (double)trips[i];
+			order[no++] = i;
+	for (int i = 0; i < no; i++)
+		if ((pdeps >> dims[order[i]]) & 1)
+			last = i;
+	if (last < 0)
+		return trips[pi] < par ? (double)trips[pi] : par;
+	double copies = 1;
+	for (int i = 0; i <= last; i++)
+		copies *= (double)trips[order[i]];
 	return copies;
 }
 
