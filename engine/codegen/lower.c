@@ -1023,16 +1023,16 @@ static int64_t largest_divisor(int64_t n, int64_t max)
  * output loop of at least par iterations, else the longest) and then the others in dim order,
  * and copies the panel as soon as every loop its operand moves along (pdeps: dims) is open: once
  * per iteration of the loops up to there, or once per thread (before the parallel loop) if it
- * moves along none of them. Tiled dims loop shape / tile times. */
-static double pack_copies(const eng_kernel_ir *ir, uint32_t pdeps, int par)
+ * moves along none of them. Dims tdim[k] (tiled) loop shape / tile[k] times. */
+static double pack_copies(const eng_kernel_ir *ir, const int tdim[2], const int64_t tile[2], uint32_t pdeps, int par)
 {
 	int64_t trips[ENG_MAX_DIMS];
 	int dims[ENG_MAX_DIMS], nd = 0, pi = -1;
 	for (int d = 0; d < ir->ndim; d++) {
 		int64_t n = ir->shape[d];
 		for (int k = 0; k < 2; k++)
-			if (ir->tiledim[k] == d)
-				n /= ir->tile[k];
+			if (tdim[k] == d)
+				n /= tile[k];
 		if (n > 1)
 			trips[nd] = n, dims[nd++] = d;
 	}
@@ -1058,6 +1058,54 @@ static double pack_copies(const eng_kernel_ir *ir, uint32_t pdeps, int par)
 	return copies;
 }
 
+/* A choice of plan_packed: operand p packed, the wide tile of wt lanes on loop w, the narrow tile
+ * of nt rows on loop n, and its estimated time (cycles). */
+typedef struct pack_choice {
+	int p, w, n;
+	int64_t wt, nt;
+	double est;
+} pack_choice;
+
+/* The best choice for packing operand load ld[p] (the other, ld[1-p], is broadcast) of phase ph:
+ * c->w < 0 if there is none. See plan_packed for the estimate. */
+static void pack_candidates(const eng_kernel_ir *ir, const eng_phase *ph, eng_uop *const *ld, int p, int par,
+			    double macs, double rows, pack_choice *c)
+{
+	const eng_uop *pi = ld[p]->src[0], *bi = ld[1 - p]->src[0];
+	int64_t coef;
+	if (ld[p]->nsrc > 1 && ld[p]->src[1])
+		return; /* a masked load is not packed */
+	for (int k = 0; k < ph->nred; k++)
+		if (!u_linear_in_var(pi, ph->red[k], &coef) || !coef)
+			return;
+	uint32_t pdeps = dims_of(ir, pi->deps);
+	for (int w = 0; w < ir->nloops; w++) {
+		const eng_loop *lw = &ir->loops[w];
+		if (lw->kind != L_OUTER || lw->n % 16 || !((pi->deps >> w) & 1) || ((bi->deps >> w) & 1) ||
+		    !u_linear_in_var(pi, w, &coef))
+			continue;
+		int64_t wt = lw->n % 32 ? 16 : 32, w16 = wt / 16, nmax = PACK_ACC_MAX / w16;
+		for (int n = 0; n < ir->nloops; n++) {
+			const eng_loop *ln = &ir->loops[n];
+			if (ln->kind != L_OUTER || n == w || !((bi->deps >> n) & 1) || ((pi->deps >> n) & 1))
+				continue;
+			int64_t nt = largest_divisor(ln->n, nmax < PACK_NARROW_MAX ? nmax : PACK_NARROW_MAX);
+			if (nt < 2)
+				continue;
+			const int tdim[2] = {lw->dim, ln->dim};
+			const int64_t tile[2] = {wt, nt};
+			double loads = 0.5 * (double)(nt + w16) / (double)(nt * w16);
+			double est = macs / 16 * (loads > 0.5 ? loads : 0.5) + pack_copies(ir, tdim, tile, pdeps, par) * rows * wt;
+			/* narrow rows a stride apart: a tile's broadcasts touch as many cache lines (and rows a
+			 * power of two apart share their sets) */
+			if (u_coef_of_var(bi, n) != 1)
+				est *= 1.25;
+			if (c->w < 0 || est < c->est)
+				*c = (pack_choice){.p = p, .w = w, .n = n, .wt = wt, .nt = nt, .est = est};
+		}
+	}
+}
+
 /* For a float32 sum of products over several reduced axes (a convolution and its input and weight
  * gradients, as they lower): the wide tile (16 or 32 lanes) goes on an output dim only one operand
  * P moves along, and P is packed (eng_pack): its panel over the whole reduction (or a block of
@@ -1067,10 +1115,9 @@ static double pack_copies(const eng_kernel_ir *ir, uint32_t pdeps, int par)
  * the tile's loads (a broadcast per narrow row, a vector per 16 lanes) outnumber two per cycle,
  * plus a cycle per panel element copied (pack_copies times the panel), and a quarter more where
  * the narrow rows are not adjacent in memory (measured: 3x slower, a 5x5 convolution's rows
- * 8 images apart against 10 adjacent pixels). The panel must fit an
- * eighth of L2: else the outermost reduced axis is blocked (the kernel then stores the sum as it
- * is: partial sums go through the output). Needs the CPU's caches (no GPU work-groups). Returns
- * whether it planned. */
+ * 8 images apart against 10 adjacent pixels). The panel must fit pack_budget: else the outermost
+ * reduced axis is blocked (the kernel then stores the sum as it is: partial sums go through the
+ * output). Needs the CPU's caches (no GPU work-groups). Returns whether it planned. */
 static bool plan_packed(eng_kernel_ir *ir, const eng_node *const *roots, int nroots, const eng_target *t, char *opts,
 			size_t len)
 {
@@ -1086,76 +1133,42 @@ static bool plan_packed(eng_kernel_ir *ir, const eng_node *const *roots, int nro
 	eng_uop *ld[8];
 	if (phase_loads(ph->value, ld, 0, 8, 0) != 2)
 		return false;
-	double rows = 1, macs = 1, best_t = 0;
+	double rows = 1, macs = 1;
 	for (int k = 0; k < ph->nred; k++)
 		rows *= (double)ir->loops[ph->red[k]].n;
 	for (int d = 0; d < ir->ndim; d++)
 		macs *= (double)ir->shape[d];
 	macs *= rows;
-	int best_w = -1, best_n = -1, best_p = -1;
-	int64_t best_wt = 0, best_nt = 0, coef;
-	const int tile_dims[2] = {ir->tiledim[0], ir->tiledim[1]};
-	const int64_t tile_sizes[2] = {ir->tile[0], ir->tile[1]};
-	for (int p = 0; p < 2; p++) {
-		const eng_uop *pi = ld[p]->src[0], *bi = ld[1 - p]->src[0];
-		bool ok = !(ld[p]->nsrc > 1 && ld[p]->src[1]); /* a masked load is not packed */
-		for (int k = 0; k < ph->nred && ok; k++)
-			ok = u_linear_in_var(pi, ph->red[k], &coef) && coef;
-		for (int w = 0; w < ir->nloops && ok; w++) {
-			const eng_loop *lw = &ir->loops[w];
-			if (lw->kind != L_OUTER || lw->n % 16 || !((pi->deps >> w) & 1) || ((bi->deps >> w) & 1) ||
-			    !u_linear_in_var(pi, w, &coef))
-				continue;
-			int64_t wt = lw->n % 32 ? 16 : 32, w16 = wt / 16, nmax = PACK_ACC_MAX / w16;
-			for (int n = 0; n < ir->nloops; n++) {
-				const eng_loop *ln = &ir->loops[n];
-				if (ln->kind != L_OUTER || n == w || !((bi->deps >> n) & 1) || ((pi->deps >> n) & 1))
-					continue;
-				int64_t nt = largest_divisor(ln->n, nmax < PACK_NARROW_MAX ? nmax : PACK_NARROW_MAX);
-				if (nt < 2)
-					continue;
-				ir->tiledim[0] = lw->dim, ir->tile[0] = wt, ir->tiledim[1] = ln->dim, ir->tile[1] = nt;
-				uint32_t pdeps = dims_of(ir, pi->deps);
-				double loads = 0.5 * (double)(nt + w16) / (double)(nt * w16);
-				double est = macs / 16 * (loads > 0.5 ? loads : 0.5) + pack_copies(ir, pdeps, t->par) * rows * wt;
-				/* narrow rows a stride apart: a tile's broadcasts touch as many cache lines
-				 * (and rows a power of two apart share their sets) */
-				if (u_coef_of_var(bi, n) != 1)
-					est *= 1.25;
-				if (best_w < 0 || est < best_t)
-					best_t = est, best_w = w, best_n = n, best_p = p, best_wt = wt, best_nt = nt;
-			}
-		}
-	}
-	ir->tiledim[0] = tile_dims[0], ir->tiledim[1] = tile_dims[1];
-	ir->tile[0] = tile_sizes[0], ir->tile[1] = tile_sizes[1];
-	if (best_w < 0)
+	pack_choice c = {.w = -1};
+	for (int p = 0; p < 2; p++)
+		pack_candidates(ir, ph, ld, p, t->par, macs, rows, &c);
+	if (c.w < 0)
 		return false;
 	/* a short reduction (a one-channel convolution's 25 steps) into a tile whose lanes are
 	 * stored a stride apart spends as long scattering the tile as computing it: plain tiles */
 	int64_t st[ENG_MAX_DIMS];
 	eng_contiguous_strides(ir->ndim, ir->shape, st);
-	if (rows < PACK_SCATTER_ROWS && st[ir->loops[best_w].dim] != 1)
+	if (rows < PACK_SCATTER_ROWS && st[ir->loops[c.w].dim] != 1)
 		return false;
 	int64_t es = eng_dtype_size(ph->dtype), budget = pack_budget(t);
 	int64_t k0 = ir->loops[ph->red[0]].n, kb = k0, inner = (int64_t)rows / k0;
-	if ((int64_t)rows * best_wt * es > budget) {
+	if ((int64_t)rows * c.wt * es > budget) {
 		const eng_uop *v = ir->stores[0].value;
 		if (v->kind != U_ACC || v->dtype != ph->dtype || roots[0]->dtype != ph->dtype)
 			return false; /* partial sums would go through an output that is not the sum */
-		for (kb = k0 - 1; kb >= 1 && (k0 % kb || kb * inner * best_wt * es > budget); kb--)
+		for (kb = k0 - 1; kb >= 1 && (k0 % kb || kb * inner * c.wt * es > budget); kb--)
 			;
 		if (kb < 1)
 			return false;
 	}
-	ir->tiledim[0] = ir->loops[best_w].dim, ir->tile[0] = best_wt;
-	ir->tiledim[1] = ir->loops[best_n].dim, ir->tile[1] = best_nt;
+	ir->tiledim[0] = ir->loops[c.w].dim, ir->tile[0] = c.wt;
+	ir->tiledim[1] = ir->loops[c.n].dim, ir->tile[1] = c.nt;
 	ir->kblock = kb < k0 ? kb : 0;
 	ir->kfull = kb < k0 ? k0 : 0;
 	ir->mblock = 0;
-	ir->pack.node = ir->bufs[ld[best_p]->arg.buf].node;
-	snprintf(opts, len, "UPCAST dim %d by %lld, UPCAST dim %d by %lld, PACK", ir->tiledim[0], (long long)best_wt,
-		 ir->tiledim[1], (long long)best_nt);
+	ir->pack.node = ir->bufs[ld[c.p]->arg.buf].node;
+	snprintf(opts, len, "UPCAST dim %d by %lld, UPCAST dim %d by %lld, PACK", ir->tiledim[0], (long long)c.wt,
+		 ir->tiledim[1], (long long)c.nt);
 	if (ir->kblock) {
 		size_t l = strlen(opts);
 		snprintf(opts + l, len - l, ", BLOCK reduce by %lld", (long long)kb);
