@@ -30,6 +30,8 @@ static eng_diskcache *disk(eng_device *dev)
 	return dev->disk_state > 0 ? dev->disk : NULL;
 }
 
+eng_diskcache *eng_progdisk_cache(eng_device *dev) { return disk(dev); }
+
 static void kernel_key(eng_device *dev, const char *src, char key[33])
 {
 	const char *id = dev->bk.ops->cache_id(dev->bk.ctx);

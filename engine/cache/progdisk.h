@@ -18,4 +18,9 @@ int eng_progdisk_lookup(eng_device *dev, const char *const *srcs, const char *co
  * reported once per device on stderr and otherwise ignored. */
 void eng_progdisk_store(eng_device *dev, const char *const *srcs, bk_program *const *progs, int n);
 
+/* The device's disk cache (opened on first use; owned by the device), or NULL when it is off,
+ * unusable, or the backend caches no programs: other records that belong with the programs
+ * (the kernel search's choices) are kept there too. */
+struct eng_diskcache *eng_progdisk_cache(eng_device *dev);
+
 #endif

@@ -3,6 +3,7 @@
 #ifndef ENG_LOWER_H
 #define ENG_LOWER_H
 
+#include "choice.h"
 #include "kernel.h"
 
 /* Tells the lowering which nodes are (or will be, by earlier kernels) stored in buffers. */
@@ -13,6 +14,9 @@ typedef struct eng_lower_opts {
 	void *arg;
 	bool optimize; /* choose tiles (upcasting) for reduction kernels */
 	eng_target target; /* to pick a parallel loop that feeds the device, and work-groups */
+	/* With optimize: these tiles and blocks instead of the planners' (a search's choice; its
+	 * group is the caller's to put in target). One that does not fit fails with ENG_EINVAL. */
+	const eng_kernel_choice *force;
 } eng_lower_opts;
 
 /* Lower roots (equal shapes) into ir (zeroed by the caller; freed with eng_kernel_ir_free).

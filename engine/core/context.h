@@ -26,6 +26,8 @@ struct eng_ctx {
 	int nretired;
 	int default_dev;
 	int debug;
+	int beam;           /* the kernel search's width (0: off) */
+	double beam_budget; /* its seconds per kernel */
 	eng_status err;
 	char errmsg[4096];
 	eng_stats stats;

@@ -11,6 +11,7 @@
 struct eng_progcache;
 struct eng_schedcache;
 struct eng_diskcache;
+struct eng_beamcache;
 
 typedef struct eng_device {
 	bk_device bk;
@@ -23,6 +24,7 @@ typedef struct eng_device {
 	struct eng_progcache *progs;   /* compiled kernels keyed by source */
 	struct eng_schedcache *scache; /* kernel lists keyed by graph structure (NULL: off) */
 	struct eng_diskcache *disk;           /* the compiled-program disk cache, opened on first use */
+	struct eng_beamcache *beams;   /* the kernel search's choices (realize/beamcache.c) */
 	int disk_state;                /* 0: not tried yet, 1: open, -1: off or unusable */
 	bool disk_enabled, disk_warned;
 	bool failed; /* a device-level error (lost, out of resources): every later use fails */

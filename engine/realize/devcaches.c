@@ -6,6 +6,7 @@
 
 #include "cache/diskcache.h"
 #include "cache/progcache.h"
+#include "beamcache.h"
 #include "realize.h"
 #include "schedule/schedcache.h"
 
@@ -25,7 +26,8 @@ eng_status eng_device_caches_open(eng_device *d)
 	d->disk_max = o->disk_cache_max;
 	d->progs = eng_progcache_create();
 	d->scache = o->no_schedule_cache ? NULL : eng_schedcache_create(0, pin_program, d);
-	if (!d->progs || (!o->no_schedule_cache && !d->scache)) {
+	d->beams = eng_beamcache_create();
+	if (!d->progs || (!o->no_schedule_cache && !d->scache) || !d->beams) {
 		eng_device_caches_close(d);
 		return eng_set_error(d->ctx, ENG_ENOMEM, "%s: out of memory for its caches", d->name);
 	}
@@ -36,6 +38,8 @@ void eng_device_caches_close(eng_device *d)
 {
 	eng_schedcache_destroy(d->scache);
 	d->scache = NULL;
+	eng_beamcache_destroy(d->beams);
+	d->beams = NULL;
 	eng_diskcache_close(d->disk);
 	d->disk = NULL;
 	if (d->progs)

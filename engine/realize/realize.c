@@ -11,6 +11,7 @@
 
 #include "cache/progcache.h"
 #include "cache/progdisk.h"
+#include "beam.h"
 #include "capture.h"
 #include "graph/nodeset.h"
 #include "renderer/cstyle.h"
@@ -392,8 +393,11 @@ static eng_status realize_on(eng_ctx *ctx, eng_device *dev, eng_node *const *nod
 	kprep *ks = calloc(sch.n ? sch.n : 1, sizeof(*ks));
 	if (!ks && !s)
 		s = eng_set_error(ctx, ENG_ENOMEM, "out of memory");
-	for (int i = 0; i < sch.n && !s; i++)
+	for (int i = 0; i < sch.n && !s; i++) {
 		s = render_item(ctx, dev, &sch.items[i], &ks[i]);
+		if (!s && ctx->beam > 0) /* the kernel search, where it is on (beam.c) */
+			s = eng_beam_item(ctx, dev, &sch.items[i], ks[i].name, &ks[i].src);
+	}
 	double t_sched = now_ms() - t0;
 	if (!s && sch.n) {
 		ctx->stats.schedules++;

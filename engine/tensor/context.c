@@ -103,6 +103,16 @@ eng_ctx *eng_ctx_create(const eng_ctx_opts *opts, char *err, size_t errlen)
 		o.debug = e ? atoi(e) : 0;
 	}
 	ctx->debug = o.debug;
+	if (!o.beam) {
+		const char *e = getenv("TENSORD_BEAM");
+		o.beam = e ? atoi(e) : 0;
+	}
+	ctx->beam = o.beam > 0 ? (o.beam < 64 ? o.beam : 64) : 0;
+	if (!(o.beam_budget > 0)) {
+		const char *e = getenv("TENSORD_BEAM_BUDGET");
+		o.beam_budget = e ? atof(e) : 0;
+	}
+	ctx->beam_budget = o.beam_budget > 0 ? o.beam_budget : 5.0;
 	if (o.backend_opts && strlen(o.backend_opts) >= sizeof(ctx->backend_opts)) {
 		snprintf(err, errlen, "backend_opts: longer than %zu bytes", sizeof(ctx->backend_opts) - 1);
 		free(ctx);

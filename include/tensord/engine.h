@@ -53,6 +53,14 @@ typedef struct eng_ctx_opts {
 	/* Compiled programs each device keeps in memory; 0: 1024. Past it the least recently used
 	 * programs that no schedule-cache entry or JIT capture uses are unloaded after a realize. */
 	uint32_t prog_cache_max;
+	/* The search over kernel options (tinygrad's BEAM; README "Kernel search"): each new kernel
+	 * with a reduction is compiled and timed on the device in several variants (tiles, cache
+	 * blocks, packing, work-groups) and the fastest kept, in memory and in the disk cache,
+	 * keyed by kernel and machine, so a machine searches a kernel once. beam: the beam width;
+	 * 0: $TENSORD_BEAM (unset or 0: off); < 0: off. beam_budget: seconds of searching per
+	 * kernel; 0: $TENSORD_BEAM_BUDGET, else 5. */
+	int beam;
+	double beam_budget;
 } eng_ctx_opts;
 
 /* Fill opts with defaults (debug -1, device NULL, backend_opts NULL, caches on). */
@@ -89,6 +97,8 @@ typedef struct eng_stats {
 	uint64_t disk_loads; /* kernels loaded from the disk cache instead of compiled */
 	uint64_t schedules; /* realize calls that scheduled at least one kernel */
 	uint64_t schedule_hits; /* realize calls answered by the schedule cache */
+	uint64_t searches;      /* kernels whose options were searched on the device (eng_ctx_opts.beam) */
+	uint64_t search_hits;   /* kernels that took a choice an earlier search recorded (memory or disk) */
 	/* Device memory, all devices together (eng_get_device_stats has them per device). */
 	uint64_t mem_live;   /* bytes in live buffers now (size-class rounded; not reset) */
 	uint64_t mem_peak;   /* highest mem_live since creation or the last reset */
