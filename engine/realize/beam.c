@@ -42,6 +42,7 @@ typedef struct search {
 	uint64_t seen[MAX_TRIED]; /* hashes of the sources lowered so far */
 	int nseen;
 	int timed;
+	double compile_ms; /* estimated compile time of one kernel in a batch */
 } search;
 
 static double now_ms(void)
@@ -243,9 +244,17 @@ static eng_status run_levels(search *S, const eng_kernel_choice *heur, double he
 		int n = 0;
 		for (int b = 0; b < nbeam; b++)
 			neighbours(S, &beam[b], cs, &n);
+		/* as many as the budget left can compile (the budget is checked between steps) */
+		double left = (S->deadline - now_ms()) / (S->compile_ms > 1 ? S->compile_ms : 1);
+		int fit = left < MAX_PER_LEVEL ? (int)left : MAX_PER_LEVEL;
+		for (int i = fit > 1 ? fit : 1; i < n; i++)
+			cand_free(S->dev, &cs[i]);
+		n = fit < n ? (fit > 1 ? fit : 1) : n;
 		if (!n)
 			break;
+		double tc = now_ms();
 		compile_all(S, cs, n);
+		S->compile_ms = (now_ms() - tc) / n;
 		for (int i = 0; i < n && !s; i++) {
 			if (!cs[i].prog || now_ms() >= S->deadline)
 				continue;
@@ -299,7 +308,9 @@ static eng_status search_item(eng_ctx *ctx, eng_device *dev, eng_sched_item *it,
 	double hms = INFINITY;
 	if (!(S->bench = eng_beam_bench_create(dev, &it->ir, eng_hash_str(*src), err, sizeof(err))))
 		goto out;
+	S->compile_ms = 50;
 	if (!hprog) {
+		double tc = now_ms();
 		bk_err berr;
 		const char *srcs[1] = {*src}, *names[1] = {name};
 		if (ops->compile(dev->bk.ctx, srcs, 1, names, &hprog, &berr)) {
@@ -308,6 +319,7 @@ static eng_status search_item(eng_ctx *ctx, eng_device *dev, eng_sched_item *it,
 			goto out;
 		}
 		owned = true;
+		S->compile_ms = now_ms() - tc;
 	}
 	if (eng_beam_bench_run(S->bench, hprog, &it->ir, RUNS, INFINITY, &hms, err, sizeof(err)))
 		goto out;
