@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Float32 matmul with the default heuristics against the kernel search (TENSORD_BEAM=$BEAM, default
+# 2, budget $TENSORD_BEAM_BUDGET s per kernel, default 5): one run searches into a fresh cache
+# directory (its wall time is the search's cost, paid once per machine), then each shape runs
+# ROUNDS times (default 3) both ways back to back, median and best of 7 after a warm-up; the
+# middle round's figure is kept. Args: shapes as N or MxKxN (default 256 512 1024 256x784x128).
+# DEV=CL runs it on OpenCL. Needs `make` (BUILD=dir as for make).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B="${BUILD:-build}"
+ROUNDS="${ROUNDS:-3}"
+BEAM="${BEAM:-2}"
+SHAPES=("$@")
+[ ${#SHAPES[@]} -gt 0 ] || SHAPES=(256 512 1024 256x784x128)
+[ -x "$B/bin/bench_matmul" ] || make -s BUILD="$B" "$B/bin/bench_matmul"
+CACHE="$(mktemp -d /tmp/tensord-beam-bench-XXXXXX)"
+trap 'rm -rf "$CACHE"' EXIT
+echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores; device ${DEV:-CPU}; TENSORD_BEAM=$BEAM"
+mb() { sed -E 's/.*median ([0-9.]+) ms best ([0-9.]+) ms.*/\1 \2/'; }
+mid() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+rows=""
+for s in "${SHAPES[@]}"; do
+	t0=$(date +%s.%N)
+	TENSORD_CACHE_DIR="$CACHE" TENSORD_BEAM="$BEAM" "$B/bin/bench_matmul" "$s" 1 >/dev/null
+	search=$(echo "$(date +%s.%N) - $t0" | bc)
+	hm="" hb="" sm="" sb=""
+	for ((r = 0; r < ROUNDS; r++)); do
+		read -r m b < <(TENSORD_CACHE_DIR="$CACHE" TENSORD_BEAM=0 "$B/bin/bench_matmul" "$s" 7 | mb)
+		hm+="$m"$'\n' hb+="$b"$'\n'
+		read -r m b < <(TENSORD_CACHE_DIR="$CACHE" TENSORD_BEAM="$BEAM" "$B/bin/bench_matmul" "$s" 7 | mb)
+		sm+="$m"$'\n' sb+="$b"$'\n'
+	done
+	rows+="$s $(mid <<<"$hm") $(mid <<<"$hb") $(mid <<<"$sm") $(mid <<<"$sb") $search"$'\n'
+done
+printf '%s' "$rows" | awk 'BEGIN {
+		print "| shape (MxKxN) | heuristics median ms | searched median ms | heuristics / searched (median) | heuristics best ms | searched best ms | first run with the search (s) |"
+		print "|---|---|---|---|---|---|---|" }
+	{ printf "| %s | %.3f | %.3f | **%.2fx** | %.3f | %.3f | %.1f |\n", $1, $2, $4, $2 / $4, $3, $5, $6 }'
