@@ -28,8 +28,8 @@ void eng_beam_bench_destroy(eng_beam_bench *b);
 /* Run prog (compiled from a lowering of the bench's kernel: ir, with the same buffers) once on
  * poisoned outputs: the first program run gives the reference outputs, every later one must
  * match them (floats within a relative 1e-3 of the output's largest magnitude), else ENG_ERANGE.
- * Then up to runs more launches, stopping early once one takes over cutoff_ms; *ms is the
- * fastest (asynchronous devices are synchronised for each). Launch errors come back as the
+ * Then up to runs more launches (past 3 only while they took under 20 ms together), stopping
+ * early once one takes over cutoff_ms; *ms is the fastest (asynchronous devices are synchronised for each). Launch errors come back as the
  * backend's status with err set. */
 eng_status eng_beam_bench_run(eng_beam_bench *b, bk_program *prog, const eng_kernel_ir *ir, int runs, double cutoff_ms,
 			      double *ms, char *err, size_t errlen);
