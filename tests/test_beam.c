@@ -210,12 +210,12 @@ static int records(char paths[][256], int max)
 		if (e->d_name[0] == '.' || strlen(e->d_name) != 2)
 			continue;
 		char sub[128];
-		snprintf(sub, sizeof(sub), "%s/%s", dir, e->d_name);
+		snprintf(sub, sizeof(sub), "%s/%.2s", dir, e->d_name);
 		DIR *d = opendir(sub);
 		struct dirent *f;
 		while (d && (f = readdir(d))) {
 			char p[256], magic[4];
-			snprintf(p, sizeof(p), "%s/%.32s", sub, f->d_name);
+			snprintf(p, sizeof(p), "%.128s/%.32s", sub, f->d_name);
 			FILE *fp = strlen(f->d_name) == 32 ? fopen(p, "rb") : NULL;
 			if (fp && !fseek(fp, ENG_DISKCACHE_HEADER_SIZE, SEEK_SET) && fread(magic, 1, 4, fp) == 4 &&
 			    !memcmp(magic, "TSDB", 4) && n < max)
