@@ -105,6 +105,39 @@ START_TEST(test_searched_kernels_match_reference)
 }
 END_TEST
 
+/* On OpenCL (where the machine has it; else "beam: opencl SKIPPED"): work-group sizes are among
+ * the options, and a row sum that runs in work-groups and a matmul still match the reference. */
+START_TEST(test_searched_on_opencl)
+{
+	eng_ctx_opts o;
+	eng_ctx_opts_default(&o);
+	o.debug = 0;
+	o.device = "CL";
+	o.cache_dir = dir;
+	o.beam = 2;
+	o.beam_budget = 4.0;
+	char err[256];
+	eng_ctx *ctx = live = eng_ctx_create(&o, err, sizeof(err));
+	if (!ctx) {
+		fprintf(stderr, "beam: opencl SKIPPED (%s)\n", err);
+		return;
+	}
+	tu_rng r = {11};
+	int64_t sr[2] = {4, 8192}, sa[2] = {32, 48}, sb[2] = {48, 32};
+	int axes[1] = {1};
+	tu_batch *bt = tu_batch_new(ctx);
+	tu_batch_ref(bt, eng_sum(tu_rand(ctx, &r, ENG_F32, 2, sr, -1, 1), axes, 1, false), 1e-4, 1e-3, "row sums");
+	tu_batch_ref(bt, eng_matmul(tu_rand(ctx, &r, ENG_F32, 2, sa, -1, 1), tu_rand(ctx, &r, ENG_F32, 2, sb, -1, 1)),
+		     1e-4, 1e-4, "matmul");
+	tu_batch_check(bt);
+	eng_stats st;
+	eng_get_stats(ctx, &st);
+	ck_assert_uint_ge(st.searches, 2);
+	eng_ctx_destroy(ctx);
+	live = NULL;
+}
+END_TEST
+
 /* Turned off: no search, no record. */
 START_TEST(test_off)
 {
@@ -371,6 +404,7 @@ Suite *beam_suite(void)
 	tcase_add_test(tc, test_record_round_trip);
 	tcase_add_test(tc, test_off);
 	tcase_add_test(tc, test_searched_kernels_match_reference);
+	tcase_add_test(tc, test_searched_on_opencl);
 	tcase_add_test(tc, test_second_process_reuses_the_choice);
 	tcase_add_test(tc, test_recorded_choice_is_applied);
 	tcase_add_test(tc, test_corrupt_record_is_ignored);
