@@ -17,12 +17,16 @@ CACHE="$(mktemp -d /tmp/tensord-beam-bench-XXXXXX)"
 trap 'rm -rf "$CACHE"' EXIT
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores; device ${DEV:-CPU}; TENSORD_BEAM=$BEAM"
 mb() { sed -E 's/.*median ([0-9.]+) ms best ([0-9.]+) ms.*/\1 \2/'; }
-mid() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+mid() { grep . | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 rows=""
 for s in "${SHAPES[@]}"; do
 	t0=$(date +%s.%N)
-	TENSORD_CACHE_DIR="$CACHE" TENSORD_BEAM="$BEAM" "$B/bin/bench_matmul" "$s" 1 >/dev/null
+	# the search's own line (DEBUG=2): "beam: NAME: N variants timed in T ms, CHOICE: H ms -> S ms (R)"
+	line=$(TENSORD_CACHE_DIR="$CACHE" TENSORD_BEAM="$BEAM" DEBUG=2 "$B/bin/bench_matmul" "$s" 1 2>&1 >/dev/null |
+		grep -m1 'variants timed' || true)
 	search=$(echo "$(date +%s.%N) - $t0" | bc)
+	chosen=$(sed -E 's/.* ms, (.*): ([0-9.]+) ms -> ([0-9.]+) ms.*/\1;\2;\3/' <<<"$line" | tr ' ' '_')
+	[ -n "$chosen" ] || chosen="(no search);0;0"
 	hm="" hb="" sm="" sb=""
 	for ((r = 0; r < ROUNDS; r++)); do
 		read -r m b < <(TENSORD_CACHE_DIR="$CACHE" TENSORD_BEAM=0 "$B/bin/bench_matmul" "$s" 7 | mb)
@@ -30,9 +34,10 @@ for s in "${SHAPES[@]}"; do
 		read -r m b < <(TENSORD_CACHE_DIR="$CACHE" TENSORD_BEAM="$BEAM" "$B/bin/bench_matmul" "$s" 7 | mb)
 		sm+="$m"$'\n' sb+="$b"$'\n'
 	done
-	rows+="$s $(mid <<<"$hm") $(mid <<<"$hb") $(mid <<<"$sm") $(mid <<<"$sb") $search"$'\n'
+	rows+="$s $(mid <<<"$hm") $(mid <<<"$hb") $(mid <<<"$sm") $(mid <<<"$sb") $search $chosen"$'\n'
 done
 printf '%s' "$rows" | awk 'BEGIN {
-		print "| shape (MxKxN) | heuristics median ms | searched median ms | heuristics / searched (median) | heuristics best ms | searched best ms | first run with the search (s) |"
-		print "|---|---|---|---|---|---|---|" }
-	{ printf "| %s | %.3f | %.3f | **%.2fx** | %.3f | %.3f | %.1f |\n", $1, $2, $4, $2 / $4, $3, $5, $6 }'
+		print "| shape (MxKxN) | heuristics median ms | searched median ms | heuristics / searched (median) | heuristics best ms | searched best ms | first run with the search (s) | choice (the search'"'"'s own kernel times, ms) |"
+		print "|---|---|---|---|---|---|---|---|" }
+	{ split($7, c, ";"); gsub("_", " ", c[1])
+	  printf "| %s | %.3f | %.3f | **%.2fx** | %.3f | %.3f | %.1f | %s (%.3f -> %.3f) |\n", $1, $2, $4, $2 / $4, $3, $5, $6, c[1], c[2], c[3] }'
