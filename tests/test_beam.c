@@ -11,6 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <tensord/jit.h>
+
 #include "cache/diskcache.h"
 #include "realize/beamcache.h"
 #include "testutil.h"
@@ -133,6 +135,51 @@ START_TEST(test_searched_on_opencl)
 	eng_stats st;
 	eng_get_stats(ctx, &st);
 	ck_assert_uint_ge(st.searches, 2);
+	eng_ctx_destroy(ctx);
+	live = NULL;
+}
+END_TEST
+
+static eng_status jit_step(eng_ctx *ctx, eng_tensor *const *in, int nin, eng_tensor **out, int nout, void *user)
+{
+	out[0] = eng_relu(eng_matmul(in[0], in[1]));
+	return out[0] ? ENG_OK : eng_error(ctx);
+}
+
+/* A JIT step searches once, when its kernel is first scheduled; the capture and the replays run
+ * the chosen program and compute the right values every call. */
+START_TEST(test_jit_replays_the_choice)
+{
+	eng_ctx *ctx = live = beam_ctx(0, 2.0);
+	ck_assert_ptr_nonnull(ctx);
+	eng_jit *j = eng_jit_create(ctx, jit_step, NULL, 2, 1, NULL);
+	ck_assert_ptr_nonnull(j);
+	tu_rng r = {5};
+	int64_t sa[2] = {24, 40}, sb[2] = {40, 32};
+	for (int call = 0; call < 4; call++) {
+		double va[24 * 40], vb[40 * 32];
+		eng_tensor *in[2] = {tu_quant(ctx, &r, ENG_F32, 2, sa, -2, 2, 0.25, va),
+				     tu_quant(ctx, &r, ENG_F32, 2, sb, -2, 2, 0.25, vb)}, *out[1];
+		ck_assert_int_eq(eng_jit_call(j, in, out), ENG_OK);
+		double *got = tu_read(out[0]);
+		for (int i = 0; i < 24; i++)
+			for (int k = 0; k < 32; k++) {
+				double want = 0;
+				for (int m = 0; m < 40; m++)
+					want += va[i * 40 + m] * vb[m * 32 + k];
+				want = want > 0 ? want : 0;
+				ck_assert_msg(got[i * 32 + k] == want, "call %d [%d,%d]: %g, want %g", call, i, k, got[i * 32 + k],
+					      want);
+			}
+		free(got);
+	}
+	eng_jit_info ji;
+	eng_jit_get_info(j, &ji);
+	ck_assert_uint_ge(ji.replays, 2);
+	eng_stats st;
+	eng_get_stats(ctx, &st);
+	ck_assert_uint_eq(st.searches, 1);
+	eng_jit_destroy(j);
 	eng_ctx_destroy(ctx);
 	live = NULL;
 }
@@ -405,6 +452,7 @@ Suite *beam_suite(void)
 	tcase_add_test(tc, test_off);
 	tcase_add_test(tc, test_searched_kernels_match_reference);
 	tcase_add_test(tc, test_searched_on_opencl);
+	tcase_add_test(tc, test_jit_replays_the_choice);
 	tcase_add_test(tc, test_second_process_reuses_the_choice);
 	tcase_add_test(tc, test_recorded_choice_is_applied);
 	tcase_add_test(tc, test_corrupt_record_is_ignored);
