@@ -429,7 +429,7 @@ END_TEST
 /* The record's encoding: what is written reads back; another format, machine or kernel does not. */
 START_TEST(test_record_round_trip)
 {
-	eng_kernel_choice c = {.tiledim = {2, 0}, .tile = {16, 4}, .kblock = 128, .mblock = 4, .pack = true, .group = 0}, d;
+	eng_kernel_choice c = {.tiledim = {2, 0}, .tile = {16, 4}, .kblock = 128, .mblock = 4, .pack = 1, .group = 0}, d;
 	unsigned char rec[ENG_BEAM_RECORD_SIZE];
 	eng_beam_encode(11, 22, &c, rec);
 	ck_assert(eng_beam_decode(rec, sizeof(rec), 11, 22, &d));

@@ -7,7 +7,7 @@
 
 eng_kernel_choice eng_choice_none(void)
 {
-	return (eng_kernel_choice){.tiledim = {-1, -1}, .tile = {1, 1}, .mblock = 1, .group = -1};
+	return (eng_kernel_choice){.tiledim = {-1, -1}, .tile = {1, 1}, .mblock = 1, .pack = -1, .group = -1};
 }
 
 eng_kernel_choice eng_choice_of(const eng_kernel_ir *ir)
@@ -20,7 +20,9 @@ eng_kernel_choice eng_choice_of(const eng_kernel_ir *ir)
 		}
 	c.kblock = ir->kblock;
 	c.mblock = ir->mblock > 1 ? ir->mblock : 1;
-	c.pack = ir->pack.node != NULL;
+	for (int i = 0; i < ir->nbufs && ir->pack.node; i++)
+		if (ir->bufs[i].node == ir->pack.node && !ir->bufs[i].output)
+			c.pack = i;
 	return c;
 }
 
@@ -31,16 +33,30 @@ bool eng_choice_equal(const eng_kernel_choice *a, const eng_kernel_choice *b)
 	       a->group == b->group;
 }
 
-/* The checks of lower.c's plan_blocks: a tiled sum of one f32 reduction stored as it is, every
- * output loop inside the reduction's dims. */
-static bool blockable(const eng_kernel_ir *ir, const eng_node *const *roots, int nroots)
+int64_t eng_choice_panel_max(const eng_target *t)
 {
-	if (nroots != 1 || roots[0]->op == ENG_OP_ASSIGN || ir->nphases != 1 || ir->nstores != 1)
+	const int64_t most = 128 * 1024;
+	return t->l2 > 0 && t->l2 / 8 < most ? t->l2 / 8 : most;
+}
+
+/* The checks of lower.c's plan_packed: one f32 sum on a CPU (packed panels live on the kernel
+ * thread's stack: no GPU work-groups or vector targets). */
+static bool packable(const eng_kernel_ir *ir, const eng_node *const *roots, int nroots, const eng_target *t)
+{
+	return t->l1 > 0 && t->l2 > 0 && t->vector <= 1 && t->group <= 1 && nroots == 1 &&
+	       roots[0]->op != ENG_OP_ASSIGN && ir->nphases == 1 && ir->nstores == 1 && ir->phases[0].op == ENG_OP_RSUM &&
+	       ir->phases[0].dtype == ENG_F32 && ir->phases[0].nred >= 1;
+}
+
+/* The checks of lower.c's plan_blocks and plan_packed for blocking: that, with the sum stored
+ * as it is (partial sums go through the output) and every output loop inside its dims. */
+static bool blockable(const eng_kernel_ir *ir, const eng_node *const *roots, int nroots, const eng_target *t)
+{
+	if (!packable(ir, roots, nroots, t))
 		return false;
 	const eng_phase *ph = &ir->phases[0];
 	const eng_uop *v = ir->stores[0].value;
-	if (ph->op != ENG_OP_RSUM || ph->nred != 1 || ph->dtype != ENG_F32 || v->kind != U_ACC ||
-	    v->dtype != ph->dtype || roots[0]->dtype != ph->dtype)
+	if (v->kind != U_ACC || v->dtype != ph->dtype || roots[0]->dtype != ph->dtype)
 		return false;
 	for (int d = 0; d < ir->ndim; d++)
 		if (ir->shape[d] > 1 && !((ph->dims >> d) & 1))
@@ -55,9 +71,8 @@ static eng_status bad(char *err, size_t errlen, const char *what)
 }
 
 eng_status eng_choice_apply(eng_kernel_ir *ir, const eng_node *const *roots, int nroots, const eng_kernel_choice *c,
-			    bool *want_pack, char *opts, size_t len, char *err, size_t errlen)
+			    const eng_target *t, char *opts, size_t len, char *err, size_t errlen)
 {
-	*want_pack = false;
 	if (len)
 		opts[0] = 0;
 	ir->tiledim[0] = ir->tiledim[1] = -1;
@@ -88,20 +103,33 @@ eng_status eng_choice_apply(eng_kernel_ir *ir, const eng_node *const *roots, int
 		return bad(err, errlen, "a work-group size that is not a power of two");
 	if (c->mblock < 1 || c->kblock < 0)
 		return bad(err, errlen, "a negative block");
-	if ((c->mblock > 1 || c->pack) && !c->kblock)
-		return bad(err, errlen, "row blocks or packing without reduction blocks");
+	if (c->mblock > 1 && !c->kblock)
+		return bad(err, errlen, "row blocks without reduction blocks");
 	if (c->kblock) {
-		if (c->tiledim[1] < 0 || !blockable(ir, roots, nroots))
+		if (c->tiledim[0] < 0 || !blockable(ir, roots, nroots, t))
 			return bad(err, errlen, "blocking of a kernel that cannot be blocked");
 		int64_t k = ir->loops[ir->phases[0].red[0]].n;
 		if (c->kblock < 2 || k % c->kblock || c->kblock >= k)
 			return bad(err, errlen, "a reduction block that does not divide the reduction");
-		if ((ir->shape[c->tiledim[1]] / c->tile[1]) % c->mblock)
+		if (c->mblock > 1 && (c->tiledim[1] < 0 || (ir->shape[c->tiledim[1]] / c->tile[1]) % c->mblock))
 			return bad(err, errlen, "a row block that does not divide the rows");
 		ir->kblock = c->kblock;
 		ir->kfull = k;
-		ir->mblock = c->mblock;
-		*want_pack = c->pack;
+		ir->mblock = c->mblock > 1 ? c->mblock : 0;
+	}
+	if (c->pack < -1 || c->pack >= ir->nbufs)
+		return bad(err, errlen, "a packed operand that is not one of the kernel's buffers");
+	if (c->pack >= 0) {
+		const eng_kernel_buf *b = &ir->bufs[c->pack];
+		if (c->tiledim[0] < 0 || b->output || b->dtype != ENG_F32 || !packable(ir, roots, nroots, t))
+			return bad(err, errlen, "packing of a kernel or buffer that cannot be packed");
+		const eng_phase *ph = &ir->phases[0];
+		int64_t rows = c->kblock ? c->kblock : ir->loops[ph->red[0]].n;
+		for (int k = 1; k < ph->nred; k++)
+			rows *= ir->loops[ph->red[k]].n;
+		if (rows * c->tile[0] * (int64_t)eng_dtype_size(b->dtype) > eng_choice_panel_max(t))
+			return bad(err, errlen, "a packed panel over the stack's budget");
+		ir->pack.node = b->node;
 	}
 	for (int k = 0; k < 2; k++) {
 		ir->tiledim[k] = c->tiledim[k];
@@ -124,7 +152,9 @@ void eng_choice_format(const eng_kernel_choice *c, char *out, size_t len)
 	if (c->tiledim[1] >= 0)
 		ADD("narrow d%dx%lld ", c->tiledim[1], (long long)c->tile[1]);
 	if (c->kblock)
-		ADD("kblock %lld mblock %lld%s ", (long long)c->kblock, (long long)c->mblock, c->pack ? " pack" : "");
+		ADD("kblock %lld mblock %lld ", (long long)c->kblock, (long long)c->mblock);
+	if (c->pack >= 0)
+		ADD("pack buf %d ", c->pack);
 	if (c->group >= 0)
 		ADD("group %d ", c->group);
 	if (!l)

@@ -1342,12 +1342,10 @@ eng_status eng_lower(const eng_node *const *roots, int nroots, const eng_lower_o
 	}
 	if (o->optimize) {
 		char opts[256] = "";
-		bool pack = false;
 		if (o->force) { /* a search's choice (choice.c) instead of the planners */
-			if ((s = eng_choice_apply(ir, roots, nroots, o->force, &pack, opts, sizeof(opts),
-						  err, errlen)))
+			if ((s = eng_choice_apply(ir, roots, nroots, o->force, &o->target, opts,
+						  sizeof(opts), err, errlen)))
 				goto done;
-			ir->pack.node = pack ? pack_operand(ir, &ir->phases[0]) : NULL;
 		} else {
 			plan_tiles(ir, &o->target, opts, sizeof(opts));
 			if (!plan_packed(ir, roots, nroots, &o->target, opts, sizeof(opts)))

@@ -166,11 +166,12 @@ static void neighbours(search *S, const eng_kernel_choice *b, cand *out, int *n)
 		}
 	}
 	c = *b; /* no narrow tile, then no tiles at all */
-	c.tiledim[1] = -1, c.tile[1] = 1, c.kblock = 0, c.mblock = 1, c.pack = false;
+	c.tiledim[1] = -1, c.tile[1] = 1, c.mblock = 1;
 	propose(S, &c, out, n);
-	c.tiledim[0] = -1, c.tile[0] = 1;
+	c.tiledim[0] = -1, c.tile[0] = 1, c.kblock = 0, c.pack = -1;
 	propose(S, &c, out, n);
-	if (ir->nphases == 1 && ir->phases[0].nred == 1 && b->tiledim[1] >= 0) {
+	if (ir->nphases == 1 && b->tiledim[0] >= 0) {
+		/* the heuristic kernel's outermost reduced axis, whole */
 		int64_t k = ir->kblock ? ir->kfull : ir->loops[ir->phases[0].red[0]].n;
 		for (size_t i = 0; i <= sizeof(kbs) / sizeof(kbs[0]); i++) {
 			c = *b;
@@ -178,17 +179,20 @@ static void neighbours(search *S, const eng_kernel_choice *b, cand *out, int *n)
 			if (c.kblock && (k % c.kblock || c.kblock >= k))
 				continue;
 			if (!c.kblock)
-				c.mblock = 1, c.pack = false;
+				c.mblock = 1;
 			propose(S, &c, out, n);
 		}
-		for (size_t i = 0; i < sizeof(mbs) / sizeof(mbs[0]) && b->kblock; i++) {
+		for (size_t i = 0; i < sizeof(mbs) / sizeof(mbs[0]) && b->kblock && b->tiledim[1] >= 0; i++) {
 			c = *b;
 			c.mblock = mbs[i];
 			propose(S, &c, out, n);
 		}
-		c = *b;
-		c.pack = !b->pack && b->kblock;
-		propose(S, &c, out, n);
+		for (int i = -1; i < ir->nbufs; i++) /* which operand is packed, if any */
+			if (i < 0 || (!ir->bufs[i].output && ir->bufs[i].dtype == ENG_F32)) {
+				c = *b;
+				c.pack = i;
+				propose(S, &c, out, n);
+			}
 	}
 	for (int g = S->dev->plan.group; g > 1 && g >= S->dev->plan.group / 4; g /= 2) {
 		c = *b;

@@ -90,7 +90,7 @@ void eng_beam_encode(uint64_t mh, uint64_t kh, const eng_kernel_choice *c, unsig
 	put_u64(out + 40, (uint64_t)c->tile[1]);
 	put_u64(out + 48, (uint64_t)c->kblock);
 	put_u64(out + 56, (uint64_t)c->mblock);
-	put_u32(out + 64, c->pack);
+	put_u32(out + 64, (uint32_t)c->pack);
 	put_u32(out + 68, (uint32_t)c->group);
 }
 
@@ -98,7 +98,7 @@ bool eng_beam_decode(const void *bytes, size_t n, uint64_t mh, uint64_t kh, eng_
 {
 	const unsigned char *p = bytes;
 	if (n != ENG_BEAM_RECORD_SIZE || memcmp(p, "TSDB", 4) || get_u32(p + 4) != ENG_BEAM_FORMAT ||
-	    get_u64(p + 8) != mh || get_u64(p + 16) != kh || get_u32(p + 64) > 1)
+	    get_u64(p + 8) != mh || get_u64(p + 16) != kh)
 		return false;
 	c->tiledim[0] = (int32_t)get_u32(p + 24);
 	c->tiledim[1] = (int32_t)get_u32(p + 28);
@@ -106,7 +106,7 @@ bool eng_beam_decode(const void *bytes, size_t n, uint64_t mh, uint64_t kh, eng_
 	c->tile[1] = (int64_t)get_u64(p + 40);
 	c->kblock = (int64_t)get_u64(p + 48);
 	c->mblock = (int64_t)get_u64(p + 56);
-	c->pack = get_u32(p + 64) != 0;
+	c->pack = (int32_t)get_u32(p + 64);
 	c->group = (int32_t)get_u32(p + 68);
 	return true; /* the values are checked when the choice is applied (eng_choice_apply) */
 }

@@ -17,7 +17,7 @@
  *   16 u64      eng_hash_str of the kernel's source under the default heuristics
  *   24 i32 x2   tiledim[0], tiledim[1]
  *   32 i64 x4   tile[0], tile[1], kblock, mblock
- *   64 i32 x2   pack, group */
+ *   64 i32 x2   pack (a buffer index, -1: none), group */
 #define ENG_BEAM_RECORD_SIZE 72
 
 typedef struct eng_beamcache eng_beamcache;
