@@ -373,6 +373,8 @@ static eng_status search_item(eng_ctx *ctx, eng_device *dev, eng_sched_item *it,
 		best.src = NULL;
 		adopt(it, &best.ir, name, src, bname, bsrc);
 	} else if (owned && eng_progcache_put(dev->progs, *src, hprog)) {
+		const char *hs = *src;
+		eng_progdisk_store(dev, &hs, &hprog, 1);
 		owned = false;
 	}
 out:
