@@ -269,9 +269,13 @@ static eng_status run_levels(search *S, const eng_kernel_choice *heur, double he
 			eng_status r = eng_beam_bench_run(S->bench, cs[i].prog, &cs[i].ir, RUNS, 2 * best->ms, &cs[i].ms, err,
 							 sizeof(err));
 			S->timed++;
+			char text[160];
+			eng_choice_format(&cs[i].c, text, sizeof(text));
 			if (r) {
 				cs[i].ms = INFINITY;
-				eng_logmsg(S->ctx, 3, "beam: %s dropped: %s", cs[i].name, err);
+				eng_logmsg(S->ctx, 3, "beam: %s (%s) dropped: %s", cs[i].name, text, err);
+			} else {
+				eng_logmsg(S->ctx, 4, "beam: %s (%s): %.3f ms", cs[i].name, text, cs[i].ms);
 			}
 		}
 		qsort(cs, n, sizeof(*cs), by_time);
