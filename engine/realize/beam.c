@@ -252,6 +252,7 @@ static eng_status run_levels(search *S, const eng_kernel_choice *heur, double he
 		/* as many as the budget left can compile (the budget is checked between steps) */
 		double left = (S->deadline - now_ms()) / (S->compile_ms > 1 ? S->compile_ms : 1);
 		int fit = left < MAX_PER_LEVEL ? (int)left : MAX_PER_LEVEL;
+		fit = level == 0 && fit < 4 ? 4 : fit; /* the first level tries a few at least */
 		for (int i = fit > 1 ? fit : 1; i < n; i++)
 			cand_free(S->dev, &cs[i]);
 		n = fit < n ? (fit > 1 ? fit : 1) : n;
@@ -328,7 +329,8 @@ static eng_status search_item(eng_ctx *ctx, eng_device *dev, eng_sched_item *it,
 			goto out;
 		}
 		owned = true;
-		S->compile_ms = now_ms() - tc;
+		/* a batch shares the compiler's start-up: guess a quarter per kernel until one is timed */
+		S->compile_ms = (now_ms() - tc) / 4;
 	}
 	if (eng_beam_bench_run(S->bench, hprog, &it->ir, RUNS, INFINITY, &hms, err, sizeof(err)))
 		goto out;
