@@ -82,8 +82,10 @@ START_TEST(test_searched_kernels_match_reference)
 	eng_set_log(ctx, log_to, &lg);
 	tu_rng r = {7};
 	int64_t sa[2] = {48, 32}, sb[2] = {32, 64}, sx[4] = {1, 4, 10, 10}, sw[4] = {8, 4, 3, 3};
-	eng_tensor *a = tu_rand(ctx, &r, ENG_F32, 2, sa, -1, 1), *b = tu_rand(ctx, &r, ENG_F32, 2, sb, -1, 1);
-	eng_tensor *x = tu_rand(ctx, &r, ENG_F32, 4, sx, -1, 1), *w = tu_rand(ctx, &r, ENG_F32, 4, sw, -1, 1);
+	eng_tensor *a = tu_rand(ctx, &r, ENG_F32, 2, sa, -1, 1),
+		   *b = tu_rand(ctx, &r, ENG_F32, 2, sb, -1, 1);
+	eng_tensor *x = tu_rand(ctx, &r, ENG_F32, 4, sx, -1, 1),
+		   *w = tu_rand(ctx, &r, ENG_F32, 4, sw, -1, 1);
 	tu_batch *bt = tu_batch_new(ctx);
 	tu_batch_ref(bt, eng_matmul(a, b), 1e-4, 1e-4, "matmul");
 	tu_batch_ref(bt, eng_conv2d(x, w, NULL, NULL, NULL, NULL, 1), 1e-4, 1e-4, "conv2d");
@@ -128,8 +130,11 @@ START_TEST(test_searched_on_opencl)
 	int64_t sr[2] = {4, 8192}, sa[2] = {32, 48}, sb[2] = {48, 32};
 	int axes[1] = {1};
 	tu_batch *bt = tu_batch_new(ctx);
-	tu_batch_ref(bt, eng_sum(tu_rand(ctx, &r, ENG_F32, 2, sr, -1, 1), axes, 1, false), 1e-4, 1e-3, "row sums");
-	tu_batch_ref(bt, eng_matmul(tu_rand(ctx, &r, ENG_F32, 2, sa, -1, 1), tu_rand(ctx, &r, ENG_F32, 2, sb, -1, 1)),
+	tu_batch_ref(bt, eng_sum(tu_rand(ctx, &r, ENG_F32, 2, sr, -1, 1), axes, 1, false), 1e-4,
+		     1e-3, "row sums");
+	tu_batch_ref(bt,
+		     eng_matmul(tu_rand(ctx, &r, ENG_F32, 2, sa, -1, 1),
+				tu_rand(ctx, &r, ENG_F32, 2, sb, -1, 1)),
 		     1e-4, 1e-4, "matmul");
 	tu_batch_check(bt);
 	eng_stats st;
@@ -140,7 +145,8 @@ START_TEST(test_searched_on_opencl)
 }
 END_TEST
 
-static eng_status jit_step(eng_ctx *ctx, eng_tensor *const *in, int nin, eng_tensor **out, int nout, void *user)
+static eng_status jit_step(eng_ctx *ctx, eng_tensor *const *in, int nin, eng_tensor **out, int nout,
+			   void *user)
 {
 	out[0] = eng_relu(eng_matmul(in[0], in[1]));
 	return out[0] ? ENG_OK : eng_error(ctx);
@@ -159,7 +165,8 @@ START_TEST(test_jit_replays_the_choice)
 	for (int call = 0; call < 4; call++) {
 		double va[24 * 40], vb[40 * 32];
 		eng_tensor *in[2] = {tu_quant(ctx, &r, ENG_F32, 2, sa, -2, 2, 0.25, va),
-				     tu_quant(ctx, &r, ENG_F32, 2, sb, -2, 2, 0.25, vb)}, *out[1];
+				     tu_quant(ctx, &r, ENG_F32, 2, sb, -2, 2, 0.25, vb)},
+			   *out[1];
 		ck_assert_int_eq(eng_jit_call(j, in, out), ENG_OK);
 		double *got = tu_read(out[0]);
 		for (int i = 0; i < 24; i++)
@@ -168,8 +175,9 @@ START_TEST(test_jit_replays_the_choice)
 				for (int m = 0; m < 40; m++)
 					want += va[i * 40 + m] * vb[m * 32 + k];
 				want = want > 0 ? want : 0;
-				ck_assert_msg(got[i * 32 + k] == want, "call %d [%d,%d]: %g, want %g", call, i, k, got[i * 32 + k],
-					      want);
+				ck_assert_msg(got[i * 32 + k] == want,
+					      "call %d [%d,%d]: %g, want %g", call, i, k,
+					      got[i * 32 + k], want);
 			}
 		free(got);
 	}
@@ -200,8 +208,10 @@ START_TEST(test_off)
 	tu_rng r = {3};
 	int64_t s[2] = {32, 32};
 	tu_batch *bt = tu_batch_new(ctx);
-	tu_batch_ref(bt, eng_matmul(tu_rand(ctx, &r, ENG_F32, 2, s, -1, 1), tu_rand(ctx, &r, ENG_F32, 2, s, -1, 1)), 1e-4,
-		     1e-4, "matmul");
+	tu_batch_ref(bt,
+		     eng_matmul(tu_rand(ctx, &r, ENG_F32, 2, s, -1, 1),
+				tu_rand(ctx, &r, ENG_F32, 2, s, -1, 1)),
+		     1e-4, 1e-4, "matmul");
 	tu_batch_check(bt);
 	eng_stats st;
 	eng_get_stats(ctx, &st);
@@ -215,7 +225,15 @@ END_TEST
 /* ---- other processes: a child computes a 32x32 @ 32x32 matmul on the cache directory and
  * says through its exit status whether it went as expected. */
 
-enum { CHILD_OK = 0, CHILD_NO_CTX = 10, CHILD_ERROR, CHILD_WRONG, CHILD_SEARCHES, CHILD_HITS, CHILD_OPTS };
+enum {
+	CHILD_OK = 0,
+	CHILD_NO_CTX = 10,
+	CHILD_ERROR,
+	CHILD_WRONG,
+	CHILD_SEARCHES,
+	CHILD_HITS,
+	CHILD_OPTS
+};
 
 #define N 32
 
@@ -233,7 +251,8 @@ static void child(int searches, int hits, const char *opts)
 	for (int i = 0; i < N * N; i++)
 		a[i] = (float)((i * 7) % 13 - 6) / 8, b[i] = (float)((i * 5) % 11 - 5) / 4;
 	int64_t s[2] = {N, N};
-	eng_tensor *t = eng_matmul(eng_from_data(ctx, ENG_F32, 2, s, a), eng_from_data(ctx, ENG_F32, 2, s, b));
+	eng_tensor *t = eng_matmul(eng_from_data(ctx, ENG_F32, 2, s, a),
+				   eng_from_data(ctx, ENG_F32, 2, s, b));
 	if (!t || eng_tensor_read(t, c, sizeof(c))) {
 		fprintf(stderr, "child: %s\n", eng_errmsg(ctx));
 		_exit(CHILD_ERROR);
@@ -259,7 +278,8 @@ static void child(int searches, int hits, const char *opts)
 		code = CHILD_OPTS;
 	if (code != CHILD_OK)
 		fprintf(stderr, "child: code %d, %llu searches, %llu hits; log:\n%s\n", code,
-			(unsigned long long)st.searches, (unsigned long long)st.search_hits, lg.text);
+			(unsigned long long)st.searches, (unsigned long long)st.search_hits,
+			lg.text);
 	eng_ctx_destroy(ctx);
 	_exit(code);
 }
@@ -297,8 +317,8 @@ static int records(char paths[][256], int max)
 			char p[256], magic[4];
 			snprintf(p, sizeof(p), "%.128s/%.32s", sub, f->d_name);
 			FILE *fp = strlen(f->d_name) == 32 ? fopen(p, "rb") : NULL;
-			if (fp && !fseek(fp, ENG_DISKCACHE_HEADER_SIZE, SEEK_SET) && fread(magic, 1, 4, fp) == 4 &&
-			    !memcmp(magic, "TSDB", 4) && n < max)
+			if (fp && !fseek(fp, ENG_DISKCACHE_HEADER_SIZE, SEEK_SET) &&
+			    fread(magic, 1, 4, fp) == 4 && !memcmp(magic, "TSDB", 4) && n < max)
 				snprintf(paths[n++], 256, "%s", p);
 			if (fp)
 				fclose(fp);
@@ -366,7 +386,8 @@ START_TEST(test_recorded_choice_is_applied)
 	c.tiledim[1] = 0, c.tile[1] = 2, c.kblock = 16, c.mblock = 2;
 	eng_beam_encode(mh, kh, &c, mine);
 	plant(key, mine);
-	ck_assert_int_eq(in_process(0, 1, "SEARCHED wide d1x4 narrow d0x2 kblock 16 mblock 2"), CHILD_OK);
+	ck_assert_int_eq(in_process(0, 1, "SEARCHED wide d1x4 narrow d0x2 kblock 16 mblock 2"),
+			 CHILD_OK);
 }
 END_TEST
 
@@ -416,7 +437,8 @@ START_TEST(test_stale_records_are_ignored)
 			char msg[256];
 			eng_diskcache *dc = eng_diskcache_open(dir, 0, msg, sizeof(msg));
 			ck_assert_ptr_nonnull(dc);
-			ck_assert_int_eq(eng_diskcache_put(dc, key, rec, ENG_BEAM_RECORD_SIZE - 8), ENG_OK);
+			ck_assert_int_eq(eng_diskcache_put(dc, key, rec, ENG_BEAM_RECORD_SIZE - 8),
+					 ENG_OK);
 			eng_diskcache_close(dc);
 		} else {
 			plant(key, bad);
@@ -429,7 +451,13 @@ END_TEST
 /* The record's encoding: what is written reads back; another format, machine or kernel does not. */
 START_TEST(test_record_round_trip)
 {
-	eng_kernel_choice c = {.tiledim = {2, 0}, .tile = {16, 4}, .kblock = 128, .mblock = 4, .pack = 1, .group = 0}, d;
+	eng_kernel_choice c = {.tiledim = {2, 0},
+			       .tile = {16, 4},
+			       .kblock = 128,
+			       .mblock = 4,
+			       .pack = 1,
+			       .group = 0},
+			  d;
 	unsigned char rec[ENG_BEAM_RECORD_SIZE];
 	eng_beam_encode(11, 22, &c, rec);
 	ck_assert(eng_beam_decode(rec, sizeof(rec), 11, 22, &d));

@@ -7,7 +7,8 @@
 
 eng_kernel_choice eng_choice_none(void)
 {
-	return (eng_kernel_choice){.tiledim = {-1, -1}, .tile = {1, 1}, .mblock = 1, .pack = -1, .group = -1};
+	return (eng_kernel_choice){
+		.tiledim = {-1, -1}, .tile = {1, 1}, .mblock = 1, .pack = -1, .group = -1};
 }
 
 eng_kernel_choice eng_choice_of(const eng_kernel_ir *ir)
@@ -28,9 +29,9 @@ eng_kernel_choice eng_choice_of(const eng_kernel_ir *ir)
 
 bool eng_choice_equal(const eng_kernel_choice *a, const eng_kernel_choice *b)
 {
-	return a->tiledim[0] == b->tiledim[0] && a->tiledim[1] == b->tiledim[1] && a->tile[0] == b->tile[0] &&
-	       a->tile[1] == b->tile[1] && a->kblock == b->kblock && a->mblock == b->mblock && a->pack == b->pack &&
-	       a->group == b->group;
+	return a->tiledim[0] == b->tiledim[0] && a->tiledim[1] == b->tiledim[1] &&
+	       a->tile[0] == b->tile[0] && a->tile[1] == b->tile[1] && a->kblock == b->kblock &&
+	       a->mblock == b->mblock && a->pack == b->pack && a->group == b->group;
 }
 
 int64_t eng_choice_panel_max(const eng_target *t)
@@ -41,16 +42,19 @@ int64_t eng_choice_panel_max(const eng_target *t)
 
 /* The checks of lower.c's plan_packed: one f32 sum on a CPU (packed panels live on the kernel
  * thread's stack: no GPU work-groups or vector targets). */
-static bool packable(const eng_kernel_ir *ir, const eng_node *const *roots, int nroots, const eng_target *t)
+static bool packable(const eng_kernel_ir *ir, const eng_node *const *roots, int nroots,
+		     const eng_target *t)
 {
 	return t->l1 > 0 && t->l2 > 0 && t->vector <= 1 && t->group <= 1 && nroots == 1 &&
-	       roots[0]->op != ENG_OP_ASSIGN && ir->nphases == 1 && ir->nstores == 1 && ir->phases[0].op == ENG_OP_RSUM &&
-	       ir->phases[0].dtype == ENG_F32 && ir->phases[0].nred >= 1;
+	       roots[0]->op != ENG_OP_ASSIGN && ir->nphases == 1 && ir->nstores == 1 &&
+	       ir->phases[0].op == ENG_OP_RSUM && ir->phases[0].dtype == ENG_F32 &&
+	       ir->phases[0].nred >= 1;
 }
 
 /* The checks of lower.c's plan_blocks and plan_packed for blocking: that, with the sum stored
  * as it is (partial sums go through the output) and every output loop inside its dims. */
-static bool blockable(const eng_kernel_ir *ir, const eng_node *const *roots, int nroots, const eng_target *t)
+static bool blockable(const eng_kernel_ir *ir, const eng_node *const *roots, int nroots,
+		      const eng_target *t)
 {
 	if (!packable(ir, roots, nroots, t))
 		return false;
@@ -70,8 +74,9 @@ static eng_status bad(char *err, size_t errlen, const char *what)
 	return ENG_EINVAL;
 }
 
-eng_status eng_choice_apply(eng_kernel_ir *ir, const eng_node *const *roots, int nroots, const eng_kernel_choice *c,
-			    const eng_target *t, char *opts, size_t len, char *err, size_t errlen)
+eng_status eng_choice_apply(eng_kernel_ir *ir, const eng_node *const *roots, int nroots,
+			    const eng_kernel_choice *c, const eng_target *t, char *opts, size_t len,
+			    char *err, size_t errlen)
 {
 	if (len)
 		opts[0] = 0;
@@ -110,8 +115,10 @@ eng_status eng_choice_apply(eng_kernel_ir *ir, const eng_node *const *roots, int
 			return bad(err, errlen, "blocking of a kernel that cannot be blocked");
 		int64_t k = ir->loops[ir->phases[0].red[0]].n;
 		if (c->kblock < 2 || k % c->kblock || c->kblock >= k)
-			return bad(err, errlen, "a reduction block that does not divide the reduction");
-		if (c->mblock > 1 && (c->tiledim[1] < 0 || (ir->shape[c->tiledim[1]] / c->tile[1]) % c->mblock))
+			return bad(err, errlen,
+				   "a reduction block that does not divide the reduction");
+		if (c->mblock > 1 &&
+		    (c->tiledim[1] < 0 || (ir->shape[c->tiledim[1]] / c->tile[1]) % c->mblock))
 			return bad(err, errlen, "a row block that does not divide the rows");
 		ir->kblock = c->kblock;
 		ir->kfull = k;
@@ -121,8 +128,10 @@ eng_status eng_choice_apply(eng_kernel_ir *ir, const eng_node *const *roots, int
 		return bad(err, errlen, "a packed operand that is not one of the kernel's buffers");
 	if (c->pack >= 0) {
 		const eng_kernel_buf *b = &ir->bufs[c->pack];
-		if (c->tiledim[0] < 0 || b->output || b->dtype != ENG_F32 || !packable(ir, roots, nroots, t))
-			return bad(err, errlen, "packing of a kernel or buffer that cannot be packed");
+		if (c->tiledim[0] < 0 || b->output || b->dtype != ENG_F32 ||
+		    !packable(ir, roots, nroots, t))
+			return bad(err, errlen,
+				   "packing of a kernel or buffer that cannot be packed");
 		const eng_phase *ph = &ir->phases[0];
 		int64_t rows = c->kblock ? c->kblock : ir->loops[ph->red[0]].n;
 		for (int k = 1; k < ph->nred; k++)

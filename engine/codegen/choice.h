@@ -40,8 +40,9 @@ int64_t eng_choice_panel_max(const eng_target *t);
  * reduction depends on, blocking or packing of a kernel that cannot have it, a panel over the
  * stack's budget, ...): a choice found for another kernel or a stale one must not lower. opts
  * gets a text summary for DEBUG. */
-eng_status eng_choice_apply(eng_kernel_ir *ir, const eng_node *const *roots, int nroots, const eng_kernel_choice *c,
-			    const eng_target *t, char *opts, size_t len, char *err, size_t errlen);
+eng_status eng_choice_apply(eng_kernel_ir *ir, const eng_node *const *roots, int nroots,
+			    const eng_kernel_choice *c, const eng_target *t, char *opts, size_t len,
+			    char *err, size_t errlen);
 
 /* A short text of c ("wide d1x8 narrow d0x4 kblock 64 mblock 2 pack group 0"). */
 void eng_choice_format(const eng_kernel_choice *c, char *out, size_t len);

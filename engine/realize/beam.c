@@ -17,11 +17,11 @@
 #include "realize.h"
 #include "util/hash.h"
 
-#define MAX_LEVELS 6
+#define MAX_LEVELS    6
 #define MAX_PER_LEVEL 32 /* candidates lowered, compiled and timed per level */
-#define MAX_TRIED 512
-#define RUNS 10
-#define MARGIN 0.97 /* a variant must be this much faster than the best so far to replace it */
+#define MAX_TRIED     512
+#define RUNS	      10
+#define MARGIN	      0.97 /* a variant must be this much faster than the best so far to replace it */
 
 typedef struct cand {
 	eng_kernel_choice c;
@@ -65,10 +65,15 @@ static bool in_bufs(void *arg, const eng_node *n)
 
 /* Lower it's kernel again with choice c into out (freed by the caller on success): ENG_EINVAL
  * when c does not fit, or the variant would use other buffers than the kernel. */
-static eng_status lower_choice(eng_device *dev, const eng_sched_item *it, const eng_kernel_choice *c, eng_kernel_ir *out,
-			       char *err, size_t errlen)
+static eng_status lower_choice(eng_device *dev, const eng_sched_item *it,
+			       const eng_kernel_choice *c, eng_kernel_ir *out, char *err,
+			       size_t errlen)
 {
-	eng_lower_opts o = {.is_stored = in_bufs, .arg = (void *)&it->ir, .optimize = true, .target = dev->plan, .force = c};
+	eng_lower_opts o = {.is_stored = in_bufs,
+			    .arg = (void *)&it->ir,
+			    .optimize = true,
+			    .target = dev->plan,
+			    .force = c};
 	if (c->group >= 0)
 		o.target.group = c->group;
 	const eng_node *must = NULL;
@@ -76,7 +81,8 @@ static eng_status lower_choice(eng_device *dev, const eng_sched_item *it, const 
 	eng_status s = eng_lower(it->roots, it->nroots, &o, out, &must, err, errlen);
 	bool same = !s && out->nbufs == it->ir.nbufs;
 	for (int i = 0; same && i < out->nbufs; i++)
-		same = out->bufs[i].node == it->ir.bufs[i].node && out->bufs[i].output == it->ir.bufs[i].output &&
+		same = out->bufs[i].node == it->ir.bufs[i].node &&
+		       out->bufs[i].output == it->ir.bufs[i].output &&
 		       out->bufs[i].numel == it->ir.bufs[i].numel;
 	if (!s && !same) {
 		snprintf(err, errlen, "the variant uses other buffers");
@@ -88,7 +94,8 @@ static eng_status lower_choice(eng_device *dev, const eng_sched_item *it, const 
 }
 
 /* Make ir, name and src it's kernel (taking them; the old ones are freed). */
-static void adopt(eng_sched_item *it, eng_kernel_ir *ir, char name[96], char **src, const char *nname, char *nsrc)
+static void adopt(eng_sched_item *it, eng_kernel_ir *ir, char name[96], char **src,
+		  const char *nname, char *nsrc)
 {
 	eng_kernel_ir_free(&it->ir);
 	it->ir = *ir;
@@ -147,8 +154,8 @@ static void neighbours(search *S, const eng_kernel_choice *b, cand *out, int *n)
 	for (int p = 0; p < ir->nphases; p++)
 		D |= ir->phases[p].dims;
 	eng_kernel_choice c;
-	static const int64_t wides[] = {2, 4, 8, 16, 32}, narrows[] = {2, 4, 8}, kbs[] = {16, 32, 64, 128, 256, 512},
-			     mbs[] = {1, 2, 4, 8, 16};
+	static const int64_t wides[] = {2, 4, 8, 16, 32}, narrows[] = {2, 4, 8},
+			     kbs[] = {16, 32, 64, 128, 256, 512}, mbs[] = {1, 2, 4, 8, 16};
 	for (int d = 0; d < ir->ndim; d++) {
 		if (!((D >> d) & 1) || ir->shape[d] < 2)
 			continue;
@@ -156,10 +163,12 @@ static void neighbours(search *S, const eng_kernel_choice *b, cand *out, int *n)
 			c = *b;
 			c.tiledim[0] = d, c.tile[0] = wides[i];
 			if (c.tiledim[1] == d) /* the narrow tile moves to the old wide dim */
-				c.tiledim[1] = b->tiledim[0], c.tile[1] = b->tiledim[0] >= 0 ? b->tile[1] : 1;
+				c.tiledim[1] = b->tiledim[0],
+				c.tile[1] = b->tiledim[0] >= 0 ? b->tile[1] : 1;
 			propose(S, &c, out, n);
 		}
-		for (size_t i = 0; i < sizeof(narrows) / sizeof(narrows[0]) && b->tiledim[0] >= 0; i++) {
+		for (size_t i = 0; i < sizeof(narrows) / sizeof(narrows[0]) && b->tiledim[0] >= 0;
+		     i++) {
 			c = *b;
 			c.tiledim[1] = d, c.tile[1] = narrows[i];
 			propose(S, &c, out, n);
@@ -182,7 +191,8 @@ static void neighbours(search *S, const eng_kernel_choice *b, cand *out, int *n)
 				c.mblock = 1;
 			propose(S, &c, out, n);
 		}
-		for (size_t i = 0; i < sizeof(mbs) / sizeof(mbs[0]) && b->kblock && b->tiledim[1] >= 0; i++) {
+		for (size_t i = 0;
+		     i < sizeof(mbs) / sizeof(mbs[0]) && b->kblock && b->tiledim[1] >= 0; i++) {
 			c = *b;
 			c.mblock = mbs[i];
 			propose(S, &c, out, n);
@@ -264,19 +274,23 @@ static eng_status run_levels(search *S, const eng_kernel_choice *heur, double he
 		for (int i = 0; i < n && !s; i++) {
 			if (!cs[i].prog || now_ms() >= S->deadline)
 				continue;
-			if ((s = eng_cancel_point(S->ctx, "searching kernel options for ", S->it->ir.name)))
+			if ((s = eng_cancel_point(S->ctx, "searching kernel options for ",
+						  S->it->ir.name)))
 				break;
 			char err[512];
-			eng_status r = eng_beam_bench_run(S->bench, cs[i].prog, &cs[i].ir, RUNS, 2 * best->ms, &cs[i].ms, err,
-							 sizeof(err));
+			eng_status r =
+				eng_beam_bench_run(S->bench, cs[i].prog, &cs[i].ir, RUNS,
+						   2 * best->ms, &cs[i].ms, err, sizeof(err));
 			S->timed++;
 			char text[160];
 			eng_choice_format(&cs[i].c, text, sizeof(text));
 			if (r) {
 				cs[i].ms = INFINITY;
-				eng_logmsg(S->ctx, 3, "beam: %s (%s) dropped: %s", cs[i].name, text, err);
+				eng_logmsg(S->ctx, 3, "beam: %s (%s) dropped: %s", cs[i].name, text,
+					   err);
 			} else {
-				eng_logmsg(S->ctx, 4, "beam: %s (%s): %.3f ms", cs[i].name, text, cs[i].ms);
+				eng_logmsg(S->ctx, 4, "beam: %s (%s): %.3f ms", cs[i].name, text,
+					   cs[i].ms);
 			}
 		}
 		qsort(cs, n, sizeof(*cs), by_time);
@@ -300,7 +314,8 @@ static eng_status run_levels(search *S, const eng_kernel_choice *heur, double he
 }
 
 /* Search it's kernel (rendered under the heuristics as *src) on dev; see eng_beam_item. */
-static eng_status search_item(eng_ctx *ctx, eng_device *dev, eng_sched_item *it, char name[96], char **src)
+static eng_status search_item(eng_ctx *ctx, eng_device *dev, eng_sched_item *it, char name[96],
+			      char **src)
 {
 	search *S = calloc(1, sizeof(*S));
 	if (!S)
@@ -343,9 +358,11 @@ static eng_status search_item(eng_ctx *ctx, eng_device *dev, eng_sched_item *it,
 	if (best.src) { /* the winner against the heuristics once more, in turns: noise is not a win */
 		double h = INFINITY, w = INFINITY, t;
 		for (int r = 0; r < 4; r++) {
-			if (!eng_beam_bench_run(S->bench, hprog, &it->ir, 2, INFINITY, &t, err, sizeof(err)))
+			if (!eng_beam_bench_run(S->bench, hprog, &it->ir, 2, INFINITY, &t, err,
+						sizeof(err)))
 				h = t < h ? t : h;
-			if (!eng_beam_bench_run(S->bench, best.prog, &best.ir, 2, INFINITY, &t, err, sizeof(err)))
+			if (!eng_beam_bench_run(S->bench, best.prog, &best.ir, 2, INFINITY, &t, err,
+						sizeof(err)))
 				w = t < w ? t : w;
 		}
 		err[0] = 0;
@@ -358,14 +375,16 @@ static eng_status search_item(eng_ctx *ctx, eng_device *dev, eng_sched_item *it,
 			best.ms = h;
 			char text[160];
 			eng_choice_format(&c, text, sizeof(text));
-			eng_logmsg(ctx, 3, "beam: %s: %s was no faster on a second look", name, text);
+			eng_logmsg(ctx, 3, "beam: %s: %s was no faster on a second look", name,
+				   text);
 		}
 	}
 	eng_beamcache_put(dev, *src, &best.c);
 	char text[160];
 	eng_choice_format(&best.c, text, sizeof(text));
-	eng_logmsg(ctx, 2, "beam: %s: %d variants timed in %.0f ms, %s: %.3f ms -> %.3f ms (%.2fx)", name, S->timed,
-		   now_ms() - t0, text, hms, best.ms, best.ms > 0 ? hms / best.ms : 1.0);
+	eng_logmsg(ctx, 2, "beam: %s: %d variants timed in %.0f ms, %s: %.3f ms -> %.3f ms (%.2fx)",
+		   name, S->timed, now_ms() - t0, text, hms, best.ms,
+		   best.ms > 0 ? hms / best.ms : 1.0);
 	if (best.src) {
 		/* the winner's program joins the caches, so realize does not compile it again */
 		const char *bs = best.src;
@@ -385,7 +404,8 @@ static eng_status search_item(eng_ctx *ctx, eng_device *dev, eng_sched_item *it,
 	}
 out:
 	if (err[0])
-		eng_logmsg(ctx, 1, "beam: %s: no search (%s); the heuristics' kernel runs", name, err);
+		eng_logmsg(ctx, 1, "beam: %s: no search (%s); the heuristics' kernel runs", name,
+			   err);
 	cand_free(dev, &best);
 	if (owned && hprog)
 		ops->program_free(dev->bk.ctx, hprog);
@@ -394,7 +414,8 @@ out:
 	return s;
 }
 
-eng_status eng_beam_item(eng_ctx *ctx, eng_device *dev, eng_sched_item *it, char name[96], char **src)
+eng_status eng_beam_item(eng_ctx *ctx, eng_device *dev, eng_sched_item *it, char name[96],
+			 char **src)
 {
 	if (ctx->beam <= 0 || !it->ir.nphases || dev->failed)
 		return ENG_OK;
@@ -417,7 +438,9 @@ eng_status eng_beam_item(eng_ctx *ctx, eng_device *dev, eng_sched_item *it, char
 			eng_kernel_ir_free(&ir);
 			snprintf(err, sizeof(err), "it does not render");
 		}
-		eng_logmsg(ctx, 1, "beam: %s: the recorded choice no longer applies (%s): searching again", name, err);
+		eng_logmsg(ctx, 1,
+			   "beam: %s: the recorded choice no longer applies (%s): searching again",
+			   name, err);
 		eng_beamcache_forget(dev, *src);
 	}
 	return search_item(ctx, dev, it, name, src);

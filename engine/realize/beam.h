@@ -14,7 +14,8 @@
  * program cache. A record that does not apply to the kernel any more is ignored and searched
  * again. Anything failing inside the search keeps the heuristics' kernel. Returns ENG_OK, or
  * ENG_ECANCELED (the context error set) when the call was cancelled while searching. */
-eng_status eng_beam_item(eng_ctx *ctx, eng_device *dev, eng_sched_item *it, char name[96], char **src);
+eng_status eng_beam_item(eng_ctx *ctx, eng_device *dev, eng_sched_item *it, char name[96],
+			 char **src);
 
 /* The timing bench of one kernel (beambench.c): scratch buffers of the kernel's sizes on the
  * device (never the caller's), inputs filled with seeded pseudo-random values. */
@@ -22,7 +23,8 @@ typedef struct eng_beam_bench eng_beam_bench;
 
 /* A bench for ir's buffers on dev; NULL with a message in err when the device memory or host
  * memory is short. Freed with eng_beam_bench_destroy. */
-eng_beam_bench *eng_beam_bench_create(eng_device *dev, const eng_kernel_ir *ir, uint64_t seed, char *err, size_t errlen);
+eng_beam_bench *eng_beam_bench_create(eng_device *dev, const eng_kernel_ir *ir, uint64_t seed,
+				      char *err, size_t errlen);
 void eng_beam_bench_destroy(eng_beam_bench *b);
 
 /* Run prog (compiled from a lowering of the bench's kernel: ir, with the same buffers) once on
@@ -31,7 +33,7 @@ void eng_beam_bench_destroy(eng_beam_bench *b);
  * Then up to runs more launches (past 3 only while they took under 20 ms together), stopping
  * early once one takes over cutoff_ms; *ms is the fastest (asynchronous devices are synchronised for each). Launch errors come back as the
  * backend's status with err set. */
-eng_status eng_beam_bench_run(eng_beam_bench *b, bk_program *prog, const eng_kernel_ir *ir, int runs, double cutoff_ms,
-			      double *ms, char *err, size_t errlen);
+eng_status eng_beam_bench_run(eng_beam_bench *b, bk_program *prog, const eng_kernel_ir *ir,
+			      int runs, double cutoff_ms, double *ms, char *err, size_t errlen);
 
 #endif

@@ -45,17 +45,30 @@ static void fill(unsigned char *p, eng_dtype dt, int64_t n, uint64_t *s)
 		uint64_t r = next(s);
 		double f = (double)(r >> 11) / 9007199254740992.0 * 2 - 1;
 		switch (dt) {
-		case ENG_F32: ((float *)p)[i] = (float)f; break;
-		case ENG_F16: ((uint16_t *)p)[i] = eng_f16_bits(f); break;
-		case ENG_I64: ((int64_t *)p)[i] = (int64_t)(r & 3); break;
-		case ENG_I32: ((int32_t *)p)[i] = (int32_t)(r & 3); break;
-		case ENG_U8: p[i] = (unsigned char)(r & 3); break;
-		default: p[i] = (unsigned char)(r & 1); break;
+		case ENG_F32:
+			((float *)p)[i] = (float)f;
+			break;
+		case ENG_F16:
+			((uint16_t *)p)[i] = eng_f16_bits(f);
+			break;
+		case ENG_I64:
+			((int64_t *)p)[i] = (int64_t)(r & 3);
+			break;
+		case ENG_I32:
+			((int32_t *)p)[i] = (int32_t)(r & 3);
+			break;
+		case ENG_U8:
+			p[i] = (unsigned char)(r & 3);
+			break;
+		default:
+			p[i] = (unsigned char)(r & 1);
+			break;
 		}
 	}
 }
 
-eng_beam_bench *eng_beam_bench_create(eng_device *dev, const eng_kernel_ir *ir, uint64_t seed, char *err, size_t errlen)
+eng_beam_bench *eng_beam_bench_create(eng_device *dev, const eng_kernel_ir *ir, uint64_t seed,
+				      char *err, size_t errlen)
 {
 	eng_beam_bench *b = calloc(1, sizeof(*b));
 	size_t most = 1;
@@ -75,7 +88,8 @@ eng_beam_bench *eng_beam_bench_create(eng_device *dev, const eng_kernel_ir *ir, 
 		b->out[i] = ir->bufs[i].output;
 		b->nbytes[i] = (size_t)ir->bufs[i].numel * eng_dtype_size(b->dt[i]);
 		if (ops->alloc(dev->bk.ctx, b->nbytes[i] ? b->nbytes[i] : 1, &b->h[i], &berr)) {
-			snprintf(err, errlen, "scratch buffer of %zu bytes: %s", b->nbytes[i], berr.msg);
+			snprintf(err, errlen, "scratch buffer of %zu bytes: %s", b->nbytes[i],
+				 berr.msg);
 			goto fail;
 		}
 		b->nbufs = i + 1;
@@ -116,20 +130,25 @@ static bool same(const void *got, const void *want, eng_dtype dt, size_t n)
 		return !memcmp(got, want, n);
 	size_t m = n / eng_dtype_size(dt);
 	double scale = 0;
-#define AT(p, i) (dt == ENG_F32 ? (double)((const float *)(p))[i] : eng_f16_to_double(((const uint16_t *)(p))[i]))
+#define AT(p, i)                                         \
+	(dt == ENG_F32 ? (double)((const float *)(p))[i] \
+		       : eng_f16_to_double(((const uint16_t *)(p))[i]))
 	for (size_t i = 0; i < m; i++)
 		if (isfinite(AT(want, i)) && fabs(AT(want, i)) > scale)
 			scale = fabs(AT(want, i));
 	for (size_t i = 0; i < m; i++) {
 		double g = AT(got, i), w = AT(want, i);
-		if (isnan(w) ? !isnan(g) : isinf(w) ? g != w : !(fabs(g - w) <= 1e-3 * scale + 1e-6))
+		if (isnan(w)   ? !isnan(g)
+		    : isinf(w) ? g != w
+			       : !(fabs(g - w) <= 1e-3 * scale + 1e-6))
 			return false;
 	}
 #undef AT
 	return true;
 }
 
-static eng_status launch(eng_beam_bench *b, bk_program *prog, const eng_kernel_ir *ir, double *ms, char *err, size_t errlen)
+static eng_status launch(eng_beam_bench *b, bk_program *prog, const eng_kernel_ir *ir, double *ms,
+			 char *err, size_t errlen)
 {
 	const bk_device_ops *ops = b->dev->bk.ops;
 	bk_launch l = {.nparallel = ir->nparallel, .cost = ir->flops + ir->bytes};
@@ -144,8 +163,8 @@ static eng_status launch(eng_beam_bench *b, bk_program *prog, const eng_kernel_i
 	return s;
 }
 
-eng_status eng_beam_bench_run(eng_beam_bench *b, bk_program *prog, const eng_kernel_ir *ir, int runs, double cutoff_ms,
-			      double *ms, char *err, size_t errlen)
+eng_status eng_beam_bench_run(eng_beam_bench *b, bk_program *prog, const eng_kernel_ir *ir,
+			      int runs, double cutoff_ms, double *ms, char *err, size_t errlen)
 {
 	const bk_device_ops *ops = b->dev->bk.ops;
 	bk_err berr;
@@ -176,7 +195,8 @@ eng_status eng_beam_bench_run(eng_beam_bench *b, bk_program *prog, const eng_ker
 			return s;
 		}
 		if (b->have_ref && !same(b->host, b->ref[i], b->dt[i], b->nbytes[i])) {
-			snprintf(err, errlen, "its output %d differs from the heuristic kernel's", i);
+			snprintf(err, errlen, "its output %d differs from the heuristic kernel's",
+				 i);
 			return ENG_ERANGE;
 		}
 	}

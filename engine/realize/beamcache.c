@@ -20,7 +20,10 @@ struct eng_beamcache {
 	int n, cap;
 };
 
-eng_beamcache *eng_beamcache_create(void) { return calloc(1, sizeof(eng_beamcache)); }
+eng_beamcache *eng_beamcache_create(void)
+{
+	return calloc(1, sizeof(eng_beamcache));
+}
 
 void eng_beamcache_destroy(eng_beamcache *bc)
 {
@@ -34,8 +37,10 @@ void eng_beamcache_machine(eng_device *dev, char *out, size_t len)
 	const bk_device_ops *ops = dev->bk.ops;
 	const char *id = ops->cache_id ? ops->cache_id(dev->bk.ctx) : "";
 	const eng_target *t = &dev->plan;
-	snprintf(out, len, "beam%d backend=%s device=%s par=%d group=%d vector=%d l1=%lld l2=%lld id=%s", ENG_BEAM_FORMAT,
-		 ops->name, dev->name, t->par, t->group, t->vector, (long long)t->l1, (long long)t->l2, id ? id : "");
+	snprintf(out, len,
+		 "beam%d backend=%s device=%s par=%d group=%d vector=%d l1=%lld l2=%lld id=%s",
+		 ENG_BEAM_FORMAT, ops->name, dev->name, t->par, t->group, t->vector,
+		 (long long)t->l1, (long long)t->l2, id ? id : "");
 }
 
 /* The key of src on dev (memory and disk alike) and the two hashes of its record. */
@@ -78,7 +83,8 @@ static uint64_t get_u64(const unsigned char *p)
 	return v;
 }
 
-void eng_beam_encode(uint64_t mh, uint64_t kh, const eng_kernel_choice *c, unsigned char out[ENG_BEAM_RECORD_SIZE])
+void eng_beam_encode(uint64_t mh, uint64_t kh, const eng_kernel_choice *c,
+		     unsigned char out[ENG_BEAM_RECORD_SIZE])
 {
 	memcpy(out, "TSDB", 4);
 	put_u32(out + 4, ENG_BEAM_FORMAT);
@@ -97,8 +103,8 @@ void eng_beam_encode(uint64_t mh, uint64_t kh, const eng_kernel_choice *c, unsig
 bool eng_beam_decode(const void *bytes, size_t n, uint64_t mh, uint64_t kh, eng_kernel_choice *c)
 {
 	const unsigned char *p = bytes;
-	if (n != ENG_BEAM_RECORD_SIZE || memcmp(p, "TSDB", 4) || get_u32(p + 4) != ENG_BEAM_FORMAT ||
-	    get_u64(p + 8) != mh || get_u64(p + 16) != kh)
+	if (n != ENG_BEAM_RECORD_SIZE || memcmp(p, "TSDB", 4) ||
+	    get_u32(p + 4) != ENG_BEAM_FORMAT || get_u64(p + 8) != mh || get_u64(p + 16) != kh)
 		return false;
 	c->tiledim[0] = (int32_t)get_u32(p + 24);
 	c->tiledim[1] = (int32_t)get_u32(p + 28);
@@ -156,7 +162,8 @@ bool eng_beamcache_get(eng_device *dev, const char *src, eng_kernel_choice *out)
 	bool ok = eng_beam_decode(bytes, n, mh, kh, out);
 	free(bytes);
 	if (!ok)
-		eng_logmsg(dev->ctx, 1, "beam: %s: a stale or foreign search record on disk, ignored", key);
+		eng_logmsg(dev->ctx, 1,
+			   "beam: %s: a stale or foreign search record on disk, ignored", key);
 	else
 		remember(dev->beams, key, out);
 	return ok;

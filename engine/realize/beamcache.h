@@ -45,7 +45,8 @@ void eng_beamcache_forget(eng_device *dev, const char *src);
 
 /* The disk record of choice c for kernel hash kh on machine hash mh, and back: decode checks
  * the length, magic, format and both hashes. For tests, which plant stale records. */
-void eng_beam_encode(uint64_t mh, uint64_t kh, const eng_kernel_choice *c, unsigned char out[ENG_BEAM_RECORD_SIZE]);
+void eng_beam_encode(uint64_t mh, uint64_t kh, const eng_kernel_choice *c,
+		     unsigned char out[ENG_BEAM_RECORD_SIZE]);
 bool eng_beam_decode(const void *bytes, size_t n, uint64_t mh, uint64_t kh, eng_kernel_choice *c);
 
 #endif
