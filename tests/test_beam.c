@@ -388,6 +388,13 @@ START_TEST(test_recorded_choice_is_applied)
 	plant(key, mine);
 	ck_assert_int_eq(in_process(0, 1, "SEARCHED wide d1x4 narrow d0x2 kblock 16 mblock 2"),
 			 CHILD_OK);
+	/* and with the right operand (buffer 1: the kernel's buffers are a, b, then the output)
+	 * packed per reduction block */
+	c.tiledim[1] = 0, c.tile[1] = 4, c.tile[0] = 16, c.mblock = 1, c.pack = 1;
+	eng_beam_encode(mh, kh, &c, mine);
+	plant(key, mine);
+	ck_assert_int_eq(in_process(0, 1, "SEARCHED wide d1x16 narrow d0x4 kblock 16 mblock 1 pack buf 1"),
+			 CHILD_OK);
 }
 END_TEST
 
