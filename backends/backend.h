@@ -43,6 +43,13 @@ typedef struct bk_target {
 	/* Data cache sizes in bytes of one core (L1, L2), for blocking reductions into cache-sized
 	 * pieces (engine/codegen/lower.c); 0: unknown, reductions run unblocked. */
 	int64_t cache_l1, cache_l2;
+	/* Bytes of scratch the launch gives a split reduction (engine/codegen/kernel.h's
+	 * eng_kernel_ir.split), whose C-form kernel `name` writes partial results of chunks of a
+	 * long reduction into scratch passed after the buffers (bufs[nbufs]) and whose
+	 * `name`_fin(bufs, 0, 0), run by the same launch once every chunk is done, combines them
+	 * and stores; `name`_scratch (const int64_t) is the bytes it needs. 0: none (reductions to
+	 * few rows are never split over parallel iterations). */
+	int64_t split_scratch;
 } bk_target;
 
 /* Backend settings, key=value pairs given when a device opens (the CPU's "cc", OpenCL's

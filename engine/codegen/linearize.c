@@ -199,6 +199,30 @@ bool eng_target_groups_rows(const eng_target *t, int64_t rows, int64_t red)
 	       red >= (int64_t)GROUP_ROW_MIN_PER_THREAD * t->group;
 }
 
+/* A split reduction's chunk reduces at least this many elements of a row: below that, spreading
+ * it over threads costs more than it saves. */
+#define SPLIT_MIN_CHUNK 16384
+
+/* The chunks each row's reductions are split into (see eng_kernel_ir.split), or 0: on a target
+ * that keeps partials (t->scratch), a kernel with `rows` parallel iterations, fewer than its
+ * threads, holding all its output loops (all_rows), untiled and unblocked, whose phases read no
+ * other phase's result, with a reduction of `red` elements per row. */
+static int64_t split_ways(const eng_kernel_ir *ir, const eng_target *t, int64_t rows, bool all_rows, int64_t red)
+{
+	if (t->scratch <= 0 || ir->group > 1 || !all_rows || ir->nphases < 1 || rows >= t->par ||
+	    ir->tiledim[0] >= 0 || ir->tiledim[1] >= 0 || ir->kbvar >= 0 || ir->mivar >= 0 || ir->pack.buf >= 0)
+		return 0;
+	for (int p = 0; p < ir->nphases; p++)
+		if (ir->phases[p].nred < 1 || ir->phases[p].value->accdeps)
+			return 0;
+	int64_t s = (t->par + rows - 1) / rows;
+	if (s > red / SPLIT_MIN_CHUNK)
+		s = red / SPLIT_MIN_CHUNK;
+	if (s < 2 || rows * s * ir->nphases * ENG_SPLIT_SLOT > t->scratch)
+		return 0;
+	return s;
+}
+
 eng_status eng_linearize(eng_kernel_ir *ir, const eng_target *t, char *err, size_t errlen)
 {
 	int nthreads = t->par;
@@ -261,6 +285,12 @@ eng_status eng_linearize(eng_kernel_ir *ir, const eng_target *t, char *err, size
 		ir->group = t->group;
 	else if (par_in_d && ir->tiledim[0] < 0 && eng_target_groups_rows(t, ir->nparallel, red))
 		ir->group = t->group;
+	/* a long reduction to few rows: its chunks are the parallel iterations (every output loop
+	 * must be the parallel one or merged into it, and nothing but stores follow the phases) */
+	bool all_rows = ne == 0 && (ndp == 0 || nmerge + 1 == ndp);
+	ir->split = split_ways(ir, t, ndp ? ir->nparallel : 1, all_rows, red);
+	if (ir->split > 1)
+		ir->nparallel = (ndp ? ir->nparallel : 1) * ir->split;
 	int64_t divs[ENG_MAX_DIMS + 1];
 	divs[nmerge] = 1;
 	for (int i = nmerge - 1; i >= 0; i--)

@@ -6,6 +6,17 @@
 #include <stdio.h>
 #include <string.h>
 
+/* How a split reduction's kernel (eng_kernel_ir.split) is being written: not split, its
+ * chunks' partial results (the kernel proper), or what follows them (<name>_fin). */
+enum { SPLIT_NONE, SPLIT_PART, SPLIT_FIN };
+
+/* A long float32 sum adds blocks of at most this many iterations of its innermost loop into a
+ * fresh accumulator, then each block's sum into the total with compensation (Kahan), so the
+ * error stays that of a block: with the simd hint each vector lane of a block sums 256/lanes
+ * values, without it a thread sums 64 one after the other. */
+#define BLOCK_SIMD 256
+#define BLOCK_SEQ 64
+
 /* One rendering: the output, the kernel, the dialect and its types. */
 typedef struct rk {
 	eng_strbuf *b;
@@ -20,6 +31,11 @@ typedef struct rk {
 	int closes[ENG_MAX_LOOPS + 2]; /* grouped: phase whose partials meet when depth returns here */
 	bool nobrace[ENG_MAX_LOOPS + 2]; /* the loop opened at this depth has no block of its own */
 	int lanes;                    /* the wide tile as vectors of this many lanes; 0: scalars */
+	int split_mode;               /* SPLIT_NONE, SPLIT_PART, SPLIT_FIN */
+	int cur_phase, phase_depth;   /* the phase whose ACC_INIT came last, at that depth (-1: none) */
+	int skip_depth;               /* SPLIT_FIN: a phase's loops being left out, opened here (-1) */
+	int blk_close[ENG_MAX_LOOPS + 2]; /* a blocked sum's loop opened at this depth: its phase, -1 */
+	bool blk_outer[ENG_MAX_LOOPS + 2]; /* ... inside a loop over its blocks */
 } rk;
 
 /* compute type */
@@ -368,6 +384,36 @@ static void indent(eng_strbuf *b, int depth)
 		eng_strbuf_puts(b, "  ");
 }
 
+/* The iterations per block of phase p's innermost reduce loop if p is a float32 sum long
+ * enough to be blocked (more than a block per thread), else 0 (see BLOCK_SIMD). */
+static int64_t block_iters(const rk *r, int p)
+{
+	const eng_kernel_ir *ir = r->ir;
+	const eng_phase *ph = &ir->phases[p];
+	if (ph->op != ENG_OP_RSUM || ph->dtype != ENG_F32 || ph->nred < 1 || ir->tiledim[0] >= 0 || ir->kbvar >= 0)
+		return 0;
+	int64_t n = 1;
+	for (int k = 0; k < ph->nred; k++)
+		n *= ir->loops[ph->red[k]].n;
+	if (r->grouped)
+		n /= ir->group;
+	if (ir->split > 1)
+		n /= ir->split;
+	int64_t blk = *r->d->simd_pragma ? BLOCK_SIMD : BLOCK_SEQ;
+	return n > blk ? blk : 0;
+}
+
+/* acc<p> += value with compensation: cmp<p> carries what the last adds lost (reset when not
+ * finite, so an infinite or NaN sum stays what the plain sum would be). */
+static void render_kahan(const rk *r, int p, const char *value, int depth)
+{
+	indent(r->b, depth);
+	eng_strbuf_printf(r->b,
+			  "{ const float y_ = %s - cmp%d, t_ = acc%d + y_; cmp%d = (t_ - acc%d) - y_; "
+			  "cmp%d = cmp%d - cmp%d == 0.0f ? cmp%d : 0.0f; acc%d = t_; }\n",
+			  value, p, p, p, p, p, p, p, p, p);
+}
+
 static void render_acc_init(const rk *r, int p, int depth)
 {
 	eng_strbuf *b = r->b;
@@ -391,6 +437,10 @@ static void render_acc_init(const rk *r, int p, int depth)
 		eng_strbuf_printf(b, "%s acc%d = ", ctype(r, dt), p);
 		render_const(r, dt, init);
 		eng_strbuf_puts(b, ";\n");
+		if (block_iters(r, p)) {
+			indent(b, depth);
+			eng_strbuf_printf(b, "float cmp%d = 0.0f;\n", p);
+		}
 		return;
 	}
 	int64_t t0 = ir->tile[1], t1 = ir->tile[0]; /* [narrow][wide] */
@@ -417,7 +467,7 @@ static void render_acc_upd(const rk *r, const eng_stmt *s)
 	const eng_phase *ph = &ir->phases[s->acc];
 	eng_strbuf a;
 	eng_strbuf_init(&a);
-	eng_strbuf_printf(&a, "acc%d", s->acc);
+	eng_strbuf_printf(&a, "%sacc%d", block_iters(r, s->acc) ? "b" : "", s->acc);
 	if (ir->tiledim[0] >= 0) {
 		if (ir->tiledim[1] >= 0)
 			eng_strbuf_printf(&a, "[v%d]", ir->tilevar[1]);
@@ -505,8 +555,9 @@ static void render_hints(const rk *r, const eng_stmt *s, int depth)
 	if (s->simd_acc >= 0 && *simd) {
 		const eng_phase *ph = &r->ir->phases[s->simd_acc];
 		indent(b, depth);
-		eng_strbuf_printf(b, "%s reduction(%s:acc%d)\n", simd,
-			      ph->op == ENG_OP_RSUM ? "+" : ph->op == ENG_OP_RMAX ? "max" : "*", s->simd_acc);
+		eng_strbuf_printf(b, "%s reduction(%s:%sacc%d)\n", simd,
+			      ph->op == ENG_OP_RSUM ? "+" : ph->op == ENG_OP_RMAX ? "max" : "*",
+			      block_iters(r, s->simd_acc) ? "b" : "", s->simd_acc);
 	}
 }
 
@@ -564,15 +615,73 @@ static void render_group_tree(const rk *r, int p, int depth)
 	eng_strbuf_printf(b, "acc%d = sh%d[0];\n", p, p);
 }
 
+/* A phase's reduce loop with a form of its own: strided over a group's threads, a split
+ * kernel's chunk of it, or a long float sum's innermost loop in blocks (block_iters). Returns
+ * false for a plain loop. */
+static bool render_reduce_loop(rk *r, const eng_stmt *s, int depth)
+{
+	eng_strbuf *b = r->b;
+	const eng_kernel_ir *ir = r->ir;
+	const char *it = ctype(r, ENG_I64);
+	int v = s->var, gp = group_phase(r, v), cp = r->cur_phase;
+	const eng_phase *ph = cp >= 0 ? &ir->phases[cp] : NULL;
+	bool chunk = ph && r->split_mode == SPLIT_PART && ph->red[0] == v;
+	int bp = ph && ph->red[ph->nred - 1] == v && block_iters(r, cp) ? cp : -1;
+	if (gp < 0 && !chunk && bp < 0)
+		return false;
+	long long n = ir->loops[v].n, step = gp >= 0 ? ir->group : 1, trips = (n + step - 1) / step;
+	char lo[96], hi[96];
+	snprintf(lo, sizeof(lo), "%s", gp >= 0 ? "lid_" : "0");
+	snprintf(hi, sizeof(hi), "%lld", n);
+	if (chunk) { /* chunk c_ of split: [c_ n / split, (c_ + 1) n / split) */
+		long long sp = ir->split;
+		snprintf(lo, sizeof(lo), "c_ * INT64_C(%lld) / %lld", n, sp);
+		snprintf(hi, sizeof(hi), "(c_ + 1) * INT64_C(%lld) / %lld", n, sp);
+		trips = (n + sp - 1) / sp;
+	}
+	if (gp >= 0)
+		r->closes[depth] = gp;
+	if (bp >= 0) {
+		long long blk = block_iters(r, bp);
+		r->blk_close[depth] = bp;
+		r->blk_outer[depth] = trips > blk;
+		if (trips > blk) { /* the loop over blocks, then one block */
+			indent(b, depth);
+			eng_strbuf_printf(b, "for (%s vb%d = %s; vb%d < %s; vb%d += %lld) {\n", it, v, lo, v, hi, v, step * blk);
+			indent(b, depth);
+			eng_strbuf_printf(b, "const %s ve%d = vb%d + %lld < %s ? vb%d + %lld : %s;\n", it, v, v, step * blk, hi,
+				      v, step * blk, hi);
+			snprintf(lo, sizeof(lo), "vb%d", v);
+			snprintf(hi, sizeof(hi), "ve%d", v);
+		}
+		indent(b, depth);
+		eng_strbuf_printf(b, "float bacc%d = 0.0f;\n", bp);
+	}
+	if (gp < 0)
+		render_hints(r, s, depth);
+	indent(b, depth);
+	if (step == 1)
+		eng_strbuf_printf(b, "for (%s v%d = %s; v%d < %s; v%d++) {\n", it, v, lo, v, hi, v);
+	else
+		eng_strbuf_printf(b, "for (%s v%d = %s; v%d < %s; v%d += %lld) {\n", it, v, lo, v, hi, v, step);
+	return true;
+}
+
 static void render_loop(rk *r, const eng_stmt *s, int depth)
 {
 	eng_strbuf *b = r->b;
 	const char *it = ctype(r, ENG_I64);
 	int v = s->var;
-	if (s->merged) { /* part of the parallel index p_ */
+	if (s->merged) { /* part of the parallel index p_ (a split kernel's row q_) */
 		indent(b, depth);
-		eng_strbuf_printf(b, "const %s v%d = (p_ / %lld) %% %lld;\n", it, v, (long long)s->div,
-			      (long long)r->ir->loops[v].n);
+		eng_strbuf_printf(b, "const %s v%d = (%s / %lld) %% %lld;\n", it, v, r->split_mode ? "q_" : "p_",
+			      (long long)s->div, (long long)r->ir->loops[v].n);
+		return;
+	}
+	if (s->parallel && r->split_mode) { /* the row q_ of a split kernel (see render_split) */
+		r->nobrace[depth] = true;
+		indent(b, depth);
+		eng_strbuf_printf(b, "const %s v%d = q_ / %lld;\n", it, v, (long long)s->div);
 		return;
 	}
 	if (s->parallel && s->div > 1) { /* loops merged into this one: p_ covers them all */
@@ -595,14 +704,8 @@ static void render_loop(rk *r, const eng_stmt *s, int depth)
 		eng_strbuf_printf(b, "const %s v%d = 0; /* %d lanes */\n", it, v, r->lanes);
 		return;
 	}
-	int gp = group_phase(r, v);
-	if (gp >= 0) { /* strided over the group's threads */
-		r->closes[depth] = gp;
-		indent(b, depth);
-		eng_strbuf_printf(b, "for (%s v%d = lid_; v%d < %lld; v%d += %d) {\n", it, v, v,
-			      (long long)r->ir->loops[v].n, v, r->ir->group);
+	if (render_reduce_loop(r, s, depth))
 		return;
-	}
 	const eng_loop *lp = &r->ir->loops[v];
 	if (r->rows && r->strided_at < 0 && !s->parallel && lp->kind == L_OUTER && !((r->phase_dims >> lp->dim) & 1)) {
 		/* the outermost store loop of a grouped row: its elements are shared out */
@@ -664,6 +767,179 @@ static void render_def(const rk *r, const eng_uop *x)
 	eng_strbuf_puts(r->b, ";\n");
 }
 
+/* The end of the loop opened at depth: its brace, then what follows a blocked sum's block (its
+ * compensated add, the block loop's brace) and a grouped phase's tree. */
+static void render_end(rk *r, int depth)
+{
+	eng_strbuf *b = r->b;
+	if (depth >= 0 && depth < ENG_MAX_LOOPS + 2 && r->nobrace[depth]) {
+		r->nobrace[depth] = false;
+		return;
+	}
+	indent(b, depth);
+	eng_strbuf_puts(b, "}\n");
+	if (depth == r->strided_at)
+		r->strided_at = -1;
+	if (depth < 0 || depth >= ENG_MAX_LOOPS + 2)
+		return;
+	int bp = r->blk_close[depth];
+	if (bp >= 0) {
+		char v[32];
+		snprintf(v, sizeof(v), "bacc%d", bp);
+		render_kahan(r, bp, v, depth);
+		if (r->blk_outer[depth]) {
+			indent(b, depth);
+			eng_strbuf_puts(b, "}\n");
+		}
+		r->blk_close[depth] = -1;
+	}
+	if (r->closes[depth] >= 0) {
+		render_group_tree(r, r->closes[depth], depth);
+		r->closes[depth] = -1;
+	}
+}
+
+/* SPLIT_FIN: phase p's accumulator from its chunks' partial results pt<p>[q_ * split + c], in
+ * chunk order (a float sum with compensation). */
+static void render_fin_acc(const rk *r, int p, int depth)
+{
+	eng_strbuf *b = r->b;
+	const eng_phase *ph = &r->ir->phases[p];
+	long long sp = r->ir->split;
+	bool comp = ph->op == ENG_OP_RSUM && ph->dtype == ENG_F32;
+	indent(b, depth);
+	eng_strbuf_printf(b, "%s acc%d = pt%d[q_ * %lld];\n", ctype(r, ph->dtype), p, p, sp);
+	if (comp) {
+		indent(b, depth);
+		eng_strbuf_printf(b, "float cmp%d = 0.0f;\n", p);
+	}
+	indent(b, depth);
+	eng_strbuf_printf(b, "for (%s c_ = 1; c_ < %lld; c_++)%s\n", ctype(r, ENG_I64), sp, comp ? "" : " {");
+	char v[48];
+	snprintf(v, sizeof(v), "pt%d[q_ * %lld + c_]", p, sp);
+	if (comp) {
+		render_kahan(r, p, v, depth + 1);
+		return;
+	}
+	char a[16];
+	snprintf(a, sizeof(a), "acc%d", p);
+	indent(b, depth + 1);
+	eng_strbuf_printf(b, "acc%d = ", p);
+	render_combine(r, p, a, v);
+	eng_strbuf_puts(b, ";\n");
+	indent(b, depth);
+	eng_strbuf_puts(b, "}\n");
+}
+
+/* The statements from depth on. A split kernel's chunks (SPLIT_PART) store nothing; what
+ * follows them (SPLIT_FIN) leaves out the phases' loops and starts each accumulator from the
+ * chunks' partials. */
+static void render_stmts(rk *r, int depth)
+{
+	const eng_kernel_ir *ir = r->ir;
+	bool fin = r->split_mode == SPLIT_FIN;
+	r->cur_phase = r->skip_depth = -1;
+	for (int i = 0; i < ir->nstmts; i++) {
+		const eng_stmt *s = &ir->stmts[i];
+		if (r->skip_depth >= 0) { /* inside a phase's loops left out */
+			depth += s->kind == S_LOOP ? 1 : s->kind == S_END ? -1 : 0;
+			if (depth == r->skip_depth)
+				r->skip_depth = r->cur_phase = -1;
+			continue;
+		}
+		switch (s->kind) {
+		case S_LOOP:
+			if (fin && r->cur_phase >= 0 && depth == r->phase_depth) {
+				r->skip_depth = depth++;
+				break;
+			}
+			render_loop(r, s, depth);
+			depth++;
+			break;
+		case S_END:
+			depth--;
+			if (depth == r->phase_depth)
+				r->cur_phase = -1;
+			if (!s->merged) /* a merged loop has none of its own */
+				render_end(r, depth);
+			break;
+		case S_DEF:
+			indent(r->b, depth);
+			render_def(r, s->u);
+			break;
+		case S_ACC_INIT:
+			if (fin)
+				render_fin_acc(r, s->acc, depth);
+			else
+				render_acc_init(r, s->acc, depth);
+			r->cur_phase = s->acc;
+			r->phase_depth = depth;
+			break;
+		case S_ACC_UPD:
+			indent(r->b, depth);
+			render_acc_upd(r, s);
+			break;
+		case S_PACK:
+			render_pack(r, s, depth);
+			break;
+		case S_STORE:
+			if (r->split_mode == SPLIT_PART)
+				break;
+			indent(r->b, depth);
+			if (r->one_group && r->strided_at < 0)
+				eng_strbuf_puts(r->b, "if (lid_ == 0) "); /* one thread stores; all computed alike */
+			render_store(r, s);
+			break;
+		}
+	}
+}
+
+/* Each phase's partial results: pt<p>, rows x split of them, in the launch's scratch (the
+ * pointer after the buffers). */
+static void render_partials_decl(const rk *r)
+{
+	const eng_kernel_ir *ir = r->ir;
+	long long slots = ir->nparallel; /* rows x split */
+	for (int p = 0; p < ir->nphases; p++) {
+		const char *ct = ctype(r, ir->phases[p].dtype);
+		eng_strbuf_printf(r->b, "  %s *pt%d = (%s *)((char *)bufs[%d] + %lld);\n", ct, p, ct, ir->nbufs,
+				  (long long)p * slots * ENG_SPLIT_SLOT);
+	}
+}
+
+/* A split reduction (eng_kernel_ir.split) in the C form: the kernel `name` runs chunks
+ * [start, end) of rows x split, each writing its phases' partial results; `name`_fin(bufs, 0,
+ * 0), run once after every chunk, combines them row by row and stores; `name`_scratch holds the
+ * bytes of partials the launch passes as bufs[nbufs]. */
+static eng_status render_split(rk *r, const char *name)
+{
+	const eng_kernel_ir *ir = r->ir;
+	eng_strbuf *b = r->b;
+	long long sp = ir->split, rows = ir->nparallel / ir->split;
+	if (r->d->thread_idx || r->d->buf_qual || r->one_group || ir->nparallel % ir->split)
+		return ENG_EINVAL; /* the C form only */
+	r->split_mode = SPLIT_PART;
+	render_head(r, name);
+	render_partials_decl(r);
+	eng_strbuf_printf(b, "  for (int64_t p_ = start; p_ < end; p_++) {\n");
+	eng_strbuf_printf(b, "    const int64_t c_ = p_ %% %lld, q_ = p_ / %lld;\n", sp, sp);
+	eng_strbuf_puts(b, "    (void)c_; (void)q_;\n");
+	render_stmts(r, 2);
+	for (int p = 0; p < ir->nphases; p++)
+		eng_strbuf_printf(b, "    pt%d[p_] = acc%d;\n", p, p);
+	eng_strbuf_puts(b, "  }\n}\n");
+	char fin[128];
+	snprintf(fin, sizeof(fin), "%s_fin", name);
+	r->split_mode = SPLIT_FIN;
+	render_head(r, fin);
+	render_partials_decl(r);
+	eng_strbuf_printf(b, "  for (int64_t q_ = 0; q_ < %lld; q_++) {\n", rows);
+	render_stmts(r, 2);
+	eng_strbuf_puts(b, "  }\n}\n");
+	eng_strbuf_printf(b, "const int64_t %s_scratch = %lld;\n", name, (long long)ir->nparallel * ir->nphases * ENG_SPLIT_SLOT);
+	return b->failed ? ENG_ENOMEM : ENG_OK;
+}
+
 eng_status eng_render_cstyle(const bk_target *t, const eng_kernel_ir *ir, const char *name, eng_strbuf *b)
 {
 	const bk_dialect *d = t->dialect;
@@ -680,8 +956,10 @@ eng_status eng_render_cstyle(const bk_target *t, const eng_kernel_ir *ir, const 
 			    (ir->group & (ir->group - 1))))
 		return ENG_EINVAL; /* no work-groups in this dialect, or not a power of two */
 	for (int i = 0; i < ENG_MAX_LOOPS + 2; i++)
-		r.closes[i] = -1;
+		r.closes[i] = r.blk_close[i] = -1;
 	r.lanes = eng_render_vector_lanes(ir, t->vector_width);
+	if (ir->split > 1)
+		return render_split(&r, name);
 	render_head(&r, name);
 	if (r.one_group)
 		eng_strbuf_printf(b, "  const int lid_ = (int)%s;\n", d->local_id);
@@ -692,53 +970,7 @@ eng_status eng_render_cstyle(const bk_target *t, const eng_kernel_ir *ir, const 
 				      p, ir->group);
 		}
 	}
-	int depth = 1;
-	for (int i = 0; i < ir->nstmts; i++) {
-		const eng_stmt *s = &ir->stmts[i];
-		switch (s->kind) {
-		case S_LOOP:
-			render_loop(&r, s, depth);
-			depth++;
-			break;
-		case S_END:
-			depth--;
-			if (s->merged)
-				break; /* no loop of its own */
-			if (depth >= 0 && depth < ENG_MAX_LOOPS + 2 && r.nobrace[depth]) {
-				r.nobrace[depth] = false;
-				break;
-			}
-			indent(b, depth);
-			eng_strbuf_puts(b, "}\n");
-			if (depth == r.strided_at)
-				r.strided_at = -1;
-			if (depth >= 0 && depth < ENG_MAX_LOOPS + 2 && r.closes[depth] >= 0) {
-				render_group_tree(&r, r.closes[depth], depth);
-				r.closes[depth] = -1;
-			}
-			break;
-		case S_DEF:
-			indent(b, depth);
-			render_def(&r, s->u);
-			break;
-		case S_ACC_INIT:
-			render_acc_init(&r, s->acc, depth);
-			break;
-		case S_ACC_UPD:
-			indent(b, depth);
-			render_acc_upd(&r, s);
-			break;
-		case S_PACK:
-			render_pack(&r, s, depth);
-			break;
-		case S_STORE:
-			indent(b, depth);
-			if (r.one_group && r.strided_at < 0)
-				eng_strbuf_puts(b, "if (lid_ == 0) "); /* one thread stores; all computed alike */
-			render_store(&r, s);
-			break;
-		}
-	}
+	render_stmts(&r, 1);
 	eng_strbuf_puts(b, "}\n");
 	return b->failed ? ENG_ENOMEM : ENG_OK;
 }
