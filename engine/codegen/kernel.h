@@ -137,7 +137,7 @@ typedef struct eng_kernel_ir {
 	int group;
 	/* > 1: a split reduction (too few rows for the device's threads, a long reduction): the
 	 * parallel loop runs over rows x split chunks, each chunk of a row reducing its share of
-	 * every phase's outermost reduce loop into a partial result; the rest of the kernel (the
+	 * every phase's longest reduce loop into a partial result; the rest of the kernel (the
 	 * partials combined in chunk order, then the stores) runs once after all chunks, in the
 	 * same launch. nparallel counts rows x split; each phase keeps nparallel partials of
 	 * ENG_SPLIT_SLOT bytes in the launch's scratch. 0: not split. */

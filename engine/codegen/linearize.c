@@ -206,18 +206,26 @@ bool eng_target_groups_rows(const eng_target *t, int64_t rows, int64_t red)
 /* The chunks each row's reductions are split into (see eng_kernel_ir.split), or 0: on a target
  * that keeps partials (t->scratch), a kernel with `rows` parallel iterations, fewer than its
  * threads, holding all its output loops (all_rows), untiled and unblocked, whose phases read no
- * other phase's result, with a reduction of `red` elements per row. */
+ * other phase's result, with a reduction of `red` elements per row: as many chunks as make a
+ * chunk per thread, each of at least SPLIT_MIN_CHUNK elements and of each phase's longest
+ * reduce loop (which the renderer splits). */
 static int64_t split_ways(const eng_kernel_ir *ir, const eng_target *t, int64_t rows, bool all_rows, int64_t red)
 {
 	if (t->scratch <= 0 || ir->group > 1 || !all_rows || ir->nphases < 1 || rows >= t->par ||
 	    ir->tiledim[0] >= 0 || ir->tiledim[1] >= 0 || ir->kbvar >= 0 || ir->mivar >= 0 || ir->pack.buf >= 0)
 		return 0;
-	for (int p = 0; p < ir->nphases; p++)
-		if (ir->phases[p].nred < 1 || ir->phases[p].value->accdeps)
-			return 0;
 	int64_t s = (t->par + rows - 1) / rows;
 	if (s > red / SPLIT_MIN_CHUNK)
 		s = red / SPLIT_MIN_CHUNK;
+	for (int p = 0; p < ir->nphases; p++) {
+		const eng_phase *ph = &ir->phases[p];
+		if (ph->nred < 1 || ph->value->accdeps)
+			return 0;
+		int64_t longest = 0; /* the loop a chunk takes a share of: every chunk gets some */
+		for (int k = 0; k < ph->nred; k++)
+			longest = ir->loops[ph->red[k]].n > longest ? ir->loops[ph->red[k]].n : longest;
+		s = longest < s ? longest : s;
+	}
 	if (s < 2 || rows * s * ir->nphases * ENG_SPLIT_SLOT > t->scratch)
 		return 0;
 	return s;

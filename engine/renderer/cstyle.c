@@ -615,6 +615,17 @@ static void render_group_tree(const rk *r, int p, int depth)
 	eng_strbuf_printf(b, "acc%d = sh%d[0];\n", p, p);
 }
 
+/* The reduce loop of phase p whose chunks a split kernel's chunks take: its longest. */
+static int split_var(const eng_kernel_ir *ir, int p)
+{
+	const eng_phase *ph = &ir->phases[p];
+	int best = ph->red[0];
+	for (int k = 1; k < ph->nred; k++)
+		if (ir->loops[ph->red[k]].n > ir->loops[best].n)
+			best = ph->red[k];
+	return best;
+}
+
 /* A phase's reduce loop with a form of its own: strided over a group's threads, a split
  * kernel's chunk of it, or a long float sum's innermost loop in blocks (block_iters). Returns
  * false for a plain loop. */
@@ -625,7 +636,7 @@ static bool render_reduce_loop(rk *r, const eng_stmt *s, int depth)
 	const char *it = ctype(r, ENG_I64);
 	int v = s->var, gp = group_phase(r, v), cp = r->cur_phase;
 	const eng_phase *ph = cp >= 0 ? &ir->phases[cp] : NULL;
-	bool chunk = ph && r->split_mode == SPLIT_PART && ph->red[0] == v;
+	bool chunk = ph && r->split_mode == SPLIT_PART && split_var(ir, cp) == v;
 	int bp = ph && ph->red[ph->nred - 1] == v && block_iters(r, cp) ? cp : -1;
 	if (gp < 0 && !chunk && bp < 0)
 		return false;
