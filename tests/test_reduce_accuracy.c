@@ -13,9 +13,9 @@
 #include "testutil.h"
 
 /* Relative error allowed of a float32 sum: naive accumulation of 2^24 values of 0.1f is off by
- * ~6e-4 and a 2048 x 2048 sum by ~1e-6 (issue 16); blocks of at most 256 (64 per thread without
- * vector lanes) added with compensation stay under 6e-7 on both (a float32 result alone is
- * rounded by up to 6e-8). */
+ * ~6e-4 and a 2048 x 2048 sum by ~1e-6 (issue 16); blocks of at most 512 (64 per vector lane, or
+ * per thread without lanes) added with compensation stay under 6e-7 on both (a float32 result
+ * alone is rounded by up to 6e-8). */
 #define SUM_TOL 1e-6
 
 /* A context on dev ("CPU", "CL") with backend options opts (may be NULL), or NULL when dev has

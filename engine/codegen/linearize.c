@@ -199,9 +199,9 @@ bool eng_target_groups_rows(const eng_target *t, int64_t rows, int64_t red)
 	       red >= (int64_t)GROUP_ROW_MIN_PER_THREAD * t->group;
 }
 
-/* A split reduction's chunk reduces at least this many elements of a row: below that, spreading
- * it over threads costs more than it saves. */
-#define SPLIT_MIN_CHUNK 16384
+/* A split reduction's chunk reduces at least this many elements of a row (256 KiB of float32,
+ * ~20us on one core): below that, waking the pool's threads costs about what it saves. */
+#define SPLIT_MIN_CHUNK 65536
 
 /* The chunks each row's reductions are split into (see eng_kernel_ir.split), or 0: on a target
  * that keeps partials (t->scratch), a kernel with `rows` parallel iterations, fewer than its
