@@ -1,6 +1,7 @@
 /* test_reduce_accuracy.c: reductions to a scalar or to few rows: long float32 sums within 1e-6
  * of a double reference on the CPU and OpenCL, max and integer sums exact, the same bits on every
- * run, and on the CPU one launch whose reduction is split over the threads. */
+ * run, and one launch whose reduction is split over the CPU's threads or OpenCL's work-groups.
+ * Without OpenCL its tests print "reduceacc: CL SKIPPED (reason)" and pass. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -236,6 +237,41 @@ START_TEST(split_over_threads)
 }
 END_TEST
 
+/* On OpenCL (work-groups of 64), a sum of 2^22 elements is one kernel of several work-groups,
+ * each reducing a chunk (then <name>_fin combines their partials). */
+START_TEST(split_over_groups_cl)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	bk_device dev;
+	bk_err err;
+	bk_target bt;
+	eng_status s = bk_backend_find("CL")->open(0, NULL, 0, &dev, &err);
+	if (s == ENG_ENOTFOUND) {
+		fprintf(stderr, "reduceacc: CL SKIPPED (%s)\n", err.msg);
+		tu_ctx_free(ctx);
+		return;
+	}
+	ck_assert_msg(s == ENG_OK && bk_device_check(&dev, &bt, &err) == ENG_OK, "%s", err.msg);
+	eng_target tg = {.par = bt.parallelism, .group = bt.reduce_group, .vector = bt.vector_width,
+			 .scratch = bt.split_scratch};
+	int64_t n[1] = {1 << 22};
+	float *zeros = calloc((size_t)n[0], sizeof(float));
+	ck_assert(zeros != NULL);
+	eng_node *root = eng_tensor_node(eng_sum(eng_from_data(ctx, ENG_F32, 1, n, zeros), NULL, 0, false));
+	free(zeros);
+	eng_schedule sch;
+	ck_assert_msg(eng_schedule_build_on(ctx, &tg, &root, 1, &sch) == ENG_OK, "%s", eng_errmsg(ctx));
+	ck_assert_int_eq(sch.n, 1);
+	const eng_kernel_ir *ir = &sch.items[0].ir;
+	ck_assert_int_gt(ir->group, 1);
+	ck_assert_int_gt(ir->split, 1);
+	ck_assert_int_eq(ir->nparallel, ir->split);
+	eng_schedule_free(&sch);
+	dev.ops->destroy(dev.ctx);
+	tu_ctx_free(ctx);
+}
+END_TEST
+
 Suite *reduceacc_suite(void)
 {
 	Suite *s = suite_create("reduceacc");
@@ -250,6 +286,7 @@ Suite *reduceacc_suite(void)
 	tcase_add_test(tc, sum_2048_square_cl);
 	tcase_add_test(tc, sum_2p24_cl);
 	tcase_add_test(tc, max_and_after_cl);
+	tcase_add_test(tc, split_over_groups_cl);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -200,26 +200,34 @@ bool eng_target_groups_rows(const eng_target *t, int64_t rows, int64_t red)
 }
 
 /* A split reduction's chunk reduces at least this many elements of a row (256 KiB of float32,
- * ~20us on one core): below that, waking the pool's threads costs about what it saves. */
+ * ~20us on one core): below that, waking the pool's threads costs about what it saves. A
+ * work-group's chunk (a GPU's) at least SPLIT_MIN_PER_ITEM per thread of the group. */
 #define SPLIT_MIN_CHUNK 65536
+#define SPLIT_MIN_PER_ITEM 256
 
 /* The chunks each row's reductions are split into (see eng_kernel_ir.split), or 0: on a target
- * that keeps partials (t->scratch), a kernel with `rows` parallel iterations, fewer than its
- * threads, holding all its output loops (all_rows), untiled and unblocked, whose phases read no
- * other phase's result, with a reduction of `red` elements per row: as many chunks as make a
- * chunk per thread, each of at least SPLIT_MIN_CHUNK elements and of each phase's longest
- * reduce loop (which the renderer splits). */
+ * that keeps partials (t->scratch), a kernel with `rows` parallel iterations holding all its
+ * output loops (all_rows), untiled and unblocked, whose phases read no other phase's result and
+ * are not bool, with a reduction of `red` elements per row, and fewer rows than the target
+ * wants: threads (the CPU), or groups of ir->group threads when the kernel runs as work-groups
+ * (a target with groups splits no other kernel). As many chunks as make up what the target
+ * wants, each of at least the minimum above and of each phase's longest reduce loop (which the
+ * renderer splits). */
 static int64_t split_ways(const eng_kernel_ir *ir, const eng_target *t, int64_t rows, bool all_rows, int64_t red)
 {
-	if (t->scratch <= 0 || ir->group > 1 || !all_rows || ir->nphases < 1 || rows >= t->par ||
-	    ir->tiledim[0] >= 0 || ir->tiledim[1] >= 0 || ir->kbvar >= 0 || ir->mivar >= 0 || ir->pack.buf >= 0)
+	if (t->scratch <= 0 || !all_rows || ir->nphases < 1 || ir->tiledim[0] >= 0 || ir->tiledim[1] >= 0 ||
+	    ir->kbvar >= 0 || ir->mivar >= 0 || ir->pack.buf >= 0 || (t->group > 1 && ir->group <= 1))
 		return 0;
-	int64_t s = (t->par + rows - 1) / rows;
-	if (s > red / SPLIT_MIN_CHUNK)
-		s = red / SPLIT_MIN_CHUNK;
+	int64_t want = ir->group > 1 ? t->par / ir->group : t->par;
+	int64_t min_chunk = ir->group > 1 ? (int64_t)ir->group * SPLIT_MIN_PER_ITEM : SPLIT_MIN_CHUNK;
+	if (rows >= want)
+		return 0;
+	int64_t s = (want + rows - 1) / rows;
+	if (s > red / min_chunk)
+		s = red / min_chunk;
 	for (int p = 0; p < ir->nphases; p++) {
 		const eng_phase *ph = &ir->phases[p];
-		if (ph->nred < 1 || ph->value->accdeps)
+		if (ph->nred < 1 || ph->value->accdeps || ph->dtype == ENG_BOOL)
 			return 0;
 		int64_t longest = 0; /* the loop a chunk takes a share of: every chunk gets some */
 		for (int k = 0; k < ph->nred; k++)
