@@ -527,6 +527,8 @@ static void render_head(const rk *r, const char *name)
 			eng_strbuf_printf(b, "%s%s%s%s *%s%sb%d, ", q, *q ? " " : "", kb->output ? "" : "const ",
 				      stype(r, kb->dtype), rq, *rq ? " " : "", i);
 		}
+		if (r->split_mode) /* a split reduction's partials */
+			eng_strbuf_printf(b, "%s%schar *sc_, ", q, *q ? " " : "");
 		eng_strbuf_printf(b, "%s start, %s end)\n{\n", ctype(r, ENG_I64), ctype(r, ENG_I64));
 	} else {
 		eng_strbuf_printf(b, "%s %s(void *const *bufs, int64_t start, int64_t end)\n{\n", r->d->kernel_prefix, name);
@@ -645,11 +647,11 @@ static bool render_reduce_loop(rk *r, const eng_stmt *s, int depth)
 	char lo[96], hi[96];
 	snprintf(lo, sizeof(lo), "%s", gp >= 0 ? "lid_" : "0");
 	snprintf(hi, sizeof(hi), "%lld", n);
-	if (chunk) { /* chunk c_ of split: [c_ n / split, (c_ + 1) n / split) */
+	if (chunk) { /* chunk c_ of split: [c_ n / split, (c_ + 1) n / split), strided over a group */
 		long long sp = ir->split;
-		snprintf(lo, sizeof(lo), "c_ * INT64_C(%lld) / %lld", n, sp);
+		snprintf(lo, sizeof(lo), "c_ * INT64_C(%lld) / %lld%s", n, sp, gp >= 0 ? " + lid_" : "");
 		snprintf(hi, sizeof(hi), "(c_ + 1) * INT64_C(%lld) / %lld", n, sp);
-		trips = (n + sp - 1) / sp;
+		trips = ((n + sp - 1) / sp + step - 1) / step;
 	}
 	if (gp >= 0)
 		r->closes[depth] = gp;
@@ -912,43 +914,79 @@ static void render_partials_decl(const rk *r)
 {
 	const eng_kernel_ir *ir = r->ir;
 	long long slots = ir->nparallel; /* rows x split */
+	const char *q = r->d->buf_qual;
 	for (int p = 0; p < ir->nphases; p++) {
 		const char *ct = ctype(r, ir->phases[p].dtype);
-		eng_strbuf_printf(r->b, "  %s *pt%d = (%s *)((char *)bufs[%d] + %lld);\n", ct, p, ct, ir->nbufs,
-				  (long long)p * slots * ENG_SPLIT_SLOT);
+		long long off = (long long)p * slots * ENG_SPLIT_SLOT;
+		if (q) /* the kernel parameter sc_ */
+			eng_strbuf_printf(r->b, "  %s%s%s *pt%d = (%s%s%s *)(sc_ + %lld);\n", q, *q ? " " : "", ct, p, q,
+					  *q ? " " : "", ct, off);
+		else
+			eng_strbuf_printf(r->b, "  %s *pt%d = (%s *)((char *)bufs[%d] + %lld);\n", ct, p, ct, ir->nbufs, off);
 	}
 }
 
-/* A split reduction (eng_kernel_ir.split) in the C form: the kernel `name` runs chunks
- * [start, end) of rows x split, each writing its phases' partial results; `name`_fin(bufs, 0,
- * 0), run once after every chunk, combines them row by row and stores; `name`_scratch holds the
- * bytes of partials the launch passes as bufs[nbufs]. */
+/* The work-group's index and local memory of a grouped kernel, at its top. */
+static void render_group_decls(const rk *r)
+{
+	if (r->one_group)
+		eng_strbuf_printf(r->b, "  const int lid_ = (int)%s;\n", r->d->local_id);
+	if (!r->grouped)
+		return;
+	for (int p = 0; p < r->ir->nphases; p++) {
+		eng_dtype dt = r->ir->phases[p].dtype;
+		eng_strbuf_printf(r->b, "  %s %s sh%d[%d];\n", r->d->local_qual, dt == ENG_BOOL ? stype(r, dt) : ctype(r, dt),
+				  p, r->ir->group);
+	}
+}
+
+/* A split reduction (eng_kernel_ir.split): the kernel `name` runs chunks [start, end) of rows x
+ * split (in the C form a loop over them, else one thread, or one work-group, per chunk), each
+ * writing its phases' partial results; `name`_fin, run once after every chunk (by one thread),
+ * combines them row by row and stores. The partials are kept in scratch: in the C form the
+ * pointer after the buffers, whose bytes `name`_scratch states; else the parameter sc_ after
+ * the buffers (see bk_target.split_scratch). */
 static eng_status render_split(rk *r, const char *name)
 {
 	const eng_kernel_ir *ir = r->ir;
 	eng_strbuf *b = r->b;
+	const char *it = ctype(r, ENG_I64);
 	long long sp = ir->split, rows = ir->nparallel / ir->split;
-	if (r->d->thread_idx || r->d->buf_qual || r->one_group || ir->nparallel % ir->split)
-		return ENG_EINVAL; /* the C form only */
+	bool c_form = !r->d->buf_qual;
+	if (c_form ? (r->d->thread_idx || r->one_group) : !r->d->thread_idx)
+		return ENG_EINVAL;
+	if (ir->nparallel % ir->split)
+		return ENG_EINVAL;
 	r->split_mode = SPLIT_PART;
 	render_head(r, name);
+	render_group_decls(r);
 	render_partials_decl(r);
-	eng_strbuf_printf(b, "  for (int64_t p_ = start; p_ < end; p_++) {\n");
-	eng_strbuf_printf(b, "    const int64_t c_ = p_ %% %lld, q_ = p_ / %lld;\n", sp, sp);
+	if (c_form)
+		eng_strbuf_printf(b, "  for (%s p_ = start; p_ < end; p_++) {\n", it);
+	else
+		eng_strbuf_printf(b, "  const %s p_ = start + %s;\n  if (p_ < end) {\n", it,
+				  r->one_group ? r->d->group_idx : r->d->thread_idx);
+	eng_strbuf_printf(b, "    const %s c_ = p_ %% %lld, q_ = p_ / %lld;\n", it, sp, sp);
 	eng_strbuf_puts(b, "    (void)c_; (void)q_;\n");
 	render_stmts(r, 2);
 	for (int p = 0; p < ir->nphases; p++)
-		eng_strbuf_printf(b, "    pt%d[p_] = acc%d;\n", p, p);
+		eng_strbuf_printf(b, "    %spt%d[p_] = acc%d;\n", r->one_group ? "if (lid_ == 0) " : "", p, p);
 	eng_strbuf_puts(b, "  }\n}\n");
 	char fin[128];
 	snprintf(fin, sizeof(fin), "%s_fin", name);
-	r->split_mode = SPLIT_FIN;
-	render_head(r, fin);
-	render_partials_decl(r);
-	eng_strbuf_printf(b, "  for (int64_t q_ = 0; q_ < %lld; q_++) {\n", rows);
-	render_stmts(r, 2);
+	rk f = *r; /* one thread, no group */
+	f.split_mode = SPLIT_FIN;
+	f.one_group = f.grouped = f.rows = false;
+	render_head(&f, fin);
+	render_partials_decl(&f);
+	if (!c_form)
+		eng_strbuf_printf(b, "  if (%s == 0)\n", r->d->thread_idx);
+	eng_strbuf_printf(b, "  for (%s q_ = 0; q_ < %lld; q_++) {\n", it, rows);
+	render_stmts(&f, 2);
 	eng_strbuf_puts(b, "  }\n}\n");
-	eng_strbuf_printf(b, "const int64_t %s_scratch = %lld;\n", name, (long long)ir->nparallel * ir->nphases * ENG_SPLIT_SLOT);
+	if (c_form)
+		eng_strbuf_printf(b, "const int64_t %s_scratch = %lld;\n", name,
+				  (long long)ir->nparallel * ir->nphases * ENG_SPLIT_SLOT);
 	return b->failed ? ENG_ENOMEM : ENG_OK;
 }
 
@@ -973,15 +1011,7 @@ eng_status eng_render_cstyle(const bk_target *t, const eng_kernel_ir *ir, const 
 	if (ir->split > 1)
 		return render_split(&r, name);
 	render_head(&r, name);
-	if (r.one_group)
-		eng_strbuf_printf(b, "  const int lid_ = (int)%s;\n", d->local_id);
-	if (r.grouped) {
-		for (int p = 0; p < ir->nphases; p++) {
-			eng_dtype dt = ir->phases[p].dtype;
-			eng_strbuf_printf(b, "  %s %s sh%d[%d];\n", d->local_qual, dt == ENG_BOOL ? stype(&r, dt) : ctype(&r, dt),
-				      p, ir->group);
-		}
-	}
+	render_group_decls(&r);
 	render_stmts(&r, 1);
 	eng_strbuf_puts(b, "}\n");
 	return b->failed ? ENG_ENOMEM : ENG_OK;
