@@ -660,11 +660,18 @@ static bool render_reduce_loop(rk *r, const eng_stmt *s, int depth)
 		r->blk_close[depth] = bp;
 		r->blk_outer[depth] = trips > blk;
 		if (trips > blk) { /* the loop over blocks, then one block */
+			/* every block whole (each thread's, each chunk's range a multiple of blocks): a
+			 * constant trip count, which gcc vectorizes without a remainder */
+			long long parts = (chunk ? ir->split : 1) * step * blk;
+			bool whole = n % parts == 0;
 			indent(b, depth);
 			eng_strbuf_printf(b, "for (%s vb%d = %s; vb%d < %s; vb%d += %lld) {\n", it, v, lo, v, hi, v, step * blk);
 			indent(b, depth);
-			eng_strbuf_printf(b, "const %s ve%d = vb%d + %lld < %s ? vb%d + %lld : %s;\n", it, v, v, step * blk, hi,
-				      v, step * blk, hi);
+			if (whole)
+				eng_strbuf_printf(b, "const %s ve%d = vb%d + %lld;\n", it, v, v, step * blk);
+			else
+				eng_strbuf_printf(b, "const %s ve%d = vb%d + %lld < %s ? vb%d + %lld : %s;\n", it, v, v, step * blk,
+					      hi, v, step * blk, hi);
 			snprintf(lo, sizeof(lo), "vb%d", v);
 			snprintf(hi, sizeof(hi), "ve%d", v);
 		}
