@@ -199,6 +199,42 @@ START_TEST(same_bits_every_run)
 }
 END_TEST
 
+/* A length that no block or chunk divides (the last block of each part is short), and sums
+ * whose total overflows, holds an inf or a NaN: the same specials as a plain sum (the
+ * compensation must not turn inf into NaN). */
+static void check_odd_and_specials(const char *dev, const char *opts)
+{
+	eng_ctx *ctx = ctx_on(dev, opts);
+	if (!ctx)
+		return;
+	int64_t n = 3000017;
+	double ref;
+	float *v = values(n, 0, &ref);
+	eng_tensor *a = eng_from_data(ctx, ENG_F32, 1, &n, v);
+	float s = read_scalar(eng_sum(a, NULL, 0, false), NULL);
+	ck_assert_msg(rel(s, ref) < SUM_TOL, "%s sum of %lld: %.9g, want %.9g", dev, (long long)n, s, ref);
+	for (int64_t i = 0; i < n; i++)
+		v[i] = 3e38f;
+	float big = read_scalar(eng_sum(eng_from_data(ctx, ENG_F32, 1, &n, v), NULL, 0, false), NULL);
+	ck_assert_msg(isinf(big) && big > 0, "%s overflowing sum: %g", dev, big);
+	for (int64_t i = 0; i < n; i++)
+		v[i] = 1.0f;
+	v[n / 2] = INFINITY;
+	float inf = read_scalar(eng_sum(eng_from_data(ctx, ENG_F32, 1, &n, v), NULL, 0, false), NULL);
+	ck_assert_msg(isinf(inf) && inf > 0, "%s sum with an inf: %g", dev, inf);
+	v[n / 3] = NAN;
+	float nan = read_scalar(eng_sum(eng_from_data(ctx, ENG_F32, 1, &n, v), NULL, 0, false), NULL);
+	ck_assert_msg(isnan(nan), "%s sum with a NaN: %g", dev, nan);
+	free(v);
+	tu_ctx_free(ctx);
+}
+
+START_TEST(odd_and_specials_cpu) { check_odd_and_specials("CPU", "CPU.threads=4"); }
+END_TEST
+
+START_TEST(odd_and_specials_cl) { check_odd_and_specials("CL", NULL); }
+END_TEST
+
 /* On a CPU of 4 threads, a sum of 2^22 elements is one kernel whose parallel loop is 4 chunks
  * of the reduction (eng_kernel_ir.split); a sum of 2 rows of 2^20 is 2 chunks a row. */
 START_TEST(split_over_threads)
@@ -283,10 +319,12 @@ Suite *reduceacc_suite(void)
 	tcase_add_test(tc, rows_and_ints_cpu);
 	tcase_add_test(tc, same_bits_every_run);
 	tcase_add_test(tc, split_over_threads);
+	tcase_add_test(tc, odd_and_specials_cpu);
 	tcase_add_test(tc, sum_2048_square_cl);
 	tcase_add_test(tc, sum_2p24_cl);
 	tcase_add_test(tc, max_and_after_cl);
 	tcase_add_test(tc, split_over_groups_cl);
+	tcase_add_test(tc, odd_and_specials_cl);
 	suite_add_tcase(s, tc);
 	return s;
 }
