@@ -121,7 +121,6 @@ static void check_max_and_after(const char *dev, const char *opts)
 	float *v = values(n, 2, &ref);
 	v[n - n / 5] = -0.5f;
 	eng_tensor *a = eng_from_data(ctx, ENG_F32, 1, &n, v);
-	free(v);
 	uint64_t k;
 	float mx = read_scalar(eng_max(a, NULL, 0, false), &k);
 	ck_assert_msg(mx == -0.5f, "%s max: %.9g", dev, mx);
@@ -132,6 +131,19 @@ static void check_max_and_after(const char *dev, const char *opts)
 	double want = ref * 1000.0 + 1000.0;
 	ck_assert_msg(rel(got, want) < SUM_TOL, "%s sum * b + b: %.9g, want %.9g", dev, got, want);
 	ck_assert_msg(k == 1, "%s sum * b + b: %llu kernels", dev, (unsigned long long)k);
+	/* two reductions of a in one expression (sum and max), and the variance (whose second
+	 * reduction reads the first's mean: not split) */
+	eng_tensor *a2 = eng_from_data(ctx, ENG_F32, 1, &n, v); /* nothing of it computed yet */
+	float sm = read_scalar(eng_sub(eng_sum(a2, NULL, 0, false), eng_max(a2, NULL, 0, false)), &k);
+	ck_assert_msg(k == 1, "%s sum - max: %llu kernels", dev, (unsigned long long)k);
+	ck_assert_msg(rel(sm, ref + 0.5) < SUM_TOL, "%s sum - max: %.9g, want %.9g", dev, sm, ref + 0.5);
+	double mean = ref / (double)n, var = 0;
+	for (int64_t i = 0; i < n; i++)
+		var += ((double)v[i] - mean) * ((double)v[i] - mean);
+	var /= (double)n;
+	float vg = read_scalar(eng_var(a, NULL, 0, false, 0), NULL);
+	ck_assert_msg(rel(vg, var) < 1e-5, "%s var: %.9g, want %.9g", dev, vg, var);
+	free(v);
 	tu_ctx_free(ctx);
 }
 
