@@ -44,11 +44,15 @@ typedef struct bk_target {
 	 * pieces (engine/codegen/lower.c); 0: unknown, reductions run unblocked. */
 	int64_t cache_l1, cache_l2;
 	/* Bytes of scratch the launch gives a split reduction (engine/codegen/kernel.h's
-	 * eng_kernel_ir.split), whose C-form kernel `name` writes partial results of chunks of a
-	 * long reduction into scratch passed after the buffers (bufs[nbufs]) and whose
-	 * `name`_fin(bufs, 0, 0), run by the same launch once every chunk is done, combines them
-	 * and stores; `name`_scratch (const int64_t) is the bytes it needs. 0: none (reductions to
-	 * few rows are never split over parallel iterations). */
+	 * eng_kernel_ir.split): its kernel `name` writes partial results of chunks of a long
+	 * reduction (its nparallel iterations) into the scratch, and `name`_fin, which the same
+	 * launch runs once every chunk is done, as one thread, combines them and stores. In the C
+	 * form the scratch is passed after the buffers (bufs[nbufs]), `name`_fin is called as
+	 * (bufs, 0, 0), and `name`_scratch (const int64_t) is the bytes it needs; with buf_qual
+	 * both kernels take it as a parameter after the buffers (`char *sc_`, before start and
+	 * end), at most split_scratch bytes. A target with reduce_group splits only kernels that
+	 * run as work-groups (one group per chunk). 0: none (reductions to few rows are never split
+	 * over parallel iterations). */
 	int64_t split_scratch;
 } bk_target;
 

@@ -92,7 +92,7 @@ typedef struct ocl_prog {
 	cl_kernel kernel;
 	ocl_module *mod;
 	char *name;   /* owned */
-	cl_uint nargs; /* buffers + (start, end) */
+	cl_uint nargs; /* buffers (+ scratch for a split reduction) + (start, end) */
 	size_t wg;    /* CL_KERNEL_WORK_GROUP_SIZE */
 	size_t group; /* CL_KERNEL_COMPILE_WORK_GROUP_SIZE[0]: one group per iteration; 0: none */
 	/* a split reduction's <name>_fin, enqueued after kernel as one work-item; both take the
