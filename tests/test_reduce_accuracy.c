@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <tensord/jit.h>
+
 #include "backends/registry.h"
 #include "schedule/schedule.h"
 #include "tensor/tensor.h"
@@ -247,6 +249,40 @@ END_TEST
 START_TEST(odd_and_specials_cl) { check_odd_and_specials("CL", NULL); }
 END_TEST
 
+static eng_status mean_step(eng_ctx *ctx, eng_tensor *const *in, int nin, eng_tensor **out, int nout, void *user)
+{
+	(void)ctx, (void)nin, (void)nout, (void)user;
+	out[0] = eng_mean(in[0], NULL, 0, false);
+	return out[0] ? ENG_OK : eng_error(ctx);
+}
+
+/* A JIT replay launches a split kernel as the realize did: its chunks, then <name>_fin. */
+START_TEST(split_in_jit_replay)
+{
+	eng_ctx *ctx = ctx_on("CPU", "CPU.threads=4");
+	eng_jit *j = eng_jit_create(ctx, mean_step, NULL, 1, 1, NULL);
+	ck_assert(j != NULL);
+	int64_t n = 1 << 20;
+	for (int call = 0; call < 4; call++) {
+		double ref;
+		float *v = values(n, 1, &ref);
+		ref += 1000.0 - (double)v[call]; /* a different input each call */
+		v[call] = 1000.0f;
+		eng_tensor *x = eng_from_data(ctx, ENG_F32, 1, &n, v), *m = NULL;
+		free(v);
+		ck_assert_msg(eng_jit_call(j, &x, &m) == ENG_OK, "%s", eng_errmsg(ctx));
+		float got = read_scalar(m, NULL);
+		ck_assert_msg(rel(got, ref / (double)n) < SUM_TOL, "call %d: %.9g, want %.9g", call, got, ref / (double)n);
+	}
+	eng_jit_info info;
+	eng_jit_get_info(j, &info);
+	ck_assert_int_ge(info.replays, 1);
+	ck_assert_int_eq(info.kernels, 1);
+	eng_jit_destroy(j);
+	tu_ctx_free(ctx);
+}
+END_TEST
+
 /* On a CPU of 4 threads, a sum of 2^22 elements is one kernel whose parallel loop is 4 chunks
  * of the reduction (eng_kernel_ir.split); a sum of 2 rows of 2^20 is 2 chunks a row. */
 START_TEST(split_over_threads)
@@ -331,6 +367,7 @@ Suite *reduceacc_suite(void)
 	tcase_add_test(tc, rows_and_ints_cpu);
 	tcase_add_test(tc, same_bits_every_run);
 	tcase_add_test(tc, split_over_threads);
+	tcase_add_test(tc, split_in_jit_replay);
 	tcase_add_test(tc, odd_and_specials_cpu);
 	tcase_add_test(tc, sum_2048_square_cl);
 	tcase_add_test(tc, sum_2p24_cl);
