@@ -204,6 +204,9 @@ bool eng_target_groups_rows(const eng_target *t, int64_t rows, int64_t red)
  * work-group's chunk (a GPU's) at least SPLIT_MIN_PER_ITEM per thread of the group. */
 #define SPLIT_MIN_CHUNK 65536
 #define SPLIT_MIN_PER_ITEM 256
+/* At most this many work-groups (rows x chunks): <name>_fin reads every partial on one thread,
+ * which on a GPU costs a memory latency each. */
+#define SPLIT_MAX_GROUPS 256
 
 /* The chunks each row's reductions are split into (see eng_kernel_ir.split), or 0: on a target
  * that keeps partials (t->scratch), a kernel with `rows` parallel iterations holding all its
@@ -219,6 +222,8 @@ static int64_t split_ways(const eng_kernel_ir *ir, const eng_target *t, int64_t 
 	    ir->kbvar >= 0 || ir->mivar >= 0 || ir->pack.buf >= 0 || (t->group > 1 && ir->group <= 1))
 		return 0;
 	int64_t want = ir->group > 1 ? t->par / ir->group : t->par;
+	if (ir->group > 1 && want > SPLIT_MAX_GROUPS)
+		want = SPLIT_MAX_GROUPS;
 	int64_t min_chunk = ir->group > 1 ? (int64_t)ir->group * SPLIT_MIN_PER_ITEM : SPLIT_MIN_CHUNK;
 	if (rows >= want)
 		return 0;
