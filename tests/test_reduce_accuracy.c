@@ -185,6 +185,19 @@ START_TEST(rows_and_ints_cpu)
 			want += v[r * shape[1] + i];
 		ck_assert_msg(rel(got[r], want) < SUM_TOL, "row %d: %.9g, want %.9g", r, got[r], want);
 	}
+	/* rows from two output loops (merged into the parallel one): [2, 3, 2^19 - 7] over axis 2 */
+	int64_t s3[3] = {2, 3, (1 << 19) - 7}, n3 = s3[0] * s3[1] * s3[2];
+	ck_assert(n3 <= n);
+	eng_tensor *b3 = eng_from_data(ctx, ENG_F32, 3, s3, v); /* the first n3 values of v */
+	int ax2 = 2;
+	float got3[6];
+	ck_assert_msg(eng_tensor_read(eng_sum(b3, &ax2, 1, false), got3, sizeof(got3)) == ENG_OK, "%s", eng_errmsg(ctx));
+	for (int r = 0; r < 6; r++) {
+		double want = 0;
+		for (int64_t i = 0; i < s3[2]; i++)
+			want += v[r * s3[2] + i];
+		ck_assert_msg(rel(got3[r], want) < SUM_TOL, "[2, 3] row %d: %.9g, want %.9g", r, got3[r], want);
+	}
 	int32_t igot = 0;
 	ck_assert_int_eq(eng_tensor_read(eng_sum(ia, NULL, 0, false), &igot, sizeof(igot)), ENG_OK);
 	ck_assert_int_eq(igot, (int32_t)isum);
