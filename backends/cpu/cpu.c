@@ -1,5 +1,6 @@
 /* cpu.c: the CPU backend's device: host memory, launches that split a kernel's parallel loop
- * over the process's shared worker pool, its target, and the backend's registry entry. */
+ * over the process's shared worker pool (then run a split reduction's <name>_fin), its target,
+ * and the backend's registry entry. */
 #include "cpu.h"
 
 #include <stdio.h>

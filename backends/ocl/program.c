@@ -1,6 +1,7 @@
 /* program.c: the OpenCL backend's programs: a batch of kernels built as one cl_program (the
  * driver's build log is the error), one cl_kernel per name, and NDRange launches with one
- * work-item per iteration of the kernel's parallel loop. */
+ * work-item (or work-group) per iteration of the kernel's parallel loop, a split reduction's
+ * <name>_fin enqueued after it. */
 #include "ocl.h"
 
 #include <stdio.h>

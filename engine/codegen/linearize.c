@@ -1,6 +1,7 @@
 /* linearize.c: orders a lowered kernel into the loop IR: the loop nest (output loops that
  * phases depend on, then phases, then the remaining output loops with the stores), with
- * every uop defined once, in the outermost loop where its inputs exist (hoisting). */
+ * every uop defined once, in the outermost loop where its inputs exist (hoisting); decides
+ * the parallel loop, work-groups, and the split of long reductions to few rows. */
 #include "linearize.h"
 
 #include <stdio.h>

@@ -1,5 +1,6 @@
 /* cstyle.c: the C-family renderer: one statement per loop-IR entry, every defined
- * uop a const temporary, integer semantics (wrapping, safe division) spelled out. */
+ * uop a const temporary, integer semantics (wrapping, safe division) spelled out; long float
+ * sums in compensated blocks, and split reductions as their chunks plus <name>_fin. */
 #include "cstyle.h"
 
 #include <math.h>
