@@ -95,9 +95,10 @@ typedef struct ocl_prog {
 	cl_uint nargs; /* buffers (+ scratch for a split reduction) + (start, end) */
 	size_t wg;    /* CL_KERNEL_WORK_GROUP_SIZE */
 	size_t group; /* CL_KERNEL_COMPILE_WORK_GROUP_SIZE[0]: one group per iteration; 0: none */
-	/* a split reduction's <name>_fin, enqueued after kernel as one work-item; both take the
-	 * device's scratch after the buffers (NULL: an ordinary kernel) */
+	/* a split reduction's <name>_fin, enqueued after kernel as one work-group (or item); both
+	 * take the device's scratch after the buffers (NULL: an ordinary kernel) */
 	cl_kernel fin;
+	size_t fin_group; /* fin's CL_KERNEL_COMPILE_WORK_GROUP_SIZE[0]: run as one group of it; 0: one item */
 } ocl_prog;
 
 /* The name of a CL error code ("CL_OUT_OF_RESOURCES"), or "CL error <n>" written to buf. */

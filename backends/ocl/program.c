@@ -97,6 +97,11 @@ static eng_status make_kernel(ocl_dev *d, ocl_module *mod, const char *name, ocl
 	snprintf(fin, sizeof(fin), "%s_fin", name);
 	cl_int frc;
 	p->fin = d->api.clCreateKernel(mod->prog, fin, &frc);
+	size_t fwg[3] = {0, 0, 0};
+	if (p->fin && (rc = d->api.clGetKernelWorkGroupInfo(p->fin, d->device, CL_KERNEL_COMPILE_WORK_GROUP_SIZE,
+							     sizeof(fwg), fwg, NULL)))
+		return ocl_fail(d, rc, "clGetKernelWorkGroupInfo", err);
+	p->fin_group = fwg[0];
 	return ENG_OK;
 }
 
@@ -236,9 +241,10 @@ eng_status ocl_launch(void *dev, bk_program *prog, void *const *bufs, int nbufs,
 	d->last = NULL;
 	rc = d->api.clEnqueueNDRangeKernel(d->queue, p->kernel, 1, NULL, &global, &local, 0, NULL,
 					   d->debug >= 2 && !p->fin ? &d->last : NULL);
-	size_t one = 1; /* a split reduction's partials combined, after the chunks (in order) */
+	/* a split reduction's partials combined, after the chunks (the queue is in order) */
+	size_t fg = p->fin_group ? p->fin_group : 1;
 	if (!rc && p->fin)
-		rc = d->api.clEnqueueNDRangeKernel(d->queue, p->fin, 1, NULL, &one, &one, 0, NULL,
+		rc = d->api.clEnqueueNDRangeKernel(d->queue, p->fin, 1, NULL, &fg, &fg, 0, NULL,
 						   d->debug >= 2 ? &d->last : NULL);
 	if (rc)
 		return ocl_fail(d, rc, "clEnqueueNDRangeKernel", err);

@@ -822,35 +822,50 @@ static void render_end(rk *r, int depth)
 }
 
 /* SPLIT_FIN: phase p's accumulator from its chunks' partial results pt<p>[q_ * split + c], in
- * chunk order (a float sum with compensation). */
+ * chunk order (a float sum with compensation); in a work-group (grouped) each thread takes
+ * chunks lid_, lid_ + group, ... and the threads' results meet in the group's tree. */
 static void render_fin_acc(const rk *r, int p, int depth)
 {
 	eng_strbuf *b = r->b;
 	const eng_phase *ph = &r->ir->phases[p];
 	long long sp = r->ir->split;
 	bool comp = ph->op == ENG_OP_RSUM && ph->dtype == ENG_F32;
-	indent(b, depth);
-	eng_strbuf_printf(b, "%s acc%d = pt%d[q_ * %lld];\n", ctype(r, ph->dtype), p, p, sp);
-	if (comp) {
+	if (r->grouped) { /* from the phase's initial value */
+		render_acc_init(r, p, depth);
+		if (comp && !block_iters(r, p)) {
+			indent(b, depth);
+			eng_strbuf_printf(b, "float cmp%d = 0.0f;\n", p);
+		}
+	} else {
+		indent(b, depth);
+		eng_strbuf_printf(b, "%s acc%d = pt%d[q_ * %lld];\n", ctype(r, ph->dtype), p, p, sp);
+	}
+	if (comp && !r->grouped) {
 		indent(b, depth);
 		eng_strbuf_printf(b, "float cmp%d = 0.0f;\n", p);
 	}
 	indent(b, depth);
-	eng_strbuf_printf(b, "for (%s c_ = 1; c_ < %lld; c_++)%s\n", ctype(r, ENG_I64), sp, comp ? "" : " {");
+	if (r->grouped)
+		eng_strbuf_printf(b, "for (%s c_ = lid_; c_ < %lld; c_ += %d)%s\n", ctype(r, ENG_I64), sp, r->ir->group,
+				  comp ? "" : " {");
+	else
+		eng_strbuf_printf(b, "for (%s c_ = 1; c_ < %lld; c_++)%s\n", ctype(r, ENG_I64), sp, comp ? "" : " {");
 	char v[48];
 	snprintf(v, sizeof(v), "pt%d[q_ * %lld + c_]", p, sp);
 	if (comp) {
 		render_kahan(r, p, v, depth + 1);
-		return;
+	} else {
+		char a[16];
+		snprintf(a, sizeof(a), "acc%d", p);
+		indent(b, depth + 1);
+		eng_strbuf_printf(b, "acc%d = ", p);
+		render_combine(r, p, a, v);
+		eng_strbuf_puts(b, ";\n");
+		indent(b, depth);
+		eng_strbuf_puts(b, "}\n");
 	}
-	char a[16];
-	snprintf(a, sizeof(a), "acc%d", p);
-	indent(b, depth + 1);
-	eng_strbuf_printf(b, "acc%d = ", p);
-	render_combine(r, p, a, v);
-	eng_strbuf_puts(b, ";\n");
-	indent(b, depth);
-	eng_strbuf_puts(b, "}\n");
+	if (r->grouped)
+		render_group_tree(r, p, depth);
 }
 
 /* The statements from depth on. A split kernel's chunks (SPLIT_PART) store nothing; what
@@ -982,12 +997,14 @@ static eng_status render_split(rk *r, const char *name)
 	eng_strbuf_puts(b, "  }\n}\n");
 	char fin[128];
 	snprintf(fin, sizeof(fin), "%s_fin", name);
-	rk f = *r; /* one thread, no group */
+	rk f = *r; /* one work-group of the kernel's (as a grouped kernel without a parallel loop), or
+		    * one thread */
 	f.split_mode = SPLIT_FIN;
-	f.one_group = f.grouped = f.rows = false;
+	f.rows = false;
 	render_head(&f, fin);
+	render_group_decls(&f);
 	render_partials_decl(&f);
-	if (!c_form)
+	if (!c_form && !f.one_group)
 		eng_strbuf_printf(b, "  if (%s == 0)\n", r->d->thread_idx);
 	eng_strbuf_printf(b, "  for (%s q_ = 0; q_ < %lld; q_++) {\n", it, rows);
 	render_stmts(&f, 2);
