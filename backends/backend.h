@@ -46,7 +46,8 @@ typedef struct bk_target {
 	/* Bytes of scratch the launch gives a split reduction (engine/codegen/kernel.h's
 	 * eng_kernel_ir.split): its kernel `name` writes partial results of chunks of a long
 	 * reduction (its nparallel iterations) into the scratch, and `name`_fin, which the same
-	 * launch runs once every chunk is done, as one thread, combines them and stores. In the C
+	 * launch runs once every chunk is done (one thread; a kernel written for work-groups, one
+	 * group of the size it declares), combines them and stores. In the C
 	 * form the scratch is passed after the buffers (bufs[nbufs]), `name`_fin is called as
 	 * (bufs, 0, 0), and `name`_scratch (const int64_t) is the bytes it needs; with buf_qual
 	 * both kernels take it as a parameter after the buffers (`char *sc_`, before start and

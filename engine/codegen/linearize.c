@@ -205,8 +205,8 @@ bool eng_target_groups_rows(const eng_target *t, int64_t rows, int64_t red)
  * work-group's chunk (a GPU's) at least SPLIT_MIN_PER_ITEM per thread of the group. */
 #define SPLIT_MIN_CHUNK 65536
 #define SPLIT_MIN_PER_ITEM 256
-/* At most this many work-groups (rows x chunks): <name>_fin reads every partial on one thread,
- * which on a GPU costs a memory latency each. */
+/* At most this many work-groups (rows x chunks): <name>_fin, one work-group, reads the
+ * partials a few per thread (each a memory latency on a GPU) before its tree. */
 #define SPLIT_MAX_GROUPS 256
 /* Work-groups wanted per group's worth of the target's parallelism: smaller chunks stay in a
  * core's cache while a group's work-items stride through them one after another (PoCL: a 2^24

@@ -965,8 +965,8 @@ static void render_group_decls(const rk *r)
 
 /* A split reduction (eng_kernel_ir.split): the kernel `name` runs chunks [start, end) of rows x
  * split (in the C form a loop over them, else one thread, or one work-group, per chunk), each
- * writing its phases' partial results; `name`_fin, run once after every chunk (by one thread),
- * combines them row by row and stores. The partials are kept in scratch: in the C form the
+ * writing its phases' partial results; `name`_fin, run once after every chunk (by one thread,
+ * or one work-group as the chunks were), combines them row by row and stores. The partials are kept in scratch: in the C form the
  * pointer after the buffers, whose bytes `name`_scratch states; else the parameter sc_ after
  * the buffers (see bk_target.split_scratch). */
 static eng_status render_split(rk *r, const char *name)
