@@ -43,6 +43,18 @@ typedef struct bk_target {
 	/* Data cache sizes in bytes of one core (L1, L2), for blocking reductions into cache-sized
 	 * pieces (engine/codegen/lower.c); 0: unknown, reductions run unblocked. */
 	int64_t cache_l1, cache_l2;
+	/* Bytes of scratch the launch gives a split reduction (engine/codegen/kernel.h's
+	 * eng_kernel_ir.split): its kernel `name` writes partial results of chunks of a long
+	 * reduction (its nparallel iterations) into the scratch, and `name`_fin, which the same
+	 * launch runs once every chunk is done (one thread; a kernel written for work-groups, one
+	 * group of the size it declares), combines them and stores. In the C
+	 * form the scratch is passed after the buffers (bufs[nbufs]), `name`_fin is called as
+	 * (bufs, 0, 0), and `name`_scratch (const int64_t) is the bytes it needs; with buf_qual
+	 * both kernels take it as a parameter after the buffers (`char *sc_`, before start and
+	 * end), at most split_scratch bytes. A target with reduce_group splits only kernels that
+	 * run as work-groups (one group per chunk). 0: none (reductions to few rows are never split
+	 * over parallel iterations). */
+	int64_t split_scratch;
 } bk_target;
 
 /* Backend settings, key=value pairs given when a device opens (the CPU's "cc", OpenCL's

@@ -64,6 +64,25 @@ static void so_release(cpu_so *so)
 	}
 }
 
+/* A split reduction's finishing function and scratch size, if p's kernel is one (see
+ * bk_target.split_scratch): both symbols or neither. */
+static eng_status find_split(void *h, cpu_program *p, bk_err *err)
+{
+	char sym[320];
+	snprintf(sym, sizeof(sym), "%s_fin", p->name);
+	void *fin = dlsym(h, sym);
+	snprintf(sym, sizeof(sym), "%s_scratch", p->name);
+	const int64_t *scratch = fin ? dlsym(h, sym) : NULL;
+	if (fin && (!scratch || *scratch < 0 || *scratch > CPU_SPLIT_SCRATCH)) {
+		snprintf(err->msg, sizeof(err->msg), "kernel %s: split reduction without a scratch size of at most %d bytes",
+			 p->name, CPU_SPLIT_SCRATCH);
+		return ENG_ECOMPILE;
+	}
+	p->fin = (cpu_kernel_fn)fin;
+	p->scratch = scratch ? *scratch : 0;
+	return ENG_OK;
+}
+
 void cpu_program_release(cpu_program *p)
 {
 	if (!p)
@@ -160,6 +179,8 @@ eng_status cpu_load_so(const char *path, void *bytes, size_t n, const char *cons
 		prog->name = name;
 		so->refs++;
 		progs[i] = (bk_program *)prog;
+		if ((st = find_split(h, prog, err)))
+			break;
 	}
 	if (st)
 		for (int i = 0; i < nkern; i++) {

@@ -1,5 +1,6 @@
 /* cpu.c: the CPU backend's device: host memory, launches that split a kernel's parallel loop
- * over the process's shared worker pool, its target, and the backend's registry entry. */
+ * over the process's shared worker pool (then run a split reduction's <name>_fin), its target,
+ * and the backend's registry entry. */
 #include "cpu.h"
 
 #include <stdio.h>
@@ -68,10 +69,26 @@ static eng_status cpu_launch(void *dev, bk_program *prog, void *const *bufs, int
 	cpu_dev *d = dev;
 	cpu_program *p = (cpu_program *)prog;
 	job j = {.fn = p->fn, .bufs = bufs};
+	/* a split reduction: its chunks' partials go to scratch after the buffers, and its _fin
+	 * combines them (in chunk order, whichever threads ran the chunks) once all are done */
+	_Alignas(64) unsigned char scratch[CPU_SPLIT_SCRATCH];
+	void *withscratch[CPU_MAX_ARGS];
+	if (p->fin) {
+		if (nbufs + 1 > CPU_MAX_ARGS) {
+			snprintf(err->msg, sizeof(err->msg), "kernel %s: %d buffers, at most %d", p->name, nbufs,
+				 CPU_MAX_ARGS - 1);
+			return ENG_ERANGE;
+		}
+		memcpy(withscratch, bufs, (size_t)nbufs * sizeof(void *));
+		withscratch[nbufs] = scratch;
+		j.bufs = withscratch;
+	}
 	/* spreading costs ~10us: only worth it for kernels doing enough work; a device asking for
 	 * fewer threads than the shared pool has uses that many ways of it */
 	int ways = l->cost < 32768 ? 1 : d->nthreads;
 	cpu_pool_run(d->pool, run_range, &j, l->nparallel > 0 ? l->nparallel : 1, ways);
+	if (p->fin)
+		p->fin(j.bufs, 0, 0);
 	return ENG_OK;
 }
 
@@ -116,6 +133,7 @@ static void cpu_target(void *dev, bk_target *t)
 	t->vector_width = 0; /* gcc vectorises the tile loops itself */
 	t->cache_l1 = d->cache_l1;
 	t->cache_l2 = d->cache_l2;
+	t->split_scratch = CPU_SPLIT_SCRATCH;
 }
 
 static void cpu_destroy(void *dev)

@@ -15,10 +15,19 @@ typedef struct cpu_so {
 	size_t nbytes;
 } cpu_so;
 
+/* Bytes of scratch a launch gives a split reduction (bk_target.split_scratch), on its stack. */
+#define CPU_SPLIT_SCRATCH 16384
+/* Pointers a split reduction's launch passes: the buffers and the scratch. */
+#define CPU_MAX_ARGS 128
+
 typedef struct cpu_program {
 	cpu_kernel_fn fn;
 	cpu_so *so;
 	char *name; /* fn's symbol in so, owned */
+	/* a split reduction: <name>_fin, run after fn's chunks, and <name>_scratch's bytes of
+	 * partials (NULL, 0: an ordinary kernel) */
+	cpu_kernel_fn fin;
+	int64_t scratch;
 } cpu_program;
 
 typedef struct cpu_dev {

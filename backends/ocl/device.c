@@ -149,6 +149,8 @@ static void ocl_destroy(void *dev)
 	ocl_dev *d = dev;
 	if (d->last)
 		d->api.clReleaseEvent(d->last);
+	if (d->scratch)
+		d->api.clReleaseMemObject(d->scratch);
 	if (d->queue) {
 		d->api.clFinish(d->queue);
 		d->api.clReleaseCommandQueue(d->queue);
@@ -170,6 +172,7 @@ static void ocl_target(void *dev, bk_target *t)
 	t->parallelism = n > (1 << 20) ? 1 << 20 : (int)n;
 	t->reduce_group = d->reduce_group;
 	t->vector_width = (int)d->vec_float;
+	t->split_scratch = d->reduce_group ? OCL_SPLIT_SCRATCH : 0; /* split over work-groups */
 }
 
 static const bk_device_ops ocl_ops = {

@@ -43,6 +43,8 @@ void ocl_api_close(ocl_api *api);
 /* Threads of a work-group that splits a reduction (a kernel without a parallel loop, or each
  * row of a reduction with few rows; see eng_kernel_ir.group), combining them in local memory. */
 #define OCL_GROUP_SIZE 64
+/* Bytes of the device's scratch buffer for split reductions' partials (bk_target.split_scratch). */
+#define OCL_SPLIT_SCRATCH 65536
 
 /* Every device of every platform, platforms in the loader's order: up to OCL_MAX_DEVICES into
  * plats[i] / devs[i]; *n is how many. Zero devices is ENG_ENOTFOUND ("no OpenCL devices"). */
@@ -72,6 +74,9 @@ typedef struct ocl_dev {
 	cl_event last;        /* debug >= 2: the last launch, timed at synchronize (owned) */
 	char last_name[128];
 	char *cache_id;       /* made on first use (cache.c), owned */
+	/* split reductions' partials, made on first use (the queue is in order: one launch at a
+	 * time uses it) */
+	cl_mem scratch;
 } ocl_dev;
 
 /* One cl_program built from a batch of kernels (or loaded from a binary), shared by the
@@ -87,9 +92,13 @@ typedef struct ocl_prog {
 	cl_kernel kernel;
 	ocl_module *mod;
 	char *name;   /* owned */
-	cl_uint nargs; /* buffers + (start, end) */
+	cl_uint nargs; /* buffers (+ scratch for a split reduction) + (start, end) */
 	size_t wg;    /* CL_KERNEL_WORK_GROUP_SIZE */
 	size_t group; /* CL_KERNEL_COMPILE_WORK_GROUP_SIZE[0]: one group per iteration; 0: none */
+	/* a split reduction's <name>_fin, enqueued after kernel as one work-group (or item); both
+	 * take the device's scratch after the buffers (NULL: an ordinary kernel) */
+	cl_kernel fin;
+	size_t fin_group; /* fin's CL_KERNEL_COMPILE_WORK_GROUP_SIZE[0]: run as one group of it; 0: one item */
 } ocl_prog;
 
 /* The name of a CL error code ("CL_OUT_OF_RESOURCES"), or "CL error <n>" written to buf. */

@@ -1,6 +1,7 @@
 /* program.c: the OpenCL backend's programs: a batch of kernels built as one cl_program (the
  * driver's build log is the error), one cl_kernel per name, and NDRange launches with one
- * work-item per iteration of the kernel's parallel loop. */
+ * work-item (or work-group) per iteration of the kernel's parallel loop, a split reduction's
+ * <name>_fin enqueued after it. */
 #include "ocl.h"
 
 #include <stdio.h>
@@ -31,6 +32,8 @@ void ocl_program_free(void *dev, bk_program *prog)
 		return;
 	if (p->kernel)
 		d->api.clReleaseKernel(p->kernel);
+	if (p->fin)
+		d->api.clReleaseKernel(p->fin);
 	module_release(d, p->mod);
 	free(p->name);
 	free(p);
@@ -87,7 +90,19 @@ static eng_status make_kernel(ocl_dev *d, ocl_module *mod, const char *name, ocl
 		rc = d->api.clGetKernelWorkGroupInfo(p->kernel, d->device, CL_KERNEL_COMPILE_WORK_GROUP_SIZE, sizeof(cwg),
 						     cwg, NULL);
 	p->group = cwg[0];
-	return rc ? ocl_fail(d, rc, "clGetKernelInfo", err) : ENG_OK;
+	if (rc)
+		return ocl_fail(d, rc, "clGetKernelInfo", err);
+	/* a split reduction: the program also has <name>_fin (bk_target.split_scratch) */
+	char fin[320];
+	snprintf(fin, sizeof(fin), "%s_fin", name);
+	cl_int frc;
+	p->fin = d->api.clCreateKernel(mod->prog, fin, &frc);
+	size_t fwg[3] = {0, 0, 0};
+	if (p->fin && (rc = d->api.clGetKernelWorkGroupInfo(p->fin, d->device, CL_KERNEL_COMPILE_WORK_GROUP_SIZE,
+							     sizeof(fwg), fwg, NULL)))
+		return ocl_fail(d, rc, "clGetKernelWorkGroupInfo", err);
+	p->fin_group = fwg[0];
+	return ENG_OK;
 }
 
 eng_status ocl_build_kernels(ocl_dev *d, ocl_module *mod, const char *const *names, int nkern, bk_program **progs,
@@ -166,6 +181,23 @@ static size_t local_size(const ocl_dev *d, const ocl_prog *p, int64_t n)
 	return (int64_t)l > n ? (size_t)n : l;
 }
 
+/* Kernel k's arguments: the buffers, scratch (if not NULL), start and end. */
+static cl_int set_args(ocl_dev *d, cl_kernel k, void *const *bufs, int nbufs, cl_mem scratch, cl_long start,
+		       cl_long end)
+{
+	cl_int rc = CL_SUCCESS;
+	cl_uint i = 0;
+	for (; i < (cl_uint)nbufs && !rc; i++)
+		rc = d->api.clSetKernelArg(k, i, sizeof(cl_mem), &bufs[i]);
+	if (!rc && scratch)
+		rc = d->api.clSetKernelArg(k, i++, sizeof(cl_mem), &scratch);
+	if (!rc)
+		rc = d->api.clSetKernelArg(k, i++, sizeof(start), &start);
+	if (!rc)
+		rc = d->api.clSetKernelArg(k, i, sizeof(end), &end);
+	return rc;
+}
+
 eng_status ocl_launch(void *dev, bk_program *prog, void *const *bufs, int nbufs, const bk_launch *l, bk_err *err)
 {
 	ocl_dev *d = dev;
@@ -173,21 +205,24 @@ eng_status ocl_launch(void *dev, bk_program *prog, void *const *bufs, int nbufs,
 	eng_status st = ocl_alive(d, err);
 	if (st)
 		return st;
-	if ((cl_uint)nbufs + 2 != p->nargs) {
-		snprintf(err->msg, sizeof(err->msg), "kernel %s takes %u arguments, not %d buffers + (start, end)", p->name,
-			 p->nargs, nbufs);
+	cl_uint extra = p->fin ? 1 : 0; /* a split reduction's scratch */
+	if ((cl_uint)nbufs + 2 + extra != p->nargs) {
+		snprintf(err->msg, sizeof(err->msg), "kernel %s takes %u arguments, not %d buffers%s + (start, end)", p->name,
+			 p->nargs, nbufs, extra ? " + scratch" : "");
 		return ENG_EINVAL;
+	}
+	if (p->fin && !d->scratch) {
+		cl_int mrc;
+		d->scratch = d->api.clCreateBuffer(d->context, CL_MEM_READ_WRITE, OCL_SPLIT_SCRATCH, NULL, &mrc);
+		if (!d->scratch)
+			return ocl_fail(d, mrc, "clCreateBuffer (scratch)", err);
 	}
 	/* one work-item per iteration of the parallel loop; a kernel without one runs as one item */
 	int64_t n = l->nparallel > 0 ? l->nparallel : 1;
 	cl_long start = 0, end = n;
-	cl_int rc = CL_SUCCESS;
-	for (int i = 0; i < nbufs && !rc; i++)
-		rc = d->api.clSetKernelArg(p->kernel, (cl_uint)i, sizeof(cl_mem), &bufs[i]);
-	if (!rc)
-		rc = d->api.clSetKernelArg(p->kernel, (cl_uint)nbufs, sizeof(start), &start);
-	if (!rc)
-		rc = d->api.clSetKernelArg(p->kernel, (cl_uint)nbufs + 1, sizeof(end), &end);
+	cl_int rc = set_args(d, p->kernel, bufs, nbufs, p->fin ? d->scratch : NULL, start, end);
+	if (!rc && p->fin)
+		rc = set_args(d, p->fin, bufs, nbufs, d->scratch, start, end);
 	if (rc)
 		return ocl_fail(d, rc, "clSetKernelArg", err);
 	size_t local = local_size(d, p, n);
@@ -205,7 +240,12 @@ eng_status ocl_launch(void *dev, bk_program *prog, void *const *bufs, int nbufs,
 		d->api.clReleaseEvent(d->last); /* launched without a synchronize in between */
 	d->last = NULL;
 	rc = d->api.clEnqueueNDRangeKernel(d->queue, p->kernel, 1, NULL, &global, &local, 0, NULL,
-					   d->debug >= 2 ? &d->last : NULL);
+					   d->debug >= 2 && !p->fin ? &d->last : NULL);
+	/* a split reduction's partials combined, after the chunks (the queue is in order) */
+	size_t fg = p->fin_group ? p->fin_group : 1;
+	if (!rc && p->fin)
+		rc = d->api.clEnqueueNDRangeKernel(d->queue, p->fin, 1, NULL, &fg, &fg, 0, NULL,
+						   d->debug >= 2 ? &d->last : NULL);
 	if (rc)
 		return ocl_fail(d, rc, "clEnqueueNDRangeKernel", err);
 	snprintf(d->last_name, sizeof(d->last_name), "%s", p->name);

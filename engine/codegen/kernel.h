@@ -9,17 +9,21 @@
 #define ENG_MAX_PHASES 32
 #define ENG_MAX_KERNEL_BUFS 64
 #define ENG_MAX_STORES 16
+#define ENG_SPLIT_SLOT 8 /* bytes of a split reduction's partial result (any compute type) */
 
 /* What kernels are built for: par parallel iterations per kernel wanted (the CPU: its
  * threads; a GPU: thousands of work-items); group, the threads of one work-group that can
  * split a reduction between them, combining partial results in local memory (0: none); vector,
  * the float vector lanes the renderer uses for a wide tile of 2, 4, 8 or 16 (0: none); l1, l2,
- * one core's data cache bytes, to block long reductions for them (0: no blocking). */
+ * one core's data cache bytes, to block long reductions for them (0: no blocking); scratch,
+ * the bytes of partial results a split reduction may keep (bk_target.split_scratch; 0: reductions
+ * are never split over parallel iterations). */
 typedef struct eng_target {
 	int par;
 	int group;
 	int vector;
 	int64_t l1, l2;
+	int64_t scratch;
 } eng_target;
 
 /* Whether a wide tile of w lanes can be vectors of at most max lanes: OpenCL's 2, 4, 8, 16. */
@@ -146,6 +150,13 @@ typedef struct eng_kernel_ir {
 	 * work-group of this many threads: reductions are split over them when untiled, and each
 	 * output element is stored by one of them. 0: one thread per iteration. */
 	int group;
+	/* > 1: a split reduction (too few rows for the device's threads, a long reduction): the
+	 * parallel loop runs over rows x split chunks, each chunk of a row reducing its share of
+	 * every phase's longest reduce loop into a partial result; the rest of the kernel (the
+	 * partials combined in chunk order, then the stores) runs once after all chunks, in the
+	 * same launch. nparallel counts rows x split; each phase keeps nparallel partials of
+	 * ENG_SPLIT_SLOT bytes in the launch's scratch. 0: not split. */
+	int64_t split;
 	double flops, bytes;
 	bool aliased; /* an output buffer is also read: no restrict */
 	char name[96];

@@ -1,6 +1,7 @@
 /* linearize.c: orders a lowered kernel into the loop IR: the loop nest (output loops that
  * phases depend on, then phases, then the remaining output loops with the stores), with
- * every uop defined once, in the outermost loop where its inputs exist (hoisting). */
+ * every uop defined once, in the outermost loop where its inputs exist (hoisting); decides
+ * the parallel loop, work-groups, and the split of long reductions to few rows. */
 #include "linearize.h"
 
 #include <stdio.h>
@@ -206,6 +207,55 @@ bool eng_target_groups_rows(const eng_target *t, int64_t rows, int64_t red)
 	       red >= (int64_t)GROUP_ROW_MIN_PER_THREAD * t->group;
 }
 
+/* A split reduction's chunk reduces at least this many elements of a row (256 KiB of float32,
+ * ~20us on one core): below that, waking the pool's threads costs about what it saves. A
+ * work-group's chunk (a GPU's) at least SPLIT_MIN_PER_ITEM per thread of the group. */
+#define SPLIT_MIN_CHUNK 65536
+#define SPLIT_MIN_PER_ITEM 256
+/* At most this many work-groups (rows x chunks): <name>_fin, one work-group, reads the
+ * partials a few per thread (each a memory latency on a GPU) before its tree. */
+#define SPLIT_MAX_GROUPS 256
+/* Work-groups wanted per group's worth of the target's parallelism: smaller chunks stay in a
+ * core's cache while a group's work-items stride through them one after another (PoCL: a 2^24
+ * sum in 20-30 ms instead of 48), and a GPU gets several groups per compute unit. */
+#define SPLIT_GROUP_FACTOR 4
+
+/* The chunks each row's reductions are split into (see eng_kernel_ir.split), or 0: on a target
+ * that keeps partials (t->scratch), a kernel with `rows` parallel iterations holding all its
+ * output loops (all_rows), untiled and unblocked, whose phases read no other phase's result and
+ * are not bool, with a reduction of `red` elements per row, and fewer rows than the target
+ * wants: threads (the CPU), or groups of ir->group threads when the kernel runs as work-groups
+ * (a target with groups splits no other kernel). As many chunks as make up what the target
+ * wants, each of at least the minimum above and of each phase's longest reduce loop (which the
+ * renderer splits). */
+static int64_t split_ways(const eng_kernel_ir *ir, const eng_target *t, int64_t rows, bool all_rows, int64_t red)
+{
+	if (t->scratch <= 0 || !all_rows || ir->nphases < 1 || ir->tiledim[0] >= 0 || ir->tiledim[1] >= 0 ||
+	    ir->kbvar >= 0 || ir->mivar >= 0 || ir->pack.buf >= 0 || (t->group > 1 && ir->group <= 1))
+		return 0;
+	int64_t want = ir->group > 1 ? SPLIT_GROUP_FACTOR * (int64_t)t->par / ir->group : t->par;
+	if (ir->group > 1 && want > SPLIT_MAX_GROUPS)
+		want = SPLIT_MAX_GROUPS;
+	int64_t min_chunk = ir->group > 1 ? (int64_t)ir->group * SPLIT_MIN_PER_ITEM : SPLIT_MIN_CHUNK;
+	if (rows >= want)
+		return 0;
+	int64_t s = (want + rows - 1) / rows;
+	if (s > red / min_chunk)
+		s = red / min_chunk;
+	for (int p = 0; p < ir->nphases; p++) {
+		const eng_phase *ph = &ir->phases[p];
+		if (ph->nred < 1 || ph->value->accdeps || ph->dtype == ENG_BOOL)
+			return 0;
+		int64_t longest = 0; /* the loop a chunk takes a share of: every chunk gets some */
+		for (int k = 0; k < ph->nred; k++)
+			longest = ir->loops[ph->red[k]].n > longest ? ir->loops[ph->red[k]].n : longest;
+		s = longest < s ? longest : s;
+	}
+	if (s < 2 || rows * s * ir->nphases * ENG_SPLIT_SLOT > t->scratch)
+		return 0;
+	return s;
+}
+
 eng_status eng_linearize(eng_kernel_ir *ir, const eng_target *t, char *err, size_t errlen)
 {
 	int nthreads = t->par;
@@ -268,6 +318,12 @@ eng_status eng_linearize(eng_kernel_ir *ir, const eng_target *t, char *err, size
 		ir->group = t->group;
 	else if (par_in_d && ir->tiledim[0] < 0 && eng_target_groups_rows(t, ir->nparallel, red))
 		ir->group = t->group;
+	/* a long reduction to few rows: its chunks are the parallel iterations (every output loop
+	 * must be the parallel one or merged into it, and nothing but stores follow the phases) */
+	bool all_rows = ne == 0 && (ndp == 0 || nmerge + 1 == ndp);
+	ir->split = split_ways(ir, t, ndp ? ir->nparallel : 1, all_rows, red);
+	if (ir->split > 1)
+		ir->nparallel = (ndp ? ir->nparallel : 1) * ir->split;
 	int64_t divs[ENG_MAX_DIMS + 1];
 	divs[nmerge] = 1;
 	for (int i = nmerge - 1; i >= 0; i--)

@@ -62,16 +62,19 @@ eng_status eng_render_kernel(const bk_target *t, eng_kernel_ir *ir, char name[96
 	char base[64];
 	base_name(ir, base, sizeof(base));
 	snprintf(name, 96, "%s_%08llx", base, (unsigned long long)(eng_hash_str(body) & 0xffffffffu));
-	char *p = body ? strstr(body, "KERNEL_NAME") : NULL;
+	/* every mention: a split reduction also defines <name>_fin and <name>_scratch */
+	bool found = body && strstr(body, "KERNEL_NAME");
+	const char *rest = body;
 	eng_strbuf_init(&b);
-	if (p) {
+	for (char *p; found && (p = strstr(rest, "KERNEL_NAME")); rest = p + strlen("KERNEL_NAME")) {
 		*p = 0;
-		eng_strbuf_puts(&b, body);
+		eng_strbuf_puts(&b, rest);
 		eng_strbuf_puts(&b, name);
-		eng_strbuf_puts(&b, p + strlen("KERNEL_NAME"));
 	}
+	if (found)
+		eng_strbuf_puts(&b, rest);
 	free(body);
-	if (b.failed || !p) {
+	if (b.failed || !found) {
 		eng_strbuf_free(&b);
 		return ENG_ENOMEM;
 	}

@@ -1,10 +1,23 @@
 /* cstyle.c: the C-family renderer: one statement per loop-IR entry, every defined
- * uop a const temporary, integer semantics (wrapping, safe division) spelled out. */
+ * uop a const temporary, integer semantics (wrapping, safe division) spelled out; long float
+ * sums in compensated blocks, and split reductions as their chunks plus <name>_fin. */
 #include "cstyle.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+
+/* How a split reduction's kernel (eng_kernel_ir.split) is being written: not split, its
+ * chunks' partial results (the kernel proper), or what follows them (<name>_fin). */
+enum { SPLIT_NONE, SPLIT_PART, SPLIT_FIN };
+
+/* A long float32 sum adds blocks of at most this many iterations of its innermost loop into a
+ * fresh accumulator, then each block's sum into the total with compensation (Kahan), so the
+ * error stays that of a block: with the simd hint each vector lane of a block sums 512/lanes
+ * values (64 with AVX2's 8, 32 with AVX-512's 16; blocks of 256 cost ~15% more time from
+ * memory), without it a thread sums 64 one after the other. */
+#define BLOCK_SIMD 512
+#define BLOCK_SEQ 64
 
 /* One rendering: the output, the kernel, the dialect and its types. */
 typedef struct rk {
@@ -20,6 +33,12 @@ typedef struct rk {
 	int closes[ENG_MAX_LOOPS + 2]; /* grouped: phase whose partials meet when depth returns here */
 	bool nobrace[ENG_MAX_LOOPS + 2]; /* the loop opened at this depth has no block of its own */
 	int lanes;                    /* the wide tile as vectors of this many lanes; 0: scalars */
+	int split_mode;               /* SPLIT_NONE, SPLIT_PART, SPLIT_FIN */
+	int cur_phase, phase_depth;   /* the phase whose ACC_INIT came last, at that depth (-1: none) */
+	uint32_t cur_group;           /* ... with the phases initialised right before it (one nest) */
+	int skip_depth;               /* SPLIT_FIN: a phase's loops being left out, opened here (-1) */
+	uint32_t blk_close[ENG_MAX_LOOPS + 2]; /* blocked sums' loop opened at this depth: their phases */
+	bool blk_outer[ENG_MAX_LOOPS + 2]; /* ... inside a loop over its blocks */
 } rk;
 
 /* compute type */
@@ -368,6 +387,46 @@ static void indent(eng_strbuf *b, int depth)
 		eng_strbuf_puts(b, "  ");
 }
 
+/* Phase p's vector loop: its innermost reduce loop, or the outer part of a split axis (an
+ * unrolled inner part inside it: lower.c's plan_split). */
+static int vector_loop(const eng_kernel_ir *ir, int p)
+{
+	const eng_phase *ph = &ir->phases[p];
+	if (ph->nred > 1 && ir->loops[ph->red[ph->nred - 1]].unroll)
+		return ph->red[ph->nred - 2];
+	return ph->red[ph->nred - 1];
+}
+
+/* The iterations per block of phase p's innermost reduce loop if p is a float32 sum long
+ * enough to be blocked (more than a block per thread), else 0 (see BLOCK_SIMD). */
+static int64_t block_iters(const rk *r, int p)
+{
+	const eng_kernel_ir *ir = r->ir;
+	const eng_phase *ph = &ir->phases[p];
+	if (ph->op != ENG_OP_RSUM || ph->dtype != ENG_F32 || ph->nred < 1 || ir->tiledim[0] >= 0 || ir->kbvar >= 0)
+		return 0;
+	int64_t n = 1;
+	for (int k = 0; k < ph->nred; k++)
+		n *= ir->loops[ph->red[k]].n;
+	if (r->grouped)
+		n /= ir->group;
+	if (ir->split > 1)
+		n /= ir->split;
+	int64_t blk = *r->d->simd_pragma ? BLOCK_SIMD : BLOCK_SEQ;
+	return n > blk ? blk : 0;
+}
+
+/* acc<p> += value with compensation: cmp<p> carries what the last adds lost (reset when not
+ * finite, so an infinite or NaN sum stays what the plain sum would be). */
+static void render_kahan(const rk *r, int p, const char *value, int depth)
+{
+	indent(r->b, depth);
+	eng_strbuf_printf(r->b,
+			  "{ const float y_ = %s - cmp%d, t_ = acc%d + y_; cmp%d = (t_ - acc%d) - y_; "
+			  "cmp%d = cmp%d - cmp%d == 0.0f ? cmp%d : 0.0f; acc%d = t_; }\n",
+			  value, p, p, p, p, p, p, p, p, p);
+}
+
 static void render_acc_init(const rk *r, int p, int depth)
 {
 	eng_strbuf *b = r->b;
@@ -391,6 +450,10 @@ static void render_acc_init(const rk *r, int p, int depth)
 		eng_strbuf_printf(b, "%s acc%d = ", ctype(r, dt), p);
 		render_const(r, dt, init);
 		eng_strbuf_puts(b, ";\n");
+		if (block_iters(r, p)) {
+			indent(b, depth);
+			eng_strbuf_printf(b, "float cmp%d = 0.0f;\n", p);
+		}
 		return;
 	}
 	int64_t t0 = ir->tile[1], t1 = ir->tile[0]; /* [narrow][wide] */
@@ -417,7 +480,7 @@ static void render_acc_upd(const rk *r, const eng_stmt *s)
 	const eng_phase *ph = &ir->phases[s->acc];
 	eng_strbuf a;
 	eng_strbuf_init(&a);
-	eng_strbuf_printf(&a, "acc%d", s->acc);
+	eng_strbuf_printf(&a, "%sacc%d", block_iters(r, s->acc) ? "b" : "", s->acc);
 	if (ir->tiledim[0] >= 0) {
 		if (ir->tiledim[1] >= 0)
 			eng_strbuf_printf(&a, "[v%d]", ir->tilevar[1]);
@@ -476,6 +539,8 @@ static void render_head(const rk *r, const char *name)
 			eng_strbuf_printf(b, "%s%s%s%s *%s%sb%d, ", q, *q ? " " : "", kb->output ? "" : "const ",
 				      stype(r, kb->dtype), rq, *rq ? " " : "", i);
 		}
+		if (r->split_mode) /* a split reduction's partials */
+			eng_strbuf_printf(b, "%s%schar *sc_, ", q, *q ? " " : "");
 		eng_strbuf_printf(b, "%s start, %s end)\n{\n", ctype(r, ENG_I64), ctype(r, ENG_I64));
 	} else {
 		eng_strbuf_printf(b, "%s %s(void *const *bufs, int64_t start, int64_t end)\n{\n", r->d->kernel_prefix, name);
@@ -512,8 +577,9 @@ static void render_hints(const rk *r, const eng_stmt *s, int depth)
 		for (int p = 0; p < r->ir->nphases; p++)
 			if ((s->simd_accs >> p) & 1) {
 				const eng_phase *ph = &r->ir->phases[p];
-				eng_strbuf_printf(b, " reduction(%s:acc%d)",
-					      ph->op == ENG_OP_RSUM ? "+" : ph->op == ENG_OP_RMAX ? "max" : "*", p);
+				eng_strbuf_printf(b, " reduction(%s:%sacc%d)",
+					      ph->op == ENG_OP_RSUM ? "+" : ph->op == ENG_OP_RMAX ? "max" : "*",
+					      block_iters(r, p) ? "b" : "", p);
 			}
 		eng_strbuf_puts(b, "\n");
 	}
@@ -573,15 +639,102 @@ static void render_group_tree(const rk *r, int p, int depth)
 	eng_strbuf_printf(b, "acc%d = sh%d[0];\n", p, p);
 }
 
+/* The reduce loop of phase p whose chunks a split kernel's chunks take: its longest. */
+static int split_var(const eng_kernel_ir *ir, int p)
+{
+	const eng_phase *ph = &ir->phases[p];
+	int best = ph->red[0];
+	for (int k = 1; k < ph->nred; k++)
+		if (ir->loops[ph->red[k]].n > ir->loops[best].n)
+			best = ph->red[k];
+	return best;
+}
+
+/* A phase's reduce loop with a form of its own: strided over a group's threads, a split
+ * kernel's chunk of it, or a long float sum's innermost loop in blocks (block_iters). Returns
+ * false for a plain loop. */
+static bool render_reduce_loop(rk *r, const eng_stmt *s, int depth)
+{
+	eng_strbuf *b = r->b;
+	const eng_kernel_ir *ir = r->ir;
+	const char *it = ctype(r, ENG_I64);
+	int v = s->var, gp = group_phase(r, v), cp = r->cur_phase;
+	const eng_phase *ph = cp >= 0 ? &ir->phases[cp] : NULL;
+	bool chunk = ph && r->split_mode == SPLIT_PART && split_var(ir, cp) == v;
+	/* the phases of this nest whose vector loop (the innermost, or the outer part of a split axis)
+	 * this is and whose sums are blocked: each sums a block into bacc<p> */
+	uint32_t bm = 0;
+	int bp = -1;
+	for (int p = 0; p < ir->nphases && ph; p++)
+		if (((r->cur_group >> p) & 1) && vector_loop(ir, p) == v && block_iters(r, p)) {
+			bm |= 1u << p;
+			bp = bp < 0 ? p : bp;
+		}
+	if (gp < 0 && !chunk && bp < 0)
+		return false;
+	long long n = ir->loops[v].n, step = gp >= 0 ? ir->group : 1, trips = (n + step - 1) / step;
+	char lo[96], hi[96];
+	snprintf(lo, sizeof(lo), "%s", gp >= 0 ? "lid_" : "0");
+	snprintf(hi, sizeof(hi), "%lld", n);
+	if (chunk) { /* chunk c_ of split: [c_ n / split, (c_ + 1) n / split), strided over a group */
+		long long sp = ir->split;
+		snprintf(lo, sizeof(lo), "c_ * INT64_C(%lld) / %lld%s", n, sp, gp >= 0 ? " + lid_" : "");
+		snprintf(hi, sizeof(hi), "(c_ + 1) * INT64_C(%lld) / %lld", n, sp);
+		trips = ((n + sp - 1) / sp + step - 1) / step;
+	}
+	if (gp >= 0)
+		r->closes[depth] = gp;
+	if (bp >= 0) {
+		long long blk = block_iters(r, bp);
+		r->blk_close[depth] = bm;
+		r->blk_outer[depth] = trips > blk;
+		if (trips > blk) { /* the loop over blocks, then one block */
+			/* every block whole (each thread's, each chunk's range a multiple of blocks): a
+			 * constant trip count, which gcc vectorizes without a remainder */
+			long long parts = (chunk ? ir->split : 1) * step * blk;
+			bool whole = n % parts == 0;
+			indent(b, depth);
+			eng_strbuf_printf(b, "for (%s vb%d = %s; vb%d < %s; vb%d += %lld) {\n", it, v, lo, v, hi, v, step * blk);
+			indent(b, depth);
+			if (whole)
+				eng_strbuf_printf(b, "const %s ve%d = vb%d + %lld;\n", it, v, v, step * blk);
+			else
+				eng_strbuf_printf(b, "const %s ve%d = vb%d + %lld < %s ? vb%d + %lld : %s;\n", it, v, v, step * blk,
+					      hi, v, step * blk, hi);
+			snprintf(lo, sizeof(lo), "vb%d", v);
+			snprintf(hi, sizeof(hi), "ve%d", v);
+		}
+		for (int p = 0; p < ir->nphases; p++)
+			if ((bm >> p) & 1) {
+				indent(b, depth);
+				eng_strbuf_printf(b, "float bacc%d = 0.0f;\n", p);
+			}
+	}
+	if (gp < 0)
+		render_hints(r, s, depth);
+	indent(b, depth);
+	if (step == 1)
+		eng_strbuf_printf(b, "for (%s v%d = %s; v%d < %s; v%d++) {\n", it, v, lo, v, hi, v);
+	else
+		eng_strbuf_printf(b, "for (%s v%d = %s; v%d < %s; v%d += %lld) {\n", it, v, lo, v, hi, v, step);
+	return true;
+}
+
 static void render_loop(rk *r, const eng_stmt *s, int depth)
 {
 	eng_strbuf *b = r->b;
 	const char *it = ctype(r, ENG_I64);
 	int v = s->var;
-	if (s->merged) { /* part of the parallel index p_ */
+	if (s->merged) { /* part of the parallel index p_ (a split kernel's row q_) */
 		indent(b, depth);
-		eng_strbuf_printf(b, "const %s v%d = (p_ / %lld) %% %lld;\n", it, v, (long long)s->div,
-			      (long long)r->ir->loops[v].n);
+		eng_strbuf_printf(b, "const %s v%d = (%s / %lld) %% %lld;\n", it, v, r->split_mode ? "q_" : "p_",
+			      (long long)s->div, (long long)r->ir->loops[v].n);
+		return;
+	}
+	if (s->parallel && r->split_mode) { /* the row q_ of a split kernel (see render_split) */
+		r->nobrace[depth] = true;
+		indent(b, depth);
+		eng_strbuf_printf(b, "const %s v%d = q_ / %lld;\n", it, v, (long long)s->div);
 		return;
 	}
 	if (s->parallel && s->div > 1) { /* loops merged into this one: p_ covers them all */
@@ -604,14 +757,8 @@ static void render_loop(rk *r, const eng_stmt *s, int depth)
 		eng_strbuf_printf(b, "const %s v%d = 0; /* %d lanes */\n", it, v, r->lanes);
 		return;
 	}
-	int gp = group_phase(r, v);
-	if (gp >= 0) { /* strided over the group's threads */
-		r->closes[depth] = gp;
-		indent(b, depth);
-		eng_strbuf_printf(b, "for (%s v%d = lid_; v%d < %lld; v%d += %d) {\n", it, v, v,
-			      (long long)r->ir->loops[v].n, v, r->ir->group);
+	if (render_reduce_loop(r, s, depth))
 		return;
-	}
 	const eng_loop *lp = &r->ir->loops[v];
 	if (r->rows && r->strided_at < 0 && !s->parallel && lp->kind == L_OUTER && !((r->phase_dims >> lp->dim) & 1)) {
 		/* the outermost store loop of a grouped row: its elements are shared out */
@@ -687,6 +834,237 @@ static void render_def(const rk *r, const eng_uop *x)
 	eng_strbuf_puts(r->b, ";\n");
 }
 
+/* The end of the loop opened at depth: its brace, then what follows a blocked sum's block (its
+ * compensated add, the block loop's brace) and a grouped phase's tree. */
+static void render_end(rk *r, int depth)
+{
+	eng_strbuf *b = r->b;
+	if (depth >= 0 && depth < ENG_MAX_LOOPS + 2 && r->nobrace[depth]) {
+		r->nobrace[depth] = false;
+		return;
+	}
+	indent(b, depth);
+	eng_strbuf_puts(b, "}\n");
+	if (depth == r->strided_at)
+		r->strided_at = -1;
+	if (depth < 0 || depth >= ENG_MAX_LOOPS + 2)
+		return;
+	uint32_t bm = r->blk_close[depth];
+	if (bm) {
+		for (int p = 0; p < r->ir->nphases; p++)
+			if ((bm >> p) & 1) {
+				char v[32];
+				snprintf(v, sizeof(v), "bacc%d", p);
+				render_kahan(r, p, v, depth);
+			}
+		if (r->blk_outer[depth]) {
+			indent(b, depth);
+			eng_strbuf_puts(b, "}\n");
+		}
+		r->blk_close[depth] = 0;
+	}
+	if (r->closes[depth] >= 0) {
+		render_group_tree(r, r->closes[depth], depth);
+		r->closes[depth] = -1;
+	}
+}
+
+/* SPLIT_FIN: phase p's accumulator from its chunks' partial results pt<p>[q_ * split + c], in
+ * chunk order (a float sum with compensation); in a work-group (grouped) each thread takes
+ * chunks lid_, lid_ + group, ... and the threads' results meet in the group's tree. */
+static void render_fin_acc(const rk *r, int p, int depth)
+{
+	eng_strbuf *b = r->b;
+	const eng_phase *ph = &r->ir->phases[p];
+	long long sp = r->ir->split;
+	bool comp = ph->op == ENG_OP_RSUM && ph->dtype == ENG_F32;
+	if (r->grouped) { /* from the phase's initial value */
+		render_acc_init(r, p, depth);
+		if (comp && !block_iters(r, p)) {
+			indent(b, depth);
+			eng_strbuf_printf(b, "float cmp%d = 0.0f;\n", p);
+		}
+	} else {
+		indent(b, depth);
+		eng_strbuf_printf(b, "%s acc%d = pt%d[q_ * %lld];\n", ctype(r, ph->dtype), p, p, sp);
+	}
+	if (comp && !r->grouped) {
+		indent(b, depth);
+		eng_strbuf_printf(b, "float cmp%d = 0.0f;\n", p);
+	}
+	indent(b, depth);
+	if (r->grouped)
+		eng_strbuf_printf(b, "for (%s c_ = lid_; c_ < %lld; c_ += %d)%s\n", ctype(r, ENG_I64), sp, r->ir->group,
+				  comp ? "" : " {");
+	else
+		eng_strbuf_printf(b, "for (%s c_ = 1; c_ < %lld; c_++)%s\n", ctype(r, ENG_I64), sp, comp ? "" : " {");
+	char v[48];
+	snprintf(v, sizeof(v), "pt%d[q_ * %lld + c_]", p, sp);
+	if (comp) {
+		render_kahan(r, p, v, depth + 1);
+	} else {
+		char a[16];
+		snprintf(a, sizeof(a), "acc%d", p);
+		indent(b, depth + 1);
+		eng_strbuf_printf(b, "acc%d = ", p);
+		render_combine(r, p, a, v);
+		eng_strbuf_puts(b, ";\n");
+		indent(b, depth);
+		eng_strbuf_puts(b, "}\n");
+	}
+	if (r->grouped)
+		render_group_tree(r, p, depth);
+}
+
+/* The statements from depth on. A split kernel's chunks (SPLIT_PART) store nothing; what
+ * follows them (SPLIT_FIN) leaves out the phases' loops and starts each accumulator from the
+ * chunks' partials. */
+static void render_stmts(rk *r, int depth)
+{
+	const eng_kernel_ir *ir = r->ir;
+	bool fin = r->split_mode == SPLIT_FIN;
+	r->cur_phase = r->skip_depth = -1;
+	for (int i = 0; i < ir->nstmts; i++) {
+		const eng_stmt *s = &ir->stmts[i];
+		if (r->skip_depth >= 0) { /* inside a phase's loops left out */
+			depth += s->kind == S_LOOP ? 1 : s->kind == S_END ? -1 : 0;
+			if (depth == r->skip_depth)
+				r->skip_depth = r->cur_phase = -1;
+			continue;
+		}
+		switch (s->kind) {
+		case S_LOOP:
+			if (fin && r->cur_phase >= 0 && depth == r->phase_depth) {
+				r->skip_depth = depth++;
+				break;
+			}
+			render_loop(r, s, depth);
+			depth++;
+			break;
+		case S_END:
+			depth--;
+			if (depth == r->phase_depth)
+				r->cur_phase = -1;
+			if (!s->merged) /* a merged loop has none of its own */
+				render_end(r, depth);
+			break;
+		case S_DEF:
+			indent(r->b, depth);
+			render_def(r, s->u);
+			break;
+		case S_ACC_INIT:
+			if (fin)
+				render_fin_acc(r, s->acc, depth);
+			else
+				render_acc_init(r, s->acc, depth);
+			/* phases initialised one after another run in one loop nest (linearize.c) */
+			r->cur_group = (i > 0 && ir->stmts[i - 1].kind == S_ACC_INIT ? r->cur_group : 0) | 1u << s->acc;
+			r->cur_phase = s->acc;
+			r->phase_depth = depth;
+			break;
+		case S_ACC_UPD:
+			indent(r->b, depth);
+			render_acc_upd(r, s);
+			break;
+		case S_PACK:
+			render_pack(r, s, depth);
+			break;
+		case S_STORE:
+			if (r->split_mode == SPLIT_PART)
+				break;
+			indent(r->b, depth);
+			if (r->one_group && r->strided_at < 0)
+				eng_strbuf_puts(r->b, "if (lid_ == 0) "); /* one thread stores; all computed alike */
+			render_store(r, s);
+			break;
+		}
+	}
+}
+
+/* Each phase's partial results: pt<p>, rows x split of them, in the launch's scratch (the
+ * pointer after the buffers). */
+static void render_partials_decl(const rk *r)
+{
+	const eng_kernel_ir *ir = r->ir;
+	long long slots = ir->nparallel; /* rows x split */
+	const char *q = r->d->buf_qual;
+	for (int p = 0; p < ir->nphases; p++) {
+		const char *ct = ctype(r, ir->phases[p].dtype);
+		long long off = (long long)p * slots * ENG_SPLIT_SLOT;
+		if (q) /* the kernel parameter sc_ */
+			eng_strbuf_printf(r->b, "  %s%s%s *pt%d = (%s%s%s *)(sc_ + %lld);\n", q, *q ? " " : "", ct, p, q,
+					  *q ? " " : "", ct, off);
+		else
+			eng_strbuf_printf(r->b, "  %s *pt%d = (%s *)((char *)bufs[%d] + %lld);\n", ct, p, ct, ir->nbufs, off);
+	}
+}
+
+/* The work-group's index and local memory of a grouped kernel, at its top. */
+static void render_group_decls(const rk *r)
+{
+	if (r->one_group)
+		eng_strbuf_printf(r->b, "  const int lid_ = (int)%s;\n", r->d->local_id);
+	if (!r->grouped)
+		return;
+	for (int p = 0; p < r->ir->nphases; p++) {
+		eng_dtype dt = r->ir->phases[p].dtype;
+		eng_strbuf_printf(r->b, "  %s %s sh%d[%d];\n", r->d->local_qual, dt == ENG_BOOL ? stype(r, dt) : ctype(r, dt),
+				  p, r->ir->group);
+	}
+}
+
+/* A split reduction (eng_kernel_ir.split): the kernel `name` runs chunks [start, end) of rows x
+ * split (in the C form a loop over them, else one thread, or one work-group, per chunk), each
+ * writing its phases' partial results; `name`_fin, run once after every chunk (by one thread,
+ * or one work-group as the chunks were), combines them row by row and stores. The partials are kept in scratch: in the C form the
+ * pointer after the buffers, whose bytes `name`_scratch states; else the parameter sc_ after
+ * the buffers (see bk_target.split_scratch). */
+static eng_status render_split(rk *r, const char *name)
+{
+	const eng_kernel_ir *ir = r->ir;
+	eng_strbuf *b = r->b;
+	const char *it = ctype(r, ENG_I64);
+	long long sp = ir->split, rows = ir->nparallel / ir->split;
+	bool c_form = !r->d->buf_qual;
+	if (c_form ? (r->d->thread_idx || r->one_group) : !r->d->thread_idx)
+		return ENG_EINVAL;
+	if (ir->nparallel % ir->split)
+		return ENG_EINVAL;
+	r->split_mode = SPLIT_PART;
+	render_head(r, name);
+	render_group_decls(r);
+	render_partials_decl(r);
+	if (c_form)
+		eng_strbuf_printf(b, "  for (%s p_ = start; p_ < end; p_++) {\n", it);
+	else
+		eng_strbuf_printf(b, "  const %s p_ = start + %s;\n  if (p_ < end) {\n", it,
+				  r->one_group ? r->d->group_idx : r->d->thread_idx);
+	eng_strbuf_printf(b, "    const %s c_ = p_ %% %lld, q_ = p_ / %lld;\n", it, sp, sp);
+	eng_strbuf_puts(b, "    (void)c_; (void)q_;\n");
+	render_stmts(r, 2);
+	for (int p = 0; p < ir->nphases; p++)
+		eng_strbuf_printf(b, "    %spt%d[p_] = acc%d;\n", r->one_group ? "if (lid_ == 0) " : "", p, p);
+	eng_strbuf_puts(b, "  }\n}\n");
+	char fin[128];
+	snprintf(fin, sizeof(fin), "%s_fin", name);
+	rk f = *r; /* one work-group of the kernel's (as a grouped kernel without a parallel loop), or
+		    * one thread */
+	f.split_mode = SPLIT_FIN;
+	f.rows = false;
+	render_head(&f, fin);
+	render_group_decls(&f);
+	render_partials_decl(&f);
+	if (!c_form && !f.one_group)
+		eng_strbuf_printf(b, "  if (%s == 0)\n", r->d->thread_idx);
+	eng_strbuf_printf(b, "  for (%s q_ = 0; q_ < %lld; q_++) {\n", it, rows);
+	render_stmts(&f, 2);
+	eng_strbuf_puts(b, "  }\n}\n");
+	if (c_form)
+		eng_strbuf_printf(b, "const int64_t %s_scratch = %lld;\n", name,
+				  (long long)ir->nparallel * ir->nphases * ENG_SPLIT_SLOT);
+	return b->failed ? ENG_ENOMEM : ENG_OK;
+}
+
 eng_status eng_render_cstyle(const bk_target *t, const eng_kernel_ir *ir, const char *name, eng_strbuf *b)
 {
 	const bk_dialect *d = t->dialect;
@@ -705,63 +1083,11 @@ eng_status eng_render_cstyle(const bk_target *t, const eng_kernel_ir *ir, const 
 	for (int i = 0; i < ENG_MAX_LOOPS + 2; i++)
 		r.closes[i] = -1;
 	r.lanes = eng_render_vector_lanes(ir, t->vector_width);
+	if (ir->split > 1)
+		return render_split(&r, name);
 	render_head(&r, name);
-	if (r.one_group)
-		eng_strbuf_printf(b, "  const int lid_ = (int)%s;\n", d->local_id);
-	if (r.grouped) {
-		for (int p = 0; p < ir->nphases; p++) {
-			eng_dtype dt = ir->phases[p].dtype;
-			eng_strbuf_printf(b, "  %s %s sh%d[%d];\n", d->local_qual, dt == ENG_BOOL ? stype(&r, dt) : ctype(&r, dt),
-				      p, ir->group);
-		}
-	}
-	int depth = 1;
-	for (int i = 0; i < ir->nstmts; i++) {
-		const eng_stmt *s = &ir->stmts[i];
-		switch (s->kind) {
-		case S_LOOP:
-			render_loop(&r, s, depth);
-			depth++;
-			break;
-		case S_END:
-			depth--;
-			if (s->merged)
-				break; /* no loop of its own */
-			if (depth >= 0 && depth < ENG_MAX_LOOPS + 2 && r.nobrace[depth]) {
-				r.nobrace[depth] = false;
-				break;
-			}
-			indent(b, depth);
-			eng_strbuf_puts(b, "}\n");
-			if (depth == r.strided_at)
-				r.strided_at = -1;
-			if (depth >= 0 && depth < ENG_MAX_LOOPS + 2 && r.closes[depth] >= 0) {
-				render_group_tree(&r, r.closes[depth], depth);
-				r.closes[depth] = -1;
-			}
-			break;
-		case S_DEF:
-			indent(b, depth);
-			render_def(&r, s->u);
-			break;
-		case S_ACC_INIT:
-			render_acc_init(&r, s->acc, depth);
-			break;
-		case S_ACC_UPD:
-			indent(b, depth);
-			render_acc_upd(&r, s);
-			break;
-		case S_PACK:
-			render_pack(&r, s, depth);
-			break;
-		case S_STORE:
-			indent(b, depth);
-			if (r.one_group && r.strided_at < 0)
-				eng_strbuf_puts(b, "if (lid_ == 0) "); /* one thread stores; all computed alike */
-			render_store(&r, s);
-			break;
-		}
-	}
+	render_group_decls(&r);
+	render_stmts(&r, 1);
 	eng_strbuf_puts(b, "}\n");
 	return b->failed ? ENG_ENOMEM : ENG_OK;
 }
