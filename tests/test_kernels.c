@@ -242,12 +242,118 @@ START_TEST(test_blocked_reductions)
 }
 END_TEST
 
+/* Nested reductions: an elementwise function of one reduction feeding another over a different
+ * axis runs as one kernel (the inner reduction's loop inside the outer one's, its result never
+ * stored), at two and three levels, with the inner one's siblings (a variance's mean) beside it. */
+START_TEST(test_nested_reductions)
+{
+	eng_ctx *ctx = tu_ctx();
+	tu_rng r = {12};
+	int64_t s3[3] = {6, 10, 12}, s4[4] = {3, 4, 5, 6}, sa[2] = {16, 24}, sb[2] = {24, 32};
+	eng_tensor *x = mk(ctx, &r, 3, s3), *y = mk(ctx, &r, 4, s4), *a = mk(ctx, &r, 2, sa), *b = mk(ctx, &r, 2, sb);
+	int ax1 = 1, ax2 = 2, ax3 = 3;
+	EXPECT_KERNELS(ctx, 1, eng_sum(eng_sum(x, &ax2, 1, false), &ax1, 1, false));
+	EXPECT_KERNELS(ctx, 1, eng_sum(eng_max(x, &ax2, 1, false), &ax1, 1, false));
+	EXPECT_KERNELS(ctx, 1, eng_max(eng_exp(eng_sum(x, &ax2, 1, true)), &ax1, 1, true));
+	EXPECT_KERNELS(ctx, 1, eng_sum(eng_relu(eng_matmul(a, b)), &ax1, 1, false));
+	EXPECT_KERNELS(ctx, 1, eng_mean(eng_var(x, &ax2, 1, false, 1), &ax1, 1, false));
+	EXPECT_KERNELS(ctx, 1, eng_sum(eng_sum(eng_sum(y, &ax3, 1, false), &ax2, 1, false), &ax1, 1, false));
+	eng_ctx_destroy(ctx);
+}
+END_TEST
+
+/* Nested reductions that stay two kernels: the inner result is an output too (stored once,
+ * read by the outer kernel), or fusing would compute the inner reduction again for every value
+ * of an output dim (an MLP's second layer) or of another reduced axis. */
+START_TEST(test_nested_reductions_stored)
+{
+	eng_ctx *ctx = tu_ctx();
+	tu_rng r = {13};
+	int64_t s3[3] = {6, 10, 12}, sw[3] = {1, 10, 7}, se[3] = {6, 10, 5};
+	eng_tensor *x = mk(ctx, &r, 3, s3), *w = mk(ctx, &r, 3, sw);
+	int ax1 = 1, ax2 = 2, ax12[2] = {1, 2};
+	eng_tensor *inner = eng_sum(x, &ax2, 1, true);
+	EXPECT_KERNELS(ctx, 2, inner, eng_sum(eng_relu(inner), &ax1, 1, false));
+	/* relu(a @ b) read by two reductions of its rows (a softmax's max and sum): fused, each
+	 * would compute the matmul again */
+	int64_t sa[2] = {16, 24}, sb[2] = {24, 32};
+	eng_tensor *h = eng_relu(eng_matmul(mk(ctx, &r, 2, sa), mk(ctx, &r, 2, sb)));
+	EXPECT_KERNELS(ctx, 2, eng_sum(eng_sub(h, eng_max(h, &ax1, 1, true)), &ax1, 1, false));
+	/* (6, 10, 1) expanded over 7 columns, times w, summed over the 10: once per column */
+	int64_t s7[3] = {6, 10, 7};
+	eng_tensor *m = eng_max(x, &ax2, 1, true);
+	EXPECT_KERNELS(ctx, 2, eng_sum(eng_mul(eng_expand(m, 3, s7), w), &ax1, 1, false));
+	/* summed over the 10 and an axis of 5 the inner one does not depend on: once per 5 */
+	eng_tensor *e = mk(ctx, &r, 3, se), *x2 = mk(ctx, &r, 3, s3);
+	EXPECT_KERNELS(ctx, 2, eng_sum(eng_mul(eng_expand(eng_sum(x2, &ax2, 1, true), 3, se), e), ax12, 2, false));
+	eng_ctx_destroy(ctx);
+}
+END_TEST
+
+/* Autograd through nested reductions: a bias's gradient under relu(x @ w + b) is the column
+ * sum of relu' of the matmul, one kernel; the loss of x.max(2).sum(1) backward stays correct. */
+START_TEST(test_nested_reductions_backward)
+{
+	eng_ctx *ctx = tu_ctx();
+	tu_rng r = {14};
+	int64_t sx[2] = {16, 24}, sw[2] = {24, 32}, sb[1] = {32}, s3[3] = {4, 6, 8};
+	eng_tensor *x = mk(ctx, &r, 2, sx), *w = mk(ctx, &r, 2, sw), *b = mk(ctx, &r, 1, sb);
+	ck_assert(eng_realize(&b, 1) == ENG_OK && eng_set_requires_grad(b, true) == ENG_OK);
+	eng_tensor *loss = eng_sum(eng_relu(eng_add(eng_matmul(x, w), b)), NULL, 0, false);
+	ck_assert_msg(eng_backward(loss) == ENG_OK, "backward: %s", eng_errmsg(ctx));
+	EXPECT_KERNELS(ctx, 1, eng_grad(b));
+	eng_tensor *z = mk(ctx, &r, 3, s3);
+	ck_assert(eng_realize(&z, 1) == ENG_OK && eng_set_requires_grad(z, true) == ENG_OK);
+	int ax1 = 1, ax2 = 2;
+	eng_tensor *l2 = eng_sum(eng_square(eng_sum(eng_max(z, &ax2, 1, false), &ax1, 1, false)), NULL, 0, false);
+	ck_assert_msg(eng_backward(l2) == ENG_OK, "backward: %s", eng_errmsg(ctx));
+	EXPECT_KERNELS(ctx, 1, eng_grad(z));
+	eng_ctx_destroy(ctx);
+}
+END_TEST
+
+/* A CPU context with the given thread count (the target's parallelism). */
+static eng_ctx *cpu_ctx(const char *threads)
+{
+	eng_ctx_opts o;
+	char err[512] = "", opts[64];
+	eng_ctx_opts_default(&o);
+	o.device = "CPU";
+	o.no_disk_cache = true;
+	snprintf(opts, sizeof(opts), "CPU.threads=%s", threads);
+	o.backend_opts = opts;
+	eng_ctx *ctx = eng_ctx_create(&o, err, sizeof(err));
+	ck_assert_msg(ctx != NULL, "eng_ctx_create failed: %s", err);
+	return ctx;
+}
+
+/* A long nested chain down to one number is not fused where its outer loop would run on one
+ * of several threads while the inner results could be computed on all of them; on one thread,
+ * or with an output row per thread, it is. */
+START_TEST(test_nested_reductions_parallelism)
+{
+	int64_t s[3] = {1, 256, 512}, s8[3] = {8, 64, 512};
+	int ax1 = 1, ax2 = 2;
+	const char *threads[2] = {"8", "1"};
+	for (int k = 0; k < 2; k++) {
+		eng_ctx *ctx = cpu_ctx(threads[k]);
+		tu_rng r = {15};
+		eng_tensor *x = mk(ctx, &r, 3, s), *y = mk(ctx, &r, 3, s8);
+		EXPECT_KERNELS(ctx, k == 0 ? 2 : 1, eng_sum(eng_max(x, &ax2, 1, false), &ax1, 1, false));
+		EXPECT_KERNELS(ctx, 1, eng_sum(eng_max(y, &ax2, 1, false), &ax1, 1, false));
+		eng_ctx_destroy(ctx);
+	}
+}
+END_TEST
+
 Suite *kernels_suite(void)
 {
 	const TTest *const tests[] = {
 		test_matmul_fused_vs_forced, test_matmul_bias_relu, test_mlp_forward, test_softmax_layernorm_argmax,
 		test_sparse_cross_entropy,   test_conv2d_relu,      test_siblings,    test_contiguous_forces_store,
 		test_bag_of_words_stacked_reductions, test_gather_sums, test_blocked_reductions,
+		test_nested_reductions, test_nested_reductions_stored, test_nested_reductions_backward,
+		test_nested_reductions_parallelism,
 	};
 	return tu_suite("kernels", tests, (int)(sizeof(tests) / sizeof(tests[0])), TU_TIMEOUT);
 }
