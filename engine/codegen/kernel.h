@@ -52,6 +52,11 @@ typedef struct eng_phase {
 	eng_uop *key[ENG_MAX_DIMS + 1]; /* outer index + validity, to share equal phases */
 	const eng_node *candidate; /* what to realize instead, if this phase must not fuse */
 	uint32_t dims; /* output dims its value depends on */
+	/* nested: it runs inside the reduce loops of parent (and of parent's own parents), whose
+	 * loop vars are nest, once per their iteration; 0 and -1 at the top */
+	uint64_t nest;
+	int parent;
+	int seq; /* lowering order of its start (lower.c) */
 } eng_phase;
 
 typedef struct eng_kernel_buf {

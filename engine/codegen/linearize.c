@@ -21,6 +21,7 @@ typedef struct lin {
 	int nblocks;
 	int next_inst;
 	int dbody; /* block depth of the innermost loop phases depend on */
+	int acc_at[ENG_MAX_PHASES]; /* block depth where each phase's accumulator is declared */
 	bool packed; /* S_PACK emitted */
 	uint8_t *open; /* open[inst] */
 	int capopen;
@@ -161,14 +162,44 @@ static void need(lin *l, eng_uop *x)
 		lfail(l, ENG_ESTATE, "internal: value used outside the loop of its variable");
 		return;
 	}
-	if (x->accdeps && home < l->dbody)
-		home = l->dbody;
+	for (int p = 0; p < l->ir->nphases; p++) /* after the accumulators' loops */
+		if (((x->accdeps >> p) & 1) && home < l->acc_at[p])
+			home = l->acc_at[p];
+	if (home >= l->nblocks) {
+		lfail(l, ENG_ESTATE, "internal: value read outside the loop of its accumulator");
+		return;
+	}
 	block *h = &l->blocks[home];
 	eng_stmt s = {.kind = S_DEF, .u = x};
 	insert_stmt(l, h->point, &s);
 	x->defined_at = h->inst;
 	if (counts_as_flop(x))
 		l->ir->flops += h->trips;
+}
+
+/* Phase p: its accumulator, its reduce loops with the phases nested in them (those whose
+ * parent it is, in order), and its update. */
+static void emit_phase(lin *l, int p, const int *tiles, int nt)
+{
+	eng_kernel_ir *ir = l->ir;
+	eng_phase *ph = &ir->phases[p];
+	bool outer = false;
+	for (int q = 0; q < p; q++)
+		outer |= ir->phases[q].parent == p;
+	l->acc_at[p] = l->nblocks - 1;
+	emit(l, (eng_stmt){.kind = S_ACC_INIT, .acc = p});
+	for (int k = 0; k < ph->nred; k++)
+		loop(l, ph->red[k], false, false, (k == ph->nred - 1 && nt == 0 && !outer) ? p : -1);
+	for (int q = 0; q < p && !l->st; q++)
+		if (ir->phases[q].parent == p)
+			emit_phase(l, q, tiles, nt);
+	for (int k = 0; k < nt; k++)
+		loop(l, tiles[k], false, true, -1);
+	need(l, ph->value);
+	emit(l, (eng_stmt){.kind = S_ACC_UPD, .acc = p, .u = ph->value});
+	ir->flops += l->blocks[l->nblocks - 1].trips;
+	for (int k = 0; k < nt + ph->nred; k++)
+		end(l);
 }
 
 static int pick_parallel(const eng_kernel_ir *ir, const int *loops, int n, int nthreads)
@@ -286,19 +317,11 @@ eng_status eng_linearize(eng_kernel_ir *ir, const eng_target *t, char *err, size
 	}
 	pack(l);
 	l->dbody = l->nblocks - 1;
-	for (int p = 0; p < ir->nphases && !l->st; p++) {
-		eng_phase *ph = &ir->phases[p];
-		emit(l, (eng_stmt){.kind = S_ACC_INIT, .acc = p});
-		for (int k = 0; k < ph->nred; k++)
-			loop(l, ph->red[k], false, false, (k == ph->nred - 1 && nt == 0) ? p : -1);
-		for (int k = 0; k < nt; k++)
-			loop(l, tiles[k], false, true, -1);
-		need(l, ph->value);
-		emit(l, (eng_stmt){.kind = S_ACC_UPD, .acc = p, .u = ph->value});
-		ir->flops += l->blocks[l->nblocks - 1].trips;
-		for (int k = 0; k < nt + ph->nred; k++)
-			end(l);
-	}
+	for (int p = 0; p < ir->nphases; p++)
+		l->acc_at[p] = l->dbody;
+	for (int p = 0; p < ir->nphases && !l->st; p++)
+		if (ir->phases[p].parent < 0)
+			emit_phase(l, p, tiles, nt);
 	for (int i = 0; i < ne; i++)
 		if (!par_in_d && i <= nmerge && nmerge)
 			loop_div(l, el[i], i == 0, i > 0, divs[i]);

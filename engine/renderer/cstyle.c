@@ -510,11 +510,12 @@ static void render_hints(const rk *r, const eng_stmt *s, int depth)
 	}
 }
 
-/* grouped: the phase whose outermost reduce loop is var, or -1 */
+/* grouped: the phase whose outermost reduce loop is var, or -1 (a nested phase runs whole in
+ * each thread, inside the loop of the one around it) */
 static int group_phase(const rk *r, int var)
 {
 	for (int p = 0; r->grouped && p < r->ir->nphases; p++)
-		if (r->ir->phases[p].nred > 0 && r->ir->phases[p].red[0] == var)
+		if (r->ir->phases[p].nred > 0 && r->ir->phases[p].red[0] == var && r->ir->phases[p].parent < 0)
 			return p;
 	return -1;
 }
@@ -688,6 +689,8 @@ eng_status eng_render_cstyle(const bk_target *t, const eng_kernel_ir *ir, const 
 	if (r.grouped) {
 		for (int p = 0; p < ir->nphases; p++) {
 			eng_dtype dt = ir->phases[p].dtype;
+			if (ir->phases[p].parent >= 0)
+				continue;
 			eng_strbuf_printf(b, "  %s %s sh%d[%d];\n", d->local_qual, dt == ENG_BOOL ? stype(&r, dt) : ctype(&r, dt),
 				      p, ir->group);
 		}
