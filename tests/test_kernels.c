@@ -245,18 +245,19 @@ END_TEST
 
 /* Nested reductions: an elementwise function of one reduction feeding another over a different
  * axis runs as one kernel (the inner reduction's loop inside the outer one's, its result never
- * stored), at two and three levels, with the inner one's siblings (a variance's mean) beside it. */
+ * stored), at two and three levels, with the inner one's siblings (a variance's mean) beside it,
+ * and the row sums of relu(a @ w.T) (a linear layer: both operands read along the inner loop). */
 START_TEST(test_nested_reductions)
 {
 	eng_ctx *ctx = tu_ctx();
 	tu_rng r = {12};
-	int64_t s3[3] = {6, 10, 12}, s4[4] = {3, 4, 5, 6}, sa[2] = {16, 24}, sb[2] = {24, 32};
+	int64_t s3[3] = {6, 10, 12}, s4[4] = {3, 4, 5, 6}, sa[2] = {16, 24}, sb[2] = {32, 24};
 	eng_tensor *x = mk(ctx, &r, 3, s3), *y = mk(ctx, &r, 4, s4), *a = mk(ctx, &r, 2, sa), *b = mk(ctx, &r, 2, sb);
 	int ax1 = 1, ax2 = 2, ax3 = 3;
 	EXPECT_KERNELS(ctx, 1, eng_sum(eng_sum(x, &ax2, 1, false), &ax1, 1, false));
 	EXPECT_KERNELS(ctx, 1, eng_sum(eng_max(x, &ax2, 1, false), &ax1, 1, false));
 	EXPECT_KERNELS(ctx, 1, eng_max(eng_exp(eng_sum(x, &ax2, 1, true)), &ax1, 1, true));
-	EXPECT_KERNELS(ctx, 1, eng_sum(eng_relu(eng_matmul(a, b)), &ax1, 1, false));
+	EXPECT_KERNELS(ctx, 1, eng_sum(eng_relu(eng_matmul(a, eng_transpose(b, 0, 1))), &ax1, 1, false));
 	EXPECT_KERNELS(ctx, 1, eng_mean(eng_var(x, &ax2, 1, false, 1), &ax1, 1, false));
 	EXPECT_KERNELS(ctx, 1, eng_sum(eng_sum(eng_sum(y, &ax3, 1, false), &ax2, 1, false), &ax1, 1, false));
 	eng_ctx_destroy(ctx);
@@ -265,7 +266,9 @@ END_TEST
 
 /* Nested reductions that stay two kernels: the inner result is an output too (stored once,
  * read by the outer kernel), or fusing would compute the inner reduction again for every value
- * of an output dim (an MLP's second layer) or of another reduced axis. */
+ * of an output dim (an MLP's second layer) or of another reduced axis, or twice (a softmax's
+ * max and sum of a matmul), or the inner one reads with a stride (the row sums of relu(a @ b),
+ * b row-major: stored, the matmul gets register tiles along b's rows). */
 START_TEST(test_nested_reductions_stored)
 {
 	eng_ctx *ctx = tu_ctx();
@@ -277,9 +280,10 @@ START_TEST(test_nested_reductions_stored)
 	EXPECT_KERNELS(ctx, 2, inner, eng_sum(eng_relu(inner), &ax1, 1, false));
 	/* relu(a @ b) read by two reductions of its rows (a softmax's max and sum): fused, each
 	 * would compute the matmul again */
-	int64_t sa[2] = {16, 24}, sb[2] = {24, 32};
-	eng_tensor *h = eng_relu(eng_matmul(mk(ctx, &r, 2, sa), mk(ctx, &r, 2, sb)));
+	int64_t sa[2] = {16, 24}, sb[2] = {24, 32}, sbt[2] = {32, 24};
+	eng_tensor *h = eng_relu(eng_matmul(mk(ctx, &r, 2, sa), eng_transpose(mk(ctx, &r, 2, sbt), 0, 1)));
 	EXPECT_KERNELS(ctx, 2, eng_sum(eng_sub(h, eng_max(h, &ax1, 1, true)), &ax1, 1, false));
+	EXPECT_KERNELS(ctx, 2, eng_sum(eng_relu(eng_matmul(mk(ctx, &r, 2, sa), mk(ctx, &r, 2, sb))), &ax1, 1, false));
 	/* (6, 10, 1) expanded over 7 columns, times w, summed over the 10: once per column */
 	int64_t s7[3] = {6, 10, 7};
 	eng_tensor *m = eng_max(x, &ax2, 1, true);
@@ -291,18 +295,18 @@ START_TEST(test_nested_reductions_stored)
 }
 END_TEST
 
-/* Autograd through nested reductions: a bias's gradient under relu(x @ w + b) is the column
- * sum of relu' of the matmul, one kernel. The gradient of (x.max(2).sum(1))^2 stays three: the
+/* Autograd through nested reductions: a bias's gradient under relu(linear(x, w, b)) is the
+ * column sum of relu' of the matmul, one kernel. The gradient of (x.max(2).sum(1))^2 stays three: the
  * max is read by the forward's sum and by the gradient's mask (stored), the row sums by every
  * element of the gradient (stored, as the cost guard says), then the gradient. */
 START_TEST(test_nested_reductions_backward)
 {
 	eng_ctx *ctx = tu_ctx();
 	tu_rng r = {14};
-	int64_t sx[2] = {16, 24}, sw[2] = {24, 32}, sb[1] = {32}, s3[3] = {4, 6, 8};
+	int64_t sx[2] = {16, 24}, sw[2] = {32, 24}, sb[1] = {32}, s3[3] = {4, 6, 8};
 	eng_tensor *x = mk(ctx, &r, 2, sx), *w = mk(ctx, &r, 2, sw), *b = mk(ctx, &r, 1, sb);
 	ck_assert(eng_realize(&b, 1) == ENG_OK && eng_set_requires_grad(b, true) == ENG_OK);
-	eng_tensor *loss = eng_sum(eng_relu(eng_add(eng_matmul(x, w), b)), NULL, 0, false);
+	eng_tensor *loss = eng_sum(eng_relu(eng_linear(x, w, b)), NULL, 0, false);
 	ck_assert_msg(eng_backward(loss) == ENG_OK, "backward: %s", eng_errmsg(ctx));
 	EXPECT_KERNELS(ctx, 1, eng_grad(b));
 	eng_tensor *z = mk(ctx, &r, 3, s3);

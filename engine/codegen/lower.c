@@ -729,63 +729,6 @@ static const eng_node *cost_guard(const eng_kernel_ir *ir, const eng_node *const
 	return NULL;
 }
 
-/* Nested phases whose iterations, all loops around them included, are at most this many run
- * fused whatever the device's parallelism (a kernel launch costs more). */
-#define NEST_SMALL_WORK (1 << 16)
-
-/* Nest guard: a nested phase is stored instead (what an unfusable nested reduction would be)
- * where another phase of the kernel computes the same reduction (each would compute it again),
- * or where, on more than NEST_SMALL_WORK iterations, the kernel's rows (and their work-groups'
- * threads) are fewer than the device's parallel iterations and than the inner results the
- * stored version would compute in parallel. The first of them lowering started. */
-static const eng_node *nest_guard(const eng_kernel_ir *ir, const eng_target *t, const eng_node *const *roots,
-				  int nroots)
-{
-	uint32_t all = 0;
-	for (int p = 0; p < ir->nphases; p++)
-		all |= ir->phases[p].dims;
-	double rows = 1;
-	for (int d = 0; d < ir->ndim; d++)
-		if ((all >> d) & 1)
-			rows *= (double)ir->shape[d];
-	const double cap = rows * (t->group > 1 ? t->group : 1);
-	int worst = -1;
-	for (int p = 0; p < ir->nphases; p++) {
-		const eng_phase *ph = &ir->phases[p];
-		if (!ph->nest || (worst >= 0 && ir->phases[worst].seq < ph->seq))
-			continue;
-		bool dup = false;
-		for (int q = 0; q < ir->nphases && !dup; q++)
-			dup = q != p && ir->phases[q].node == ph->node;
-		double inner = rows, work;
-		for (int v = 0; v < ir->nloops; v++)
-			if ((ph->nest >> v) & 1)
-				inner *= (double)ir->loops[v].n;
-		work = inner;
-		for (int k = 0; k < ph->nred; k++)
-			work *= (double)ir->loops[ph->red[k]].n;
-		double want = inner < t->par ? inner : (double)t->par;
-		if (dup || (work > NEST_SMALL_WORK && cap < want))
-			worst = p;
-	}
-	if (worst < 0)
-		return NULL;
-	const eng_node *cand = ir->phases[worst].candidate;
-	for (int i = 0; i < nroots; i++)
-		if (cand == roots[i])
-			cand = ir->phases[worst].node;
-	return cand;
-}
-
-/* Whether a phase of the kernel is nested (such kernels get no tiles). */
-static bool has_nested(const eng_kernel_ir *ir)
-{
-	for (int p = 0; p < ir->nphases; p++)
-		if (ir->phases[p].nest)
-			return true;
-	return false;
-}
-
 /* A tile size for a dim of size n, at most max: max itself or a power of two dividing n, else
  * the largest divisor of n that is at most max (1 if none). */
 static int64_t pick_tile(int64_t n, int64_t max)
@@ -1047,6 +990,82 @@ static void plan_blocks(eng_kernel_ir *ir, const eng_node *const *roots, int nro
 		 (long long)(mb * narrow), pk ? ", PACK" : "");
 }
 
+/* Nested phases whose iterations, all loops around them included, are at most this many run
+ * fused whatever the device's parallelism (a kernel launch costs more). */
+#define NEST_SMALL_WORK (1 << 16)
+
+/* Whether a nested phase reads an operand with a stride along its innermost loop (a matmul's
+ * right side): stored, that operand is read along the loop around it in vector lanes under
+ * register tiles, which nested phases do not get (measured 20x at 256^3). */
+static bool nest_strided(eng_uop *x, int v, int stamp)
+{
+	if (x->stamp == stamp || !((x->deps >> v) & 1))
+		return false;
+	x->stamp = stamp;
+	int64_t co;
+	if (x->kind == U_LOAD && ((x->src[0]->deps >> v) & 1))
+		return !u_linear_in_var(x->src[0], v, &co) || co != 1;
+	for (int i = 0; i < x->nsrc; i++)
+		if (x->src[i] && nest_strided(x->src[i], v, stamp))
+			return true;
+	return false;
+}
+
+/* Nest guard: a nested phase is stored instead (what an unfusable nested reduction would be)
+ * where another phase of the kernel computes the same reduction (each would compute it again),
+ * where it reads with a stride (nest_strided), or where, on more than NEST_SMALL_WORK
+ * iterations, the kernel's rows (and their work-groups' threads) are fewer than the device's
+ * parallel iterations and than the inner results the stored version would compute in parallel.
+ * The first of them lowering started. */
+static const eng_node *nest_guard(lctx *c, const eng_target *t, const eng_node *const *roots, int nroots)
+{
+	const eng_kernel_ir *ir = c->ir;
+	uint32_t all = 0;
+	for (int p = 0; p < ir->nphases; p++)
+		all |= ir->phases[p].dims;
+	double rows = 1;
+	for (int d = 0; d < ir->ndim; d++)
+		if ((all >> d) & 1)
+			rows *= (double)ir->shape[d];
+	const double cap = rows * (t->group > 1 ? t->group : 1);
+	int worst = -1;
+	for (int p = 0; p < ir->nphases; p++) {
+		const eng_phase *ph = &ir->phases[p];
+		if (!ph->nest || (worst >= 0 && ir->phases[worst].seq < ph->seq))
+			continue;
+		bool dup = false;
+		for (int q = 0; q < ir->nphases && !dup; q++)
+			dup = q != p && ir->phases[q].node == ph->node;
+		double inner = rows, work;
+		for (int v = 0; v < ir->nloops; v++)
+			if ((ph->nest >> v) & 1)
+				inner *= (double)ir->loops[v].n;
+		work = inner;
+		for (int k = 0; k < ph->nred; k++)
+			work *= (double)ir->loops[ph->red[k]].n;
+		double want = inner < t->par ? inner : (double)t->par;
+		bool strided = ph->nred > 0 && nest_strided(ph->value, ph->red[ph->nred - 1], ++c->stamp);
+		if (dup || strided || (work > NEST_SMALL_WORK && cap < want))
+			worst = p;
+	}
+	if (worst < 0)
+		return NULL;
+	const eng_node *cand = ir->phases[worst].candidate;
+	for (int i = 0; i < nroots; i++)
+		if (cand == roots[i])
+			cand = ir->phases[worst].node;
+	return cand;
+}
+
+/* Whether a phase of the kernel is nested (such kernels get no tiles). */
+static bool has_nested(const eng_kernel_ir *ir)
+{
+	for (int p = 0; p < ir->nphases; p++)
+		if (ir->phases[p].nest)
+			return true;
+	return false;
+}
+
 eng_status eng_lower(const eng_node *const *roots, int nroots, const eng_lower_opts *o,
 		     eng_kernel_ir *ir, const eng_node **must_store, char *err, size_t errlen)
 {
@@ -1078,7 +1097,7 @@ eng_status eng_lower(const eng_node *const *roots, int nroots, const eng_lower_o
 		goto done;
 	const eng_node *g = cost_guard(ir, roots, nroots);
 	if (!g)
-		g = nest_guard(ir, &o->target, roots, nroots);
+		g = nest_guard(c, &o->target, roots, nroots);
 	if (g) {
 		*must_store = g;
 		s = ENG_ESTATE;
