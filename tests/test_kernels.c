@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <tensord/nn.h>
+
 #include "testutil.h"
 
 /* Realize t alone and return how many kernels that launched; checks t against ref_eval. */
@@ -353,6 +355,57 @@ START_TEST(test_nested_reductions_parallelism)
 }
 END_TEST
 
+/* A conv net's training step (fashion_mnist's layers, small): its backward kernels nest
+ * reductions three deep; where nesting would take a kernel past the loop limit, the first
+ * nested reduction is stored, as before nesting. Gradients against the reference; no more
+ * kernels than before phases nested (51). */
+START_TEST(test_nested_reductions_conv_net)
+{
+	eng_ctx *ctx = tu_ctx();
+	tu_rng r = {16};
+	eng_params ps;
+	eng_params_init(&ps);
+	eng_nn_conv2d c1, c2, c3, c4;
+	eng_nn_batchnorm2d bn1, bn2;
+	eng_nn_linear fc;
+	ck_assert(!eng_nn_conv2d_init(ctx, &c1, 1, 4, 3, 3, 1, 0, 1, 1, true, &ps, "c1") &&
+		  !eng_nn_conv2d_init(ctx, &c2, 4, 4, 3, 3, 1, 0, 1, 1, true, &ps, "c2") &&
+		  !eng_nn_batchnorm2d_init(ctx, &bn1, 4, 1e-5, 0.1, true, &ps, "bn1") &&
+		  !eng_nn_conv2d_init(ctx, &c3, 4, 8, 3, 3, 1, 0, 1, 1, true, &ps, "c3") &&
+		  !eng_nn_conv2d_init(ctx, &c4, 8, 8, 3, 3, 1, 0, 1, 1, true, &ps, "c4") &&
+		  !eng_nn_batchnorm2d_init(ctx, &bn2, 8, 1e-5, 0.1, true, &ps, "bn2") &&
+		  !eng_nn_linear_init(ctx, &fc, 8, 10, true, &ps, "fc"));
+	int64_t sx[4] = {4, 1, 16, 16}, sy[1] = {4};
+	eng_tensor *x = mk(ctx, &r, 4, sx), *y = tu_rand(ctx, &r, ENG_I32, 1, sy, 0, 9);
+	int k2[2] = {2, 2};
+	eng_tensor *h = eng_relu(eng_nn_conv2d_forward(&c1, x));
+	h = eng_relu(eng_nn_conv2d_forward(&c2, h));
+	h = eng_max_pool2d(eng_nn_batchnorm2d_forward(&bn1, h), k2, NULL, NULL);
+	h = eng_relu(eng_nn_conv2d_forward(&c3, h));
+	h = eng_relu(eng_nn_conv2d_forward(&c4, h));
+	h = eng_max_pool2d(eng_nn_batchnorm2d_forward(&bn2, h), k2, NULL, NULL);
+	eng_tensor *loss = eng_sparse_cross_entropy(eng_nn_linear_forward(&fc, eng_flatten(h, 1, -1)), y);
+	ck_assert_msg(eng_backward(loss) == ENG_OK, "backward: %s", eng_errmsg(ctx));
+	int n = 0;
+	eng_tensor **params = eng_params_trainable(&ps, &n), *grads[16];
+	ck_assert(params != NULL && n == 14);
+	for (int i = 0; i < n; i++)
+		grads[i] = eng_grad(params[i]);
+	uint64_t got = kernels_for(ctx, grads, n);
+	ck_assert_msg(got <= 51, "%llu kernels", (unsigned long long)got);
+	free(params);
+	eng_nn_conv2d_free(&c1);
+	eng_nn_conv2d_free(&c2);
+	eng_nn_conv2d_free(&c3);
+	eng_nn_conv2d_free(&c4);
+	eng_nn_batchnorm2d_free(&bn1);
+	eng_nn_batchnorm2d_free(&bn2);
+	eng_nn_linear_free(&fc);
+	eng_params_free(&ps);
+	eng_ctx_destroy(ctx);
+}
+END_TEST
+
 Suite *kernels_suite(void)
 {
 	const TTest *const tests[] = {
@@ -360,7 +413,7 @@ Suite *kernels_suite(void)
 		test_sparse_cross_entropy,   test_conv2d_relu,      test_siblings,    test_contiguous_forces_store,
 		test_bag_of_words_stacked_reductions, test_gather_sums, test_blocked_reductions,
 		test_nested_reductions, test_nested_reductions_stored, test_nested_reductions_backward,
-		test_nested_reductions_parallelism,
+		test_nested_reductions_parallelism, test_nested_reductions_conv_net,
 	};
 	return tu_suite("kernels", tests, (int)(sizeof(tests) / sizeof(tests[0])), TU_TIMEOUT);
 }

@@ -32,6 +32,7 @@ typedef struct lctx {
 	uint64_t phase_red[ENG_MAX_PHASES], phase_chain[ENG_MAX_PHASES];
 	int nphase_stack;
 	int seq; /* phases started */
+	const eng_node *first_nest; /* the first nested phase's store candidate */
 	const eng_node *must_store;
 	eng_status st;
 	char *err;
@@ -310,6 +311,8 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 	eng_phase ph = {.op = n->op, .dtype = n->dtype, .node = n, .nest = nest, .parent = -1, .seq = c->seq++};
 	memcpy(ph.key, key, sizeof(key));
 	ph.candidate = store_candidate(c, c->npath - 1, stop);
+	if (nest && !c->first_nest)
+		c->first_nest = ph.candidate;
 	eng_uop *ridx[ENG_MAX_DIMS];
 	const eng_node *s = n->src[0];
 	const int nloops0 = ir->nloops, nphases0 = ir->nphases;
@@ -1089,6 +1092,12 @@ eng_status eng_lower(const eng_node *const *roots, int nroots, const eng_lower_o
 	ir->opts[0] = 0;
 	reset_ir(ir);
 	eng_status s = ir->uops ? lower_all(c) : ENG_ENOMEM;
+	if (s == ENG_ERANGE && c->first_nest) {
+		/* nested phases made it too big (loops, phases, buffers): the first of them is
+		 * stored, as it was before phases nested */
+		c->must_store = c->first_nest;
+		s = ENG_ESTATE;
+	}
 	if (s == ENG_ESTATE && c->must_store) {
 		*must_store = c->must_store;
 		goto done;
