@@ -56,7 +56,6 @@ typedef struct eng_phase {
 	 * loop vars are nest, once per their iteration; 0 and -1 at the top */
 	uint64_t nest;
 	int parent;
-	int seq; /* lowering order of its start (lower.c) */
 } eng_phase;
 
 typedef struct eng_kernel_buf {

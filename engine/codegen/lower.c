@@ -31,7 +31,6 @@ typedef struct lctx {
 	 * runs inside (nested) */
 	uint64_t phase_red[ENG_MAX_PHASES], phase_chain[ENG_MAX_PHASES];
 	int nphase_stack;
-	int seq; /* phases started */
 	const eng_node *first_nest; /* the first nested phase's store candidate */
 	const eng_node *must_store;
 	eng_status st;
@@ -308,7 +307,7 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 		fail(c, ENG_ERANGE, "kernel needs more than 32 reductions");
 		return u_int_const(u, 0);
 	}
-	eng_phase ph = {.op = n->op, .dtype = n->dtype, .node = n, .nest = nest, .parent = -1, .seq = c->seq++};
+	eng_phase ph = {.op = n->op, .dtype = n->dtype, .node = n, .nest = nest, .parent = -1};
 	memcpy(ph.key, key, sizeof(key));
 	ph.candidate = store_candidate(c, c->npath - 1, stop);
 	if (nest && !c->first_nest)
@@ -316,6 +315,7 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 	eng_uop *ridx[ENG_MAX_DIMS];
 	const eng_node *s = n->src[0];
 	const int nloops0 = ir->nloops, nphases0 = ir->nphases;
+	const eng_node *first_nest0 = c->first_nest;
 	int naxes = 0; /* reduced axes that loop */
 	for (int d = 0; d < n->ndim; d++)
 		naxes += ((n->arg.axes >> d) & 1) && s->shape[d] > 1;
@@ -381,6 +381,7 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 	c->nphase_stack--;
 	if (nested && !nest) { /* no gather after all: store, as above */
 		trial_rollback(c, nloops0, nphases0);
+		c->first_nest = first_nest0;
 		if (c->st == ENG_OK || c->st == ENG_ESTATE) {
 			c->must_store = ph.candidate;
 			c->st = ENG_ESTATE;
@@ -1014,13 +1015,16 @@ static bool nest_strided(eng_uop *x, int v, int stamp)
 	return false;
 }
 
-/* Nest guard: a nested phase is stored instead (what an unfusable nested reduction would be)
- * where another phase of the kernel computes the same reduction (each would compute it again),
- * where it reads with a stride (nest_strided), or where, on more than NEST_SMALL_WORK
- * iterations, the kernel's rows (and their work-groups' threads) are fewer than the device's
- * parallel iterations and than the inner results the stored version would compute in parallel.
- * The first of them lowering started. */
-static const eng_node *nest_guard(lctx *c, const eng_target *t, const eng_node *const *roots, int nroots)
+/* Nest guard: whether a nested phase must not fuse: where the cost guard stores a phase
+ * (guarded), where another phase of the kernel computes the same reduction (each would compute
+ * it again), where it reads with a stride (nest_strided), or where, on more than
+ * NEST_SMALL_WORK iterations, the kernel's rows (and their work-groups' threads) are fewer than
+ * the device's parallel iterations and than the inner results the stored version would compute
+ * in parallel. Then the first nested phase lowering started is stored, whichever it is: what the
+ * kernel stored before phases nested, so the stored set grows as it did then (storing the
+ * offending one can split a kernel where that did not; eng_lower does the same where lowering
+ * stops on something else after a phase nested). NULL if none must. */
+static const eng_node *nest_guard(lctx *c, const eng_target *t, bool guarded)
 {
 	const eng_kernel_ir *ir = c->ir;
 	uint32_t all = 0;
@@ -1031,10 +1035,10 @@ static const eng_node *nest_guard(lctx *c, const eng_target *t, const eng_node *
 		if ((all >> d) & 1)
 			rows *= (double)ir->shape[d];
 	const double cap = rows * (t->group > 1 ? t->group : 1);
-	int worst = -1;
+	bool bad = guarded;
 	for (int p = 0; p < ir->nphases; p++) {
 		const eng_phase *ph = &ir->phases[p];
-		if (!ph->nest || (worst >= 0 && ir->phases[worst].seq < ph->seq))
+		if (!ph->nest)
 			continue;
 		bool dup = false;
 		for (int q = 0; q < ir->nphases && !dup; q++)
@@ -1048,16 +1052,9 @@ static const eng_node *nest_guard(lctx *c, const eng_target *t, const eng_node *
 			work *= (double)ir->loops[ph->red[k]].n;
 		double want = inner < t->par ? inner : (double)t->par;
 		bool strided = ph->nred > 0 && nest_strided(ph->value, ph->red[ph->nred - 1], ++c->stamp);
-		if (dup || strided || (work > NEST_SMALL_WORK && cap < want))
-			worst = p;
+		bad |= dup || strided || (work > NEST_SMALL_WORK && cap < want);
 	}
-	if (worst < 0)
-		return NULL;
-	const eng_node *cand = ir->phases[worst].candidate;
-	for (int i = 0; i < nroots; i++)
-		if (cand == roots[i])
-			cand = ir->phases[worst].node;
-	return cand;
+	return bad ? c->first_nest : NULL;
 }
 
 /* Whether a phase of the kernel is nested (such kernels get no tiles). */
@@ -1092,9 +1089,9 @@ eng_status eng_lower(const eng_node *const *roots, int nroots, const eng_lower_o
 	ir->opts[0] = 0;
 	reset_ir(ir);
 	eng_status s = ir->uops ? lower_all(c) : ENG_ENOMEM;
-	if (s == ENG_ERANGE && c->first_nest) {
-		/* nested phases made it too big (loops, phases, buffers): the first of them is
-		 * stored, as it was before phases nested */
+	if ((s == ENG_ERANGE || (s == ENG_ESTATE && c->must_store)) && c->first_nest) {
+		/* lowering stopped after a phase nested (on a reduction that cannot nest, or too
+		 * big: loops, phases, buffers): the first nested one is stored, as before nesting */
 		c->must_store = c->first_nest;
 		s = ENG_ESTATE;
 	}
@@ -1105,8 +1102,9 @@ eng_status eng_lower(const eng_node *const *roots, int nroots, const eng_lower_o
 	if (s)
 		goto done;
 	const eng_node *g = cost_guard(ir, roots, nroots);
-	if (!g)
-		g = nest_guard(c, &o->target, roots, nroots);
+	const eng_node *ng = nest_guard(c, &o->target, g != NULL);
+	if (ng)
+		g = ng;
 	if (g) {
 		*must_store = g;
 		s = ENG_ESTATE;
