@@ -60,6 +60,10 @@ typedef struct eng_phase {
 	/* not inside another reduction's value: its loops may serve a later reduction over the same
 	 * loop sizes (lower.c's shared_loops), run in one nest with it (linearize.c) */
 	bool top;
+	/* nested: it runs inside the reduce loops of parent (and of parent's own parents), whose
+	 * loop vars are nest, once per their iteration; 0 and -1 at the top */
+	uint64_t nest;
+	int parent;
 } eng_phase;
 
 typedef struct eng_kernel_buf {

@@ -22,6 +22,7 @@ typedef struct lin {
 	int nblocks;
 	int next_inst;
 	int dbody; /* block depth of the innermost loop phases depend on */
+	int acc_at[ENG_MAX_PHASES]; /* block depth where each phase's accumulator is declared */
 	bool packed; /* S_PACK emitted */
 	uint8_t *open; /* open[inst] */
 	int capopen;
@@ -169,14 +170,67 @@ static void need(lin *l, eng_uop *x)
 		lfail(l, ENG_ESTATE, "internal: value used outside the loop of its variable");
 		return;
 	}
-	if (x->accdeps && home < l->dbody)
-		home = l->dbody;
+	for (int p = 0; p < l->ir->nphases; p++) /* after the accumulators' loops */
+		if (((x->accdeps >> p) & 1) && home < l->acc_at[p])
+			home = l->acc_at[p];
+	if (home >= l->nblocks) {
+		lfail(l, ENG_ESTATE, "internal: value read outside the loop of its accumulator");
+		return;
+	}
 	block *h = &l->blocks[home];
 	eng_stmt s = {.kind = S_DEF, .u = x};
 	insert_stmt(l, h->point, &s);
 	x->defined_at = h->inst;
 	if (counts_as_flop(x))
 		l->ir->flops += h->trips;
+}
+
+/* Whether phase p has phases nested in its loops. */
+static bool has_children(const eng_kernel_ir *ir, int p)
+{
+	for (int q = 0; q < ir->nphases; q++)
+		if (ir->phases[q].parent == p)
+			return true;
+	return false;
+}
+
+/* Whether phase q joins the loop nest of phases `group` (phase p first, see eng_linearize). */
+static bool joins_nest(const eng_kernel_ir *ir, int p, int q, uint32_t group)
+{
+	const eng_phase *a = &ir->phases[p], *b = &ir->phases[q];
+	return b->parent < 0 && b->nred == a->nred && a->nred > 0 && !memcmp(b->red, a->red, sizeof(int) * a->nred) &&
+	       !(b->value->accdeps & group) && !has_children(ir, p) && !has_children(ir, q);
+}
+
+/* Phases p..q-1 (bits group) in one loop nest: their accumulators, the reduce loops with the
+ * phases nested in them (those whose parent p is, in order: then q is p + 1), and the updates.
+ * The innermost loop reduces in vector lanes, or the outer part of a split axis (plan_split),
+ * whose inner part is unrolled inside it; a loop with phases nested in it does not. */
+static void emit_phase(lin *l, int p, int q, uint32_t group, const int *tiles, int nt)
+{
+	eng_kernel_ir *ir = l->ir;
+	eng_phase *ph = &ir->phases[p];
+	bool outer = has_children(ir, p);
+	for (int k = p; k < q; k++) {
+		l->acc_at[k] = l->nblocks - 1;
+		emit(l, (eng_stmt){.kind = S_ACC_INIT, .acc = k});
+	}
+	int simd_k = ph->nred - 1 - (ph->nred > 1 && ir->loops[ph->red[ph->nred - 1]].unroll);
+	for (int k = 0; k < ph->nred; k++)
+		loop(l, ph->red[k], false, ir->loops[ph->red[k]].unroll, (k == simd_k && nt == 0 && !outer) ? group : 0);
+	for (int c = 0; c < p && !l->st; c++)
+		if (ir->phases[c].parent == p)
+			emit_phase(l, c, c + 1, 1u << c, tiles, nt);
+	for (int k = 0; k < nt; k++)
+		loop(l, tiles[k], false, true, 0);
+	for (int k = p; k < q; k++)
+		need(l, ir->phases[k].value);
+	for (int k = p; k < q; k++) {
+		emit(l, (eng_stmt){.kind = S_ACC_UPD, .acc = k, .u = ir->phases[k].value});
+		ir->flops += l->blocks[l->nblocks - 1].trips;
+	}
+	for (int k = 0; k < nt + ph->nred; k++)
+		end(l);
 }
 
 static int pick_parallel(const eng_kernel_ir *ir, const int *loops, int n, int nthreads)
@@ -350,33 +404,19 @@ eng_status eng_linearize(eng_kernel_ir *ir, const eng_target *t, char *err, size
 	if (ir->pack.buf >= 0 && !l->packed)
 		lfail(l, ENG_ESTATE, "internal: a packed panel's start depends on a loop inside the reduction");
 	l->dbody = l->nblocks - 1;
+	for (int p = 0; p < ir->nphases; p++)
+		l->acc_at[p] = l->dbody;
 	for (int p = 0, q; p < ir->nphases && !l->st; p = q) {
-		eng_phase *ph = &ir->phases[p];
-		/* phases p..q-1 run in one loop nest: they loop over the same variables (lower.c's
-		 * shared_loops) and none reads another's accumulator */
+		q = p + 1;
+		if (ir->phases[p].parent >= 0)
+			continue; /* emitted inside its parent's loop */
+		/* phases p..q-1 run in one loop nest: at the top, looping over the same variables
+		 * (lower.c's shared_loops), none reading another's accumulator, none with phases
+		 * nested in it */
 		uint32_t group = 1u << p;
-		for (q = p + 1; q < ir->nphases && ir->phases[q].nred == ph->nred && ph->nred > 0 &&
-				!memcmp(ir->phases[q].red, ph->red, sizeof(int) * ph->nred) &&
-				!(ir->phases[q].value->accdeps & group);
-		     q++)
-			group |= 1u << q;
-		for (int k = p; k < q; k++)
-			emit(l, (eng_stmt){.kind = S_ACC_INIT, .acc = k});
-		/* the innermost loop reduces in vector lanes; a split axis' inner part (plan_split) is
-		 * unrolled inside the lanes of its outer one */
-		int simd_k = ph->nred - 1 - (ph->nred > 1 && ir->loops[ph->red[ph->nred - 1]].unroll);
-		for (int k = 0; k < ph->nred; k++)
-			loop(l, ph->red[k], false, ir->loops[ph->red[k]].unroll, (k == simd_k && nt == 0) ? group : 0);
-		for (int k = 0; k < nt; k++)
-			loop(l, tiles[k], false, true, 0);
-		for (int k = p; k < q; k++)
-			need(l, ir->phases[k].value);
-		for (int k = p; k < q; k++) {
-			emit(l, (eng_stmt){.kind = S_ACC_UPD, .acc = k, .u = ir->phases[k].value});
-			ir->flops += l->blocks[l->nblocks - 1].trips;
-		}
-		for (int k = 0; k < nt + ph->nred; k++)
-			end(l);
+		while (q < ir->nphases && joins_nest(ir, p, q, group))
+			group |= 1u << q++;
+		emit_phase(l, p, q, group, tiles, nt);
 	}
 	for (int i = 0; i < ne; i++)
 		if (!par_in_d && i <= nmerge && nmerge)

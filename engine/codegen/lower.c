@@ -27,7 +27,11 @@ typedef struct lctx {
 	const eng_node *path[MAXPATH];
 	int npath;
 	int phase_path[ENG_MAX_PHASES]; /* path depth of each phase being lowered */
+	/* of each phase being lowered: its reduce loop vars; those and the vars of the loops it
+	 * runs inside (nested) */
+	uint64_t phase_red[ENG_MAX_PHASES], phase_chain[ENG_MAX_PHASES];
 	int nphase_stack;
+	const eng_node *first_nest; /* the first nested phase's store candidate */
 	const eng_node *must_store;
 	eng_status st;
 	char *err;
@@ -280,6 +284,18 @@ static int shared_loops(const lctx *c, const eng_node *n)
 	return -1;
 }
 
+/* A reduction whose index depends on reduce loop vars `outer` of the phases being lowered runs
+ * nested in the innermost of them, once per iteration of its loops and of the loops it runs in
+ * itself: if outer is all of those vars, they are returned; else 0 (nested, it would be
+ * computed again for every value of the others: it must be stored). */
+static uint64_t nest_vars(const lctx *c, uint64_t outer)
+{
+	for (int k = c->nphase_stack - 1; k >= 0; k--)
+		if (c->phase_red[k] & outer)
+			return c->phase_chain[k] == outer ? outer : 0;
+	return 0;
+}
+
 static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, eng_uop *valid)
 {
 	eng_kernel_ir *ir = c->ir;
@@ -303,8 +319,9 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 				deps |= idx[d]->deps;
 	}
 	const bool nested = (deps & reduce_vars) != 0;
+	const uint64_t nest = nested ? nest_vars(c, deps & reduce_vars) : 0;
 	const int gaxis = gather_axis(n);
-	if (nested && gaxis < 0) {
+	if (nested && !nest && gaxis < 0) {
 		/* Its value changes inside another phase's loop: it cannot be an accumulator of
 		 * this kernel. Store the largest unexpanded piece around it instead. */
 		c->must_store = store_candidate(c, c->npath - 1, stop);
@@ -316,7 +333,7 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 	for (int d = 0; d < n->ndim; d++)
 		key[d] = (n->arg.axes >> d) & 1 ? u_int_const(u, 0) : idx[d];
 	key[n->ndim] = valid;
-	for (int p = 0; p < ir->nphases && !nested; p++) {
+	for (int p = 0; p < ir->nphases && (!nested || nest); p++) {
 		eng_phase *ph = &ir->phases[p];
 		if (ph->node == n && !memcmp(ph->key, key, sizeof(eng_uop *) * (n->ndim + 1)))
 			return acc_ref(c, p, n->dtype);
@@ -325,12 +342,15 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 		fail(c, ENG_ERANGE, "kernel needs more than 32 reductions");
 		return u_int_const(u, 0);
 	}
-	eng_phase ph = {.op = n->op, .dtype = n->dtype, .node = n};
+	eng_phase ph = {.op = n->op, .dtype = n->dtype, .node = n, .nest = nest, .parent = -1};
 	memcpy(ph.key, key, sizeof(key));
 	ph.candidate = store_candidate(c, c->npath - 1, stop);
+	if (nest && !c->first_nest)
+		c->first_nest = ph.candidate;
 	eng_uop *ridx[ENG_MAX_DIMS];
 	const eng_node *s = n->src[0];
 	const int nloops0 = ir->nloops, nphases0 = ir->nphases;
+	const eng_node *first_nest0 = c->first_nest;
 	const int share = shared_loops(c, n);
 	if (share >= 0) {
 		const eng_phase *q = &ir->phases[share];
@@ -403,6 +423,11 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 		ph.red[ph.nred++] = v;
 		ridx[d] = s->shape[d] == 0 ? u_int_const(u, 0) : u_var(u, v, s->shape[d]);
 	}
+	uint64_t red = 0;
+	for (int k = 0; k < ph.nred; k++)
+		red |= 1ull << ph.red[k];
+	c->phase_red[c->nphase_stack] = red;
+	c->phase_chain[c->nphase_stack] = red | nest;
 	c->phase_path[c->nphase_stack++] = c->npath - 1;
 	int saved_red[ENG_MAX_DIMS], nsaved = c->ncur_red;
 	memcpy(saved_red, c->cur_red, sizeof(saved_red));
@@ -412,6 +437,9 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 	memcpy(c->cur_red, saved_red, sizeof(saved_red));
 	c->ncur_red = nsaved;
 	eng_uop *j = gaxis >= 0 && !c->st ? gather_index(ph.value, ph.red[0]) : NULL;
+	for (int p = nphases0; p < ir->nphases && j; p++)
+		if (ir->phases[p].nest & red)
+			j = NULL; /* phases nested in its loop: the loop stays */
 	if (j) {
 		/* a one_hot or gather summed: its value at j, no loop (so it fuses even nested).
 		 * Phases its value made (j itself may be an argmax) do not depend on the loop (they
@@ -430,8 +458,9 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 		return u_where(u, n->dtype, in, val, u_const(u, n->dtype, (eng_const_value){.i = 0}));
 	}
 	c->nphase_stack--;
-	if (nested) { /* no gather after all: store, as above */
+	if (nested && !nest) { /* no gather after all: store, as above */
 		trial_rollback(c, nloops0, nphases0);
+		c->first_nest = first_nest0;
 		if (c->st == ENG_OK || c->st == ENG_ESTATE) {
 			c->must_store = ph.candidate;
 			c->st = ENG_ESTATE;
@@ -754,6 +783,12 @@ static eng_status lower_all(lctx *c)
 		for (int d = 0; d < ir->phases[p].node->ndim; d++)
 			deps |= ir->phases[p].key[d]->deps;
 		ir->phases[p].dims = dims_of(ir, deps);
+		/* a nested phase's parent: the first after it (phases come after those inside
+		 * them) that owns one of its loops */
+		for (int q = p + 1; q < ir->nphases && ir->phases[p].nest && ir->phases[p].parent < 0; q++)
+			for (int k = 0; k < ir->phases[q].nred; k++)
+				if ((ir->phases[p].nest >> ir->phases[q].red[k]) & 1)
+					ir->phases[p].parent = q;
 	}
 	return ENG_OK;
 }
@@ -1303,6 +1338,78 @@ static void plan_split(eng_kernel_ir *ir, const eng_target *t, char *opts, size_
 		snprintf(opts + l, len - l, "%sSPLIT reduce by %lld", l ? ", " : "", (long long)c);
 }
 
+/* Nested phases whose iterations, all loops around them included, are at most this many run
+ * fused whatever the device's parallelism (a kernel launch costs more). */
+#define NEST_SMALL_WORK (1 << 16)
+
+/* Whether a nested phase reads an operand with a stride along its innermost loop (a matmul's
+ * right side): stored, that operand is read along the loop around it in vector lanes under
+ * register tiles, which nested phases do not get (measured 20x at 256^3). */
+static bool nest_strided(eng_uop *x, int v, int stamp)
+{
+	if (x->stamp == stamp || !((x->deps >> v) & 1))
+		return false;
+	x->stamp = stamp;
+	int64_t co;
+	if (x->kind == U_LOAD && ((x->src[0]->deps >> v) & 1))
+		return !u_linear_in_var(x->src[0], v, &co) || co != 1;
+	for (int i = 0; i < x->nsrc; i++)
+		if (x->src[i] && nest_strided(x->src[i], v, stamp))
+			return true;
+	return false;
+}
+
+/* Nest guard: whether a nested phase must not fuse: where the cost guard stores a phase
+ * (guarded), where another phase of the kernel computes the same reduction (each would compute
+ * it again), where it reads with a stride (nest_strided), or where, on more than
+ * NEST_SMALL_WORK iterations, the kernel's rows (and their work-groups' threads) are fewer than
+ * the device's parallel iterations and than the inner results the stored version would compute
+ * in parallel. Then the first nested phase lowering started is stored, whichever it is: what the
+ * kernel stored before phases nested, so the stored set grows as it did then (storing the
+ * offending one can split a kernel where that did not; eng_lower does the same where lowering
+ * stops on something else after a phase nested). NULL if none must. */
+static const eng_node *nest_guard(lctx *c, const eng_target *t, bool guarded)
+{
+	const eng_kernel_ir *ir = c->ir;
+	uint32_t all = 0;
+	for (int p = 0; p < ir->nphases; p++)
+		all |= ir->phases[p].dims;
+	double rows = 1;
+	for (int d = 0; d < ir->ndim; d++)
+		if ((all >> d) & 1)
+			rows *= (double)ir->shape[d];
+	const double cap = rows * (t->group > 1 ? t->group : 1);
+	bool bad = guarded;
+	for (int p = 0; p < ir->nphases; p++) {
+		const eng_phase *ph = &ir->phases[p];
+		if (!ph->nest)
+			continue;
+		bool dup = false;
+		for (int q = 0; q < ir->nphases && !dup; q++)
+			dup = q != p && ir->phases[q].node == ph->node;
+		double inner = rows, work;
+		for (int v = 0; v < ir->nloops; v++)
+			if ((ph->nest >> v) & 1)
+				inner *= (double)ir->loops[v].n;
+		work = inner;
+		for (int k = 0; k < ph->nred; k++)
+			work *= (double)ir->loops[ph->red[k]].n;
+		double want = inner < t->par ? inner : (double)t->par;
+		bool strided = ph->nred > 0 && nest_strided(ph->value, ph->red[ph->nred - 1], ++c->stamp);
+		bad |= dup || strided || (work > NEST_SMALL_WORK && cap < want);
+	}
+	return bad ? c->first_nest : NULL;
+}
+
+/* Whether a phase of the kernel is nested (such kernels get no tiles). */
+static bool has_nested(const eng_kernel_ir *ir)
+{
+	for (int p = 0; p < ir->nphases; p++)
+		if (ir->phases[p].nest)
+			return true;
+	return false;
+}
+
 eng_status eng_lower(const eng_node *const *roots, int nroots, const eng_lower_opts *o,
 		     eng_kernel_ir *ir, const eng_node **must_store, char *err, size_t errlen)
 {
@@ -1328,6 +1435,12 @@ eng_status eng_lower(const eng_node *const *roots, int nroots, const eng_lower_o
 	ir->opts[0] = 0;
 	reset_ir(ir);
 	eng_status s = ir->uops ? lower_all(c) : ENG_ENOMEM;
+	if ((s == ENG_ERANGE || (s == ENG_ESTATE && c->must_store)) && c->first_nest) {
+		/* lowering stopped after a phase nested (on a reduction that cannot nest, or too
+		 * big: loops, phases, buffers): the first nested one is stored, as before nesting */
+		c->must_store = c->first_nest;
+		s = ENG_ESTATE;
+	}
 	if (s == ENG_ESTATE && c->must_store) {
 		*must_store = c->must_store;
 		goto done;
@@ -1335,12 +1448,15 @@ eng_status eng_lower(const eng_node *const *roots, int nroots, const eng_lower_o
 	if (s)
 		goto done;
 	const eng_node *g = cost_guard(ir, roots, nroots);
+	const eng_node *ng = nest_guard(c, &o->target, g != NULL);
+	if (ng)
+		g = ng;
 	if (g) {
 		*must_store = g;
 		s = ENG_ESTATE;
 		goto done;
 	}
-	if (o->optimize) {
+	if (o->optimize && !has_nested(ir)) {
 		char opts[256] = "";
 		if (o->force) { /* a search's choice (choice.c) instead of the planners */
 			if ((s = eng_choice_apply(ir, roots, nroots, o->force, &o->target, opts,

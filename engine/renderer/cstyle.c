@@ -585,11 +585,12 @@ static void render_hints(const rk *r, const eng_stmt *s, int depth)
 	}
 }
 
-/* grouped: the phase whose outermost reduce loop is var, or -1 */
+/* grouped: the phase whose outermost reduce loop is var, or -1 (a nested phase runs whole in
+ * each thread, inside the loop of the one around it) */
 static int group_phase(const rk *r, int var)
 {
 	for (int p = 0; r->grouped && p < r->ir->nphases; p++)
-		if (r->ir->phases[p].nred > 0 && r->ir->phases[p].red[0] == var)
+		if (r->ir->phases[p].nred > 0 && r->ir->phases[p].red[0] == var && r->ir->phases[p].parent < 0)
 			return p;
 	return -1;
 }
@@ -1008,6 +1009,8 @@ static void render_group_decls(const rk *r)
 		return;
 	for (int p = 0; p < r->ir->nphases; p++) {
 		eng_dtype dt = r->ir->phases[p].dtype;
+		if (r->ir->phases[p].parent >= 0)
+			continue; /* a nested phase runs whole in each thread */
 		eng_strbuf_printf(r->b, "  %s %s sh%d[%d];\n", r->d->local_qual, dt == ENG_BOOL ? stype(r, dt) : ctype(r, dt),
 				  p, r->ir->group);
 	}
