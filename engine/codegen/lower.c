@@ -1217,8 +1217,8 @@ static bool plan_packed(eng_kernel_ir *ir, const eng_node *const *roots, int nro
  * wide operand is not contiguous along its dim (it must then be packed): the reduction runs in
  * blocks (the block loop outside the output loops, partial sums kept in the output) as long as
  * one narrow tile's rows of a block fit half of L1 and the wide tile's panel an eighth of L2 (512
- * here: each block reads and writes the output once more, and at 128 that traffic alone was most
- * of a 4096 matmul's time), and the narrow tile's dim in blocks of tiles whose rows of one
+ * here: each block reads and writes the output once more; 1.25x at 2048 and 4096 against blocks
+ * of 128), a gathered panel (x @ w.T) half of L1, and the narrow tile's dim in blocks of tiles whose rows of one
  * reduction block fit a quarter of L2 (looped innermost of the output loops), so each wide panel,
  * packed contiguous once per block (eng_pack), serves a whole block of rows. Sizes come from the
  * target's caches. */
@@ -1245,6 +1245,8 @@ static void plan_blocks(eng_kernel_ir *ir, const eng_node *const *roots, int nro
 	int64_t narrow = ir->tile[1], wide = ir->shape[ir->tiledim[0]], kc = 0;
 	int64_t kmax = t->l1 / 2 / (narrow * es), kmax2 = pack_budget(t) / (ir->tile[0] * es);
 	kmax = kmax < kmax2 ? kmax : kmax2;
+	if (strided) /* a gathered panel (x @ w.T) stays in half of L1 (measured 1.3x on 256x784x128) */
+		kmax = t->l1 / 2 / (ir->tile[0] * es);
 	if (strided || (narrow + wide) * k * es > t->l2 / 2) {
 		for (int64_t b = 512; b >= 32 && !kc; b /= 2)
 			if (k % b == 0 && k > b && b <= kmax)
