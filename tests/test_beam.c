@@ -58,17 +58,25 @@ static void log_to(void *arg, int level, const char *msg)
 		l->n += (size_t)w;
 }
 
-static eng_ctx *beam_ctx(int debug, double budget)
+/* A context on device searching with beam width `beam` (below 0: off, whatever the environment
+ * says) and budget seconds per kernel, on the suite's cache directory; NULL with err set if
+ * the device does not open. */
+static eng_ctx *beam_ctx_on(const char *device, int beam, int debug, double budget, char *err, size_t errlen)
 {
 	eng_ctx_opts o;
 	eng_ctx_opts_default(&o);
 	o.debug = debug;
-	o.device = "CPU";
+	o.device = device;
 	o.cache_dir = dir;
-	o.beam = 2;
+	o.beam = beam;
 	o.beam_budget = budget;
+	return eng_ctx_create(&o, err, errlen);
+}
+
+static eng_ctx *beam_ctx(int debug, double budget)
+{
 	char err[256];
-	return eng_ctx_create(&o, err, sizeof(err));
+	return beam_ctx_on("CPU", 2, debug, budget, err, sizeof(err));
 }
 
 /* A searched matmul and a convolution (a reduction over channels and a window) match the
@@ -113,15 +121,8 @@ END_TEST
  * the options, and a row sum that runs in work-groups and a matmul still match the reference. */
 START_TEST(test_searched_on_opencl)
 {
-	eng_ctx_opts o;
-	eng_ctx_opts_default(&o);
-	o.debug = 0;
-	o.device = "CL";
-	o.cache_dir = dir;
-	o.beam = 2;
-	o.beam_budget = 4.0;
 	char err[256];
-	eng_ctx *ctx = live = eng_ctx_create(&o, err, sizeof(err));
+	eng_ctx *ctx = live = beam_ctx_on("CL", 2, 0, 4.0, err, sizeof(err));
 	if (!ctx) {
 		fprintf(stderr, "beam: opencl SKIPPED (%s)\n", err);
 		return;
@@ -196,14 +197,8 @@ END_TEST
 /* Turned off: no search, no record. */
 START_TEST(test_off)
 {
-	eng_ctx_opts o;
-	eng_ctx_opts_default(&o);
-	o.debug = 0;
-	o.device = "CPU";
-	o.cache_dir = dir;
-	o.beam = -1; /* off, whatever the environment says */
 	char err[256];
-	eng_ctx *ctx = live = eng_ctx_create(&o, err, sizeof(err));
+	eng_ctx *ctx = live = beam_ctx_on("CPU", -1, 0, 0, err, sizeof(err));
 	ck_assert_ptr_nonnull(ctx);
 	tu_rng r = {3};
 	int64_t s[2] = {32, 32};
