@@ -867,8 +867,9 @@ static void plan_tiles(eng_kernel_ir *ir, const eng_target *t, char *opts, size_
 		return; /* few long rows: a work-group each (linearize.c), not register tiles */
 	int score[ENG_MAX_DIMS] = {0}, reuse[ENG_MAX_DIMS] = {0}, nloads = 0;
 	for (int p = 0; p < ir->nphases; p++) {
-		/* walk loads in the phase value: those that move along the reduction (the others are
-		 * read once per row, outside its loop) */
+		/* walk loads in the phase value; on a CPU (caches stated) only those that move along the
+		 * reduction (the others are read once per row, outside its loop: a batchnorm gradient's
+		 * per-channel values put its 32 channels in one tile, one thread) */
 		uint64_t redvars = 0;
 		for (int k = 0; k < ir->phases[p].nred; k++)
 			redvars |= 1ull << ir->phases[p].red[k];
@@ -878,7 +879,7 @@ static void plan_tiles(eng_kernel_ir *ir, const eng_target *t, char *opts, size_
 		int guard = 0;
 		while (sp && guard++ < 4096) {
 			eng_uop *x = stack[--sp];
-			if (x->kind == U_LOAD && !(x->src[0]->deps & redvars))
+			if (x->kind == U_LOAD && t->l1 > 0 && !(x->src[0]->deps & redvars))
 				continue;
 			if (x->kind == U_LOAD) {
 				nloads++;
