@@ -252,7 +252,7 @@ START_TEST(test_blocked_reductions)
 }
 END_TEST
 
-/* Convolutions and their gradients as packed sums of products (lower.c's plan_packed; small
+/* Convolutions and their gradients as packed sums of products (plan.c's plan_packed; small
  * caches stated, so the weight gradient's reduction is blocked): the reference's results, with a
  * panel packed for each of the three kernels. */
 START_TEST(test_packed_convolutions)
@@ -329,7 +329,7 @@ START_TEST(test_shared_reduction_loops)
 }
 END_TEST
 
-/* Counts the kernels whose DEBUG=3 line names a split axis (lower.c's plan_split). */
+/* Counts the kernels whose DEBUG=3 line names a split axis (plan.c's plan_split). */
 static void split_log_fn(void *arg, int level, const char *msg)
 {
 	int *n = arg;

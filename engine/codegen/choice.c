@@ -40,7 +40,7 @@ int64_t eng_choice_panel_max(const eng_target *t)
 	return t->l2 > 0 && t->l2 / 8 < most ? t->l2 / 8 : most;
 }
 
-/* The checks of lower.c's plan_packed: one f32 sum on a CPU (packed panels live on the kernel
+/* The checks of plan.c's plan_packed: one f32 sum on a CPU (packed panels live on the kernel
  * thread's stack: no GPU work-groups or vector targets). */
 static bool packable(const eng_kernel_ir *ir, const eng_node *const *roots, int nroots,
 		     const eng_target *t)
@@ -51,7 +51,7 @@ static bool packable(const eng_kernel_ir *ir, const eng_node *const *roots, int 
 	       ir->phases[0].nred >= 1;
 }
 
-/* The checks of lower.c's plan_blocks and plan_packed for blocking: that, with the sum stored
+/* The checks of plan.c's plan_blocks and plan_packed for blocking: that, with the sum stored
  * as it is (partial sums go through the output) and every output loop inside its dims. */
 static bool blockable(const eng_kernel_ir *ir, const eng_node *const *roots, int nroots,
 		      const eng_target *t)

@@ -43,7 +43,7 @@ typedef struct eng_loop {
 	int64_t mul;
 	uint8_t kind;
 	int8_t dim;
-	bool unroll; /* L_REDUCE: the inner part of a split reduce axis (lower.c's plan_split) */
+	bool unroll; /* L_REDUCE: the inner part of a split reduce axis (plan.c's plan_split) */
 } eng_loop;
 
 /* A reduction computed inside the kernel: acc = op over the phase's reduce loops of value. */
@@ -84,7 +84,7 @@ typedef enum eng_stmt_kind { S_LOOP, S_END, S_DEF, S_ACC_INIT, S_ACC_UPD, S_STOR
 /* The pseudo-buffer index of loads from a packed panel (bufs[ENG_PACK_BUF] describes it). */
 #define ENG_PACK_BUF ENG_MAX_KERNEL_BUFS
 
-/* An operand of a sum of products read with a stride along the wide tile (lower.c's plan_blocks,
+/* An operand of a sum of products read with a stride along the wide tile (plan.c's plan_blocks,
  * plan_packed): for each block of the reduction and wide tile, its panel (the reduction loops'
  * steps x the tile's lanes) is copied once into a local buffer, contiguous, and read from there
  * by every row. The panel spans nr reduction loops, outermost first, of rn[i] steps each (rows
@@ -134,7 +134,7 @@ typedef struct eng_kernel_ir {
 	int tiledim[2];   /* output dims tiled, -1 if none */
 	int64_t tile[2];  /* tile sizes (1 if none) */
 	int tilevar[2];   /* loop vars of the tile loops */
-	/* cache blocking (plan_blocks in lower.c): the reduction split into blocks of kblock
+	/* cache blocking (plan_blocks in plan.c): the reduction split into blocks of kblock
 	 * (loop kbvar outside the output loops), the narrow tile's dim split into blocks of mblock
 	 * tiles (inner loop mivar, innermost of the output loops); 0 / -1 if none */
 	int64_t kblock, kfull;

@@ -339,7 +339,7 @@ eng_status eng_linearize(eng_kernel_ir *ir, const eng_target *t, char *err, size
 		tiles[ir->tiledim[1] >= 0] = ir->tilevar[0];
 	if (nthreads < 1)
 		nthreads = 1;
-	/* cache blocking (lower.c's plan_blocks): a block of rows loops innermost of the output
+	/* cache blocking (plan.c's plan_blocks): a block of rows loops innermost of the output
 	 * loops, never parallel or merged */
 	int ndp = nd;
 	if (ir->mivar >= 0 && ir->loops[ir->mivar].n > 1)

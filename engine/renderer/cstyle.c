@@ -388,10 +388,12 @@ static void indent(eng_strbuf *b, int depth)
 }
 
 /* Phase p's vector loop: its innermost reduce loop, or the outer part of a split axis (an
- * unrolled inner part inside it: lower.c's plan_split). */
+ * unrolled inner part inside it: plan.c's plan_split); -1 for a phase without loops. */
 static int vector_loop(const eng_kernel_ir *ir, int p)
 {
 	const eng_phase *ph = &ir->phases[p];
+	if (ph->nred < 1)
+		return -1;
 	if (ph->nred > 1 && ir->loops[ph->red[ph->nred - 1]].unroll)
 		return ph->red[ph->nred - 2];
 	return ph->red[ph->nred - 1];

@@ -1,0 +1,26 @@
+/* plan.h: the lowering's optimisation planners (plan.c), called by eng_lower between its first
+ * lowering of a kernel and the second: each reads the lowered kernel and sets its tiles, blocks,
+ * packed operand or split axis (fields of eng_kernel_ir), and appends its choice to opts. */
+#ifndef ENG_PLAN_H
+#define ENG_PLAN_H
+
+#include <stddef.h>
+
+#include "choice.h"
+#include "kernel.h"
+
+/* Output dims a uop depends on, through outer and tile loop vars. */
+uint32_t eng_plan_dims_of(const eng_kernel_ir *ir, uint64_t deps);
+/* Register tiles for kernels with reductions (tiledim, tile). */
+void eng_plan_tiles(eng_kernel_ir *ir, const eng_target *t, char *opts, size_t len);
+/* A sum of products over several reduced axes with a packed operand (a convolution): tiles,
+ * pack.node, and a block of the outermost reduced axis where needed; false if not planned. */
+bool eng_plan_packed(eng_kernel_ir *ir, const eng_node *const *roots, int nroots, const eng_target *t, char *opts,
+		     size_t len);
+/* Cache blocking and packing of a matmul-shaped kernel (kblock, kfull, mblock, pack.node). */
+void eng_plan_blocks(eng_kernel_ir *ir, const eng_node *const *roots, int nroots, const eng_target *t, char *opts,
+		     size_t len);
+/* An innermost axis read as i / c split into (i / c, i % c) (vsplit, vsplit_n, vsplit_dim). */
+void eng_plan_split(eng_kernel_ir *ir, const eng_target *t, char *opts, size_t len);
+
+#endif
