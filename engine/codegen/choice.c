@@ -1,5 +1,5 @@
 /* choice.c: a kernel's optimisation choices as one record (choice.h): read off a lowered
- * kernel, checked against a kernel and applied to it in place of lower.c's planners. */
+ * kernel, checked against a kernel and applied to it in place of the planners (plan.c). */
 #include "choice.h"
 
 #include <stdio.h>

@@ -5,7 +5,7 @@
 
 #include "kernel.h"
 
-/* What lower.c's planners (plan_tiles, plan_blocks) and the target's work-group size decide for
+/* What the planners (plan.c: plan_tiles, plan_packed, plan_blocks) and the target's work-group size decide for
  * one kernel. tiledim[0]/tile[0]: the wide tile (vector lanes) on an output dim, tiledim[1]/
  * tile[1]: the narrow tile (register reuse); -1 / 1 when none. kblock: the reduction in blocks
  * of kblock on its outermost reduced axis (0: unblocked); mblock: the narrow tile's dim in blocks
@@ -31,7 +31,7 @@ eng_kernel_choice eng_choice_of(const eng_kernel_ir *ir);
 bool eng_choice_equal(const eng_kernel_choice *a, const eng_kernel_choice *b);
 
 /* The bytes a packed panel may take on t (it lives on the kernel thread's stack): an eighth of
- * L2, at most 128 KiB, as lower.c's planners allow. */
+ * L2, at most 128 KiB, as the planners allow. */
 int64_t eng_choice_panel_max(const eng_target *t);
 
 /* Apply c to ir after its first, untiled lowering on target t (lower.c, instead of the
