@@ -325,6 +325,14 @@ static int records(char paths[][256], int max)
 	return n;
 }
 
+/* The machine and kernel hashes a record carries (little-endian, bytes 8 and 16). */
+static void record_hashes(const unsigned char *rec, uint64_t *mh, uint64_t *kh)
+{
+	*mh = *kh = 0;
+	for (int i = 7; i >= 0; i--)
+		*mh = *mh << 8 | rec[8 + i], *kh = *kh << 8 | rec[16 + i];
+}
+
 /* The one record of the first child's search: its path, key and payload. */
 static void the_record(char path[256], char key[33], unsigned char rec[ENG_BEAM_RECORD_SIZE])
 {
@@ -368,9 +376,8 @@ START_TEST(test_recorded_choice_is_applied)
 	char path[256], key[33];
 	unsigned char rec[ENG_BEAM_RECORD_SIZE];
 	the_record(path, key, rec);
-	uint64_t mh = 0, kh = 0;
-	for (int i = 7; i >= 0; i--)
-		mh = mh << 8 | rec[8 + i], kh = kh << 8 | rec[16 + i];
+	uint64_t mh, kh;
+	record_hashes(rec, &mh, &kh);
 	eng_kernel_choice c = eng_choice_none();
 	c.tiledim[0] = 1, c.tile[0] = 4;
 	unsigned char mine[ENG_BEAM_RECORD_SIZE];
@@ -428,9 +435,8 @@ START_TEST(test_stale_records_are_ignored)
 		else if (kind == 1)
 			bad[9] ^= 1; /* machine */
 		else if (kind == 2) {
-			uint64_t mh = 0, kh = 0;
-			for (int i = 7; i >= 0; i--)
-				mh = mh << 8 | rec[8 + i], kh = kh << 8 | rec[16 + i];
+			uint64_t mh, kh;
+			record_hashes(rec, &mh, &kh);
 			eng_kernel_choice c = eng_choice_none();
 			c.tiledim[0] = 1, c.tile[0] = 7;
 			eng_beam_encode(mh, kh, &c, bad);

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "plan.h"
+
 eng_kernel_choice eng_choice_none(void)
 {
 	return (eng_kernel_choice){
@@ -38,34 +40,6 @@ int64_t eng_choice_panel_max(const eng_target *t)
 {
 	const int64_t most = 128 * 1024;
 	return t->l2 > 0 && t->l2 / 8 < most ? t->l2 / 8 : most;
-}
-
-/* The checks of plan.c's plan_packed: one f32 sum on a CPU (packed panels live on the kernel
- * thread's stack: no GPU work-groups or vector targets). */
-static bool packable(const eng_kernel_ir *ir, const eng_node *const *roots, int nroots,
-		     const eng_target *t)
-{
-	return t->l1 > 0 && t->l2 > 0 && t->vector <= 1 && t->group <= 1 && nroots == 1 &&
-	       roots[0]->op != ENG_OP_ASSIGN && ir->nphases == 1 && ir->nstores == 1 &&
-	       ir->phases[0].op == ENG_OP_RSUM && ir->phases[0].dtype == ENG_F32 &&
-	       ir->phases[0].nred >= 1;
-}
-
-/* The checks of plan.c's plan_blocks and plan_packed for blocking: that, with the sum stored
- * as it is (partial sums go through the output) and every output loop inside its dims. */
-static bool blockable(const eng_kernel_ir *ir, const eng_node *const *roots, int nroots,
-		      const eng_target *t)
-{
-	if (!packable(ir, roots, nroots, t))
-		return false;
-	const eng_phase *ph = &ir->phases[0];
-	const eng_uop *v = ir->stores[0].value;
-	if (v->kind != U_ACC || v->dtype != ph->dtype || roots[0]->dtype != ph->dtype)
-		return false;
-	for (int d = 0; d < ir->ndim; d++)
-		if (ir->shape[d] > 1 && !((ph->dims >> d) & 1))
-			return false;
-	return true;
 }
 
 static eng_status bad(char *err, size_t errlen, const char *what)
@@ -111,7 +85,7 @@ eng_status eng_choice_apply(eng_kernel_ir *ir, const eng_node *const *roots, int
 	if (c->mblock > 1 && !c->kblock)
 		return bad(err, errlen, "row blocks without reduction blocks");
 	if (c->kblock) {
-		if (c->tiledim[0] < 0 || !blockable(ir, roots, nroots, t))
+		if (c->tiledim[0] < 0 || !eng_plan_blockable(ir, roots, nroots, t))
 			return bad(err, errlen, "blocking of a kernel that cannot be blocked");
 		int64_t k = ir->loops[ir->phases[0].red[0]].n;
 		if (c->kblock < 2 || k % c->kblock || c->kblock >= k)
@@ -129,7 +103,7 @@ eng_status eng_choice_apply(eng_kernel_ir *ir, const eng_node *const *roots, int
 	if (c->pack >= 0) {
 		const eng_kernel_buf *b = &ir->bufs[c->pack];
 		if (c->tiledim[0] < 0 || b->output || b->dtype != ENG_F32 ||
-		    !packable(ir, roots, nroots, t))
+		    !eng_plan_packable(ir, roots, nroots, t))
 			return bad(err, errlen,
 				   "packing of a kernel or buffer that cannot be packed");
 		const eng_phase *ph = &ir->phases[0];

@@ -20,6 +20,29 @@ uint32_t eng_plan_dims_of(const eng_kernel_ir *ir, uint64_t deps)
 	return m;
 }
 
+bool eng_plan_packable(const eng_kernel_ir *ir, const eng_node *const *roots, int nroots, const eng_target *t)
+{
+	if (t->l1 <= 0 || t->l2 <= 0 || t->vector > 1 || t->group > 1 || nroots != 1 || roots[0]->op == ENG_OP_ASSIGN ||
+	    ir->nphases != 1 || ir->nstores != 1)
+		return false;
+	const eng_phase *ph = &ir->phases[0];
+	if (ph->op != ENG_OP_RSUM || ph->dtype != ENG_F32 || ph->nred < 1)
+		return false;
+	for (int d = 0; d < ir->ndim; d++)
+		if (ir->shape[d] > 1 && !((ph->dims >> d) & 1))
+			return false; /* output loops outside the reduction */
+	return true;
+}
+
+bool eng_plan_blockable(const eng_kernel_ir *ir, const eng_node *const *roots, int nroots, const eng_target *t)
+{
+	if (!eng_plan_packable(ir, roots, nroots, t))
+		return false;
+	const eng_phase *ph = &ir->phases[0];
+	const eng_uop *v = ir->stores[0].value;
+	return v->kind == U_ACC && v->dtype == ph->dtype && roots[0]->dtype == ph->dtype;
+}
+
 /* A tile size for a dim of size n, at most max: max itself or a power of two dividing n, else
  * the largest divisor of n that is at most max (1 if none). */
 static int64_t pick_tile(int64_t n, int64_t max)
@@ -347,15 +370,9 @@ static void pack_candidates(const eng_kernel_ir *ir, const eng_phase *ph, eng_uo
 bool eng_plan_packed(eng_kernel_ir *ir, const eng_node *const *roots, int nroots, const eng_target *t, char *opts,
 			size_t len)
 {
-	if (t->l1 <= 0 || t->l2 <= 0 || t->vector > 1 || t->group > 1 || nroots != 1 || roots[0]->op == ENG_OP_ASSIGN ||
-	    ir->nphases != 1 || ir->nstores != 1)
+	if (!eng_plan_packable(ir, roots, nroots, t) || ir->phases[0].nred < 2)
 		return false;
 	const eng_phase *ph = &ir->phases[0];
-	if (ph->op != ENG_OP_RSUM || ph->dtype != ENG_F32 || ph->nred < 2)
-		return false;
-	for (int d = 0; d < ir->ndim; d++)
-		if (ir->shape[d] > 1 && !((ph->dims >> d) & 1))
-			return false;
 	eng_uop *ld[8];
 	if (phase_loads(ph->value, ld, 0, 8, 0) != 2)
 		return false;
@@ -379,8 +396,7 @@ bool eng_plan_packed(eng_kernel_ir *ir, const eng_node *const *roots, int nroots
 	int64_t es = eng_dtype_size(ph->dtype), budget = eng_choice_panel_max(t);
 	int64_t k0 = ir->loops[ph->red[0]].n, kb = k0, inner = (int64_t)rows / k0;
 	if ((int64_t)rows * c.wt * es > budget) {
-		const eng_uop *v = ir->stores[0].value;
-		if (v->kind != U_ACC || v->dtype != ph->dtype || roots[0]->dtype != ph->dtype)
+		if (!eng_plan_blockable(ir, roots, nroots, t))
 			return false; /* partial sums would go through an output that is not the sum */
 		for (kb = k0 - 1; kb >= 1 && (k0 % kb || kb * inner * c.wt * es > budget); kb--)
 			;
@@ -418,17 +434,10 @@ void eng_plan_blocks(eng_kernel_ir *ir, const eng_node *const *roots, int nroots
 {
 	ir->kblock = ir->kfull = ir->mblock = 0;
 	ir->pack.node = NULL;
-	if (t->l1 <= 0 || t->l2 <= 0 || nroots != 1 || roots[0]->op == ENG_OP_ASSIGN || ir->nphases != 1 ||
-	    ir->nstores != 1 || (ir->tiledim[0] >= 0 && ir->tiledim[1] < 0))
+	if (!eng_plan_blockable(ir, roots, nroots, t) || ir->phases[0].nred != 1 ||
+	    (ir->tiledim[0] >= 0 && ir->tiledim[1] < 0))
 		return;
 	const eng_phase *ph = &ir->phases[0];
-	const eng_uop *v = ir->stores[0].value;
-	if (ph->op != ENG_OP_RSUM || ph->nred != 1 || ph->dtype != ENG_F32 || v->kind != U_ACC ||
-	    v->dtype != ph->dtype || roots[0]->dtype != ph->dtype)
-		return;
-	for (int d = 0; d < ir->ndim; d++)
-		if (ir->shape[d] > 1 && !((ph->dims >> d) & 1))
-			return; /* output loops outside the reduction */
 	const bool strided = ir->tiledim[0] < 0;
 	if (strided && !tile_for_packing(ir, ph))
 		return;

@@ -11,6 +11,13 @@
 
 /* Output dims a uop depends on, through outer and tile loop vars. */
 uint32_t eng_plan_dims_of(const eng_kernel_ir *ir, uint64_t deps);
+/* Whether a kernel is one float32 sum on a CPU (caches stated; packed panels live on the kernel
+ * thread's stack: no GPU work-groups or vector targets) with every output loop inside its
+ * dims: what packing a panel needs (plan_packed, plan_blocks, and a search's choice). */
+bool eng_plan_packable(const eng_kernel_ir *ir, const eng_node *const *roots, int nroots, const eng_target *t);
+/* ... and stores the sum as it is, so partial sums of a blocked reduction can go through the
+ * output: what cache blocking needs. */
+bool eng_plan_blockable(const eng_kernel_ir *ir, const eng_node *const *roots, int nroots, const eng_target *t);
 /* Register tiles for kernels with reductions (tiledim, tile). */
 void eng_plan_tiles(eng_kernel_ir *ir, const eng_target *t, char *opts, size_t len);
 /* A sum of products over several reduced axes with a packed operand (a convolution): tiles,
