@@ -501,7 +501,7 @@ static int64_t var_divisor(const eng_uop *x, int var, int *budget)
  * vector's lanes, instead of gathering every lane, and the full-resolution ones read c-strided
  * lanes; the inner part is unrolled. The axis: a reduction's innermost one (its phase's last
  * loop), or for a kernel without reductions its innermost output axis (as a narrow tile of c).
- * Untiled CPU kernels only (where gcc writes the vectors). Measured 2.6x on a batchnorm
+ * Untiled CPU kernels only (where gcc writes the vectors). Measured 2.6x (a prototype) on a batchnorm
  * gradient's sums over a max-pool's gradient. */
 void eng_plan_split(eng_kernel_ir *ir, const eng_target *t, char *opts, size_t len)
 {
