@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <tensord/jit.h>
 #include <tensord/nn.h>
 
 #include "testutil.h"
@@ -198,7 +199,7 @@ END_TEST
 
 /* Counts the kernels whose DEBUG=3 line names the cache blocking (and the packed operand). */
 typedef struct blocked_log {
-	int blocked, packed;
+	int blocked, packed, rows; /* rows: the narrow operand's blocks packed too (RPACK) */
 } blocked_log;
 
 static void blocked_log_fn(void *arg, int level, const char *msg)
@@ -206,6 +207,7 @@ static void blocked_log_fn(void *arg, int level, const char *msg)
 	blocked_log *l = arg;
 	l->blocked += level == 3 && strstr(msg, "BLOCK reduce") != NULL;
 	l->packed += level == 3 && strstr(msg, "PACK") != NULL;
+	l->rows += level == 3 && strstr(msg, "RPACK") != NULL;
 }
 
 /* A context on a CPU stated to have small caches (so small shapes block), counting the kernels
@@ -248,6 +250,56 @@ START_TEST(test_blocked_reductions)
 	}
 	EXPECT_KERNELS(ctx, 1, eng_add(eng_matmul(a, b), bias));
 	ck_assert_int_le(lg.blocked, 4);
+	eng_ctx_destroy(ctx);
+}
+END_TEST
+
+static eng_status matmul_step(eng_ctx *ctx, eng_tensor *const *in, int nin, eng_tensor **out, int nout, void *user)
+{
+	(void)nin, (void)nout, (void)user;
+	out[0] = eng_matmul(in[0], in[1]);
+	return out[0] ? ENG_OK : eng_error(ctx);
+}
+
+/* A blocked matmul's left side packed per block of rows in 12-row tiles (plan.c's
+ * plan_row_pack; small caches stated): the reference's result with blocks that are a multiple of
+ * the tile (240 rows: blocks of 120), blocks whose last tile overhangs them (256 rows: blocks of
+ * 128, 11 tiles; 100 rows: blocks of 50), a leading dim of one, and twice through a JIT replay
+ * on fresh inputs; not with batch dims or a bias added after the sum. */
+START_TEST(test_row_packed_matmul)
+{
+	blocked_log lg = {0};
+	eng_ctx *ctx = small_cache_ctx(&lg);
+	tu_rng r = {14};
+	int64_t sa[2] = {240, 512}, sa2[2] = {256, 512}, sa3[2] = {100, 512}, sa1[3] = {1, 256, 512}, sb[2] = {512, 128};
+	eng_tensor *b = mk(ctx, &r, 2, sb);
+	EXPECT_KERNELS(ctx, 1, eng_matmul(mk(ctx, &r, 2, sa), b));
+	EXPECT_KERNELS(ctx, 1, eng_matmul(mk(ctx, &r, 2, sa2), b));
+	EXPECT_KERNELS(ctx, 1, eng_matmul(mk(ctx, &r, 2, sa3), b));
+	EXPECT_KERNELS(ctx, 1, eng_matmul(mk(ctx, &r, 3, sa1), b));
+	const char *dev = getenv("DEV");
+	bool cpu = !dev || !strcmp(dev, "CPU");
+	if (cpu)
+		ck_assert_int_eq(lg.rows, 4);
+	int64_t s3a[3] = {2, 128, 512}, sbias[1] = {128};
+	EXPECT_KERNELS(ctx, 1, eng_matmul(mk(ctx, &r, 3, s3a), b));
+	EXPECT_KERNELS(ctx, 1, eng_add(eng_matmul(mk(ctx, &r, 2, sa2), b), mk(ctx, &r, 1, sbias)));
+	if (cpu)
+		ck_assert_int_eq(lg.rows, 4);
+	/* a captured step replayed on new inputs writes the new product */
+	eng_jit *j = eng_jit_create(ctx, matmul_step, NULL, 2, 1, NULL);
+	ck_assert_ptr_nonnull(j);
+	for (int call = 0; call < 4; call++) {
+		eng_tensor *in[2] = {mk(ctx, &r, 2, sa2), b}, *y = NULL;
+		ck_assert_msg(eng_jit_call(j, in, &y) == ENG_OK, "jit call: %s", eng_errmsg(ctx));
+		tu_batch *t = tu_batch_new(ctx);
+		tu_batch_ref(t, y, 1e-4, 1e-4, "call %d", call);
+		tu_batch_check(t);
+	}
+	eng_jit_info info;
+	eng_jit_get_info(j, &info);
+	ck_assert_int_ge(info.replays, 1);
+	eng_jit_destroy(j);
 	eng_ctx_destroy(ctx);
 }
 END_TEST
@@ -545,7 +597,7 @@ Suite *kernels_suite(void)
 	const TTest *const tests[] = {
 		test_matmul_fused_vs_forced, test_matmul_bias_relu, test_mlp_forward, test_softmax_layernorm_argmax,
 		test_sparse_cross_entropy,   test_conv2d_relu,      test_siblings,    test_contiguous_forces_store,
-		test_bag_of_words_stacked_reductions, test_gather_sums, test_blocked_reductions, test_packed_convolutions,
+		test_bag_of_words_stacked_reductions, test_gather_sums, test_blocked_reductions, test_row_packed_matmul, test_packed_convolutions,
 		test_shared_reduction_loops, test_split_pooled_axis, test_nested_reductions, test_nested_reductions_stored,
 		test_nested_reductions_backward, test_nested_reductions_parallelism, test_nested_reductions_conv_net,
 	};

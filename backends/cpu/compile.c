@@ -64,18 +64,23 @@ static void so_release(cpu_so *so)
 	}
 }
 
-/* A split reduction's finishing function and scratch size, if p's kernel is one (see
- * bk_target.split_scratch): both symbols or neither. */
+/* A kernel's scratch size and, for a split reduction (see bk_target.split_scratch), its
+ * finishing function, which needs a scratch size. */
 static eng_status find_split(void *h, cpu_program *p, bk_err *err)
 {
 	char sym[320];
 	snprintf(sym, sizeof(sym), "%s_fin", p->name);
 	void *fin = dlsym(h, sym);
 	snprintf(sym, sizeof(sym), "%s_scratch", p->name);
-	const int64_t *scratch = fin ? dlsym(h, sym) : NULL;
+	const int64_t *scratch = dlsym(h, sym);
 	if (fin && (!scratch || *scratch < 0 || *scratch > CPU_SPLIT_SCRATCH)) {
 		snprintf(err->msg, sizeof(err->msg), "kernel %s: split reduction without a scratch size of at most %d bytes",
 			 p->name, CPU_SPLIT_SCRATCH);
+		return ENG_ECOMPILE;
+	}
+	if (scratch && (*scratch < 0 || *scratch > CPU_MAX_SCRATCH)) {
+		snprintf(err->msg, sizeof(err->msg), "kernel %s: scratch of %lld bytes, at most %lld", p->name,
+			 (long long)*scratch, (long long)CPU_MAX_SCRATCH);
 		return ENG_ECOMPILE;
 	}
 	p->fin = (cpu_kernel_fn)fin;

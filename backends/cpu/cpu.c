@@ -63,24 +63,53 @@ static void run_range(void *arg, int64_t s, int64_t e)
 	j->fn(j->bufs, s, e);
 }
 
+/* At least n bytes of heap scratch, 64-aligned: the device's kept buffer (grown as needed;
+ * *kept then, to be given back by clearing scratch_busy) unless another launch holds it, else
+ * one of its own for the caller to free. NULL when out of memory. */
+static void *scratch_take(cpu_dev *d, int64_t n, bool *kept)
+{
+	size_t sz = ((size_t)n + 63) & ~(size_t)63;
+	*kept = false;
+	if (__atomic_exchange_n(&d->scratch_busy, 1, __ATOMIC_ACQUIRE))
+		return aligned_alloc(64, sz);
+	if (d->scratch_n < n) {
+		free(d->scratch);
+		d->scratch_n = 0;
+		if (!(d->scratch = aligned_alloc(64, sz))) {
+			__atomic_store_n(&d->scratch_busy, 0, __ATOMIC_RELEASE);
+			return NULL;
+		}
+		d->scratch_n = n;
+	}
+	*kept = true;
+	return d->scratch;
+}
+
 static eng_status cpu_launch(void *dev, bk_program *prog, void *const *bufs, int nbufs, const bk_launch *l,
 			     bk_err *err)
 {
 	cpu_dev *d = dev;
 	cpu_program *p = (cpu_program *)prog;
 	job j = {.fn = p->fn, .bufs = bufs};
-	/* a split reduction: its chunks' partials go to scratch after the buffers, and its _fin
-	 * combines them (in chunk order, whichever threads ran the chunks) once all are done */
+	/* scratch after the buffers: a split reduction's chunks put their partials there, on this
+	 * stack, and its _fin combines them (in chunk order, whichever threads ran the chunks) once
+	 * all are done; another kernel's (packed blocks of rows) comes from the heap */
 	_Alignas(64) unsigned char scratch[CPU_SPLIT_SCRATCH];
-	void *withscratch[CPU_MAX_ARGS];
-	if (p->fin) {
+	void *withscratch[CPU_MAX_ARGS], *heap = NULL;
+	bool kept = false;
+	if (p->scratch > 0) {
 		if (nbufs + 1 > CPU_MAX_ARGS) {
 			snprintf(err->msg, sizeof(err->msg), "kernel %s: %d buffers, at most %d", p->name, nbufs,
 				 CPU_MAX_ARGS - 1);
 			return ENG_ERANGE;
 		}
+		if (!p->fin && !(heap = scratch_take(d, p->scratch, &kept))) {
+			snprintf(err->msg, sizeof(err->msg), "kernel %s: out of memory for %lld bytes of scratch", p->name,
+				 (long long)p->scratch);
+			return ENG_ENOMEM;
+		}
 		memcpy(withscratch, bufs, (size_t)nbufs * sizeof(void *));
-		withscratch[nbufs] = scratch;
+		withscratch[nbufs] = p->fin ? (void *)scratch : heap;
 		j.bufs = withscratch;
 	}
 	/* spreading costs ~10us: only worth it for kernels doing enough work; a device asking for
@@ -89,6 +118,10 @@ static eng_status cpu_launch(void *dev, bk_program *prog, void *const *bufs, int
 	cpu_pool_run(d->pool, run_range, &j, l->nparallel > 0 ? l->nparallel : 1, ways);
 	if (p->fin)
 		p->fin(j.bufs, 0, 0);
+	if (kept)
+		__atomic_store_n(&d->scratch_busy, 0, __ATOMIC_RELEASE);
+	else
+		free(heap);
 	return ENG_OK;
 }
 
@@ -141,6 +174,7 @@ static void cpu_destroy(void *dev)
 	cpu_dev *d = dev;
 	cpu_pool_release(d->pool);
 	free(d->cache_id);
+	free(d->scratch);
 	free(d);
 }
 

@@ -17,15 +17,19 @@ typedef struct cpu_so {
 
 /* Bytes of scratch a launch gives a split reduction (bk_target.split_scratch), on its stack. */
 #define CPU_SPLIT_SCRATCH 16384
-/* Pointers a split reduction's launch passes: the buffers and the scratch. */
+/* Pointers a launch with scratch passes: the buffers and the scratch. */
 #define CPU_MAX_ARGS 128
+/* Bytes of scratch another kernel may ask for (a blocked matmul's packed blocks of rows: its
+ * operand's rows x one reduction block), from the heap. */
+#define CPU_MAX_SCRATCH ((int64_t)1 << 30)
 
 typedef struct cpu_program {
 	cpu_kernel_fn fn;
 	cpu_so *so;
 	char *name; /* fn's symbol in so, owned */
-	/* a split reduction: <name>_fin, run after fn's chunks, and <name>_scratch's bytes of
-	 * partials (NULL, 0: an ordinary kernel) */
+	/* <name>_scratch's bytes of scratch, passed after the buffers (0: none): a split
+	 * reduction's partials, combined by <name>_fin after fn's chunks (NULL: not split), on the
+	 * launch's stack; else from the heap */
 	cpu_kernel_fn fin;
 	int64_t scratch;
 } cpu_program;
@@ -37,6 +41,11 @@ typedef struct cpu_dev {
 	int debug;
 	int64_t cache_l1, cache_l2; /* one core's data caches in bytes (options, else the machine's) */
 	char *cache_id; /* made on first use (cache.c), owned */
+	/* heap scratch kept between launches (owned); a launch that finds it taken (busy, set
+	 * atomically) allocates its own */
+	void *scratch;
+	int64_t scratch_n;
+	int scratch_busy;
 } cpu_dev;
 
 /* The CPU's dialect of the C-family renderer, with its prelude (dialect.c). */

@@ -56,8 +56,8 @@ eng_status eng_choice_apply(eng_kernel_ir *ir, const eng_node *const *roots, int
 		opts[0] = 0;
 	ir->tiledim[0] = ir->tiledim[1] = -1;
 	ir->tile[0] = ir->tile[1] = 1;
-	ir->kblock = ir->kfull = ir->mblock = 0;
-	ir->pack.node = NULL;
+	ir->kblock = ir->kfull = ir->mblock = ir->mrows = 0;
+	ir->pack.node = ir->rpack.node = NULL;
 	uint32_t D = 0;
 	for (int p = 0; p < ir->nphases; p++)
 		D |= ir->phases[p].dims;

@@ -76,13 +76,18 @@ typedef struct eng_kernel_buf {
 typedef struct eng_kstore {
 	int buf;
 	eng_uop *value;
+	eng_uop *cond; /* stored only where true (a block's overhanging rows); NULL: always */
 } eng_kstore;
 
-/* S_PACK: copy the packed operand's panel (ir->pack) into the kernel's local buffer. */
-typedef enum eng_stmt_kind { S_LOOP, S_END, S_DEF, S_ACC_INIT, S_ACC_UPD, S_STORE, S_PACK } eng_stmt_kind;
+/* S_PACK: copy the packed operand's panel (ir->pack) into the kernel's local buffer; S_RPACK:
+ * copy the narrow operand's block (ir->rpack) into the launch's scratch; S_PREFETCH: prefetch
+ * the output tile a blocked reduction's partial sums are added to. */
+typedef enum eng_stmt_kind { S_LOOP, S_END, S_DEF, S_ACC_INIT, S_ACC_UPD, S_STORE, S_PACK, S_RPACK, S_PREFETCH } eng_stmt_kind;
 
-/* The pseudo-buffer index of loads from a packed panel (bufs[ENG_PACK_BUF] describes it). */
+/* The pseudo-buffer indices of loads from a packed panel (bufs[ENG_PACK_BUF] describes it) and
+ * from the narrow operand's packed block (bufs[ENG_RPACK_BUF]). */
 #define ENG_PACK_BUF ENG_MAX_KERNEL_BUFS
+#define ENG_RPACK_BUF (ENG_MAX_KERNEL_BUFS + 1)
 
 /* An operand of a sum of products read with a stride along the wide tile (plan.c's plan_blocks,
  * plan_packed): for each block of the reduction and wide tile, its panel (the reduction loops'
@@ -101,6 +106,20 @@ typedef struct eng_pack {
 	int64_t rows, cols, cstride;
 } eng_pack;
 
+/* The narrow tile's operand of a blocked matmul-shaped sum (plan_blocks on a CPU): for each
+ * block of the reduction and each block of rows (the parallel loop's iteration p), its rows x
+ * kc block is copied into the launch's scratch at p * tiles * rows_t * kc elements, tile by
+ * tile, so that the tile's rows at one reduction step are adjacent: element (row, k) of the
+ * block, row = t * rows_t + r, is buf[base + row * rstride + k * kstride], stored at
+ * (t * kc + k) * rows_t + r; rows past `rows` (a last tile that overhangs the block) are zero. */
+typedef struct eng_rpack {
+	const eng_node *node; /* planned: the operand (NULL: none) */
+	int buf;              /* its buffer, -1 until lowered */
+	eng_dtype dtype;
+	eng_uop *base, *slot; /* the block's start in buf; the parallel iteration p */
+	int64_t tiles, rows_t, rows, kc, rstride, kstride;
+} eng_rpack;
+
 typedef struct eng_stmt {
 	uint8_t kind;
 	bool parallel; /* S_LOOP: iterate [start, end) given at launch */
@@ -116,13 +135,14 @@ typedef struct eng_stmt {
 	int acc;       /* S_ACC_INIT, S_ACC_UPD: phase */
 	int buf;       /* S_STORE */
 	eng_uop *u;    /* S_DEF: the value; S_ACC_UPD, S_STORE: the value stored; S_PACK: base */
-	eng_uop *idx;  /* S_STORE: element index */
+	eng_uop *idx;  /* S_STORE: element index; S_RPACK: the slot (parallel iteration) */
+	eng_uop *cond; /* S_STORE: stored only where true (NULL: always); S_PREFETCH: when */
 } eng_stmt;
 
 typedef struct eng_kernel_ir {
 	eng_uops *uops;
 	int nbufs;
-	eng_kernel_buf bufs[ENG_MAX_KERNEL_BUFS + 1]; /* the last: ENG_PACK_BUF */
+	eng_kernel_buf bufs[ENG_MAX_KERNEL_BUFS + 2]; /* the last two: ENG_PACK_BUF, ENG_RPACK_BUF */
 	int ndim;
 	int64_t shape[ENG_MAX_DIMS]; /* output shape shared by all stores */
 	int nloops;
@@ -140,6 +160,10 @@ typedef struct eng_kernel_ir {
 	int64_t kblock, kfull;
 	int64_t mblock;
 	int kbvar, mivar;
+	/* > 0: blocks of mrows rows of the narrow tile's dim, each of mblock tiles of which the
+	 * last may overhang it (mblock * tile >= mrows): rows past the block are computed from the
+	 * zero rows of its packed block (rpack) and not stored. 0: mblock * tile rows a block */
+	int64_t mrows;
 	/* split (plan_split): the innermost axis, read as i / vsplit by some operand, looped as
 	 * (i / vsplit, i % vsplit), the inner part unrolled and the outer one vectorized; an
 	 * output axis (vsplit_dim, through the narrow tile) or a reduction's innermost axis of
@@ -147,6 +171,8 @@ typedef struct eng_kernel_ir {
 	int64_t vsplit, vsplit_n;
 	int vsplit_dim;
 	eng_pack pack;
+	eng_rpack rpack;
+	int64_t scratch; /* bytes of the launch's scratch the kernel uses (rpack), 0 if none */
 	int nstmts, capstmts;
 	eng_stmt *stmts;
 	int64_t nparallel; /* iterations of the parallel loop (1 if none) */

@@ -58,7 +58,19 @@ void eng_kernel_ir_dump(const eng_kernel_ir *ir, void *fp)
 			fprintf(f, "ACC_UPD acc%d <- x%u\n", s->acc, s->u->id);
 			break;
 		case S_STORE:
-			fprintf(f, "STORE buf%d[x%u] <- x%u\n", s->buf, s->idx->id, s->u->id);
+			fprintf(f, "STORE buf%d[x%u] <- x%u", s->buf, s->idx->id, s->u->id);
+			if (s->cond)
+				fprintf(f, " if x%u", s->cond->id);
+			fprintf(f, "\n");
+			break;
+		case S_RPACK:
+			fprintf(f, "RPACK slot x%u: buf%d[x%u + %lld row + %lld k] row < %lld (tiles %lld x %lld), k < %lld\n",
+				s->idx->id, ir->rpack.buf, s->u->id, (long long)ir->rpack.rstride,
+				(long long)ir->rpack.kstride, (long long)ir->rpack.rows, (long long)ir->rpack.tiles,
+				(long long)ir->rpack.rows_t, (long long)ir->rpack.kc);
+			break;
+		case S_PREFETCH:
+			fprintf(f, "PREFETCH buf%d[x%u] tile if x%u\n", s->buf, s->idx->id, s->cond->id);
 			break;
 		case S_PACK:
 			fprintf(f, "PACK buf%d[x%u", ir->pack.buf, s->u->id);

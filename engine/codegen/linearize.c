@@ -23,7 +23,7 @@ typedef struct lin {
 	int next_inst;
 	int dbody; /* block depth of the innermost loop phases depend on */
 	int acc_at[ENG_MAX_PHASES]; /* block depth where each phase's accumulator is declared */
-	bool packed; /* S_PACK emitted */
+	bool packed, rpacked; /* S_PACK, S_RPACK emitted */
 	uint8_t *open; /* open[inst] */
 	int capopen;
 	eng_status st;
@@ -128,17 +128,40 @@ static void need(lin *l, eng_uop *x);
  * where every loop the start depends on is open, so it is copied as few times as it can be. */
 static void pack(lin *l)
 {
-	if (l->ir->pack.buf < 0 || l->packed)
-		return;
+	const eng_kernel_ir *ir = l->ir;
 	uint64_t open = 0;
 	for (int b = 1; b < l->nblocks; b++)
 		if (l->blocks[b].var >= 0)
 			open |= 1ull << l->blocks[b].var;
-	if (l->ir->pack.base->deps & ~open)
-		return;
-	need(l, l->ir->pack.base);
-	emit(l, (eng_stmt){.kind = S_PACK, .u = l->ir->pack.base});
-	l->packed = true;
+	if (ir->pack.buf >= 0 && !l->packed && !(ir->pack.base->deps & ~open)) {
+		need(l, ir->pack.base);
+		emit(l, (eng_stmt){.kind = S_PACK, .u = ir->pack.base});
+		l->packed = true;
+	}
+	if (ir->rpack.buf >= 0 && !l->rpacked && !((ir->rpack.base->deps | ir->rpack.slot->deps) & ~open)) {
+		need(l, ir->rpack.base);
+		emit(l, (eng_stmt){.kind = S_RPACK, .u = ir->rpack.base, .idx = ir->rpack.slot});
+		l->rpacked = true;
+	}
+}
+
+/* The output element's row-major offset, from the loops over its dims (without the tile loops:
+ * the tile's first element). */
+static eng_uop *out_index(const eng_kernel_ir *ir, bool tiles)
+{
+	eng_uops *u = ir->uops;
+	int64_t st[ENG_MAX_DIMS];
+	eng_contiguous_strides(ir->ndim, ir->shape, st);
+	eng_uop *idx = u_int_const(u, 0);
+	for (int d = 0; d < ir->ndim; d++) {
+		eng_uop *x = u_int_const(u, 0);
+		for (int v = 0; v < ir->nloops; v++)
+			if (ir->loops[v].dim == d &&
+			    (ir->loops[v].kind == L_OUTER || (tiles && ir->loops[v].kind == L_TILE)))
+				x = u_add(u, x, u_mul_const(u, u_var(u, v, ir->loops[v].n), ir->loops[v].mul));
+		idx = u_add(u, idx, u_mul_const(u, x, st[d]));
+	}
+	return idx;
 }
 
 static bool trivial(const eng_uop *x) { return x->kind == U_CONST || x->kind == U_VAR || x->kind == U_ACC; }
@@ -214,6 +237,15 @@ static void emit_phase(lin *l, int p, int q, uint32_t group, const int *tiles, i
 	for (int k = p; k < q; k++) {
 		l->acc_at[k] = l->nblocks - 1;
 		emit(l, (eng_stmt){.kind = S_ACC_INIT, .acc = k});
+	}
+	if (ir->rpack.buf >= 0 && ir->kbvar >= 0 && ir->nstores == 1) {
+		/* the output tile the block's partial sums will be added to, fetched while it runs */
+		eng_uops *u = ir->uops;
+		eng_uop *at = out_index(ir, false);
+		eng_uop *cond = u_lt(u, u_int_const(u, 0), u_var(u, ir->kbvar, ir->loops[ir->kbvar].n));
+		need(l, at);
+		need(l, cond);
+		emit(l, (eng_stmt){.kind = S_PREFETCH, .buf = ir->stores[0].buf, .idx = at, .cond = cond});
 	}
 	int simd_k = ph->nred - 1 - (ph->nred > 1 && ir->loops[ph->red[ph->nred - 1]].unroll);
 	for (int k = 0; k < ph->nred; k++)
@@ -401,8 +433,11 @@ eng_status eng_linearize(eng_kernel_ir *ir, const eng_target *t, char *err, size
 			loop(l, dl[i], par_in_d && i == 0, false, 0);
 	}
 	pack(l);
-	if (ir->pack.buf >= 0 && !l->packed)
+	if ((ir->pack.buf >= 0 && !l->packed) || (ir->rpack.buf >= 0 && !l->rpacked))
 		lfail(l, ENG_ESTATE, "internal: a packed panel's start depends on a loop inside the reduction");
+	/* the narrow operand's blocks are kept per parallel iteration: it must be their loop's */
+	if (ir->rpack.buf >= 0 && (!par_in_d || pi < 0 || nmerge || ir->split > 1 || dl[0] != ir->rpack.slot->arg.var))
+		lfail(l, ENG_ESTATE, "internal: a packed block of rows outside the parallel loop of its blocks");
 	l->dbody = l->nblocks - 1;
 	for (int p = 0; p < ir->nphases; p++)
 		l->acc_at[p] = l->dbody;
@@ -429,27 +464,18 @@ eng_status eng_linearize(eng_kernel_ir *ir, const eng_target *t, char *err, size
 		}
 	for (int k = 0; k < nt; k++)
 		loop(l, tiles[k], false, true, 0);
-	/* store index: row-major offset of the output element */
-	int64_t st[ENG_MAX_DIMS];
-	eng_contiguous_strides(ir->ndim, ir->shape, st);
-	eng_uop *idx = u_int_const(u, 0);
-	for (int d = 0; d < ir->ndim; d++) {
-		eng_uop *x = u_int_const(u, 0);
-		for (int v = 0; v < ir->nloops; v++) {
-			if (ir->loops[v].dim != d)
-				continue;
-			if (ir->loops[v].kind == L_OUTER || ir->loops[v].kind == L_TILE)
-				x = u_add(u, x, u_mul_const(u, u_var(u, v, ir->loops[v].n), ir->loops[v].mul));
-		}
-		idx = u_add(u, idx, u_mul_const(u, x, st[d]));
-	}
+	eng_uop *idx = out_index(ir, true);
 	/* every value first, then the stores: an in-place store must not run before another
 	 * value of the same element has read the old contents */
 	need(l, idx);
-	for (int s = 0; s < ir->nstores && !l->st; s++)
+	for (int s = 0; s < ir->nstores && !l->st; s++) {
 		need(l, ir->stores[s].value);
+		if (ir->stores[s].cond)
+			need(l, ir->stores[s].cond);
+	}
 	for (int s = 0; s < ir->nstores && !l->st; s++)
-		emit(l, (eng_stmt){.kind = S_STORE, .buf = ir->stores[s].buf, .u = ir->stores[s].value, .idx = idx});
+		emit(l, (eng_stmt){.kind = S_STORE, .buf = ir->stores[s].buf, .u = ir->stores[s].value, .idx = idx,
+				   .cond = ir->stores[s].cond});
 	while (l->nblocks > 1 && !l->st)
 		end(l);
 	close_block(l);

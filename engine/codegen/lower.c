@@ -44,6 +44,8 @@ typedef struct lctx {
 	eng_uop *outidx[ENG_MAX_DIMS]; /* output index expression per dim */
 	int cur_red[ENG_MAX_DIMS]; /* loop vars of the reduction whose value is being lowered */
 	int ncur_red;
+	int blockvar;   /* the narrow tile's dim's outer loop, when in blocks of rows (-1: none) */
+	eng_uop *rowok; /* a row of a block that overhangs its rows is one of them (NULL: all are) */
 } lctx;
 
 static eng_status fail(lctx *c, eng_status s, const char *msg)
@@ -570,6 +572,47 @@ static eng_uop *pack_load(lctx *c, int slot, const eng_node *n, eng_uop *idx)
 	return u_load(u, ENG_PACK_BUF, n->dtype, u_add(u, u_mul_const(u, at, ir->tile[0]), w), NULL);
 }
 
+/* The load of a blocked matmul's narrow operand planned for packing (eng_rpack) at idx: from its
+ * packed block in scratch, if idx is linear in the narrow tile's row, its tile in the block and
+ * the one reduction loop, and the block's start depends on none of them nor on the wide tile
+ * (else NULL: a plain load). */
+static eng_uop *rpack_load(lctx *c, int slot, const eng_node *n, eng_uop *idx)
+{
+	eng_kernel_ir *ir = c->ir;
+	eng_uops *u = ir->uops;
+	int64_t cr, cm, ck;
+	if (c->ncur_red != 1 || ir->tiledim[1] < 0 || ir->mivar < 0 || c->blockvar < 0)
+		return NULL;
+	int rv = ir->tilevar[1], mv = ir->mivar, kv = c->cur_red[0];
+	int64_t rt = ir->tile[1], tiles = ir->loops[mv].n, kc = ir->loops[kv].n;
+	if (!u_linear_in_var(idx, rv, &cr) || !u_linear_in_var(idx, mv, &cm) || !u_linear_in_var(idx, kv, &ck) ||
+	    cm != cr * rt)
+		return NULL;
+	eng_uop *r = u_var(u, rv, rt), *m = u_var(u, mv, tiles), *k = u_var(u, kv, kc);
+	eng_uop *base = u_add(u, idx, u_mul_const(u, r, -cr));
+	base = u_add(u, u_add(u, base, u_mul_const(u, m, -cm)), u_mul_const(u, k, -ck));
+	uint64_t inner = (1ull << rv) | (1ull << mv) | (1ull << kv);
+	if (ir->tiledim[0] >= 0)
+		inner |= 1ull << ir->tilevar[0];
+	if ((base->deps & inner) || (ir->rpack.buf >= 0 && (ir->rpack.buf != slot || ir->rpack.base != base)))
+		return NULL;
+	int64_t per = tiles * rt * kc;
+	ir->rpack.buf = slot;
+	ir->rpack.dtype = n->dtype;
+	ir->rpack.base = base;
+	ir->rpack.slot = u_var(u, c->blockvar, ir->loops[c->blockvar].n);
+	ir->rpack.tiles = tiles;
+	ir->rpack.rows_t = rt;
+	ir->rpack.rows = ir->mrows > 0 ? ir->mrows : tiles * rt;
+	ir->rpack.kc = kc;
+	ir->rpack.rstride = cr;
+	ir->rpack.kstride = ck;
+	ir->bufs[ENG_RPACK_BUF] = (eng_kernel_buf){.dtype = n->dtype, .numel = per};
+	ir->scratch = ir->loops[c->blockvar].n * per * (int64_t)eng_dtype_size(n->dtype);
+	eng_uop *at = u_add(u, u_mul_const(u, u_add(u, u_mul_const(u, m, kc), k), rt), r);
+	return u_load(u, ENG_RPACK_BUF, n->dtype, at, NULL);
+}
+
 static eng_uop *lower_node(lctx *c, const eng_node *n, eng_uop *const *idx, eng_uop *valid, bool as_root)
 {
 	eng_kernel_ir *ir = c->ir;
@@ -580,6 +623,8 @@ static eng_uop *lower_node(lctx *c, const eng_node *n, eng_uop *const *idx, eng_
 		eng_uop *at = flat_index(u, n->ndim, n->shape, idx), *p = NULL;
 		if (n == ir->pack.node && u_is_true(valid))
 			p = pack_load(c, slot, n, at);
+		if (n == ir->rpack.node && u_is_true(valid))
+			p = rpack_load(c, slot, n, at);
 		return p ? p : u_load(u, slot, n->dtype, at, valid);
 	}
 	eng_uop *a[3] = {0};
@@ -706,6 +751,8 @@ static eng_status lower_all(lctx *c)
 	ir->ndim = r0->ndim;
 	memcpy(ir->shape, r0->shape, sizeof(ir->shape));
 	ir->nloops = 0;
+	c->blockvar = -1;
+	c->rowok = NULL;
 	c->tiled = ir->tile[0] > 1 || ir->tile[1] > 1;
 	for (int d = 0; d < r0->ndim; d++) {
 		int64_t n = r0->shape[d];
@@ -713,16 +760,19 @@ static eng_status lower_all(lctx *c)
 		for (int k = 0; k < 2; k++)
 			if (ir->tiledim[k] == d)
 				t = ir->tile[k];
-		/* the narrow tile's dim in blocks of mblock tiles (plan_blocks): an inner loop over them */
+		/* the narrow tile's dim in blocks of mblock tiles (plan_blocks): an inner loop over them;
+		 * blocks of mrows rows when the last tile overhangs a block */
 		int64_t mb = ir->mblock > 1 && ir->tiledim[1] == d ? ir->mblock : 1;
+		int64_t blk = mb > 1 && ir->mrows > 0 ? ir->mrows : t * mb;
 		int v = ir->nloops++;
-		ir->loops[v] = (eng_loop){.n = n / t / mb, .mul = t * mb, .kind = L_OUTER, .dim = (int8_t)d};
-		eng_uop *x = u_mul_const(u, u_var(u, v, n / t / mb), mb);
+		ir->loops[v] = (eng_loop){.n = n / blk, .mul = blk, .kind = L_OUTER, .dim = (int8_t)d};
+		eng_uop *x = u_mul_const(u, u_var(u, v, n / blk), blk), *in = u_int_const(u, 0);
 		if (mb > 1) {
 			int mv = ir->nloops++;
 			ir->loops[mv] = (eng_loop){.n = mb, .mul = t, .kind = L_OUTER, .dim = (int8_t)d};
 			ir->mivar = mv;
-			x = u_add(u, x, u_var(u, mv, mb));
+			c->blockvar = v;
+			in = u_mul_const(u, u_var(u, mv, mb), t);
 		}
 		if (t > 1) {
 			int tv = ir->nloops++;
@@ -731,9 +781,11 @@ static eng_status lower_all(lctx *c)
 			for (int k = 0; k < 2; k++)
 				if (ir->tiledim[k] == d)
 					ir->tilevar[k] = tv;
-			x = u_add(u, u_mul_const(u, x, t), u_var(u, tv, t));
+			in = u_add(u, in, u_var(u, tv, t));
 		}
-		c->outidx[d] = x;
+		if (blk != t * mb)
+			c->rowok = u_lt(u, in, u_int_const(u, blk));
+		c->outidx[d] = u_add(u, x, in);
 	}
 	for (int i = 0; i < c->nroots; i++) {
 		const eng_node *r = c->roots[i];
@@ -750,10 +802,11 @@ static eng_status lower_all(lctx *c)
 			/* blocked reduction: each block adds the sum the blocks before it stored */
 			eng_uop *kb = u_var(u, ir->kbvar, ir->loops[ir->kbvar].n);
 			eng_uop *at = flat_index(u, r->ndim, r->shape, c->outidx);
-			eng_uop *prev = u_load(u, slot, r->dtype, at, u_lt(u, u_int_const(u, 0), kb));
+			eng_uop *later = u_lt(u, u_int_const(u, 0), kb);
+			eng_uop *prev = u_load(u, slot, r->dtype, at, c->rowok ? u_and(u, later, c->rowok) : later);
 			v = u_alu(u, ENG_OP_ADD, r->dtype, v, prev, NULL);
 		}
-		ir->stores[ir->nstores++] = (eng_kstore){.buf = slot, .value = v};
+		ir->stores[ir->nstores++] = (eng_kstore){.buf = slot, .value = v, .cond = c->rowok};
 	}
 	/* in place: values may read an assign's target only at the element being written */
 	eng_uop *at = flat_index(u, c->roots[0]->ndim, c->roots[0]->shape, c->outidx);
@@ -911,6 +964,8 @@ eng_status eng_lower(const eng_node *const *roots, int nroots, const eng_lower_o
 	ir->vsplit = ir->vsplit_n = 0;
 	ir->vsplit_dim = -1;
 	ir->pack = (eng_pack){.buf = -1};
+	ir->rpack = (eng_rpack){.buf = -1};
+	ir->mrows = ir->scratch = 0;
 	ir->opts[0] = 0;
 	reset_ir(ir);
 	eng_status s = ir->uops ? lower_all(c) : ENG_ENOMEM;
@@ -956,7 +1011,8 @@ eng_status eng_lower(const eng_node *const *roots, int nroots, const eng_lower_o
 			c->memo_cap = c->memo_n = 0;
 			ir->tile[0] = t0, ir->tile[1] = t1, ir->tiledim[0] = d0, ir->tiledim[1] = d1;
 			ir->kbvar = ir->mivar = -1;
-			ir->pack.buf = -1;
+			ir->pack.buf = ir->rpack.buf = -1;
+			ir->scratch = 0;
 			c->st = ENG_OK;
 			s = ir->uops ? lower_all(c) : ENG_ENOMEM;
 			if (s)

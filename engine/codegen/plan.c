@@ -200,14 +200,24 @@ static int phase_loads(eng_uop *x, eng_uop **out, int n, int max, int depth)
 
 /* The operand of a blocked phase to pack: the one load that moves along the wide tile's dim
  * and the reduction but not the narrow tile's rows (a matmul's right side); NULL if none. */
+/* The loads of ph's value (at most 8: *n, more if there are more) and the output loops of the
+ * wide and narrow tiles' dims (*wv, *nv; -1 if none), on the first, untiled lowering. */
+static void tile_loads(const eng_kernel_ir *ir, const eng_phase *ph, eng_uop **ld, int *n, int *wv, int *nv)
+{
+	*wv = *nv = -1;
+	for (int v = 0; v < ir->nloops; v++)
+		if (ir->loops[v].kind == L_OUTER) {
+			*wv = ir->loops[v].dim == ir->tiledim[0] ? v : *wv;
+			*nv = ir->loops[v].dim == ir->tiledim[1] ? v : *nv;
+		}
+	*n = phase_loads(ph->value, ld, 0, 8, 0);
+}
+
 static const eng_node *pack_operand(const eng_kernel_ir *ir, const eng_phase *ph)
 {
-	int wv = -1, nv = -1;
-	for (int v = 0; v < ir->nloops; v++)
-		if (ir->loops[v].kind == L_OUTER)
-			wv = ir->loops[v].dim == ir->tiledim[0] ? v : wv, nv = ir->loops[v].dim == ir->tiledim[1] ? v : nv;
+	int wv, nv, n;
 	eng_uop *ld[8];
-	int n = phase_loads(ph->value, ld, 0, 8, 0);
+	tile_loads(ir, ph, ld, &n, &wv, &nv);
 	const eng_node *found = NULL;
 	for (int i = 0; i < n && i < 8 && wv >= 0 && nv >= 0; i++) {
 		uint64_t d = ld[i]->src[0]->deps;
@@ -219,6 +229,27 @@ static const eng_node *pack_operand(const eng_kernel_ir *ir, const eng_phase *ph
 		}
 	}
 	return n <= 8 ? found : NULL;
+}
+
+/* The operand of a sum of products that the narrow tile's rows read (its loads are the only ones
+ * that move with them, all at one index, moving along the one reduction and not along the wide
+ * tile's dim; unguarded), else NULL. */
+static const eng_node *row_operand(const eng_kernel_ir *ir, const eng_phase *ph)
+{
+	int wv, nv, n;
+	eng_uop *ld[8];
+	tile_loads(ir, ph, ld, &n, &wv, &nv);
+	const eng_uop *found = NULL;
+	for (int i = 0; i < n && i < 8 && wv >= 0 && nv >= 0 && ph->nred == 1; i++) {
+		uint64_t d = ld[i]->src[0]->deps;
+		if (!((d >> nv) & 1))
+			continue;
+		if ((found && found != ld[i]) || ((d >> wv) & 1) || !((d >> ph->red[0]) & 1) ||
+		    (ld[i]->nsrc > 1 && ld[i]->src[1]))
+			return NULL;
+		found = ld[i];
+	}
+	return n <= 8 && found ? ir->bufs[found->arg.buf].node : NULL;
 }
 
 /* For a sum of products whose operands are both read along the reduction (x @ w.T, a linear
@@ -418,6 +449,44 @@ bool eng_plan_packed(eng_kernel_ir *ir, const eng_node *const *roots, int nroots
 	return true;
 }
 
+/* The narrow tile's rows of a packed, blocked matmul on a CPU: 12 (24 accumulators of the 32-wide
+ * tile's two vectors, in 32 AVX-512 registers with the two panel vectors and a broadcast; 8 rows
+ * keep 16 and leave the FMA ports idle part of the time), their operand packed per block of rows
+ * (eng_rpack) so that a tile's rows at one reduction step are adjacent. */
+#define RPACK_ROWS 12
+
+/* Pack the narrow operand of a blocked, packed matmul (plan_blocks) in tiles of RPACK_ROWS rows
+ * (eng_rpack), in blocks of rows whose packed block fits half of L2 and still gives every thread
+ * one: the most rows dividing the dim, or the most that are a multiple of the tile if at least
+ * half as many (else the last tile of each block overhangs it: mrows). Only where the blocks
+ * are the kernel's parallel loop (no output dim before theirs but of size one) and nothing
+ * else reads per row. Measured against 8-row tiles, unpacked rows and blocks in a quarter of L2
+ * (paired with OpenBLAS call by call, the Xeon): 1.18x -> 1.03x of OpenBLAS's time at 2048,
+ * 1.26x -> 1.08x at 4096; blocks in a quarter of L2 were 1.08x and 1.10x. */
+static void plan_row_pack(eng_kernel_ir *ir, const eng_phase *ph, const eng_target *t)
+{
+	int nd = ir->tiledim[1];
+	int64_t n = ir->shape[nd], kc = ir->kblock, es = eng_dtype_size(ph->dtype);
+	for (int d = 0; d < nd; d++)
+		if (ir->shape[d] != 1)
+			return;
+	const eng_node *rp = row_operand(ir, ph);
+	int64_t most = 0, exact = 0;
+	for (int64_t b = t->l2 / 2 / (kc * es); rp && b >= RPACK_ROWS && !exact; b--)
+		if (n % b == 0 && n / b >= t->par) {
+			most = most ? most : b;
+			exact = b % RPACK_ROWS == 0 ? b : 0;
+		}
+	int64_t rows = exact >= most / 2 ? exact : most;
+	int64_t tiles = (rows + RPACK_ROWS - 1) / RPACK_ROWS;
+	if (!rp || tiles < 2)
+		return;
+	ir->tile[1] = RPACK_ROWS;
+	ir->mblock = tiles;
+	ir->mrows = tiles * RPACK_ROWS == rows ? 0 : rows;
+	ir->rpack.node = rp;
+}
+
 /* Cache blocking of a tiled sum of one reduction stored as it is (a matmul, batched matmul, a
  * linear layer or a convolution as they lower), when one tile row's operands over the whole
  * reduction (its narrow tile's rows and all the wide dim's) overflow half of L2, or when the
@@ -432,8 +501,8 @@ bool eng_plan_packed(eng_kernel_ir *ir, const eng_node *const *roots, int nroots
 void eng_plan_blocks(eng_kernel_ir *ir, const eng_node *const *roots, int nroots, const eng_target *t, char *opts,
 			size_t len)
 {
-	ir->kblock = ir->kfull = ir->mblock = 0;
-	ir->pack.node = NULL;
+	ir->kblock = ir->kfull = ir->mblock = ir->mrows = 0;
+	ir->pack.node = ir->rpack.node = NULL;
 	if (!eng_plan_blockable(ir, roots, nroots, t) || ir->phases[0].nred != 1 ||
 	    (ir->tiledim[0] >= 0 && ir->tiledim[1] < 0))
 		return;
@@ -472,9 +541,12 @@ void eng_plan_blocks(eng_kernel_ir *ir, const eng_node *const *roots, int nroots
 	ir->kfull = k;
 	ir->mblock = mb;
 	ir->pack.node = pk;
-	snprintf(opts, len, "UPCAST dim %d by %lld, UPCAST dim %d by %lld, BLOCK reduce by %lld, dim %d by %lld%s",
-		 ir->tiledim[0], (long long)ir->tile[0], ir->tiledim[1], (long long)narrow, (long long)kc, ir->tiledim[1],
-		 (long long)(mb * narrow), pk ? ", PACK" : "");
+	if (pk && !strided)
+		plan_row_pack(ir, ph, t);
+	snprintf(opts, len, "UPCAST dim %d by %lld, UPCAST dim %d by %lld, BLOCK reduce by %lld, dim %d by %lld%s%s",
+		 ir->tiledim[0], (long long)ir->tile[0], ir->tiledim[1], (long long)ir->tile[1], (long long)kc,
+		 ir->tiledim[1], (long long)(ir->mrows ? ir->mrows : ir->mblock * ir->tile[1]), pk ? ", PACK" : "",
+		 ir->rpack.node ? ", RPACK" : "");
 }
 
 /* A division of loop variable var (an index divided by a constant c of 2..8 that moves with

@@ -323,6 +323,8 @@ static void render_load(const rk *r, const eng_uop *x)
 			eng_strbuf_puts(b, "(float)");
 		if (x->arg.buf == ENG_PACK_BUF)
 			eng_strbuf_puts(b, "pk[");
+		else if (x->arg.buf == ENG_RPACK_BUF)
+			eng_strbuf_puts(b, "pa[");
 		else
 			eng_strbuf_printf(b, "b%d[", x->arg.buf);
 		ref(r, x->src[0]);
@@ -819,6 +821,53 @@ static void render_pack(const rk *r, const eng_stmt *s, int depth)
 	eng_strbuf_puts(r->b, "}\n");
 }
 
+/* The narrow operand's block (eng_rpack) copied into the launch's scratch (the pointer after the
+ * buffers) at its parallel iteration's slot, as pa: tile by tile, a tile's rows adjacent at each
+ * reduction step, rows past the block zero. */
+static void render_rpack(const rk *r, const eng_stmt *s, int depth)
+{
+	const eng_rpack *p = &r->ir->rpack;
+	const char *ct = ctype(r, p->dtype);
+	long long per = p->tiles * p->rows_t * p->kc, rt = p->rows_t, kc = p->kc;
+	indent(r->b, depth);
+	eng_strbuf_printf(r->b, "%s *restrict pa = (%s *)bufs[%d] + ", ct, ct, r->ir->nbufs);
+	ref(r, s->idx);
+	eng_strbuf_printf(r->b, "*INT64_C(%lld);\n", per);
+	indent(r->b, depth);
+	eng_strbuf_printf(r->b, "for (int64_t i_ = 0; i_ < %lld; i_++) {\n", (long long)(p->tiles * p->rows_t));
+	indent(r->b, depth + 1);
+	eng_strbuf_printf(r->b, "%s *restrict q_ = pa + (i_/%lld)*%lld + i_%%%lld;\n", ct, rt, kc * rt, rt);
+	indent(r->b, depth + 1);
+	eng_strbuf_printf(r->b, "if (i_ >= %lld) { for (int64_t k_ = 0; k_ < %lld; k_++) q_[k_*%lld] = 0; continue; }\n",
+			  (long long)p->rows, kc, rt);
+	indent(r->b, depth + 1);
+	eng_strbuf_puts(r->b, "const int64_t o_ = ");
+	ref(r, s->u);
+	eng_strbuf_printf(r->b, "+i_*INT64_C(%lld);\n", (long long)p->rstride);
+	indent(r->b, depth + 1);
+	eng_strbuf_printf(r->b, "for (int64_t k_ = 0; k_ < %lld; k_++) q_[k_*%lld] = b%d[o_+k_*INT64_C(%lld)];\n", kc, rt,
+			  p->buf, (long long)p->kstride);
+	indent(r->b, depth);
+	eng_strbuf_puts(r->b, "}\n");
+}
+
+/* A blocked reduction's output tile (rows of the narrow tile, cache lines of the wide one) asked
+ * into the cache before the block's sum, which adds it after. */
+static void render_prefetch(const rk *r, const eng_stmt *s, int depth)
+{
+	const eng_kernel_ir *ir = r->ir;
+	int64_t st[ENG_MAX_DIMS];
+	eng_contiguous_strides(ir->ndim, ir->shape, st);
+	long long line = 64 / eng_dtype_size(ir->bufs[s->buf].dtype);
+	indent(r->b, depth);
+	eng_strbuf_puts(r->b, "if (");
+	ref(r, s->cond);
+	eng_strbuf_printf(r->b, ") for (int64_t r_ = 0; r_ < %lld; r_++) for (int64_t j_ = 0; j_ < %lld; j_ += %lld) "
+			  "__builtin_prefetch(&b%d[", (long long)ir->tile[1], (long long)ir->tile[0], line, s->buf);
+	ref(r, s->idx);
+	eng_strbuf_printf(r->b, "+r_*INT64_C(%lld)+j_], 1);\n", (long long)st[ir->tiledim[1]]);
+}
+
 static void render_def(const rk *r, const eng_uop *x)
 {
 	eng_strbuf_puts(r->b, "const ");
@@ -972,12 +1021,23 @@ static void render_stmts(rk *r, int depth)
 		case S_PACK:
 			render_pack(r, s, depth);
 			break;
+		case S_RPACK:
+			render_rpack(r, s, depth);
+			break;
+		case S_PREFETCH:
+			render_prefetch(r, s, depth);
+			break;
 		case S_STORE:
 			if (r->split_mode == SPLIT_PART)
 				break;
 			indent(r->b, depth);
 			if (r->one_group && r->strided_at < 0)
 				eng_strbuf_puts(r->b, "if (lid_ == 0) "); /* one thread stores; all computed alike */
+			if (s->cond) {
+				eng_strbuf_puts(r->b, "if (");
+				ref(r, s->cond);
+				eng_strbuf_puts(r->b, ") ");
+			}
 			render_store(r, s);
 			break;
 		}
@@ -1090,9 +1150,14 @@ eng_status eng_render_cstyle(const bk_target *t, const eng_kernel_ir *ir, const 
 	r.lanes = eng_render_vector_lanes(ir, t->vector_width);
 	if (ir->split > 1)
 		return render_split(&r, name);
+	/* a packed block of rows lives in the launch's scratch: the C form's, after the buffers */
+	if (ir->scratch > 0 && (d->buf_qual || r.lanes || r.one_group))
+		return ENG_EINVAL;
 	render_head(&r, name);
 	render_group_decls(&r);
 	render_stmts(&r, 1);
 	eng_strbuf_puts(b, "}\n");
+	if (ir->scratch > 0)
+		eng_strbuf_printf(b, "const int64_t %s_scratch = %lld;\n", name, (long long)ir->scratch);
 	return b->failed ? ENG_ENOMEM : ENG_OK;
 }
