@@ -456,13 +456,15 @@ bool eng_plan_packed(eng_kernel_ir *ir, const eng_node *const *roots, int nroots
 #define RPACK_ROWS 12
 
 /* Pack the narrow operand of a blocked, packed matmul (plan_blocks) in tiles of RPACK_ROWS rows
- * (eng_rpack), in blocks of rows whose packed block fits half of L2 and still gives every thread
- * one: the most rows dividing the dim, or the most that are a multiple of the tile if at least
- * half as many (else the last tile of each block overhangs it: mrows). Only where the blocks
- * are the kernel's parallel loop (no output dim before theirs but of size one) and nothing
- * else reads per row. Measured against 8-row tiles, unpacked rows and blocks in a quarter of L2
- * (paired with OpenBLAS call by call, the Xeon): 1.18x -> 1.03x of OpenBLAS's time at 2048,
- * 1.26x -> 1.08x at 4096; blocks in a quarter of L2 were 1.08x and 1.10x. */
+ * (eng_rpack), in blocks of as many rows as leave every thread one, up to a packed block of twice
+ * L2 (each wide panel, packed once per block of rows, then serves more rows; the block's tiles
+ * stream through L2): the most rows dividing the dim, or the most that are a multiple of the tile
+ * if at least half as many (else the last tile of each block overhangs it: mrows). Only where
+ * the blocks are the kernel's parallel loop (no output dim before theirs but of size one) and
+ * nothing else reads per row. Measured paired with OpenBLAS call by call on the Xeon: 8-row
+ * tiles read in place took 1.18x OpenBLAS's time at 2048 and 1.26x at 4096; packed 12-row tiles
+ * in blocks of a quarter of L2 1.08x and 1.10x, of half of L2 1.03-1.08x and 1.08x, of twice L2
+ * 1.06x (2048, against 1.08x for half in the same run) and 1.03x (4096, against 1.08x). */
 static void plan_row_pack(eng_kernel_ir *ir, const eng_phase *ph, const eng_target *t)
 {
 	int nd = ir->tiledim[1];
@@ -472,7 +474,7 @@ static void plan_row_pack(eng_kernel_ir *ir, const eng_phase *ph, const eng_targ
 			return;
 	const eng_node *rp = row_operand(ir, ph);
 	int64_t most = 0, exact = 0;
-	for (int64_t b = t->l2 / 2 / (kc * es); rp && b >= RPACK_ROWS && !exact; b--)
+	for (int64_t b = 2 * t->l2 / (kc * es); rp && b >= RPACK_ROWS && !exact; b--)
 		if (n % b == 0 && n / b >= t->par) {
 			most = most ? most : b;
 			exact = b % RPACK_ROWS == 0 ? b : 0;
