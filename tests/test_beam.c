@@ -369,7 +369,8 @@ START_TEST(test_second_process_reuses_the_choice)
 END_TEST
 
 /* A recorded choice the heuristics would not make is what the kernel then runs with, and it
- * computes the same values: a wide tile of 4 on the output's columns, nothing else. */
+ * computes the same values: a wide tile of 4 on the output's columns, nothing else; then with
+ * blocks, a packed panel, and packed blocks of rows. */
 START_TEST(test_recorded_choice_is_applied)
 {
 	ck_assert_int_eq(in_process(1, 0, NULL), CHILD_OK);
@@ -397,6 +398,15 @@ START_TEST(test_recorded_choice_is_applied)
 	plant(key, mine);
 	ck_assert_int_eq(in_process(0, 1, "SEARCHED wide d1x16 narrow d0x4 kblock 16 mblock 1 pack buf 1"),
 			 CHILD_OK);
+	/* and with the left operand packed per block of 8 rows in tiles of 3, the last tile of each
+	 * block overhanging it by one row */
+	c.tile[1] = 3, c.mblock = 3, c.mrows = 8, c.rpack = 0;
+	eng_beam_encode(mh, kh, &c, mine);
+	plant(key, mine);
+	ck_assert_int_eq(in_process(0, 1, "SEARCHED wide d1x16 narrow d0x3 kblock 16 mblock 3 pack buf 1 rpack buf 0 mrows 8"),
+			 CHILD_OK);
+	/* the lowering packed them: 4 blocks of 3 tiles x 3 rows x 16 steps of float32 */
+	ck_assert_int_eq(in_process(0, 1, "scratch 2304 bytes"), CHILD_OK);
 }
 END_TEST
 
@@ -464,7 +474,9 @@ START_TEST(test_record_round_trip)
 			       .kblock = 128,
 			       .mblock = 4,
 			       .pack = 1,
-			       .group = 0},
+			       .group = 0,
+			       .mrows = 100,
+			       .rpack = 0},
 			  d;
 	unsigned char rec[ENG_BEAM_RECORD_SIZE];
 	eng_beam_encode(11, 22, &c, rec);

@@ -10,7 +10,7 @@
 eng_kernel_choice eng_choice_none(void)
 {
 	return (eng_kernel_choice){
-		.tiledim = {-1, -1}, .tile = {1, 1}, .mblock = 1, .pack = -1, .group = -1};
+		.tiledim = {-1, -1}, .tile = {1, 1}, .mblock = 1, .pack = -1, .group = -1, .rpack = -1};
 }
 
 eng_kernel_choice eng_choice_of(const eng_kernel_ir *ir)
@@ -23,9 +23,12 @@ eng_kernel_choice eng_choice_of(const eng_kernel_ir *ir)
 		}
 	c.kblock = ir->kblock;
 	c.mblock = ir->mblock > 1 ? ir->mblock : 1;
-	for (int i = 0; i < ir->nbufs && ir->pack.node; i++)
-		if (ir->bufs[i].node == ir->pack.node && !ir->bufs[i].output)
-			c.pack = i;
+	c.mrows = ir->mrows;
+	for (int i = 0; i < ir->nbufs; i++)
+		if (!ir->bufs[i].output) {
+			c.pack = ir->pack.node && ir->bufs[i].node == ir->pack.node ? i : c.pack;
+			c.rpack = ir->rpack.node && ir->bufs[i].node == ir->rpack.node ? i : c.rpack;
+		}
 	return c;
 }
 
@@ -33,7 +36,8 @@ bool eng_choice_equal(const eng_kernel_choice *a, const eng_kernel_choice *b)
 {
 	return a->tiledim[0] == b->tiledim[0] && a->tiledim[1] == b->tiledim[1] &&
 	       a->tile[0] == b->tile[0] && a->tile[1] == b->tile[1] && a->kblock == b->kblock &&
-	       a->mblock == b->mblock && a->pack == b->pack && a->group == b->group;
+	       a->mblock == b->mblock && a->pack == b->pack && a->group == b->group && a->mrows == b->mrows &&
+	       a->rpack == b->rpack;
 }
 
 int64_t eng_choice_panel_max(const eng_target *t)
@@ -71,7 +75,7 @@ eng_status eng_choice_apply(eng_kernel_ir *ir, const eng_node *const *roots, int
 		}
 		if (d >= ir->ndim || !((D >> d) & 1))
 			return bad(err, errlen, "a tile on a dim no reduction depends on");
-		if (t < 2 || t > (k ? 16 : 64) || ir->shape[d] % t)
+		if (t < 2 || t > (k ? 16 : 64) || (ir->shape[d] % t && !(k && c->mrows > 0)))
 			return bad(err, errlen, "a tile size that does not divide its dim");
 	}
 	if (c->tiledim[1] >= 0 && (c->tiledim[0] < 0 || c->tiledim[1] == c->tiledim[0]))
@@ -91,12 +95,28 @@ eng_status eng_choice_apply(eng_kernel_ir *ir, const eng_node *const *roots, int
 		if (c->kblock < 2 || k % c->kblock || c->kblock >= k)
 			return bad(err, errlen,
 				   "a reduction block that does not divide the reduction");
-		if (c->mblock > 1 &&
+		if (c->mblock > 1 && !c->mrows &&
 		    (c->tiledim[1] < 0 || (ir->shape[c->tiledim[1]] / c->tile[1]) % c->mblock))
 			return bad(err, errlen, "a row block that does not divide the rows");
 		ir->kblock = c->kblock;
 		ir->kfull = k;
 		ir->mblock = c->mblock > 1 ? c->mblock : 0;
+	}
+	if (c->rpack < -1 || c->rpack >= ir->nbufs || c->mrows < 0 || (c->mrows && c->rpack < 0))
+		return bad(err, errlen, "a packed row operand that is not one of the kernel's buffers");
+	if (c->rpack >= 0) {
+		/* rows of a block: mrows, covered by its tiles with less than one to spare */
+		int64_t rows = c->mrows ? c->mrows : c->mblock * c->tile[1];
+		if (!c->kblock || c->mblock < 2 || c->tiledim[1] < 0 || rows > c->mblock * c->tile[1] ||
+		    rows <= (c->mblock - 1) * c->tile[1])
+			return bad(err, errlen, "packed rows without blocks of rows");
+		ir->tiledim[0] = c->tiledim[0], ir->tiledim[1] = c->tiledim[1];
+		const eng_node *rp = eng_plan_row_pack_operand(ir, t, rows);
+		ir->tiledim[0] = ir->tiledim[1] = -1;
+		if (!rp || rp != ir->bufs[c->rpack].node)
+			return bad(err, errlen, "packed rows of an operand or in blocks that cannot have them");
+		ir->mrows = c->mrows;
+		ir->rpack.node = rp;
 	}
 	if (c->pack < -1 || c->pack >= ir->nbufs)
 		return bad(err, errlen, "a packed operand that is not one of the kernel's buffers");
@@ -138,6 +158,8 @@ void eng_choice_format(const eng_kernel_choice *c, char *out, size_t len)
 		ADD("kblock %lld mblock %lld ", (long long)c->kblock, (long long)c->mblock);
 	if (c->pack >= 0)
 		ADD("pack buf %d ", c->pack);
+	if (c->rpack >= 0)
+		ADD("rpack buf %d mrows %lld ", c->rpack, (long long)c->mrows);
 	if (c->group >= 0)
 		ADD("group %d ", c->group);
 	if (!l)

@@ -12,13 +12,17 @@
  * of mblock tiles (1: none; needs kblock); pack: the input buffer (index in the kernel's bufs)
  * whose panel along the wide tile is copied contiguous per block (-1: none; where the lowering
  * cannot pack it, it is read in place). group: the work-group size the kernel is linearized for
- * (-1: the target's, 0: none; a power of two otherwise). */
+ * (-1: the target's, 0: none; a power of two otherwise). rpack: the input buffer read by the
+ * narrow tile's rows, packed per block of rows into scratch (-1: none; eng_rpack); mrows: with
+ * it, blocks of mrows rows whose last tile overhangs them (0: mblock tiles a block). */
 typedef struct eng_kernel_choice {
 	int tiledim[2];
 	int64_t tile[2];
 	int64_t kblock, mblock;
 	int pack;
 	int group;
+	int64_t mrows;
+	int rpack;
 } eng_kernel_choice;
 
 /* The choice of no tiles, no blocking and the target's work-groups. */

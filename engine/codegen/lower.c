@@ -1002,7 +1002,18 @@ eng_status eng_lower(const eng_node *const *roots, int nroots, const eng_lower_o
 				eng_plan_blocks(ir, roots, nroots, &o->target, opts, sizeof(opts));
 		}
 		eng_plan_split(ir, &o->target, opts, sizeof(opts));
-		if (ir->tiledim[0] >= 0 || ir->vsplit > 1) {
+		/* twice at most: blocks of rows whose last tile overhangs must read the rows through
+		 * their packed block (eng_rpack); if that could not be lowered, no blocks nor narrow
+		 * tile (never a read past the operand) */
+		for (int pass = 0; pass < 2 && (ir->tiledim[0] >= 0 || ir->vsplit > 1); pass++) {
+			if (pass) {
+				if (!ir->mrows || ir->rpack.buf >= 0)
+					break;
+				ir->kblock = ir->kfull = ir->mblock = ir->mrows = 0;
+				ir->pack.node = ir->rpack.node = NULL;
+				ir->tiledim[1] = -1, ir->tile[1] = 1;
+				snprintf(opts + strlen(opts), sizeof(opts) - strlen(opts), " (unblocked)");
+			}
 			int64_t t0 = ir->tile[0], t1 = ir->tile[1];
 			int d0 = ir->tiledim[0], d1 = ir->tiledim[1];
 			reset_ir(ir);

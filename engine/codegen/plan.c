@@ -459,34 +459,40 @@ bool eng_plan_packed(eng_kernel_ir *ir, const eng_node *const *roots, int nroots
  * (eng_rpack), in blocks of as many rows as leave every thread one, up to a packed block of twice
  * L2 (each wide panel, packed once per block of rows, then serves more rows; the block's tiles
  * stream through L2): the most rows dividing the dim, or the most that are a multiple of the tile
- * if at least half as many (else the last tile of each block overhangs it: mrows). Only where
- * the blocks are the kernel's parallel loop (no output dim before theirs but of size one) and
- * nothing else reads per row. Measured paired with OpenBLAS call by call on the Xeon: 8-row
+ * if at least half as many (else the last tile of each block overhangs it: mrows), where
+ * eng_plan_row_pack_operand allows. Measured paired with OpenBLAS call by call on the Xeon: 8-row
  * tiles read in place took 1.18x OpenBLAS's time at 2048 and 1.26x at 4096; packed 12-row tiles
  * in blocks of a quarter of L2 1.08x and 1.10x, of half of L2 1.03-1.08x and 1.08x, of twice L2
  * 1.06x (2048, against 1.08x for half in the same run) and 1.03x (4096, against 1.08x). */
-static void plan_row_pack(eng_kernel_ir *ir, const eng_phase *ph, const eng_target *t)
+const eng_node *eng_plan_row_pack_operand(const eng_kernel_ir *ir, const eng_target *t, int64_t rows)
 {
 	int nd = ir->tiledim[1];
-	int64_t n = ir->shape[nd], kc = ir->kblock, es = eng_dtype_size(ph->dtype);
+	if (nd < 0 || ir->tiledim[0] < 0 || rows < 1 || ir->shape[nd] % rows || ir->shape[nd] / rows < t->par ||
+	    ir->phases[0].nred != 1)
+		return NULL;
 	for (int d = 0; d < nd; d++)
 		if (ir->shape[d] != 1)
-			return;
-	const eng_node *rp = row_operand(ir, ph);
+			return NULL; /* the blocks would not be the parallel loop */
+	return row_operand(ir, &ir->phases[0]);
+}
+
+static void plan_row_pack(eng_kernel_ir *ir, const eng_phase *ph, const eng_target *t)
+{
+	int64_t kc = ir->kblock, es = eng_dtype_size(ph->dtype);
 	int64_t most = 0, exact = 0;
-	for (int64_t b = 2 * t->l2 / (kc * es); rp && b >= RPACK_ROWS && !exact; b--)
-		if (n % b == 0 && n / b >= t->par) {
+	for (int64_t b = 2 * t->l2 / (kc * es); b >= RPACK_ROWS && !exact; b--)
+		if (eng_plan_row_pack_operand(ir, t, b)) {
 			most = most ? most : b;
 			exact = b % RPACK_ROWS == 0 ? b : 0;
 		}
 	int64_t rows = exact >= most / 2 ? exact : most;
 	int64_t tiles = (rows + RPACK_ROWS - 1) / RPACK_ROWS;
-	if (!rp || tiles < 2)
+	if (tiles < 2)
 		return;
 	ir->tile[1] = RPACK_ROWS;
 	ir->mblock = tiles;
 	ir->mrows = tiles * RPACK_ROWS == rows ? 0 : rows;
-	ir->rpack.node = rp;
+	ir->rpack.node = eng_plan_row_pack_operand(ir, t, rows);
 }
 
 /* Cache blocking of a tiled sum of one reduction stored as it is (a matmul, batched matmul, a

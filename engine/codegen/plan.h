@@ -24,9 +24,15 @@ void eng_plan_tiles(eng_kernel_ir *ir, const eng_target *t, char *opts, size_t l
  * pack.node, and a block of the outermost reduced axis where needed; false if not planned. */
 bool eng_plan_packed(eng_kernel_ir *ir, const eng_node *const *roots, int nroots, const eng_target *t, char *opts,
 		     size_t len);
-/* Cache blocking and packing of a matmul-shaped kernel (kblock, kfull, mblock, pack.node). */
+/* Cache blocking and packing of a matmul-shaped kernel (kblock, kfull, mblock, pack.node;
+ * mrows, rpack.node). */
 void eng_plan_blocks(eng_kernel_ir *ir, const eng_node *const *roots, int nroots, const eng_target *t, char *opts,
 		     size_t len);
+/* The operand a blocked matmul's narrow tile's rows read (ir: first lowered, tiledim set),
+ * if it can be packed in blocks of `rows` rows (eng_rpack): blocks dividing the dim, at least one
+ * per thread, which are the kernel's parallel loop (no output dim before theirs but of size
+ * one), the only load that moves with the rows. Else NULL. */
+const eng_node *eng_plan_row_pack_operand(const eng_kernel_ir *ir, const eng_target *t, int64_t rows);
 /* An innermost axis read as i / c split into (i / c, i % c) (vsplit, vsplit_n, vsplit_dim). */
 void eng_plan_split(eng_kernel_ir *ir, const eng_target *t, char *opts, size_t len);
 

@@ -145,8 +145,30 @@ static void propose(search *S, const eng_kernel_choice *c, cand *out, int *n)
 	(*n)++;
 }
 
+/* The narrow operand's rows packed per block (eng_rpack) in tiles of 12, in blocks of the rows
+ * b's blocks have, half and twice as many; or, if b packs them, read in place in tiles of 8. */
+static void row_pack_neighbours(search *S, const eng_kernel_choice *b, cand *out, int *n)
+{
+	const eng_kernel_ir *ir = &S->it->ir;
+	int64_t rows = b->mrows ? b->mrows : b->mblock * b->tile[1];
+	eng_kernel_choice c = *b;
+	if (b->rpack >= 0 && rows % 8 == 0) {
+		c.rpack = -1, c.mrows = 0, c.tile[1] = 8, c.mblock = rows / 8;
+		propose(S, &c, out, n);
+	}
+	for (int i = 0; i < ir->nbufs; i++)
+		for (int k = 0; k < 3 && !ir->bufs[i].output && ir->bufs[i].dtype == ENG_F32; k++) {
+			int64_t r = k == 0 ? rows : k == 1 ? rows / 2 : rows * 2;
+			c = *b;
+			c.rpack = i, c.tile[1] = 12, c.mblock = (r + 11) / 12;
+			c.mrows = c.mblock * 12 == r ? 0 : r;
+			propose(S, &c, out, n);
+		}
+}
+
 /* Every one-step change of b: the wide tile (dim and size, or none), the narrow tile, the
- * reduction block, the row block, packing, the work-group size. */
+ * reduction block, the row block, packing (of a panel, of blocks of rows),
+ * the work-group size. */
 static void neighbours(search *S, const eng_kernel_choice *b, cand *out, int *n)
 {
 	const eng_kernel_ir *ir = &S->it->ir;
@@ -203,6 +225,8 @@ static void neighbours(search *S, const eng_kernel_choice *b, cand *out, int *n)
 				c.pack = i;
 				propose(S, &c, out, n);
 			}
+		if (b->kblock && b->tiledim[1] >= 0)
+			row_pack_neighbours(S, b, out, n);
 	}
 	for (int g = S->dev->plan.group; g > 1 && g >= S->dev->plan.group / 4; g /= 2) {
 		c = *b;

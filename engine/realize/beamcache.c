@@ -98,6 +98,9 @@ void eng_beam_encode(uint64_t mh, uint64_t kh, const eng_kernel_choice *c,
 	put_u64(out + 56, (uint64_t)c->mblock);
 	put_u32(out + 64, (uint32_t)c->pack);
 	put_u32(out + 68, (uint32_t)c->group);
+	put_u64(out + 72, (uint64_t)c->mrows);
+	put_u32(out + 80, (uint32_t)c->rpack);
+	put_u32(out + 84, 0);
 }
 
 bool eng_beam_decode(const void *bytes, size_t n, uint64_t mh, uint64_t kh, eng_kernel_choice *c)
@@ -114,6 +117,8 @@ bool eng_beam_decode(const void *bytes, size_t n, uint64_t mh, uint64_t kh, eng_
 	c->mblock = (int64_t)get_u64(p + 56);
 	c->pack = (int32_t)get_u32(p + 64);
 	c->group = (int32_t)get_u32(p + 68);
+	c->mrows = (int64_t)get_u64(p + 72);
+	c->rpack = (int32_t)get_u32(p + 80);
 	return true; /* the values are checked when the choice is applied (eng_choice_apply) */
 }
 

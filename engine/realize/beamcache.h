@@ -8,7 +8,7 @@
 
 /* Version of the disk record below; part of every key and record: bumping it makes old records
  * unreachable (they age out through the disk cache's eviction). */
-#define ENG_BEAM_FORMAT 1
+#define ENG_BEAM_FORMAT 2
 
 /* Disk record (little-endian), the payload of a disk cache entry:
  *   0  "TSDB"   magic
@@ -17,8 +17,10 @@
  *   16 u64      eng_hash_str of the kernel's source under the default heuristics
  *   24 i32 x2   tiledim[0], tiledim[1]
  *   32 i64 x4   tile[0], tile[1], kblock, mblock
- *   64 i32 x2   pack (a buffer index, -1: none), group */
-#define ENG_BEAM_RECORD_SIZE 72
+ *   64 i32 x2   pack (a buffer index, -1: none), group
+ *   72 i64      mrows
+ *   80 i32 x2   rpack (a buffer index, -1: none), 0 */
+#define ENG_BEAM_RECORD_SIZE 88
 
 typedef struct eng_beamcache eng_beamcache;
 

@@ -407,9 +407,12 @@ static eng_status realize_on(eng_ctx *ctx, eng_device *dev, eng_node *const *nod
 		eng_logmsg(ctx, 1, "scheduled %d kernels in %.2f ms", sch.n, t_sched);
 		for (int i = 0; i < sch.n; i++) {
 			eng_kernel_ir *ir = &sch.items[i].ir;
-			eng_logmsg(ctx, 3, "%s opts: %s | %d phases, %d outputs, parallel %lld%s%.0d", ks[i].name,
+			char scratch[48] = "";
+			if (ir->scratch > 0) /* packed blocks of rows (eng_rpack) */
+				snprintf(scratch, sizeof(scratch), ", scratch %lld bytes", (long long)ir->scratch);
+			eng_logmsg(ctx, 3, "%s opts: %s | %d phases, %d outputs, parallel %lld%s%.0d%s", ks[i].name,
 					ir->opts[0] ? ir->opts : "none", ir->nphases, ir->nstores, (long long)ir->nparallel,
-					ir->group ? " in work-groups of " : "", ir->group);
+					ir->group ? " in work-groups of " : "", ir->group, scratch);
 			if (ctx->debug >= 5)
 				log_ir(ctx, ir);
 			eng_logmsg(ctx, 4, "%s", ks[i].src);
