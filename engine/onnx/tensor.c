@@ -74,10 +74,12 @@ static bool parse_u64(const char *s, uint64_t *out)
 	return true;
 }
 
-/* Read nbytes of tp's external data into dst. The location must be a relative path without ".."
- * whose real path stays inside dir (the model's directory, already a real path). */
+/* Read nbytes of tp's external data into *dst, allocated here (the caller frees it) once the file
+ * is known to hold them: dims that claim more than the file has allocate nothing. The location
+ * must be a relative path without ".." whose real path stays inside dir (the model's directory,
+ * already a real path). */
 static eng_status read_external(const Onnx__TensorProto *tp, const char *dir, const char *tname,
-				void *dst, uint64_t nbytes, char *err, size_t errlen)
+				void **dst, uint64_t nbytes, char *err, size_t errlen)
 {
 	const char *loc = NULL;
 	uint64_t off = 0, len = nbytes;
@@ -128,8 +130,10 @@ static eng_status read_external(const Onnx__TensorProto *tp, const char *dir, co
 		s = fail(err, errlen, ENG_EIO, "tensor '%.200s': external data '%.200s' is not a regular file", tname, loc);
 	else if (off > (uint64_t)st.st_size || (uint64_t)st.st_size - off < nbytes)
 		s = fail(err, errlen, ENG_ESHAPE, "tensor '%.200s': external data '%.200s' holds %lld bytes, %llu needed at offset %llu", tname, loc, (long long)st.st_size, (unsigned long long)nbytes, (unsigned long long)off);
+	else if (!(*dst = malloc(nbytes ? nbytes : 1)))
+		s = fail(err, errlen, ENG_ENOMEM, "tensor '%.200s': out of memory for %llu bytes", tname, (unsigned long long)nbytes);
 	for (uint64_t done = 0; !s && done < nbytes;) {
-		ssize_t r = pread(fd, (char *)dst + done, nbytes - done > (1u << 30) ? (1u << 30) : nbytes - done, (off_t)(off + done));
+		ssize_t r = pread(fd, (char *)*dst + done, nbytes - done > (1u << 30) ? (1u << 30) : nbytes - done, (off_t)(off + done));
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
@@ -202,12 +206,12 @@ eng_status onx_tensor_decode(eng_ctx *ctx, const Onnx__TensorProto *tp, const ch
 		return fail(err, errlen, ENG_ESHAPE, "tensor '%.200s': raw_data holds %zu bytes but its dims need %llu", tname, tp->raw_data.len, (unsigned long long)nbytes);
 	if (!external && !tp->has_raw_data && typed_count(tp, type) != numel)
 		return fail(err, errlen, ENG_ESHAPE, "tensor '%.200s': %zu values but its dims hold %llu", tname, typed_count(tp, type), (unsigned long long)numel);
-	void *buf = malloc(nbytes ? nbytes : 1);
-	if (!buf)
-		return fail(err, errlen, ENG_ENOMEM, "tensor '%.200s': out of memory for %llu bytes", tname, (unsigned long long)nbytes);
+	void *buf = NULL;
 	eng_status s = ENG_OK;
 	if (external)
-		s = read_external(tp, dir, tname, buf, nbytes, err, errlen);
+		s = read_external(tp, dir, tname, &buf, nbytes, err, errlen);
+	else if (!(buf = malloc(nbytes ? nbytes : 1)))
+		return fail(err, errlen, ENG_ENOMEM, "tensor '%.200s': out of memory for %llu bytes", tname, (unsigned long long)nbytes);
 	else if (tp->has_raw_data) {
 		if (nbytes)
 			memcpy(buf, tp->raw_data.data, nbytes);
