@@ -3,16 +3,20 @@
 # 2, budget $TENSORD_BEAM_BUDGET s per kernel, default 5): one run searches into a fresh cache
 # directory (its wall time is the search's cost, paid once per machine), then each shape runs
 # ROUNDS times (default 3) both ways back to back, median and best of 7 after a warm-up; the
-# middle round's figure is kept. Args: shapes as N or MxKxN (default 256 512 1024 256x784x128).
+# middle round's figure is kept; then PAIRS (default 15) pairs of calls in one process, one
+# each way in alternating order (bench_matmul_beam), whose per-pair ratio cancels the host's speed
+# changes. Args: shapes as N or MxKxN (default 256 512 1024 256x784x128).
 # DEV=CL runs it on OpenCL. Needs `make` (BUILD=dir as for make).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B="${BUILD:-build}"
 ROUNDS="${ROUNDS:-3}"
+PAIRS="${PAIRS:-15}"
 BEAM="${BEAM:-2}"
 SHAPES=("$@")
 [ ${#SHAPES[@]} -gt 0 ] || SHAPES=(256 512 1024 256x784x128)
-[ -x "$B/bin/bench_matmul" ] || make -s BUILD="$B" "$B/bin/bench_matmul"
+[ -x "$B/bin/bench_matmul" ] && [ -x "$B/bin/bench_matmul_beam" ] ||
+	make -s BUILD="$B" "$B/bin/bench_matmul" "$B/bin/bench_matmul_beam"
 CACHE="$(mktemp -d /tmp/tensord-beam-bench-XXXXXX)"
 trap 'rm -rf "$CACHE"' EXIT
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores; device ${DEV:-CPU}; TENSORD_BEAM=$BEAM"
@@ -34,10 +38,12 @@ for s in "${SHAPES[@]}"; do
 		read -r m b < <(TENSORD_CACHE_DIR="$CACHE" TENSORD_BEAM="$BEAM" "$B/bin/bench_matmul" "$s" 7 | mb)
 		sm+="$m"$'\n' sb+="$b"$'\n'
 	done
-	rows+="$s $(mid <<<"$hm") $(mid <<<"$hb") $(mid <<<"$sm") $(mid <<<"$sb") $search $chosen"$'\n'
+	paired=$(TENSORD_CACHE_DIR="$CACHE" TENSORD_BEAM="$BEAM" "$B/bin/bench_matmul_beam" "$s" "$PAIRS" |
+		sed -E 's/.*median ([0-9.]+)x \(quartiles ([0-9.]+)\.\.([0-9.]+)\).*/\1;\2;\3/')
+	rows+="$s $(mid <<<"$hm") $(mid <<<"$hb") $(mid <<<"$sm") $(mid <<<"$sb") $search $chosen $paired"$'\n'
 done
 printf '%s' "$rows" | awk 'BEGIN {
-		print "| shape (MxKxN) | heuristics median ms | searched median ms | heuristics / searched (median) | heuristics best ms | searched best ms | first run with the search (s) | choice (the search'"'"'s own kernel times, ms) |"
-		print "|---|---|---|---|---|---|---|---|" }
-	{ split($7, c, ";"); gsub("_", " ", c[1])
-	  printf "| %s | %.3f | %.3f | **%.2fx** | %.3f | %.3f | %.1f | %s (%.3f -> %.3f) |\n", $1, $2, $4, $2 / $4, $3, $5, $6, c[1], c[2], c[3] }'
+		print "| shape (MxKxN) | heuristics median ms | searched median ms | heuristics / searched (median) | heuristics best ms | searched best ms | heuristics / searched, paired calls (quartiles) | first run with the search (s) | choice (the search'"'"'s own kernel times, ms) |"
+		print "|---|---|---|---|---|---|---|---|---|" }
+	{ split($7, c, ";"); gsub("_", " ", c[1]); split($8, p, ";")
+	  printf "| %s | %.3f | %.3f | **%.2fx** | %.3f | %.3f | **%.3fx** (%.3f-%.3f) | %.1f | %s (%.3f -> %.3f) |\n", $1, $2, $4, $2 / $4, $3, $5, p[1], p[2], p[3], $6, c[1], c[2], c[3] }'

@@ -264,14 +264,14 @@ static eng_status matmul_step(eng_ctx *ctx, eng_tensor *const *in, int nin, eng_
 /* A blocked matmul's left side packed per block of rows in 12-row tiles (plan.c's
  * plan_row_pack; small caches stated): the reference's result with blocks that are a multiple of
  * the tile (240 rows: blocks of 120), blocks whose last tile overhangs them (256 rows: blocks of
- * 128, 11 tiles; 100 rows: blocks of 50), a leading dim of one, and twice through a JIT replay
- * on fresh inputs; not with batch dims or a bias added after the sum. */
+ * 128, 11 tiles; 100 rows: blocks of 50), a leading dim of one, and through a JIT replay on
+ * fresh inputs; not with batch dims, a bias added after the sum or 256 columns. */
 START_TEST(test_row_packed_matmul)
 {
 	blocked_log lg = {0};
 	eng_ctx *ctx = small_cache_ctx(&lg);
 	tu_rng r = {14};
-	int64_t sa[2] = {240, 512}, sa2[2] = {256, 512}, sa3[2] = {100, 512}, sa1[3] = {1, 256, 512}, sb[2] = {512, 128};
+	int64_t sa[2] = {240, 512}, sa2[2] = {256, 512}, sa3[2] = {100, 512}, sa1[3] = {1, 256, 512}, sb[2] = {512, 384};
 	eng_tensor *b = mk(ctx, &r, 2, sb);
 	EXPECT_KERNELS(ctx, 1, eng_matmul(mk(ctx, &r, 2, sa), b));
 	EXPECT_KERNELS(ctx, 1, eng_matmul(mk(ctx, &r, 2, sa2), b));
@@ -281,9 +281,11 @@ START_TEST(test_row_packed_matmul)
 	bool cpu = !dev || !strcmp(dev, "CPU");
 	if (cpu)
 		ck_assert_int_eq(lg.rows, 4);
-	int64_t s3a[3] = {2, 128, 512}, sbias[1] = {128};
+	int64_t s3a[3] = {2, 128, 512}, sbias[1] = {384}, sn[2] = {512, 256};
 	EXPECT_KERNELS(ctx, 1, eng_matmul(mk(ctx, &r, 3, s3a), b));
 	EXPECT_KERNELS(ctx, 1, eng_add(eng_matmul(mk(ctx, &r, 2, sa2), b), mk(ctx, &r, 1, sbias)));
+	/* nor with too few columns to pay for the copy (RPACK_MIN_WIDE) */
+	EXPECT_KERNELS(ctx, 1, eng_matmul(mk(ctx, &r, 2, sa2), mk(ctx, &r, 2, sn)));
 	if (cpu)
 		ck_assert_int_eq(lg.rows, 4);
 	/* a captured step replayed on new inputs writes the new product */

@@ -454,6 +454,11 @@ bool eng_plan_packed(eng_kernel_ir *ir, const eng_node *const *roots, int nroots
  * keep 16 and leave the FMA ports idle part of the time), their operand packed per block of rows
  * (eng_rpack) so that a tile's rows at one reduction step are adjacent. */
 #define RPACK_ROWS 12
+/* ... where the wide dim has at least this many columns: the copy (about a cycle per element)
+ * against the sum's FMAs per element (a cycle per 32 columns) stays under a tenth. The search
+ * found 1024x4096 @ 4096x256 1.06x faster without the packed rows (paired calls); at 384 and 512
+ * columns it kept them. */
+#define RPACK_MIN_WIDE 320
 
 /* Pack the narrow operand of a blocked, packed matmul (plan_blocks) in tiles of RPACK_ROWS rows
  * (eng_rpack), in blocks of as many rows as leave every thread one, up to a packed block of twice
@@ -480,6 +485,8 @@ static void plan_row_pack(eng_kernel_ir *ir, const eng_phase *ph, const eng_targ
 {
 	int64_t kc = ir->kblock, es = eng_dtype_size(ph->dtype);
 	int64_t most = 0, exact = 0;
+	if (ir->shape[ir->tiledim[0]] < RPACK_MIN_WIDE)
+		return;
 	for (int64_t b = 2 * t->l2 / (kc * es); b >= RPACK_ROWS && !exact; b--)
 		if (eng_plan_row_pack_operand(ir, t, b)) {
 			most = most ? most : b;
