@@ -124,8 +124,9 @@ static void end(lin *l)
 
 static void need(lin *l, eng_uop *x);
 
-/* Copy the packed operand's panel (eng_pack) as far out as its start allows: at the first point
- * where every loop the start depends on is open, so it is copied as few times as it can be. */
+/* Copy the packed operand's panel (eng_pack), and the narrow operand's block of rows (eng_rpack),
+ * as far out as each one's start allows: at the first point where every loop the start depends
+ * on is open, so it is copied as few times as it can be. */
 static void pack(lin *l)
 {
 	const eng_kernel_ir *ir = l->ir;
