@@ -5,7 +5,8 @@
 # ROUNDS times (default 3) both ways back to back, median and best of 7 after a warm-up; the
 # middle round's figure is kept; then PAIRS (default 15) pairs of calls in one process, one
 # each way in alternating order (bench_matmul_beam), whose per-pair ratio cancels the host's speed
-# changes. Args: shapes as N or MxKxN (default 256 512 1024 256x784x128).
+# changes, of the realize's time and of its kernels' alone. Args: shapes as N or MxKxN (default
+# 256 512 1024 256x784x128).
 # DEV=CL runs it on OpenCL. Needs `make` (BUILD=dir as for make).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,11 +40,11 @@ for s in "${SHAPES[@]}"; do
 		sm+="$m"$'\n' sb+="$b"$'\n'
 	done
 	paired=$(TENSORD_CACHE_DIR="$CACHE" TENSORD_BEAM="$BEAM" "$B/bin/bench_matmul_beam" "$s" "$PAIRS" |
-		sed -E 's/.*median ([0-9.]+)x \(quartiles ([0-9.]+)\.\.([0-9.]+)\).*/\1;\2;\3/')
+		sed -E 's/.*per pair: median ([0-9.]+)x \(quartiles ([0-9.]+)\.\.([0-9.]+)\); kernel time only: median ([0-9.]+)x \(quartiles ([0-9.]+)\.\.([0-9.]+)\).*/\1;\2;\3;\4;\5;\6/')
 	rows+="$s $(mid <<<"$hm") $(mid <<<"$hb") $(mid <<<"$sm") $(mid <<<"$sb") $search $chosen $paired"$'\n'
 done
 printf '%s' "$rows" | awk 'BEGIN {
-		print "| shape (MxKxN) | heuristics median ms | searched median ms | heuristics / searched (median) | heuristics best ms | searched best ms | heuristics / searched, paired calls (quartiles) | first run with the search (s) | choice (the search'"'"'s own kernel times, ms) |"
-		print "|---|---|---|---|---|---|---|---|---|" }
+		print "| shape (MxKxN) | heuristics median ms | searched median ms | heuristics / searched (median) | heuristics best ms | searched best ms | heuristics / searched, paired calls (quartiles) | the same, kernel time only | first run with the search (s) | choice (the search'"'"'s own kernel times, ms) |"
+		print "|---|---|---|---|---|---|---|---|---|---|" }
 	{ split($7, c, ";"); gsub("_", " ", c[1]); split($8, p, ";")
-	  printf "| %s | %.3f | %.3f | **%.2fx** | %.3f | %.3f | **%.3fx** (%.3f-%.3f) | %.1f | %s (%.3f -> %.3f) |\n", $1, $2, $4, $2 / $4, $3, $5, p[1], p[2], p[3], $6, c[1], c[2], c[3] }'
+	  printf "| %s | %.3f | %.3f | **%.2fx** | %.3f | %.3f | **%.3fx** (%.3f-%.3f) | %.3fx (%.3f-%.3f) | %.1f | %s (%.3f -> %.3f) |\n", $1, $2, $4, $2 / $4, $3, $5, p[1], p[2], p[3], p[4], p[5], p[6], $6, c[1], c[2], c[3] }'
