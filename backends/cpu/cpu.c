@@ -97,7 +97,7 @@ static eng_status cpu_launch(void *dev, bk_program *prog, void *const *bufs, int
 	_Alignas(64) unsigned char scratch[CPU_SPLIT_SCRATCH];
 	void *withscratch[CPU_MAX_ARGS], *heap = NULL;
 	bool kept = false;
-	if (p->scratch > 0) {
+	if (p->fin || p->scratch > 0) {
 		if (nbufs + 1 > CPU_MAX_ARGS) {
 			snprintf(err->msg, sizeof(err->msg), "kernel %s: %d buffers, at most %d", p->name, nbufs,
 				 CPU_MAX_ARGS - 1);
