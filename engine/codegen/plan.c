@@ -449,18 +449,14 @@ bool eng_plan_packed(eng_kernel_ir *ir, const eng_node *const *roots, int nroots
 	return true;
 }
 
-/* The narrow tile's rows of a packed, blocked matmul on a CPU: 12 (24 accumulators of the 32-wide
- * tile's two vectors, in 32 AVX-512 registers with the two panel vectors and a broadcast; 8 rows
- * keep 16 and leave the FMA ports idle part of the time), their operand packed per block of rows
- * (eng_rpack) so that a tile's rows at one reduction step are adjacent. */
-#define RPACK_ROWS 12
-/* ... where the wide dim has at least this many columns: the copy (about a cycle per element)
- * against the sum's FMAs per element (a cycle per 32 columns) stays under a tenth. The search
+/* Rows are packed (plan_row_pack) where the wide dim has at least this many columns: the copy
+ * (about a cycle per element) against the sum's FMAs per element (a cycle per 32 columns) stays
+ * under a tenth. The search
  * found 1024x4096 @ 4096x256 1.06x faster without the packed rows (paired calls); at 384 and 512
  * columns it kept them. */
 #define RPACK_MIN_WIDE 320
 
-/* Pack the narrow operand of a blocked, packed matmul (plan_blocks) in tiles of RPACK_ROWS rows
+/* Pack the narrow operand of a blocked, packed matmul (plan_blocks) in tiles of ENG_RPACK_ROWS rows
  * (eng_rpack), in blocks of as many rows as leave every thread one, up to a packed block of twice
  * L2 (each wide panel, packed once per block of rows, then serves more rows; the block's tiles
  * stream through L2): the most rows dividing the dim, or the most that are a multiple of the tile
@@ -487,18 +483,18 @@ static void plan_row_pack(eng_kernel_ir *ir, const eng_phase *ph, const eng_targ
 	int64_t most = 0, exact = 0;
 	if (ir->shape[ir->tiledim[0]] < RPACK_MIN_WIDE)
 		return;
-	for (int64_t b = 2 * t->l2 / (kc * es); b >= RPACK_ROWS && !exact; b--)
+	for (int64_t b = 2 * t->l2 / (kc * es); b >= ENG_RPACK_ROWS && !exact; b--)
 		if (eng_plan_row_pack_operand(ir, t, b)) {
 			most = most ? most : b;
-			exact = b % RPACK_ROWS == 0 ? b : 0;
+			exact = b % ENG_RPACK_ROWS == 0 ? b : 0;
 		}
 	int64_t rows = exact >= most / 2 ? exact : most;
-	int64_t tiles = (rows + RPACK_ROWS - 1) / RPACK_ROWS;
+	int64_t tiles = (rows + ENG_RPACK_ROWS - 1) / ENG_RPACK_ROWS;
 	if (tiles < 2)
 		return;
-	ir->tile[1] = RPACK_ROWS;
+	ir->tile[1] = ENG_RPACK_ROWS;
 	ir->mblock = tiles;
-	ir->mrows = tiles * RPACK_ROWS == rows ? 0 : rows;
+	ir->mrows = tiles * ENG_RPACK_ROWS == rows ? 0 : rows;
 	ir->rpack.node = eng_plan_row_pack_operand(ir, t, rows);
 }
 

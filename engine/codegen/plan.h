@@ -28,6 +28,11 @@ bool eng_plan_packed(eng_kernel_ir *ir, const eng_node *const *roots, int nroots
  * mrows, rpack.node). */
 void eng_plan_blocks(eng_kernel_ir *ir, const eng_node *const *roots, int nroots, const eng_target *t, char *opts,
 		     size_t len);
+/* The narrow tile's rows where a blocked matmul's rows are packed (plan.c's plan_row_pack): 24
+ * accumulators of the 32-wide tile's two vectors, in AVX-512's 32 registers with the two panel
+ * vectors and a broadcast (8 rows keep 16 and leave the FMA ports idle part of the time); packed
+ * so that a tile's rows at one reduction step are adjacent. */
+#define ENG_RPACK_ROWS 12
 /* The operand a blocked matmul's narrow tile's rows read (ir: first lowered, tiledim set),
  * if it can be packed in blocks of `rows` rows (eng_rpack): blocks dividing the dim, at least one
  * per thread, which are the kernel's parallel loop (no output dim before theirs but of size

@@ -14,6 +14,7 @@
 #include "cache/progcache.h"
 #include "cache/progdisk.h"
 #include "codegen/lower.h"
+#include "codegen/plan.h"
 #include "realize.h"
 #include "util/hash.h"
 
@@ -145,7 +146,7 @@ static void propose(search *S, const eng_kernel_choice *c, cand *out, int *n)
 	(*n)++;
 }
 
-/* The narrow operand's rows packed per block (eng_rpack) in tiles of 12, in blocks of the rows
+/* The narrow operand's rows packed per block (eng_rpack) in tiles of ENG_RPACK_ROWS, in blocks of the rows
  * b's blocks have, half and twice as many; or, if b packs them, read in place in tiles of 8. */
 static void row_pack_neighbours(search *S, const eng_kernel_choice *b, cand *out, int *n)
 {
@@ -160,8 +161,8 @@ static void row_pack_neighbours(search *S, const eng_kernel_choice *b, cand *out
 		for (int k = 0; k < 3 && !ir->bufs[i].output && ir->bufs[i].dtype == ENG_F32; k++) {
 			int64_t r = k == 0 ? rows : k == 1 ? rows / 2 : rows * 2;
 			c = *b;
-			c.rpack = i, c.tile[1] = 12, c.mblock = (r + 11) / 12;
-			c.mrows = c.mblock * 12 == r ? 0 : r;
+			c.rpack = i, c.tile[1] = ENG_RPACK_ROWS, c.mblock = (r + ENG_RPACK_ROWS - 1) / ENG_RPACK_ROWS;
+			c.mrows = c.mblock * ENG_RPACK_ROWS == r ? 0 : r;
 			propose(S, &c, out, n);
 		}
 }
