@@ -481,15 +481,35 @@ nng_socket dh_raw_open_dialer(const dh_daemon *d, int timeout_ms, nng_dialer *dl
 
 typedef struct closer {
 	nng_socket s;
+	tsd_client *c; /* a client to close instead (tsd_client_close), if not NULL */
 	atomic_bool done;
 } closer;
 
 static void *close_main(void *arg)
 {
 	closer *c = arg;
-	nng_close(c->s);
+	if (c->c)
+		tsd_client_close(c->c);
+	else
+		nng_close(c->s);
 	atomic_store(&c->done, true);
 	return NULL;
+}
+
+/* Run cl's close on a helper thread and wait at most 5 s (see dh_raw_close). */
+static void timed_close(closer *cl, const char *what)
+{
+	pthread_t th;
+	ck_assert_int_eq(pthread_create(&th, NULL, close_main, cl), 0);
+	for (int i = 0; i < 500 && !atomic_load(&cl->done); i++)
+		usleep(10000);
+	if (!atomic_load(&cl->done)) {
+		pthread_detach(th);
+		fprintf(stderr, "daemon harness: nng_close of %s did not return in 5 s (nng bug); left open\n", what);
+		return;
+	}
+	pthread_join(th, NULL);
+	free(cl);
 }
 
 void dh_raw_close(nng_socket s)
@@ -497,17 +517,15 @@ void dh_raw_close(nng_socket s)
 	closer *c = calloc(1, sizeof(*c)); /* left to a stuck thread if it never returns */
 	ck_assert(c);
 	c->s = s;
-	pthread_t th;
-	ck_assert_int_eq(pthread_create(&th, NULL, close_main, c), 0);
-	for (int i = 0; i < 500 && !atomic_load(&c->done); i++)
-		usleep(10000);
-	if (!atomic_load(&c->done)) {
-		pthread_detach(th);
-		fprintf(stderr, "daemon harness: nng_close of a REQ socket did not return in 5 s (nng bug); left open\n");
-		return;
-	}
-	pthread_join(th, NULL);
-	free(c);
+	timed_close(c, "a REQ socket");
+}
+
+void dh_client_close(tsd_client *cl)
+{
+	closer *c = calloc(1, sizeof(*c)); /* left to a stuck thread if it never returns */
+	ck_assert(c);
+	c->c = cl;
+	timed_close(c, "a client's socket");
 }
 
 static void *to_msg(void *arg, size_t size)

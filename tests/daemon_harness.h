@@ -102,6 +102,8 @@ nng_socket dh_raw_open(const dh_daemon *d, int timeout_ms);
  * now and then never returns (a pipe stuck closing, nanomsg/nng#1543-like); the socket is then
  * left behind (a note on stderr) rather than hanging the test. */
 void dh_raw_close(nng_socket s);
+/* tsd_client_close the same way: after one socket's close got stuck, nng can hold another's. */
+void dh_client_close(tsd_client *c);
 /* The same with its dialer: close the dialer before the socket when the daemon may drop the
  * connection (nng 1.5's nng_close can hang on a REQ socket redialling to resend). */
 nng_socket dh_raw_open_dialer(const dh_daemon *d, int timeout_ms, nng_dialer *dl);

@@ -227,7 +227,7 @@ START_TEST(t_load_infer_unload)
 	l = dh_call_json(c, "model.list");
 	ck_assert_int_eq(cJSON_GetArraySize(jget(l, "models")), 0);
 	cJSON_Delete(l);
-	tsd_client_close(c);
+	dh_client_close(c);
 	dh_stop(&d);
 }
 END_TEST
@@ -259,7 +259,7 @@ static void *rt_main(void *p)
 			snprintf(a->err, sizeof(a->err), "%s %d: got %g %g, want %g %g", a->prio, i, got[0], got[1],
 				 a->y[2 * r], a->y[2 * r + 1]);
 	}
-	tsd_client_close(c);
+	dh_client_close(c);
 	return NULL;
 }
 
@@ -301,7 +301,7 @@ START_TEST(t_loop_run)
 		usleep(1000);
 	ck_assert_int_eq((int)dh_stat(c, "models.mlp.batches"), (int)batches + 30);
 	ck_assert_int_eq((int)dh_stat(c, "models.mlp.loop_batches"), (int)on_loop);
-	tsd_client_close(c);
+	dh_client_close(c);
 	dh_stop(&d);
 }
 END_TEST
@@ -352,8 +352,8 @@ START_TEST(t_realize_shared)
 	ck_assert_msg(c2 == c1, "the second client's realize compiled %g kernels", c2 - c1);
 	ck_assert_msg(r2 == r1, "realize.compiles went from %g to %g", r1, r2);
 	ck_assert_int_eq((int)dh_stat(b, "realize.graphs"), 2);
-	tsd_client_close(a);
-	tsd_client_close(b);
+	dh_client_close(a);
+	dh_client_close(b);
 	dh_stop(&d);
 }
 END_TEST
@@ -477,7 +477,7 @@ START_TEST(t_train)
 	assert_int_array(jget(jget(t, "target"), "shape"), (const int[]){-1, 3}, 2, "train.target.shape");
 	ck_assert_int_eq((int)dh_num(m, "train_steps"), 21);
 	cJSON_Delete(l);
-	tsd_client_close(c);
+	dh_client_close(c);
 	dh_stop(&d);
 }
 END_TEST
@@ -520,7 +520,7 @@ static void *trainer(void *p)
 		}
 		tsd_reply_free(r);
 	}
-	tsd_client_close(c);
+	dh_client_close(c);
 	atomic_store(&a->done, true);
 	return NULL;
 }
@@ -576,7 +576,7 @@ START_TEST(t_infer_during_train)
 	ck_assert_int_eq(dh_infer(c, "lin", NULL, x, 1, 4, got, 3, why, sizeof(why)), TSD_OK);
 	linear_ref(x, 1, 4, a.W[TRAIN_STEPS], a.b[TRAIN_STEPS], 3, want);
 	assert_close(got, want, 3, "infer after training");
-	tsd_client_close(c);
+	dh_client_close(c);
 	dh_stop(&d);
 }
 END_TEST
@@ -613,7 +613,7 @@ static void *client_main(void *p)
 		}
 		a->ok++;
 	}
-	tsd_client_close(c);
+	dh_client_close(c);
 	return NULL;
 }
 
@@ -653,7 +653,7 @@ START_TEST(t_concurrent_clients)
 	ck_assert_int_eq((int)ok, NCLIENTS * NREQ);
 	ck_assert_int_eq((int)rows, NCLIENTS * NREQ);
 	ck_assert_msg(batches < req, "%g batches for %g requests", batches, req);
-	tsd_client_close(c);
+	dh_client_close(c);
 	dh_stop(&d);
 }
 END_TEST
@@ -665,7 +665,7 @@ static void start_heavy(dh_daemon *d, const char *cfg)
 	dh_start(d, cfg);
 	tsd_client *c = dh_client(d);
 	load_heavy(c);
-	tsd_client_close(c);
+	dh_client_close(c);
 	fill(heavyX, HR * HC, 5, 1.0f);
 }
 
@@ -678,7 +678,7 @@ static void wait_received(const dh_daemon *d, int n)
 	double got = 0;
 	for (int i = 0; i < 1000 && (got = dh_stat(c, "models.heavy.requests")) < n; i++)
 		usleep(10000);
-	tsd_client_close(c);
+	dh_client_close(c);
 	ck_assert_msg(got >= n, "the daemon received %g of %d requests", got, n);
 }
 
@@ -753,7 +753,7 @@ START_TEST(t_priority)
 	fprintf(stderr, "daemon: the realtime request finished after %d bulk ones, before %d (compute %g us each)\n",
 		before, after, dh_num(st, "histograms.compute_us.sum") / dh_num(st, "histograms.compute_us.count"));
 	cJSON_Delete(st);
-	tsd_client_close(c);
+	dh_client_close(c);
 	/* it overtakes the backlog: at most a few bulk replies (the one running when it came, replies
 	 * already on their way) arrive between its send and its reply, most arrive after it */
 	ck_assert_msg(before <= 5, "the realtime request waited for %d bulk requests", before);
@@ -782,7 +782,7 @@ START_TEST(t_timeout)
 	tsd_client *c = dh_client(&d);
 	ck_assert_int_eq((int)dh_stat(c, "models.heavy.timeouts"), 4);
 	ck_assert_int_eq((int)dh_stat(c, "requests.infer.timeout"), 4);
-	tsd_client_close(c);
+	dh_client_close(c);
 	dh_stop(&d);
 }
 END_TEST
@@ -804,7 +804,7 @@ START_TEST(t_busy)
 	ck_assert_msg(ok >= 4, "only %d ok", ok);
 	tsd_client *c = dh_client(&d);
 	ck_assert_int_eq((int)dh_stat(c, "models.heavy.busy"), busy);
-	tsd_client_close(c);
+	dh_client_close(c);
 	dh_stop(&d);
 }
 END_TEST
@@ -845,7 +845,7 @@ START_TEST(t_latest_only)
 	dh_raw_close(blocker);
 	tsd_client *c = dh_client(&d);
 	ck_assert_int_eq((int)dh_stat(c, "models.heavy.superseded"), NL - 1);
-	tsd_client_close(c);
+	dh_client_close(c);
 	dh_stop(&d);
 }
 END_TEST
@@ -875,7 +875,7 @@ START_TEST(t_unload_queued)
 	ck_assert_msg(counts[TSD_CANCELLED] > 0, "nothing was cancelled by the unload");
 	/* the name can be loaded again */
 	load_heavy(c);
-	tsd_client_close(c);
+	dh_client_close(c);
 	dh_stop(&d);
 }
 END_TEST
@@ -909,7 +909,7 @@ START_TEST(t_client_gone)
 	fprintf(stderr, "daemon: a client left with %d in flight: %g cancelled, %g ok in all\n", N, cancelled, ok);
 	/* each request counted once: finished, or dropped (queued) or cancelled (running) */
 	ck_assert_msg(ok + cancelled == N + 1, "%g ok + %g cancelled for %d requests", ok, cancelled, N + 1);
-	tsd_client_close(c);
+	dh_client_close(c);
 	dh_stop(&d);
 }
 END_TEST
@@ -933,7 +933,7 @@ START_TEST(t_inflight_max)
 	float y[HR * HC];
 	char why[200];
 	ck_assert_int_eq(dh_infer(c, "heavy", NULL, heavyX, HR, HC, y, HR * HC, why, sizeof(why)), TSD_OK);
-	tsd_client_close(c);
+	dh_client_close(c);
 	dh_stop(&d);
 }
 END_TEST
@@ -960,7 +960,7 @@ START_TEST(t_unauthorised)
 	float x[4] = {1, 2, 3, 4}, y[3];
 	char why[256];
 	ck_assert_int_eq(dh_infer(c, "lin", NULL, x, 1, 4, y, 3, why, sizeof(why)), TSD_UNAUTHORISED);
-	tsd_client_close(c);
+	dh_client_close(c);
 	dh_stop(&d);
 }
 END_TEST
@@ -997,7 +997,7 @@ static void *reload_client(void *p)
 			snprintf(a->err, sizeof(a->err), "got %g %g %g: neither weights'", got[0], got[1], got[2]);
 		}
 	}
-	tsd_client_close(c);
+	dh_client_close(c);
 	return NULL;
 }
 
@@ -1068,7 +1068,7 @@ START_TEST(t_hot_reload)
 	char why[200];
 	ck_assert_int_eq(dh_infer(c, "lin", NULL, x, 1, 4, got, 3, why, sizeof(why)), TSD_OK);
 	assert_close(got, y1, 3, "after the reload");
-	tsd_client_close(c);
+	dh_client_close(c);
 	dh_stop(&d);
 }
 END_TEST
@@ -1117,7 +1117,7 @@ START_TEST(t_sigterm_drain)
 			tsd_client_message(c, NULL));
 	}
 	tsd_reply_free(hr);
-	tsd_client_close(c);
+	dh_client_close(c);
 	/* one more after the signal, on a fresh connection: refused, not lost */
 	nng_socket late = dh_raw_open(&d, DH_TIMEOUT_MS);
 	static dh_async lq;
@@ -1191,7 +1191,7 @@ START_TEST(t_reload_broken)
 		assert_close(got, y0, 3, "after a broken reload");
 		ck_assert_int_eq(lin_version(c), 1);
 	}
-	tsd_client_close(c);
+	dh_client_close(c);
 	dh_stop(&d);
 }
 END_TEST

@@ -161,7 +161,7 @@ static void *caller_main(void *p)
 			}
 		a->ok += !a->err[0];
 	}
-	tsd_client_close(c);
+	dh_client_close(c);
 	return NULL;
 }
 
@@ -220,7 +220,7 @@ START_TEST(t_onnx_batched)
 		ck_assert_float_eq_tol(got[k], want[k], 1e-5f);
 	ck_assert_int_eq(dh_infer(c, "mlp4", NULL, x, 2, 3, got, 4, msg, sizeof(msg)), TSD_SHAPE_MISMATCH);
 	free(bytes);
-	tsd_client_close(c);
+	dh_client_close(c);
 	dh_stop(&d);
 }
 END_TEST
@@ -319,7 +319,7 @@ START_TEST(t_onnx_constants_and_refusals)
 	free(mlp);
 	free(gram);
 	free(scale);
-	tsd_client_close(c);
+	dh_client_close(c);
 	dh_stop(&d);
 }
 END_TEST
@@ -344,7 +344,7 @@ START_TEST(t_onnx_preload)
 	for (int k = 0; k < 4; k++)
 		ck_assert_float_eq_tol(got[k], want[k], 1e-5f);
 	free(bytes);
-	tsd_client_close(c);
+	dh_client_close(c);
 	dh_stop(&d);
 }
 END_TEST
