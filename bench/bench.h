@@ -29,6 +29,31 @@ static inline void bench_sort(double *t, int n) { qsort(t, n, sizeof(double), be
  * would hit the graph's realized-value cache), the result left lazy. */
 typedef eng_tensor *(*bench_build_fn)(eng_ctx *ctx, void *arg);
 
+/* One eng_realize of build's result in its own scope: *ms its wall time, *kernel_ms (if not NULL)
+ * the time inside its kernel launches (eng_stats.kernel_ns); the result read into out (outbytes)
+ * after the clock stops. Returns 0, or 1 after printing the engine's error prefixed with `name`. */
+static inline int bench_realize_once(eng_ctx *ctx, const char *name, bench_build_fn build, void *arg, void *out,
+				     size_t outbytes, double *ms, double *kernel_ms)
+{
+	eng_stats a, b;
+	eng_scope_begin(ctx);
+	eng_tensor *res = build(ctx, arg);
+	eng_get_stats(ctx, &a);
+	double t0 = bench_now_ms();
+	eng_status st = res ? eng_realize(&res, 1) : ENG_EINVAL;
+	*ms = bench_now_ms() - t0;
+	eng_get_stats(ctx, &b);
+	if (kernel_ms)
+		*kernel_ms = (double)(b.kernel_ns - a.kernel_ns) / 1e6;
+	if (st || eng_tensor_read(res, out, outbytes)) {
+		fprintf(stderr, "%s: %s\n", name, eng_errmsg(ctx));
+		eng_scope_end(ctx);
+		return 1;
+	}
+	eng_scope_end(ctx);
+	return 0;
+}
+
 /* Time eng_realize of build's result runs times after one warm-up run, each in its own scope,
  * reading the result back (outbytes) after the clock stops; t[0..runs) gets the times sorted.
  * Returns 0, or 1 after printing the engine's error prefixed with `name`. */
@@ -36,25 +61,16 @@ static inline int bench_realize_runs(eng_ctx *ctx, const char *name, bench_build
 				     size_t outbytes, int runs, double *t)
 {
 	void *out = malloc(outbytes ? outbytes : 1);
-	for (int r = -1; r < runs && out; r++) {
-		eng_scope_begin(ctx);
-		eng_tensor *res = build(ctx, arg);
-		double t0 = bench_now_ms();
-		eng_status st = res ? eng_realize(&res, 1) : ENG_EINVAL;
-		double ms = bench_now_ms() - t0;
-		if (st || eng_tensor_read(res, out, outbytes)) {
-			fprintf(stderr, "%s: %s\n", name, eng_errmsg(ctx));
-			free(out);
-			return 1;
-		}
-		if (r >= 0)
-			t[r] = ms;
-		eng_scope_end(ctx);
-	}
+	double ms;
 	if (!out) {
 		fprintf(stderr, "%s: out of memory\n", name);
 		return 1;
 	}
+	for (int r = -1; r < runs; r++)
+		if (bench_realize_once(ctx, name, build, arg, out, outbytes, r >= 0 ? &t[r] : &ms, NULL)) {
+			free(out);
+			return 1;
+		}
 	free(out);
 	bench_sort(t, runs);
 	return 0;

@@ -18,24 +18,11 @@ static eng_ctx *ctx_with_beam(int beam, char *err, size_t errlen)
 	return eng_ctx_create(&o, err, errlen);
 }
 
-/* One timed realize of s's matmul in ctx on fresh inputs: *ms the realize's wall time, *kms the
- * time inside its kernel launches (eng_stats.kernel_ns); the result read back after the clock. */
+/* One timed realize of s's matmul in ctx on fresh inputs (bench_realize_once). */
 static int one_run(eng_ctx *ctx, mm_shape *s, float *out, double *ms, double *kms)
 {
-	eng_stats a, b;
-	eng_scope_begin(ctx);
-	eng_tensor *c = mm_shape_build(ctx, s);
-	eng_get_stats(ctx, &a);
-	double t0 = bench_now_ms();
-	eng_status st = c ? eng_realize(&c, 1) : ENG_EINVAL;
-	*ms = bench_now_ms() - t0;
-	eng_get_stats(ctx, &b);
-	*kms = (double)(b.kernel_ns - a.kernel_ns) / 1e6;
-	st = st ? st : eng_tensor_read(c, out, (size_t)(s->m * s->n) * sizeof(float));
-	if (st)
-		fprintf(stderr, "bench_matmul_beam: %s\n", eng_errmsg(ctx));
-	eng_scope_end(ctx);
-	return st != ENG_OK;
+	return bench_realize_once(ctx, "bench_matmul_beam", mm_shape_build, s, out, (size_t)(s->m * s->n) * sizeof(float),
+				  ms, kms);
 }
 
 int main(int argc, char **argv)

@@ -456,46 +456,52 @@ bool eng_plan_packed(eng_kernel_ir *ir, const eng_node *const *roots, int nroots
  * columns it kept them. */
 #define RPACK_MIN_WIDE 320
 
+/* Whether blocks of `rows` rows of the narrow tile's dim can each be packed by one parallel
+ * iteration: they divide the dim, give every thread one, and are the kernel's parallel loop (no
+ * output dim before theirs but of size one). */
+static bool row_blocks_ok(const eng_kernel_ir *ir, const eng_target *t, int64_t rows)
+{
+	int nd = ir->tiledim[1];
+	if (nd < 0 || ir->tiledim[0] < 0 || rows < 1 || ir->shape[nd] % rows || ir->shape[nd] / rows < t->par ||
+	    ir->phases[0].nred != 1)
+		return false;
+	for (int d = 0; d < nd; d++)
+		if (ir->shape[d] != 1)
+			return false;
+	return true;
+}
+
+const eng_node *eng_plan_row_pack_operand(const eng_kernel_ir *ir, const eng_target *t, int64_t rows)
+{
+	return row_blocks_ok(ir, t, rows) ? row_operand(ir, &ir->phases[0]) : NULL;
+}
+
 /* Pack the narrow operand of a blocked, packed matmul (plan_blocks) in tiles of ENG_RPACK_ROWS rows
  * (eng_rpack), in blocks of as many rows as leave every thread one, up to a packed block of twice
  * L2 (each wide panel, packed once per block of rows, then serves more rows; the block's tiles
  * stream through L2): the most rows dividing the dim, or the most that are a multiple of the tile
  * if at least half as many (else the last tile of each block overhangs it: mrows), where
- * eng_plan_row_pack_operand allows. Measured paired with OpenBLAS call by call on the Xeon: 8-row
- * tiles read in place took 1.18x OpenBLAS's time at 2048 and 1.26x at 4096; packed 12-row tiles
- * in blocks of a quarter of L2 1.08x and 1.10x, of half of L2 1.03-1.08x and 1.08x, of twice L2
- * 1.06x (2048, against 1.08x for half in the same run) and 1.03x (4096, against 1.08x). */
-const eng_node *eng_plan_row_pack_operand(const eng_kernel_ir *ir, const eng_target *t, int64_t rows)
-{
-	int nd = ir->tiledim[1];
-	if (nd < 0 || ir->tiledim[0] < 0 || rows < 1 || ir->shape[nd] % rows || ir->shape[nd] / rows < t->par ||
-	    ir->phases[0].nred != 1)
-		return NULL;
-	for (int d = 0; d < nd; d++)
-		if (ir->shape[d] != 1)
-			return NULL; /* the blocks would not be the parallel loop */
-	return row_operand(ir, &ir->phases[0]);
-}
-
+ * eng_plan_row_pack_operand allows. Chosen with hand-written variants paired with OpenBLAS call
+ * by call on the Xeon (blocks of a quarter, half and twice L2); bench/compare_blas.sh against the
+ * build before it: 2048 1.07-1.16x of OpenBLAS's time -> 1.03-1.07x, 4096 1.14-1.22x -> 1.00-1.07x. */
 static void plan_row_pack(eng_kernel_ir *ir, const eng_phase *ph, const eng_target *t)
 {
 	int64_t kc = ir->kblock, es = eng_dtype_size(ph->dtype);
 	int64_t most = 0, exact = 0;
-	if (ir->shape[ir->tiledim[0]] < RPACK_MIN_WIDE)
-		return;
-	for (int64_t b = 2 * t->l2 / (kc * es); b >= ENG_RPACK_ROWS && !exact; b--)
-		if (eng_plan_row_pack_operand(ir, t, b)) {
+	const eng_node *rp = ir->shape[ir->tiledim[0]] >= RPACK_MIN_WIDE ? row_operand(ir, ph) : NULL;
+	for (int64_t b = 2 * t->l2 / (kc * es); rp && b >= ENG_RPACK_ROWS && !exact; b--)
+		if (row_blocks_ok(ir, t, b)) {
 			most = most ? most : b;
 			exact = b % ENG_RPACK_ROWS == 0 ? b : 0;
 		}
 	int64_t rows = exact >= most / 2 ? exact : most;
 	int64_t tiles = (rows + ENG_RPACK_ROWS - 1) / ENG_RPACK_ROWS;
-	if (tiles < 2)
+	if (!rp || tiles < 2)
 		return;
 	ir->tile[1] = ENG_RPACK_ROWS;
 	ir->mblock = tiles;
 	ir->mrows = tiles * ENG_RPACK_ROWS == rows ? 0 : rows;
-	ir->rpack.node = eng_plan_row_pack_operand(ir, t, rows);
+	ir->rpack.node = rp;
 }
 
 /* Cache blocking of a tiled sum of one reduction stored as it is (a matmul, batched matmul, a
