@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -482,7 +483,7 @@ nng_socket dh_raw_open_dialer(const dh_daemon *d, int timeout_ms, nng_dialer *dl
 typedef struct closer {
 	nng_socket s;
 	tsd_client *c; /* a client to close instead (tsd_client_close), if not NULL */
-	atomic_bool done;
+	sem_t done;
 } closer;
 
 static void *close_main(void *arg)
@@ -492,7 +493,7 @@ static void *close_main(void *arg)
 		tsd_client_close(c->c);
 	else
 		nng_close(c->s);
-	atomic_store(&c->done, true);
+	sem_post(&c->done);
 	return NULL;
 }
 
@@ -500,15 +501,21 @@ static void *close_main(void *arg)
 static void timed_close(closer *cl, const char *what)
 {
 	pthread_t th;
+	ck_assert_int_eq(sem_init(&cl->done, 0, 0), 0);
 	ck_assert_int_eq(pthread_create(&th, NULL, close_main, cl), 0);
-	for (int i = 0; i < 500 && !atomic_load(&cl->done); i++)
-		usleep(10000);
-	if (!atomic_load(&cl->done)) {
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 5;
+	int rv;
+	while ((rv = sem_timedwait(&cl->done, &until)) != 0 && errno == EINTR)
+		;
+	if (rv != 0) {
 		pthread_detach(th);
 		fprintf(stderr, "daemon harness: nng_close of %s did not return in 5 s (nng bug); left open\n", what);
 		return;
 	}
 	pthread_join(th, NULL);
+	sem_destroy(&cl->done);
 	free(cl);
 }
 
@@ -526,6 +533,87 @@ void dh_client_close(tsd_client *cl)
 	ck_assert(c);
 	c->c = cl;
 	timed_close(c, "a client's socket");
+}
+
+/* ---- a client in a process of its own ---- */
+
+pid_t dh_spawn_sender(const dh_daemon *d, nng_msg *req, int n)
+{
+	char exe[PATH_MAX], path[400], num[16];
+	ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	ck_assert_msg(len > 0, "readlink /proc/self/exe: %s", strerror(errno));
+	exe[len] = 0;
+	snprintf(path, sizeof(path), "%s/sender.msg", d->dir);
+	FILE *f = fopen(path, "wb");
+	ck_assert_msg(f, "%s: %s", path, strerror(errno));
+	ck_assert(fwrite(nng_msg_body(req), 1, nng_msg_len(req), f) == nng_msg_len(req));
+	ck_assert(fclose(f) == 0);
+	snprintf(num, sizeof(num), "%d", n);
+	pid_t parent = getpid(), pid = fork();
+	ck_assert_msg(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(127);
+		setenv("DH_SENDER_URL", d->url, 1);
+		setenv("DH_SENDER_MSG", path, 1);
+		setenv("DH_SENDER_N", num, 1);
+		execl(exe, exe, (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+void dh_kill_sender(pid_t pid)
+{
+	int st = 0;
+	ck_assert_int_eq(kill(pid, SIGKILL), 0);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "the sender exited by itself (status 0x%x)", st);
+}
+
+static int sender_fail(const char *what, int rv)
+{
+	fprintf(stderr, "sender: %s: %s\n", what, nng_strerror(rv));
+	return 2;
+}
+
+int dh_sender_main(void)
+{
+	const char *url = getenv("DH_SENDER_URL"), *path = getenv("DH_SENDER_MSG"), *num = getenv("DH_SENDER_N");
+	int n = num ? atoi(num) : 0, rv;
+	FILE *f = path ? fopen(path, "rb") : NULL;
+	if (!url || !f || n <= 0 || n > 1024) {
+		fprintf(stderr, "sender: DH_SENDER_URL, DH_SENDER_MSG (a readable file) and DH_SENDER_N (1..1024) are needed\n");
+		return 2;
+	}
+	static char body[1 << 20];
+	size_t len = fread(body, 1, sizeof(body), f);
+	fclose(f);
+	if (len == sizeof(body)) {
+		fprintf(stderr, "sender: %s: over %zu bytes\n", path, sizeof(body) - 1);
+		return 2;
+	}
+	nng_socket s;
+	if ((rv = nng_req0_open(&s)) || (rv = nng_socket_set_ms(s, NNG_OPT_REQ_RESENDTIME, 0)) ||
+	    (rv = nng_dial(s, url, NULL, 0)))
+		return sender_fail(url, rv);
+	for (int i = 0; i < n; i++) {
+		nng_ctx ctx;
+		nng_aio *aio;
+		nng_msg *m;
+		if ((rv = nng_ctx_open(&ctx, s)) || (rv = nng_aio_alloc(&aio, NULL, NULL)) ||
+		    (rv = nng_msg_alloc(&m, 0)) || (rv = nng_msg_append(m, body, len)))
+			return sender_fail("a request", rv);
+		nng_aio_set_msg(aio, m);
+		nng_ctx_send(ctx, aio);
+		nng_aio_wait(aio);
+		if ((rv = nng_aio_result(aio)))
+			return sender_fail("send", rv);
+		nng_ctx_recv(ctx, aio); /* the reply would land here; the process is killed first */
+	}
+	for (;;)
+		pause();
 }
 
 static void *to_msg(void *arg, size_t size)

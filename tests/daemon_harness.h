@@ -107,6 +107,15 @@ void dh_client_close(tsd_client *c);
 /* The same with its dialer: close the dialer before the socket when the daemon may drop the
  * connection (nng 1.5's nng_close can hang on a REQ socket redialling to resend). */
 nng_socket dh_raw_open_dialer(const dh_daemon *d, int timeout_ms, nng_dialer *dl);
+/* A client in a process of its own (this test binary run again, main.c -> dh_sender_main): it
+ * sends req (a copy; the caller keeps req) n times on contexts of one REQ socket to d, then
+ * waits for its end. dh_kill_sender kills it with SIGKILL: the kernel closes its connection with
+ * the requests in flight, as when a client crashes, and nng's close in this process is not
+ * involved. Dies with the test process. */
+pid_t dh_spawn_sender(const dh_daemon *d, nng_msg *req, int n);
+void dh_kill_sender(pid_t pid);
+/* The sender's body, when DH_SENDER_URL is set (main.c); returns an exit status on error. */
+int dh_sender_main(void);
 /* Encode header + ts into a message (asserts). */
 nng_msg *dh_encode(const cJSON *header, const tsd_tensor *ts, int n);
 /* Send msg (taken) on a new context of sock; the reply arrives in the background. */

@@ -1,11 +1,15 @@
 /* main.c: the check runner for tensord's test suites (see suites.h); exits non-zero if any
- * test fails. CK_FORK, CK_RUN_SUITE and CK_RUN_CASE work as usual for check. */
+ * test fails. CK_FORK, CK_RUN_SUITE and CK_RUN_CASE work as usual for check. With DH_SENDER_URL set it is
+ * the daemon tests' client process instead (dh_spawn_sender). */
 #include <stdlib.h>
 
+#include "daemon_harness.h"
 #include "suites.h"
 
 int main(void)
 {
+	if (getenv("DH_SENDER_URL")) /* a client process of the daemon tests (dh_spawn_sender) */
+		return dh_sender_main();
 	SRunner *sr = srunner_create(NULL);
 #define TEST_SUITE_ADD(name) srunner_add_suite(sr, name##_suite());
 	TEST_SUITES(TEST_SUITE_ADD)

@@ -715,7 +715,7 @@ static void wait_all(dh_async *q, int n, unsigned allowed, int *counts, tsd_stat
 	free(pm);
 }
 
-#define NBULK 24
+#define NBULK 48 /* ~0.1 s of backlog at 2.5 ms a request (Xeon, -O2); ~0.7 s under TSan */
 
 START_TEST(t_priority)
 {
@@ -741,23 +741,26 @@ START_TEST(t_priority)
 		assert_close(y->data, want, HR * HC, "heavy y");
 		proto_msg_free(pm);
 	}
-	/* bulk requests finished while the realtime one was in flight, and after it */
-	int after = 0;
+	/* bulk requests still queued when the realtime one was sent; of those, the ones that finished
+	 * while it was in flight, and after it */
+	int after = 0, pending = 0;
 	for (int i = 0; i < NBULK; i++) {
 		int o = atomic_load(&bulk[i].order);
+		pending += o > at_send;
 		before += o > at_send && o < atomic_load(&rt.order);
 		after += o > atomic_load(&rt.order);
 	}
 	tsd_client *c = dh_client(&d);
 	cJSON *st = dh_call_json(c, "stats");
-	fprintf(stderr, "daemon: the realtime request finished after %d bulk ones, before %d (compute %g us each)\n",
-		before, after, dh_num(st, "histograms.compute_us.sum") / dh_num(st, "histograms.compute_us.count"));
+	fprintf(stderr, "daemon: the realtime request finished after %d bulk ones, before %d of %d queued (compute %g us each)\n",
+		before, after, pending, dh_num(st, "histograms.compute_us.sum") / dh_num(st, "histograms.compute_us.count"));
 	cJSON_Delete(st);
 	dh_client_close(c);
 	/* it overtakes the backlog: at most a few bulk replies (the one running when it came, replies
-	 * already on their way) arrive between its send and its reply, most arrive after it */
-	ck_assert_msg(before <= 5, "the realtime request waited for %d bulk requests", before);
-	ck_assert_msg(after >= NBULK / 2, "only %d of %d bulk requests finished after the realtime one", after, NBULK);
+	 * already on their way) arrive between its send and its reply, the rest of the backlog after */
+	ck_assert_msg(pending >= NBULK / 4, "only %d of %d bulk requests were queued when the realtime one was sent",
+		      pending, NBULK);
+	ck_assert_msg(before <= 5, "the realtime request waited for %d of %d queued bulk requests", before, pending);
 	for (int i = 0; i < NBULK; i++)
 		dh_async_free(&bulk[i]);
 	dh_async_free(&rt);
@@ -880,19 +883,19 @@ START_TEST(t_unload_queued)
 }
 END_TEST
 
-/* A client that closes with requests queued and running: they are dropped, others go on. */
+/* A client that dies with requests queued and running: they are dropped, others go on. The
+ * client is a process of its own, killed: closing a socket with requests in flight in this
+ * process can hang nng 1.5 (dh_raw_close), and a crash is what a daemon must survive. */
 START_TEST(t_client_gone)
 {
 	dh_daemon d = {0};
 	start_heavy(&d, NULL);
-	nng_socket s = dh_raw_open(&d, DH_TIMEOUT_MS);
 	enum { N = 24 };
-	static dh_async q[N];
-	send_heavy(s, q, N, "q", NULL, 0);
+	nng_msg *req = heavy_msg("gone", NULL, 0, false);
+	pid_t sender = dh_spawn_sender(&d, req, N);
+	nng_msg_free(req);
 	wait_received(&d, N);
-	for (int i = 0; i < N; i++) /* the contexts first: closing the socket under them can hang */
-		dh_async_free(&q[i]);
-	dh_raw_close(s);
+	dh_kill_sender(sender);
 	tsd_client *c = dh_client(&d);
 	nng_socket s2 = dh_raw_open(&d, DH_TIMEOUT_MS);
 	static dh_async one;
