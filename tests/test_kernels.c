@@ -200,6 +200,8 @@ END_TEST
 /* Counts the kernels whose DEBUG=3 line names the cache blocking (and the packed operand). */
 typedef struct blocked_log {
 	int blocked, packed, rows; /* rows: the narrow operand's blocks packed too (RPACK) */
+	int unblocked;             /* planned blocks dropped by the lowering (lower.c) */
+	int four_blocks;           /* 4 parallel blocks of 300 x 64 float32 rows packed */
 } blocked_log;
 
 static void blocked_log_fn(void *arg, int level, const char *msg)
@@ -208,22 +210,29 @@ static void blocked_log_fn(void *arg, int level, const char *msg)
 	l->blocked += level == 3 && strstr(msg, "BLOCK reduce") != NULL;
 	l->packed += level == 3 && strstr(msg, "PACK") != NULL;
 	l->rows += level == 3 && strstr(msg, "RPACK") != NULL;
+	l->unblocked += level == 3 && strstr(msg, "(unblocked)") != NULL;
+	l->four_blocks += level == 3 && strstr(msg, "RPACK | 1 phases, 1 outputs, parallel 4, scratch 76800 bytes") != NULL;
 }
 
 /* A context on a CPU stated to have small caches (so small shapes block), counting the kernels
  * blocked and packed into lg. */
-static eng_ctx *small_cache_ctx(blocked_log *lg)
+static eng_ctx *cache_ctx(blocked_log *lg, const char *backend_opts)
 {
 	eng_ctx_opts o;
 	char err[512] = "";
 	eng_ctx_opts_default(&o);
 	o.debug = 3;
 	o.no_disk_cache = true;
-	o.backend_opts = "CPU.cache_l1=16384,CPU.cache_l2=262144,CPU.threads=2";
+	o.backend_opts = backend_opts;
 	eng_ctx *ctx = eng_ctx_create(&o, err, sizeof(err));
 	ck_assert_msg(ctx != NULL, "eng_ctx_create failed: %s", err);
 	eng_set_log(ctx, blocked_log_fn, lg);
 	return ctx;
+}
+
+static eng_ctx *small_cache_ctx(blocked_log *lg)
+{
+	return cache_ctx(lg, "CPU.cache_l1=16384,CPU.cache_l2=262144,CPU.threads=2");
 }
 
 /* Reductions of products blocked for the caches (small caches stated, so small shapes block):
@@ -265,7 +274,8 @@ static eng_status matmul_step(eng_ctx *ctx, eng_tensor *const *in, int nin, eng_
  * plan_row_pack; small caches stated): the reference's result with blocks that are a multiple of
  * the tile (240 rows: blocks of 120), blocks whose last tile overhangs them (256 rows: blocks of
  * 128, 11 tiles; 100 rows: blocks of 50), a leading dim of one, and through a JIT replay on
- * fresh inputs; not with batch dims, a bias added after the sum or 256 columns. */
+ * fresh inputs, and more blocks than threads; not with batch dims, a bias added after the sum or
+ * 256 columns; rows it cannot pack with a last tile that overhangs: no blocks. */
 START_TEST(test_row_packed_matmul)
 {
 	blocked_log lg = {0};
@@ -288,6 +298,22 @@ START_TEST(test_row_packed_matmul)
 	EXPECT_KERNELS(ctx, 1, eng_matmul(mk(ctx, &r, 2, sa2), mk(ctx, &r, 2, sn)));
 	if (cpu)
 		ck_assert_int_eq(lg.rows, 4);
+	/* rows the packed block cannot read (256 of them from a permuted [16,512,16]: the row index
+	 * is a div/mod of the tile's) with a last tile that overhangs the block (128 rows): lowered
+	 * again without blocks, never a read past the operand */
+	int64_t sx[3] = {16, 512, 16}, sr[2] = {256, 512};
+	int perm[3] = {0, 2, 1};
+	EXPECT_KERNELS(ctx, 1, eng_matmul(eng_reshape(eng_permute(mk(ctx, &r, 3, sx), perm), 2, sr), b));
+	ck_assert_int_eq(lg.unblocked, cpu ? 1 : 0);
+	/* more blocks than threads (L2 stated 64 KiB: 4 blocks of 300 rows, 2 threads): each call
+	 * packs its blocks one after another into its one block of scratch */
+	blocked_log lg4 = {0};
+	eng_ctx *ctx4 = cache_ctx(&lg4, "CPU.cache_l1=16384,CPU.cache_l2=65536,CPU.threads=2");
+	int64_t s4a[2] = {1200, 256}, s4b[2] = {256, 384};
+	EXPECT_KERNELS(ctx4, 1, eng_matmul(mk(ctx4, &r, 2, s4a), mk(ctx4, &r, 2, s4b)));
+	if (cpu)
+		ck_assert_int_eq(lg4.four_blocks, 1);
+	eng_ctx_destroy(ctx4);
 	/* a captured step replayed on new inputs writes the new product */
 	eng_jit *j = eng_jit_create(ctx, matmul_step, NULL, 2, 1, NULL);
 	ck_assert_ptr_nonnull(j);

@@ -55,12 +55,24 @@ static void cpu_program_free(void *dev, bk_program *p) { cpu_program_release((cp
 typedef struct job {
 	cpu_kernel_fn fn;
 	void *const *bufs;
+	/* heap scratch (else NULL): each call of fn gets its own `per` bytes of it, after the
+	 * buffers (nbufs of them), numbered by `calls` (at most `ways` calls: pool.h) */
+	char *heap;
+	size_t per;
+	int nbufs, calls;
 } job;
 
 static void run_range(void *arg, int64_t s, int64_t e)
 {
 	job *j = arg;
-	j->fn(j->bufs, s, e);
+	if (!j->heap) {
+		j->fn(j->bufs, s, e);
+		return;
+	}
+	void *bufs[CPU_MAX_ARGS];
+	memcpy(bufs, j->bufs, (size_t)j->nbufs * sizeof(void *));
+	bufs[j->nbufs] = j->heap + (size_t)__atomic_fetch_add(&j->calls, 1, __ATOMIC_RELAXED) * j->per;
+	j->fn(bufs, s, e);
 }
 
 /* At least n bytes of heap scratch, 64-aligned: the device's kept buffer (grown as needed;
@@ -90,12 +102,15 @@ static eng_status cpu_launch(void *dev, bk_program *prog, void *const *bufs, int
 {
 	cpu_dev *d = dev;
 	cpu_program *p = (cpu_program *)prog;
-	job j = {.fn = p->fn, .bufs = bufs};
+	job j = {.fn = p->fn, .bufs = bufs, .nbufs = nbufs};
+	/* spreading costs ~10us: only worth it for kernels doing enough work; a device asking for
+	 * fewer threads than the shared pool has uses that many ways of it */
+	int ways = l->cost < 32768 ? 1 : d->nthreads;
 	/* scratch after the buffers: a split reduction's chunks put their partials there, on this
 	 * stack, and its _fin combines them (in chunk order, whichever threads ran the chunks) once
-	 * all are done; another kernel's (packed blocks of rows) comes from the heap */
+	 * all are done; another kernel's (a packed block of rows) is per call, from the heap */
 	_Alignas(64) unsigned char scratch[CPU_SPLIT_SCRATCH];
-	void *withscratch[CPU_MAX_ARGS], *heap = NULL;
+	void *withscratch[CPU_MAX_ARGS];
 	bool kept = false;
 	if (p->fin || p->scratch > 0) {
 		if (nbufs + 1 > CPU_MAX_ARGS) {
@@ -103,25 +118,23 @@ static eng_status cpu_launch(void *dev, bk_program *prog, void *const *bufs, int
 				 CPU_MAX_ARGS - 1);
 			return ENG_ERANGE;
 		}
-		if (!p->fin && !(heap = scratch_take(d, p->scratch, &kept))) {
+		j.per = ((size_t)p->scratch + 63) & ~(size_t)63;
+		if (!p->fin && !(j.heap = scratch_take(d, (int64_t)j.per * ways, &kept))) {
 			snprintf(err->msg, sizeof(err->msg), "kernel %s: out of memory for %lld bytes of scratch", p->name,
-				 (long long)p->scratch);
+				 (long long)j.per * ways);
 			return ENG_ENOMEM;
 		}
 		memcpy(withscratch, bufs, (size_t)nbufs * sizeof(void *));
-		withscratch[nbufs] = p->fin ? (void *)scratch : heap;
+		withscratch[nbufs] = scratch;
 		j.bufs = withscratch;
 	}
-	/* spreading costs ~10us: only worth it for kernels doing enough work; a device asking for
-	 * fewer threads than the shared pool has uses that many ways of it */
-	int ways = l->cost < 32768 ? 1 : d->nthreads;
 	cpu_pool_run(d->pool, run_range, &j, l->nparallel > 0 ? l->nparallel : 1, ways);
 	if (p->fin)
 		p->fin(j.bufs, 0, 0);
 	if (kept)
 		__atomic_store_n(&d->scratch_busy, 0, __ATOMIC_RELEASE);
 	else
-		free(heap);
+		free(j.heap);
 	return ENG_OK;
 }
 

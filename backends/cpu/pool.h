@@ -17,7 +17,8 @@ cpu_pool *cpu_pool_acquire(int nthreads);
 void cpu_pool_release(cpu_pool *p);
 /* Threads a job can use now, including the caller. */
 int cpu_pool_size(cpu_pool *p);
-/* Run fn over [0, n) split into at most `ways` contiguous chunks and return when all are done.
+/* Run fn over [0, n) split into at most `ways` contiguous chunks (fn is called once per chunk,
+ * so at most `ways` times) and return when all are done.
  * Safe from any thread: one job runs on the workers at a time; a job submitted while another
  * runs (from another device's thread, or from inside a job) runs whole on its calling thread
  * instead of waiting, so a submission never deadlocks and never blocks behind a long kernel. */

@@ -108,15 +108,17 @@ typedef struct eng_pack {
 
 /* The narrow tile's operand of a blocked matmul-shaped sum (plan_blocks on a CPU): for each
  * block of the reduction and each block of rows (the parallel loop's iteration p), its rows x
- * kc block is copied into the launch's scratch at p * tiles * rows_t * kc elements, tile by
- * tile, so that the tile's rows at one reduction step are adjacent: element (row, k) of the
- * block, row = t * rows_t + r, is buf[base + row * rstride + k * kstride], stored at
- * (t * kc + k) * rows_t + r; rows past `rows` (a last tile that overhangs the block) are zero. */
+ * kc block is copied into the scratch of the call running p (tiles * rows_t * kc elements, the
+ * kernel's scratch: a call runs its iterations one after another, and each of a launch's calls
+ * gets its own), tile by tile, so that the tile's rows at one reduction step are adjacent:
+ * element (row, k) of the block, row = t * rows_t + r, is buf[base + row * rstride + k * kstride],
+ * stored at (t * kc + k) * rows_t + r; rows past `rows` (a last tile that overhangs the block)
+ * are zero. */
 typedef struct eng_rpack {
 	const eng_node *node; /* planned: the operand (NULL: none) */
 	int buf;              /* its buffer, -1 until lowered */
 	eng_dtype dtype;
-	eng_uop *base, *slot; /* the block's start in buf; the parallel iteration p */
+	eng_uop *base, *slot; /* the block's start in buf; the parallel iteration p (its loop) */
 	int64_t tiles, rows_t, rows, kc, rstride, kstride;
 } eng_rpack;
 

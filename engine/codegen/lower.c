@@ -608,7 +608,7 @@ static eng_uop *rpack_load(lctx *c, int slot, const eng_node *n, eng_uop *idx)
 	ir->rpack.rstride = cr;
 	ir->rpack.kstride = ck;
 	ir->bufs[ENG_RPACK_BUF] = (eng_kernel_buf){.dtype = n->dtype, .numel = per};
-	ir->scratch = ir->loops[c->blockvar].n * per * (int64_t)eng_dtype_size(n->dtype);
+	ir->scratch = per * (int64_t)eng_dtype_size(n->dtype); /* one block: see eng_rpack */
 	eng_uop *at = u_add(u, u_mul_const(u, u_add(u, u_mul_const(u, m, kc), k), rt), r);
 	return u_load(u, ENG_RPACK_BUF, n->dtype, at, NULL);
 }

@@ -821,18 +821,16 @@ static void render_pack(const rk *r, const eng_stmt *s, int depth)
 	eng_strbuf_puts(r->b, "}\n");
 }
 
-/* The narrow operand's block (eng_rpack) copied into the launch's scratch (the pointer after the
- * buffers) at its parallel iteration's slot, as pa: tile by tile, a tile's rows adjacent at each
- * reduction step, rows past the block zero. */
+/* The narrow operand's block (eng_rpack) copied into the call's scratch (the pointer after the
+ * buffers), as pa: tile by tile, a tile's rows adjacent at each reduction step, rows past the
+ * block zero. */
 static void render_rpack(const rk *r, const eng_stmt *s, int depth)
 {
 	const eng_rpack *p = &r->ir->rpack;
 	const char *ct = ctype(r, p->dtype);
-	long long per = p->tiles * p->rows_t * p->kc, rt = p->rows_t, kc = p->kc;
+	long long rt = p->rows_t, kc = p->kc;
 	indent(r->b, depth);
-	eng_strbuf_printf(r->b, "%s *restrict pa = (%s *)bufs[%d] + ", ct, ct, r->ir->nbufs);
-	ref(r, s->idx);
-	eng_strbuf_printf(r->b, "*INT64_C(%lld);\n", per);
+	eng_strbuf_printf(r->b, "%s *restrict pa = (%s *)bufs[%d];\n", ct, ct, r->ir->nbufs);
 	indent(r->b, depth);
 	eng_strbuf_printf(r->b, "for (int64_t i_ = 0; i_ < %lld; i_++) {\n", (long long)(p->tiles * p->rows_t));
 	indent(r->b, depth + 1);
