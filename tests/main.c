@@ -1,6 +1,6 @@
 /* main.c: the check runner for tensord's test suites (see suites.h); exits non-zero if any
- * test fails. CK_FORK, CK_RUN_SUITE and CK_RUN_CASE work as usual for check. With DH_SENDER_URL set it is
- * the daemon tests' client process instead (dh_spawn_sender). */
+ * test fails. CK_FORK, CK_RUN_SUITE and CK_RUN_CASE work as usual for check. With DH_SENDER_URL
+ * set it is the daemon tests' client process instead (dh_spawn_sender). */
 #include <stdlib.h>
 
 #include "daemon_harness.h"

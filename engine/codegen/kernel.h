@@ -80,7 +80,7 @@ typedef struct eng_kstore {
 } eng_kstore;
 
 /* S_PACK: copy the packed operand's panel (ir->pack) into the kernel's local buffer; S_RPACK:
- * copy the narrow operand's block (ir->rpack) into the launch's scratch; S_PREFETCH: prefetch
+ * copy the narrow operand's block (ir->rpack) into the call's scratch; S_PREFETCH: prefetch
  * the output tile a blocked reduction's partial sums are added to. */
 typedef enum eng_stmt_kind { S_LOOP, S_END, S_DEF, S_ACC_INIT, S_ACC_UPD, S_STORE, S_PACK, S_RPACK, S_PREFETCH } eng_stmt_kind;
 
@@ -174,7 +174,7 @@ typedef struct eng_kernel_ir {
 	int vsplit_dim;
 	eng_pack pack;
 	eng_rpack rpack;
-	int64_t scratch; /* bytes of the launch's scratch the kernel uses (rpack), 0 if none */
+	int64_t scratch; /* bytes of scratch each call of the kernel uses (rpack), 0 if none */
 	int nstmts, capstmts;
 	eng_stmt *stmts;
 	int64_t nparallel; /* iterations of the parallel loop (1 if none) */
