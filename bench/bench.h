@@ -54,7 +54,14 @@ static inline int bench_realize_once(eng_ctx *ctx, const char *name, bench_build
 	return 0;
 }
 
-/* Time eng_realize of build's result runs times after one warm-up run, each in its own scope,
+/* The warm-up before timed runs: one run at least, and more until this long has passed. This
+ * host runs slow for some tens of ms after idling: of bench_matmul 256x784x128t processes run
+ * one after another after 8 s idle, the first read 0.80 ms (median), the next ones 0.22 ms. A
+ * peer script's interpreter start (importing numpy) warms the host for it; the peer scripts warm
+ * up the same way (numpy_matmul.py, numpy_sum.py). */
+#define BENCH_WARMUP_MS 250.0
+
+/* Time eng_realize of build's result runs times after the warm-up, each in its own scope,
  * reading the result back (outbytes) after the clock stops; t[0..runs) gets the times sorted.
  * Returns 0, or 1 after printing the engine's error prefixed with `name`. */
 static inline int bench_realize_runs(eng_ctx *ctx, const char *name, bench_build_fn build, void *arg,
@@ -66,8 +73,15 @@ static inline int bench_realize_runs(eng_ctx *ctx, const char *name, bench_build
 		fprintf(stderr, "%s: out of memory\n", name);
 		return 1;
 	}
-	for (int r = -1; r < runs; r++)
-		if (bench_realize_once(ctx, name, build, arg, out, outbytes, r >= 0 ? &t[r] : &ms, NULL)) {
+	double t0 = bench_now_ms();
+	do {
+		if (bench_realize_once(ctx, name, build, arg, out, outbytes, &ms, NULL)) {
+			free(out);
+			return 1;
+		}
+	} while (bench_now_ms() - t0 < BENCH_WARMUP_MS);
+	for (int r = 0; r < runs; r++)
+		if (bench_realize_once(ctx, name, build, arg, out, outbytes, &t[r], NULL)) {
 			free(out);
 			return 1;
 		}

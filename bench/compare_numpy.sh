@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Float32 matmul, tensord (default settings, all cores) against numpy (bundled OpenBLAS, 2 threads)
-# in one run: median (and best) of 7 after a warm-up, each shape run by both back to back ROUNDS
+# in one run: median (and best) of 7 after a warm-up (0.25 s at least: bench.h), each shape run by both back to back ROUNDS
 # times (default 3; the middle round's figure is kept), then a table with the ratios. Args: shapes as N or MxKxN, t after it for x @ w.T (default 256 512 1024 2048 4096
 # 256x784x128 256x784x128t). Needs `make` (BUILD=dir as for make) and bench/setup-peer.sh.
 set -euo pipefail

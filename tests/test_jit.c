@@ -377,6 +377,57 @@ START_TEST(test_jitted_training_step_matches)
 }
 END_TEST
 
+static eng_status dropout_fn(eng_ctx *ctx, eng_tensor *const *in, int nin, eng_tensor **out, int nout, void *user)
+{
+	(void)nin, (void)nout, (void)user;
+	out[0] = eng_nn_dropout(in[0], 0.5, true);
+	return out[0] ? ENG_OK : eng_error(ctx);
+}
+
+/* Dropout's masks (rand) under the JIT: each replay draws a new mask, the same sequence as calls
+ * without the JIT from the same seed; and rand's kernel is compiled once, not once a call (its
+ * stream's base is read from a buffer, which a replay rewrites). */
+START_TEST(test_rand_under_jit_draws_anew)
+{
+	enum { CALLS = 6, N = 256 };
+	float masks[2][CALLS][N];
+	int64_t sh[1] = {N};
+	for (int jit = 0; jit < 2; jit++) {
+		eng_ctx *ctx = tu_ctx();
+		eng_manual_seed(ctx, 7);
+		eng_jit *j = jit ? eng_jit_create(ctx, dropout_fn, NULL, 1, 1, NULL) : NULL;
+		for (int c = 0; c < CALLS; c++) {
+			eng_tensor *x = eng_ones(ctx, ENG_F32, 1, sh), *y = NULL;
+			if (j)
+				ck_assert_msg(eng_jit_call(j, &x, &y) == ENG_OK, "jit call %d: %s", c, eng_errmsg(ctx));
+			else
+				ck_assert_ptr_nonnull(y = eng_nn_dropout(x, 0.5, true));
+			read_f32(y, masks[jit][c], N);
+			if (c == 1) /* the first call compiled what the step needs */
+				eng_reset_stats(ctx);
+		}
+		eng_stats st;
+		eng_get_stats(ctx, &st);
+		ck_assert_msg(st.compiles == 0, "%s: %llu compiles after the second call", jit ? "jit" : "plain",
+			      (unsigned long long)st.compiles);
+		if (j) {
+			eng_jit_info info;
+			eng_jit_get_info(j, &info);
+			ck_assert_int_ge(info.replays, CALLS - 2);
+			eng_jit_destroy(j);
+		}
+		eng_ctx_destroy(ctx);
+	}
+	for (int c = 0; c < CALLS; c++) {
+		ck_assert_msg(!memcmp(masks[0][c], masks[1][c], sizeof(masks[0][c])), "call %d: the jit's mask differs", c);
+		int same = 0;
+		for (int i = 0; c > 0 && i < N; i++)
+			same += masks[1][c][i] == masks[1][c - 1][i];
+		ck_assert_msg(c == 0 || same < N * 3 / 4, "call %d: %d of %d mask values as the call before", c, same, N);
+	}
+}
+END_TEST
+
 /* ---- the caches in front of the compiler ---- */
 
 START_TEST(test_schedule_cache_hits_same_structure)
@@ -721,6 +772,7 @@ Suite *jit_suite(void)
 		test_planner_never_aliases_live_buffers,
 		test_memplan_intervals,
 		test_jitted_training_step_matches,
+		test_rand_under_jit_draws_anew,
 		test_schedule_cache_hits_same_structure,
 		test_schedule_cache_respects_aliasing,
 		test_program_cache_compiles_each_kernel_once,

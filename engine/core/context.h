@@ -59,6 +59,17 @@ struct eng_ctx {
 	void *log_arg;
 };
 
+/* The base of the next rand call's counter-based stream (splitmix64's input for its element 0),
+ * the stream then advanced by numel. Rand kernels read the base from a one-element buffer (not
+ * a constant in their source), so every call runs the same kernel, and a JIT replay writes the
+ * next base into the buffer it captured (eng_buffer.rng_numel; tensor/create.c, jit/jit.c). */
+static inline uint64_t eng_rng_take(eng_ctx *ctx, int64_t numel)
+{
+	uint64_t base = (ctx->seed + 1) * 0x9e3779b97f4a7c15ull + ctx->rng_counter;
+	ctx->rng_counter += (uint64_t)numel;
+	return base;
+}
+
 /* Set the context error (only if none is set yet: the first error names the root cause) and
  * return code (status.c). */
 eng_status eng_set_error(eng_ctx *ctx, eng_status code, const char *fmt, ...)

@@ -1,7 +1,8 @@
 /* jit.c: the JIT of jit.h: per input-shape signature, run, then capture, then replay. A
  * capture is turned into a launch list over classified buffers: inputs (bound per call),
  * outputs (fresh per call), intermediates (planned into shared blocks) and fixed buffers
- * (parameters, assign targets, constants: used as captured). */
+ * (parameters, assign targets, constants: used as captured; a rand call's stream base gets the
+ * next base before each replay, so each replay draws new numbers, as calls do). */
 #include <tensord/jit.h>
 
 #include <stdio.h>
@@ -475,6 +476,10 @@ static eng_status replay(eng_jit *j, jsig *s, eng_tensor *const *bin, eng_tensor
 			break;
 		default:
 			res[b] = jb->buf;
+			if (jb->buf->rng_numel > 0) { /* a rand call's stream: the next one, as a call would take */
+				int64_t base = (int64_t)eng_rng_take(ctx, jb->buf->rng_numel);
+				st = eng_buffer_write(jb->buf, &base, sizeof(base));
+			}
 			break;
 		}
 	}

@@ -175,15 +175,19 @@ static eng_tensor *mk_i64(eng_ctx *ctx, int64_t v)
 }
 
 /* splitmix64 of (seed, counter + flat index), built from int64 ops (wrapping); logical shifts
- * are arithmetic shifts masked to the low bits. Returns 24 random bits in [0, 2^24). Call
- * inside a scope: intermediates are left to it. */
+ * are arithmetic shifts masked to the low bits. Returns 24 random bits in [0, 2^24). The stream's
+ * base is read from a one-element buffer (eng_rng_take): the kernel is the same for every call.
+ * Call inside a scope: intermediates are left to it. */
 static eng_tensor *rand_bits(eng_ctx *ctx, int ndim, const int64_t *shape, int64_t numel)
 {
-	uint64_t base = ctx->seed * 0x9e3779b97f4a7c15ull + ctx->rng_counter;
-	ctx->rng_counter += (uint64_t)numel;
+	int64_t base = (int64_t)eng_rng_take(ctx, numel);
+	eng_tensor *b = eng_from_data(ctx, ENG_I64, 0, NULL, &base);
+	if (!b)
+		return NULL;
+	b->node->buf->rng_numel = numel > 0 ? numel : 1;
 	eng_tensor *x = eng_reshape(eng_index(ctx, ENG_I64, 1, &numel, 0), ndim, shape);
 #define I64C(v) mk_i64(ctx, (int64_t)(uint64_t)(v))
-	eng_tensor *z = eng_add(x, I64C(base + 0x9e3779b97f4a7c15ull));
+	eng_tensor *z = eng_add(x, b);
 	z = eng_mul(eng_xor(z, eng_and(eng_shr(z, I64C(30)), I64C((1ull << 34) - 1))), I64C(0xbf58476d1ce4e5b9ull));
 	z = eng_mul(eng_xor(z, eng_and(eng_shr(z, I64C(27)), I64C((1ull << 37) - 1))), I64C(0x94d049bb133111ebull));
 	z = eng_xor(z, eng_and(eng_shr(z, I64C(31)), I64C((1ull << 33) - 1)));
