@@ -54,11 +54,9 @@ static inline int bench_realize_once(eng_ctx *ctx, const char *name, bench_build
 	return 0;
 }
 
-/* The warm-up before timed runs: one run at least, and more until this long has passed. This
- * host runs slow for some tens of ms after idling: of bench_matmul 256x784x128t processes run
- * one after another after 8 s idle, the first read 0.80 ms (median), the next ones 0.22 ms. A
- * peer script's interpreter start (importing numpy) warms the host for it; the peer scripts warm
- * up the same way (numpy_matmul.py, numpy_sum.py). */
+/* The warm-up before timed runs: one run at least, and more until this long has passed (first
+ * touches of memory, the pool's threads waking, the caches), on both sides of a comparison: the
+ * peer scripts warm up the same way (numpy_matmul.py, numpy_sum.py). */
 #define BENCH_WARMUP_MS 250.0
 
 /* Time eng_realize of build's result runs times after the warm-up, each in its own scope,
