@@ -45,8 +45,8 @@ struct eng_buffer {
 	uint32_t refs;
 	uint32_t id;
 	uint32_t version; /* bumped each time an assign writes the buffer */
-	/* A rand call's stream base (one int64; eng_rng_take): the numel its stream covers, which a
-	 * JIT replay takes afresh before its launches; 0: not one */
+	/* A rand call's stream base (one int64; eng_rng_take): the numel its stream covers (at least
+	 * 1), which a JIT replay takes afresh before its launches; 0: not one */
 	int64_t rng_numel;
 	int dev_index;    /* the context's index of dev */
 	/* Caller memory the buffer uses in place (eng_buffer_wrap): never freed through the

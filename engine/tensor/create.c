@@ -180,11 +180,12 @@ static eng_tensor *mk_i64(eng_ctx *ctx, int64_t v)
  * Call inside a scope: intermediates are left to it. */
 static eng_tensor *rand_bits(eng_ctx *ctx, int ndim, const int64_t *shape, int64_t numel)
 {
-	int64_t base = (int64_t)eng_rng_take(ctx, numel);
+	int64_t take = numel > 0 ? numel : 1; /* what a replay takes again: never 0 (not a stream) */
+	int64_t base = (int64_t)eng_rng_take(ctx, take);
 	eng_tensor *b = eng_from_data(ctx, ENG_I64, 0, NULL, &base);
 	if (!b)
 		return NULL;
-	b->node->buf->rng_numel = numel > 0 ? numel : 1;
+	b->node->buf->rng_numel = take;
 	eng_tensor *x = eng_reshape(eng_index(ctx, ENG_I64, 1, &numel, 0), ndim, shape);
 #define I64C(v) mk_i64(ctx, (int64_t)(uint64_t)(v))
 	eng_tensor *z = eng_add(x, b);
