@@ -132,12 +132,18 @@ void dh_add_test(Suite *s, const char *name, const TTest *t, int timeout_s)
 
 /* ---- start and stop ---- */
 
+/* This test binary's path into exe (PATH_MAX bytes). */
+static void self_exe(char *exe)
+{
+	ssize_t n = readlink("/proc/self/exe", exe, PATH_MAX - 1);
+	ck_assert_msg(n > 0, "readlink /proc/self/exe: %s", strerror(errno));
+	exe[n] = 0;
+}
+
 static void daemon_path(char *out, size_t cap)
 {
 	char exe[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	ck_assert_msg(n > 0, "readlink /proc/self/exe: %s", strerror(errno));
-	exe[n] = 0;
+	self_exe(exe);
 	/* BUILD/tests/run_tests -> BUILD/bin/tensord */
 	snprintf(out, cap, "%s/../bin/tensord", dirname(exe));
 	ck_assert_msg(access(out, X_OK) == 0, "%s: %s (build it: make BUILD=... all)", out, strerror(errno));
@@ -540,9 +546,7 @@ void dh_client_close(tsd_client *cl)
 pid_t dh_spawn_sender(const dh_daemon *d, nng_msg *req, int n)
 {
 	char exe[PATH_MAX], path[400], num[16];
-	ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	ck_assert_msg(len > 0, "readlink /proc/self/exe: %s", strerror(errno));
-	exe[len] = 0;
+	self_exe(exe);
 	snprintf(path, sizeof(path), "%s/sender.msg", d->dir);
 	FILE *f = fopen(path, "wb");
 	ck_assert_msg(f, "%s: %s", path, strerror(errno));
