@@ -38,7 +38,9 @@ eng_status bk_device_check(const bk_device *d, bk_target *t, bk_err *err)
 	const bk_dialect *dl = t->dialect;
 	const char *bad = !dl ? "has no dialect" : !dl->kernel_prefix || !dl->restrict_kw || !dl->prelude ? "dialect lacks kernel_prefix, restrict_kw or prelude"
 		: t->parallelism < 1 ? "parallelism < 1" : t->vector_width < 0 || t->vector_width > 16 ? "vector_width outside 0..16"
-		: t->reduce_group < 0 || (t->reduce_group > 1 && !dl->local_id) ? "reduce_group without work-groups in its dialect" : NULL;
+		: t->reduce_group < 0 || (t->reduce_group > 1 && !dl->local_id) ? "reduce_group without work-groups in its dialect"
+		: t->kind == BK_KIND_CPU && (t->vector_bytes < 4 || t->vector_regs < 8) ? "kind CPU without vector_bytes >= 4 and vector_regs >= 8"
+		: NULL;
 	if (bad) {
 		snprintf(err->msg, sizeof(err->msg), "backend %s: target %s", o->name, bad);
 		return ENG_EINVAL;

@@ -4,6 +4,7 @@
 #ifndef BK_BACKEND_H
 #define BK_BACKEND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -11,7 +12,7 @@
 
 #include "dialect.h"
 
-#define BK_ABI_VERSION 2
+#define BK_ABI_VERSION 3
 
 typedef struct bk_program bk_program; /* backend-owned compiled kernel */
 
@@ -27,9 +28,34 @@ typedef struct bk_launch {
 	double cost;
 } bk_launch;
 
-/* What the engine plans and renders kernels for, stated once by the device when it opens. */
+/* How a device runs a kernel's parallel loop (bk_target.kind). */
+typedef enum bk_kind {
+	/* work-items (OpenCL, CUDA): one per parallel iteration, vectors only as the dialect's
+	 * floatN values (vector_width) */
+	BK_KIND_ITEMS = 0,
+	/* a CPU's cores: each thread runs a chunk of the parallel loop as plain C whose inner loops
+	 * the compiler vectorises for the instruction set below (vector_bytes, vector_regs); packed
+	 * panels live on the stack, blocks are sized for cache_l1 and cache_l2 */
+	BK_KIND_CPU = 1,
+} bk_kind;
+
+/* What the engine plans and renders kernels for, stated once by the device when it opens: the
+ * one place for a target's facts (the planners, the search and the caches read them here). */
 typedef struct bk_target {
 	const bk_dialect *dialect; /* how kernels are written (required; static) */
+	bk_kind kind;
+	/* The instruction set kernels are compiled for, as the compiler reports it: its name
+	 * ("x86-64-v3", "x86-64-v4", "armv8.2-a"; "" where the backend states none), and the
+	 * option that chose it (CPU.march: "native", "x86-64-v3", ...). */
+	char isa[32], march[64];
+	/* Bytes of one SIMD register the kernels' vector code uses (16: SSE or NEON, 32: AVX2,
+	 * 64: AVX-512) and how many there are (16 on x86-64 without AVX-512, 32 with it and on
+	 * ARM64); register tiles are sized so that their accumulators, a panel's vectors and a
+	 * broadcast fit. 0: not stated (a GPU). */
+	int vector_bytes, vector_regs;
+	/* Fused multiply-add; float16 <-> float32 conversion in hardware (F16C, ARM64); float16
+	 * arithmetic (AVX512-FP16, ARMv8.2-A FP16). */
+	bool fma, f16_convert, f16_arith;
 	/* Parallel iterations a kernel should offer the device: a CPU its threads, a GPU thousands
 	 * of work-items (>= 1). */
 	int parallelism;
@@ -41,7 +67,7 @@ typedef struct bk_target {
 	 * picks tiles of such widths where it can); 0 or 1: scalars only. */
 	int vector_width;
 	/* Data cache sizes in bytes of one core (L1, L2), for blocking reductions into cache-sized
-	 * pieces (engine/codegen/lower.c); 0: unknown, reductions run unblocked. */
+	 * pieces (engine/codegen/plan.c); 0: unknown, reductions run unblocked. */
 	int64_t cache_l1, cache_l2;
 	/* Bytes of scratch the launch gives a split reduction (engine/codegen/kernel.h's
 	 * eng_kernel_ir.split): its kernel `name` writes partial results of chunks of a long

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -24,16 +26,36 @@ static eng_ctx *ctx_with(const char *cc, int nthreads)
 	return ctx;
 }
 
+/* A compiler that states the target's macros (cc -dM -E) but compiles nothing. */
+static const char refusing_cc[] = "#!/bin/sh\ncase \" $* \" in *\" -dM \"*) exec cc \"$@\";; esac\n"
+				  "echo 'tensord-test-cc: refusing to compile' >&2\nexit 1\n";
+
 START_TEST(test_compiler_failure_is_an_error)
 {
-	eng_ctx *ctx = ctx_with("false", 1);
+	char dir[] = "/tmp/tensord-cc-XXXXXX", path[64];
+	ck_assert(mkdtemp(dir) != NULL);
+	snprintf(path, sizeof(path), "%s/refusing-cc", dir);
+	FILE *f = fopen(path, "w");
+	ck_assert(f && fputs(refusing_cc, f) >= 0 && fclose(f) == 0 && chmod(path, 0700) == 0);
+	eng_ctx *ctx = ctx_with(path, 1);
 	int64_t s[1] = {4};
 	eng_tensor *x = eng_add_s(eng_ones(ctx, ENG_F32, 1, s), 1);
 	eng_status st = eng_realize(&x, 1);
 	ck_assert_int_eq(st, ENG_ECOMPILE);
-	ck_assert_msg(strstr(eng_errmsg(ctx), "false") != NULL, "message: %s", eng_errmsg(ctx));
+	ck_assert_msg(strstr(eng_errmsg(ctx), "refusing to compile") != NULL, "message: %s", eng_errmsg(ctx));
 	eng_ctx_destroy(ctx);
+	unlink(path);
+	rmdir(dir);
 
+	/* a compiler that fails even to state the target's macros: an error when the context opens */
+	eng_ctx_opts o;
+	char err[512] = "";
+	eng_ctx_opts_default(&o);
+	o.backend_opts = "CPU.cc=false";
+	ck_assert_ptr_null(eng_ctx_create(&o, err, sizeof(err)));
+	ck_assert_msg(strstr(err, "'false -march=native' fails"), "%s", err);
+
+	/* one that cannot be started: the context opens, the first compile names it */
 	ctx = ctx_with("/nonexistent/tensord-cc", 1);
 	x = eng_add_s(eng_ones(ctx, ENG_F32, 1, s), 1);
 	ck_assert_int_eq(eng_realize(&x, 1), ENG_ECOMPILE);

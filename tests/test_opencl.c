@@ -371,8 +371,7 @@ static void *run_on_cl(bk_device *dev, eng_tensor *t, eng_strbuf *sources)
 	bk_err err;
 	bk_target bt;
 	ck_assert_msg(bk_device_check(dev, &bt, &err) == ENG_OK, "%s", err.msg);
-	eng_target tg = {.par = bt.parallelism, .group = bt.reduce_group, .vector = bt.vector_width};
-	ck_assert_msg(eng_schedule_build_on(ctx, &tg, &root, 1, &sch) == ENG_OK, "%s", eng_errmsg(ctx));
+	ck_assert_msg(eng_schedule_build_on(ctx, &bt, &root, 1, &sch) == ENG_OK, "%s", eng_errmsg(ctx));
 	ck_assert_int_gt(sch.n, 0);
 	char **srcs = calloc(sch.n, sizeof(char *)), (*names)[32] = calloc(sch.n, sizeof(*names));
 	const char **cs = calloc(sch.n, sizeof(char *)), **cn = calloc(sch.n, sizeof(char *));

@@ -313,8 +313,8 @@ START_TEST(split_over_threads)
 	ck_assert_msg(bk_backend_find("CPU")->open(0, &opts, 0, &dev, &err) == ENG_OK, "%s", err.msg);
 	ck_assert_msg(bk_device_check(&dev, &bt, &err) == ENG_OK, "%s", err.msg);
 	ck_assert_int_gt(bt.split_scratch, 0);
-	eng_target tg = {.par = bt.parallelism, .group = bt.reduce_group, .vector = bt.vector_width,
-			 .scratch = bt.split_scratch};
+	bk_target tg = bt;
+	tg.cache_l1 = tg.cache_l2 = 0; /* reductions as they are planned, no cache blocking */
 	int64_t flat[1] = {1 << 22}, rows[2] = {2, 1 << 20}, small[1] = {1000};
 	float *zeros = calloc((size_t)flat[0], sizeof(float));
 	ck_assert(zeros != NULL);
@@ -354,8 +354,8 @@ START_TEST(split_over_groups_cl)
 		return;
 	}
 	ck_assert_msg(s == ENG_OK && bk_device_check(&dev, &bt, &err) == ENG_OK, "%s", err.msg);
-	eng_target tg = {.par = bt.parallelism, .group = bt.reduce_group, .vector = bt.vector_width,
-			 .scratch = bt.split_scratch};
+	bk_target tg = bt;
+	tg.cache_l1 = tg.cache_l2 = 0; /* reductions as they are planned, no cache blocking */
 	int64_t n[1] = {1 << 22};
 	float *zeros = calloc((size_t)n[0], sizeof(float));
 	ck_assert(zeros != NULL);

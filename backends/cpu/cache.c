@@ -72,7 +72,8 @@ static void cc_version(const char *cc, char *out, size_t cap)
 	out[strcspn(out, "\n")] = 0;
 }
 
-/* The CPU's model name and a hash of its feature flags (-march=native depends on them). */
+/* The CPU's model name and a hash of its feature flags (-march=native depends on them; a named
+ * march builds the same code on every machine, which may share the cache). */
 static void cpu_identity(eng_strbuf *sb)
 {
 	FILE *f = fopen("/proc/cpuinfo", "re");
@@ -109,7 +110,10 @@ const char *cpu_cache_id(void *dev)
 	eng_strbuf_printf(&sb, "cpu-abi%d cc=%s (%s) flags=", BK_ABI_VERSION, path, version[0] ? version : d->cc);
 	for (int i = 0; cpu_cc_flags[i]; i++)
 		eng_strbuf_printf(&sb, "%s%s", i ? " " : "", cpu_cc_flags[i]);
-	cpu_identity(&sb);
+	eng_strbuf_printf(&sb, " %s%s%s isa=%s", d->march_flag, d->width_flag ? " " : "", d->width_flag ? d->width_flag : "",
+			  d->isa.name);
+	if (!strcmp(d->march, "native")) /* native's code follows the CPU it runs on */
+		cpu_identity(&sb);
 	eng_strbuf_printf(&sb, " prelude=%016llx", (unsigned long long)eng_hash_str(cpu_prelude()));
 	/* out of memory: no identity, so nothing is cached (an empty id would match anything) */
 	d->cache_id = sb.failed ? NULL : eng_strbuf_take(&sb);

@@ -16,7 +16,7 @@
 
 extern char **environ;
 
-const char *const cpu_cc_flags[] = {"-O3", "-march=native", "-fPIC", "-shared", "-fopenmp-simd",
+const char *const cpu_cc_flags[] = {"-O3", "-fPIC", "-shared", "-fopenmp-simd",
 				    "-ffp-contract=fast", "-fno-math-errno", "-fno-trapping-math",
 				    "-w", NULL};
 
@@ -127,6 +127,9 @@ static eng_status spawn_cc(cpu_dev *d, part *p, bk_err *err)
 	argv[argc++] = d->cc;
 	for (int i = 0; cpu_cc_flags[i]; i++)
 		argv[argc++] = cpu_cc_flags[i];
+	argv[argc++] = d->march_flag;
+	if (d->width_flag)
+		argv[argc++] = d->width_flag;
 	argv[argc++] = "-o";
 	argv[argc++] = p->so;
 	argv[argc++] = p->c;

@@ -177,6 +177,14 @@ static void cpu_target(void *dev, bk_target *t)
 	t->parallelism = d->nthreads;
 	t->reduce_group = 0; /* a core runs a reduction best as one loop */
 	t->vector_width = 0; /* gcc vectorises the tile loops itself */
+	t->kind = BK_KIND_CPU;
+	snprintf(t->isa, sizeof(t->isa), "%s", d->isa.name);
+	snprintf(t->march, sizeof(t->march), "%s", d->march);
+	t->vector_bytes = d->isa.vector_bytes;
+	t->vector_regs = d->isa.vector_regs;
+	t->fma = d->isa.fma;
+	t->f16_convert = d->isa.f16_convert;
+	t->f16_arith = d->isa.f16_arith;
 	t->cache_l1 = d->cache_l1;
 	t->cache_l2 = d->cache_l2;
 	t->split_scratch = CPU_SPLIT_SCRATCH;
@@ -233,12 +241,27 @@ static eng_status cpu_open(int ordinal, const bk_opts *opts, int debug, bk_devic
 		snprintf(err->msg, sizeof(err->msg), "option cc: path longer than %zu bytes", sizeof(((cpu_dev *)0)->cc) - 1);
 		return ENG_EINVAL;
 	}
+	const char *march = bk_opts_get(opts, "march");
+	march = march && *march ? march : "native";
+	if (strlen(march) >= sizeof(((cpu_dev *)0)->march) || strspn(march, "abcdefghijklmnopqrstuvwxyz0123456789.-+_") != strlen(march)) {
+		snprintf(err->msg, sizeof(err->msg), "option march=%.80s: want a compiler's -march name (letters, digits, . - + _; at most %zu bytes)",
+			 march, sizeof(((cpu_dev *)0)->march) - 1);
+		return ENG_EINVAL;
+	}
 	cpu_dev *d = calloc(1, sizeof(*d));
 	if (!d) {
 		snprintf(err->msg, sizeof(err->msg), "out of memory");
 		return ENG_ENOMEM;
 	}
 	snprintf(d->cc, sizeof(d->cc), "%s", cc && *cc ? cc : "cc");
+	snprintf(d->march, sizeof(d->march), "%s", march);
+	eng_status st = cpu_isa_probe(d->cc, d->march, &d->isa, err);
+	if (st) {
+		free(d);
+		return st;
+	}
+	snprintf(d->march_flag, sizeof(d->march_flag), "-march=%s", d->march);
+	d->width_flag = d->isa.arch == CPU_ARCH_X86_64 && d->isa.vector_bytes == 64 ? "-mprefer-vector-width=512" : NULL;
 	d->debug = debug;
 	d->nthreads = nthreads;
 	d->cache_l1 = l1 ? l1 : cpu_cache_size(1);
@@ -264,6 +287,8 @@ static eng_status cpu_list(char *out, size_t len, int *ndevices, bk_err *err)
 
 static const bk_option_spec cpu_options[] = {
 	{"cc", "CC", "the C compiler kernels are built with (gcc or clang; default cc)"},
+	{"march", "TENSORD_CPU_MARCH",
+	 "the instruction set kernels are built for, the compiler's -march (native, x86-64-v2, x86-64-v3, x86-64-v4, armv8.2-a, ...; default native)"},
 	{"threads", "TENSORD_CPU_THREADS", "threads a kernel is split over, of the process's shared pool (0: one per online core)"},
 	{"cache_l1", "TENSORD_CPU_CACHE_L1", "bytes of one core's L1 data cache that kernels are blocked for (0: the machine's)"},
 	{"cache_l2", "TENSORD_CPU_CACHE_L2", "bytes of one core's L2 cache that kernels are blocked for (0: the machine's)"},

@@ -34,8 +34,31 @@ typedef struct cpu_program {
 	int64_t scratch;
 } cpu_program;
 
+/* The instruction set kernels are built for, as the compiler states it (isa.c). */
+typedef enum cpu_arch { CPU_ARCH_OTHER, CPU_ARCH_X86_64, CPU_ARCH_AARCH64 } cpu_arch;
+typedef struct cpu_isa {
+	cpu_arch arch;
+	char name[32]; /* "x86-64-v3", "armv8-a+simd", ... (bk_target.isa) */
+	int vector_bytes, vector_regs;
+	bool fma, f16_convert, f16_arith;
+} cpu_isa;
+
+/* The facts of kernels built by cc with -march=<march> (isa.c): from the compiler's predefined
+ * macros, remembered for the process. ENG_EINVAL with a message naming the option where the
+ * compiler rejects march or this process's CPU cannot run its code (an x86-64-v4 target on an
+ * AVX2 machine, an aarch64 one in an x86-64 process); a compiler that cannot be started gives
+ * a baseline's facts (the first compile then reports it). */
+eng_status cpu_isa_probe(const char *cc, const char *march, cpu_isa *out, bk_err *err);
+
 typedef struct cpu_dev {
 	char cc[256];
+	/* the march option ("native", "x86-64-v3", "armv8.2-a"), its facts, and the flags it adds
+	 * to cpu_cc_flags: -march=<march>, and -mprefer-vector-width=512 where the target has
+	 * AVX-512 (vector_bytes then holds: gcc's tunings would otherwise write 256-bit code) */
+	char march[64];
+	cpu_isa isa;
+	char march_flag[80];
+	const char *width_flag; /* NULL: none */
 	cpu_pool *pool; /* the process's shared pool (pool.h), one reference */
 	int nthreads;   /* ways a kernel is split (the threads option; the pool grows to it) */
 	int debug;
@@ -52,7 +75,8 @@ typedef struct cpu_dev {
 extern const bk_dialect cpu_dialect;
 /* The source every kernel is preceded by. */
 const char *cpu_prelude(void);
-/* The compiler flags every kernel is built with (NULL-terminated). */
+/* The compiler flags every kernel is built with (NULL-terminated), before the device's
+ * march_flag and width_flag. */
 extern const char *const cpu_cc_flags[];
 
 /* Compile kernels srcs[0..nkern) (each preceded by prelude) into shared objects, split over

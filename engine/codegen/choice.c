@@ -40,10 +40,10 @@ bool eng_choice_equal(const eng_kernel_choice *a, const eng_kernel_choice *b)
 	       a->rpack == b->rpack;
 }
 
-int64_t eng_choice_panel_max(const eng_target *t)
+int64_t eng_choice_panel_max(const bk_target *t)
 {
 	const int64_t most = 128 * 1024;
-	return t->l2 > 0 && t->l2 / 8 < most ? t->l2 / 8 : most;
+	return t->cache_l2 > 0 && t->cache_l2 / 8 < most ? t->cache_l2 / 8 : most;
 }
 
 static eng_status bad(char *err, size_t errlen, const char *what)
@@ -53,7 +53,7 @@ static eng_status bad(char *err, size_t errlen, const char *what)
 }
 
 eng_status eng_choice_apply(eng_kernel_ir *ir, const eng_node *const *roots, int nroots,
-			    const eng_kernel_choice *c, const eng_target *t, char *opts, size_t len,
+			    const eng_kernel_choice *c, const bk_target *t, char *opts, size_t len,
 			    char *err, size_t errlen)
 {
 	if (len)

@@ -36,7 +36,7 @@ bool eng_choice_equal(const eng_kernel_choice *a, const eng_kernel_choice *b);
 
 /* The bytes a packed panel may take on t (it lives on the kernel thread's stack): an eighth of
  * L2, at most 128 KiB, as the planners allow. */
-int64_t eng_choice_panel_max(const eng_target *t);
+int64_t eng_choice_panel_max(const bk_target *t);
 
 /* Apply c to ir after its first, untiled lowering on target t (lower.c, instead of the
  * planners): sets ir's tiles, blocking and packed operand. ENG_OK, or ENG_EINVAL with a message
@@ -45,7 +45,7 @@ int64_t eng_choice_panel_max(const eng_target *t);
  * stack's budget, ...): a choice found for another kernel or a stale one must not lower. opts
  * gets a text summary for DEBUG. */
 eng_status eng_choice_apply(eng_kernel_ir *ir, const eng_node *const *roots, int nroots,
-			    const eng_kernel_choice *c, const eng_target *t, char *opts, size_t len,
+			    const eng_kernel_choice *c, const bk_target *t, char *opts, size_t len,
 			    char *err, size_t errlen);
 
 /* A short text of c ("wide d1x8 narrow d0x4 kblock 64 mblock 2 pack group 0"). */

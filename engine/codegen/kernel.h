@@ -3,6 +3,7 @@
 #ifndef ENG_KERNEL_H
 #define ENG_KERNEL_H
 
+#include "backends/backend.h"
 #include "uop.h"
 
 #define ENG_MAX_LOOPS 64
@@ -11,20 +12,7 @@
 #define ENG_MAX_STORES 16
 #define ENG_SPLIT_SLOT 8 /* bytes of a split reduction's partial result (any compute type) */
 
-/* What kernels are built for: par parallel iterations per kernel wanted (the CPU: its
- * threads; a GPU: thousands of work-items); group, the threads of one work-group that can
- * split a reduction between them, combining partial results in local memory (0: none); vector,
- * the float vector lanes the renderer uses for a wide tile of 2, 4, 8 or 16 (0: none); l1, l2,
- * one core's data cache bytes, to block long reductions for them (0: no blocking); scratch,
- * the bytes of partial results a split reduction may keep (bk_target.split_scratch; 0: reductions
- * are never split over parallel iterations). */
-typedef struct eng_target {
-	int par;
-	int group;
-	int vector;
-	int64_t l1, l2;
-	int64_t scratch;
-} eng_target;
+/* What kernels are built for: bk_target (backends/backend.h), the device's stated facts. */
 
 /* Whether a wide tile of w lanes can be vectors of at most max lanes: OpenCL's 2, 4, 8, 16. */
 static inline bool eng_vector_lanes_ok(int64_t w, int max)

@@ -288,10 +288,10 @@ static void move_front(int *loops, int i)
 /* Each thread of a group gets at least this many elements of a grouped row's reduction. */
 #define GROUP_ROW_MIN_PER_THREAD 16
 
-bool eng_target_groups_rows(const eng_target *t, int64_t rows, int64_t red)
+bool eng_target_groups_rows(const bk_target *t, int64_t rows, int64_t red)
 {
-	return t->group > 1 && rows > 1 && rows * t->group <= 2 * (int64_t)t->par &&
-	       red >= (int64_t)GROUP_ROW_MIN_PER_THREAD * t->group;
+	return t->reduce_group > 1 && rows > 1 && rows * t->reduce_group <= 2 * (int64_t)t->parallelism &&
+	       red >= (int64_t)GROUP_ROW_MIN_PER_THREAD * t->reduce_group;
 }
 
 /* A split reduction's chunk reduces at least this many elements of a row (256 KiB of float32,
@@ -308,19 +308,19 @@ bool eng_target_groups_rows(const eng_target *t, int64_t rows, int64_t red)
 #define SPLIT_GROUP_FACTOR 4
 
 /* The chunks each row's reductions are split into (see eng_kernel_ir.split), or 0: on a target
- * that keeps partials (t->scratch), a kernel with `rows` parallel iterations holding all its
+ * that keeps partials (t->split_scratch), a kernel with `rows` parallel iterations holding all its
  * output loops (all_rows), untiled and unblocked, whose phases read no other phase's result and
  * are not bool, with a reduction of `red` elements per row, and fewer rows than the target
  * wants: threads (the CPU), or groups of ir->group threads when the kernel runs as work-groups
  * (a target with groups splits no other kernel). As many chunks as make up what the target
  * wants, each of at least the minimum above and of each phase's longest reduce loop (which the
  * renderer splits). */
-static int64_t split_ways(const eng_kernel_ir *ir, const eng_target *t, int64_t rows, bool all_rows, int64_t red)
+static int64_t split_ways(const eng_kernel_ir *ir, const bk_target *t, int64_t rows, bool all_rows, int64_t red)
 {
-	if (t->scratch <= 0 || !all_rows || ir->nphases < 1 || ir->tiledim[0] >= 0 || ir->tiledim[1] >= 0 ||
-	    ir->kbvar >= 0 || ir->mivar >= 0 || ir->pack.buf >= 0 || (t->group > 1 && ir->group <= 1))
+	if (t->split_scratch <= 0 || !all_rows || ir->nphases < 1 || ir->tiledim[0] >= 0 || ir->tiledim[1] >= 0 ||
+	    ir->kbvar >= 0 || ir->mivar >= 0 || ir->pack.buf >= 0 || (t->reduce_group > 1 && ir->group <= 1))
 		return 0;
-	int64_t want = ir->group > 1 ? SPLIT_GROUP_FACTOR * (int64_t)t->par / ir->group : t->par;
+	int64_t want = ir->group > 1 ? SPLIT_GROUP_FACTOR * (int64_t)t->parallelism / ir->group : t->parallelism;
 	if (ir->group > 1 && want > SPLIT_MAX_GROUPS)
 		want = SPLIT_MAX_GROUPS;
 	int64_t min_chunk = ir->group > 1 ? (int64_t)ir->group * SPLIT_MIN_PER_ITEM : SPLIT_MIN_CHUNK;
@@ -338,14 +338,14 @@ static int64_t split_ways(const eng_kernel_ir *ir, const eng_target *t, int64_t 
 			longest = ir->loops[ph->red[k]].n > longest ? ir->loops[ph->red[k]].n : longest;
 		s = longest < s ? longest : s;
 	}
-	if (s < 2 || rows * s * ir->nphases * ENG_SPLIT_SLOT > t->scratch)
+	if (s < 2 || rows * s * ir->nphases * ENG_SPLIT_SLOT > t->split_scratch)
 		return 0;
 	return s;
 }
 
-eng_status eng_linearize(eng_kernel_ir *ir, const eng_target *t, char *err, size_t errlen)
+eng_status eng_linearize(eng_kernel_ir *ir, const bk_target *t, char *err, size_t errlen)
 {
-	int nthreads = t->par;
+	int nthreads = t->parallelism;
 	lin L = {.ir = ir, .err = err, .errlen = errlen};
 	lin *l = &L;
 	eng_uops *u = ir->uops;
@@ -401,10 +401,10 @@ eng_status eng_linearize(eng_kernel_ir *ir, const eng_target *t, char *err, size
 		red = r > red ? r : red;
 	}
 	ir->group = 0;
-	if (t->group > 1 && ir->nparallel <= 1)
-		ir->group = t->group;
+	if (t->reduce_group > 1 && ir->nparallel <= 1)
+		ir->group = t->reduce_group;
 	else if (par_in_d && ir->tiledim[0] < 0 && eng_target_groups_rows(t, ir->nparallel, red))
-		ir->group = t->group;
+		ir->group = t->reduce_group;
 	/* a long reduction to few rows: its chunks are the parallel iterations (every output loop
 	 * must be the parallel one or merged into it, and nothing but stores follow the phases) */
 	bool all_rows = ne == 0 && (ndp == 0 || nmerge + 1 == ndp);

@@ -263,7 +263,7 @@ static void trial_rollback(lctx *c, int nloops, int nphases)
 static int shared_loops(const lctx *c, const eng_node *n)
 {
 	const eng_kernel_ir *ir = c->ir;
-	if (c->nphase_stack || c->o->target.group > 1 || ir->kblock > 0)
+	if (c->nphase_stack || c->o->target.reduce_group > 1 || ir->kblock > 0)
 		return -1;
 	int64_t sizes[ENG_MAX_DIMS];
 	int ns = 0;
@@ -900,7 +900,7 @@ static bool nest_strided(eng_uop *x, int v, int stamp)
  * kernel stored before phases nested, so the stored set grows as it did then (storing the
  * offending one can split a kernel where that did not; eng_lower does the same where lowering
  * stops on something else after a phase nested). NULL if none must. */
-static const eng_node *nest_guard(lctx *c, const eng_target *t, bool guarded)
+static const eng_node *nest_guard(lctx *c, const bk_target *t, bool guarded)
 {
 	const eng_kernel_ir *ir = c->ir;
 	uint32_t all = 0;
@@ -910,7 +910,7 @@ static const eng_node *nest_guard(lctx *c, const eng_target *t, bool guarded)
 	for (int d = 0; d < ir->ndim; d++)
 		if ((all >> d) & 1)
 			rows *= (double)ir->shape[d];
-	const double cap = rows * (t->group > 1 ? t->group : 1);
+	const double cap = rows * (t->reduce_group > 1 ? t->reduce_group : 1);
 	bool bad = guarded;
 	for (int p = 0; p < ir->nphases; p++) {
 		const eng_phase *ph = &ir->phases[p];
@@ -926,7 +926,7 @@ static const eng_node *nest_guard(lctx *c, const eng_target *t, bool guarded)
 		work = inner;
 		for (int k = 0; k < ph->nred; k++)
 			work *= (double)ir->loops[ph->red[k]].n;
-		double want = inner < t->par ? inner : (double)t->par;
+		double want = inner < t->parallelism ? inner : (double)t->parallelism;
 		bool strided = ph->nred > 0 && nest_strided(ph->value, ph->red[ph->nred - 1], ++c->stamp);
 		bad |= dup || strided || (work > NEST_SMALL_WORK && cap < want);
 	}

@@ -13,7 +13,7 @@ typedef struct eng_lower_opts {
 	eng_is_stored_fn is_stored;
 	void *arg;
 	bool optimize; /* choose tiles (upcasting) for reduction kernels */
-	eng_target target; /* to pick a parallel loop that feeds the device, and work-groups */
+	bk_target target; /* to pick a parallel loop that feeds the device, and work-groups */
 	/* With optimize: these tiles and blocks instead of the planners' (a search's choice; its
 	 * group is the caller's to put in target). One that does not fit fails with ENG_EINVAL. */
 	const eng_kernel_choice *force;

@@ -20,9 +20,9 @@ uint32_t eng_plan_dims_of(const eng_kernel_ir *ir, uint64_t deps)
 	return m;
 }
 
-bool eng_plan_packable(const eng_kernel_ir *ir, const eng_node *const *roots, int nroots, const eng_target *t)
+bool eng_plan_packable(const eng_kernel_ir *ir, const eng_node *const *roots, int nroots, const bk_target *t)
 {
-	if (t->l1 <= 0 || t->l2 <= 0 || t->vector > 1 || t->group > 1 || nroots != 1 || roots[0]->op == ENG_OP_ASSIGN ||
+	if (t->kind != BK_KIND_CPU || t->cache_l1 <= 0 || t->cache_l2 <= 0 || nroots != 1 || roots[0]->op == ENG_OP_ASSIGN ||
 	    ir->nphases != 1 || ir->nstores != 1)
 		return false;
 	const eng_phase *ph = &ir->phases[0];
@@ -34,13 +34,23 @@ bool eng_plan_packable(const eng_kernel_ir *ir, const eng_node *const *roots, in
 	return true;
 }
 
-bool eng_plan_blockable(const eng_kernel_ir *ir, const eng_node *const *roots, int nroots, const eng_target *t)
+bool eng_plan_blockable(const eng_kernel_ir *ir, const eng_node *const *roots, int nroots, const bk_target *t)
 {
 	if (!eng_plan_packable(ir, roots, nroots, t))
 		return false;
 	const eng_phase *ph = &ir->phases[0];
 	const eng_uop *v = ir->stores[0].value;
 	return v->kind == U_ACC && v->dtype == ph->dtype && roots[0]->dtype == ph->dtype;
+}
+
+eng_regtile eng_regtile_of(const bk_target *t)
+{
+	int64_t bytes = t->vector_bytes >= 4 ? t->vector_bytes : 64, regs = t->vector_regs >= 8 ? t->vector_regs : 32;
+	eng_regtile r = {.lanes = bytes / 4};
+	r.wide = 2 * r.lanes;
+	r.rows = regs * 3 / 4 / 2;
+	r.acc = 2 * r.rows;
+	return r;
 }
 
 /* A tile size for a dim of size n, at most max: max itself or a power of two dividing n, else
@@ -58,7 +68,7 @@ static int64_t pick_tile(int64_t n, int64_t max)
 
 /* Choose tiles for kernels with reductions: the output dim most often read contiguously gets
  * the wide tile (vector lanes), another dim the narrow one (register reuse). */
-void eng_plan_tiles(eng_kernel_ir *ir, const eng_target *t, char *opts, size_t len)
+void eng_plan_tiles(eng_kernel_ir *ir, const bk_target *t, char *opts, size_t len)
 {
 	ir->tiledim[0] = ir->tiledim[1] = -1;
 	ir->tile[0] = ir->tile[1] = 1;
@@ -96,7 +106,7 @@ void eng_plan_tiles(eng_kernel_ir *ir, const eng_target *t, char *opts, size_t l
 		int guard = 0;
 		while (sp && guard++ < 4096) {
 			eng_uop *x = stack[--sp];
-			if (x->kind == U_LOAD && t->l1 > 0 && !(x->src[0]->deps & redvars))
+			if (x->kind == U_LOAD && t->kind == BK_KIND_CPU && !(x->src[0]->deps & redvars))
 				continue;
 			if (x->kind == U_LOAD) {
 				nloads++;
@@ -142,23 +152,26 @@ void eng_plan_tiles(eng_kernel_ir *ir, const eng_target *t, char *opts, size_t l
 	/* vector lanes: at most the device's; if the best dim's tile would be no vector width, a
 	 * dim whose tile is one (its loads gathered, a constant stride apart) is taken instead, the
 	 * one most reused */
-	int64_t wmax = t->vector > 1 && t->vector < 16 ? t->vector : 16;
-	if (t->vector > 1 && !eng_vector_lanes_ok(pick_tile(ir->shape[best], wmax), t->vector)) {
+	int64_t wmax = t->vector_width > 1 && t->vector_width < 16 ? t->vector_width : 16;
+	if (t->vector_width > 1 && !eng_vector_lanes_ok(pick_tile(ir->shape[best], wmax), t->vector_width)) {
 		int alt = -1;
 		for (int d = 0; d < ir->ndim; d++)
-			if (((D >> d) & 1) && eng_vector_lanes_ok(pick_tile(ir->shape[d], wmax), t->vector) &&
+			if (((D >> d) & 1) && eng_vector_lanes_ok(pick_tile(ir->shape[d], wmax), t->vector_width) &&
 			    (alt < 0 || reuse[d] > reuse[alt]))
 				alt = d;
 		if (alt >= 0)
 			best = alt;
 	}
-	/* 16 x 8 accumulators: 8 AVX-512 registers of FMA chains; other sizes fall back to the
-	 * largest divisor (a 5x5 conv's 20-wide rows take 10). Where gcc writes the vectors (no
-	 * vector width given, caches stated: a CPU) a multiple of 32 takes 32: 16 registers, both FMA ports kept busy
-	 * through their latency (measured 1.25x on 256^3 and with plan_blocks' blocking) */
+	/* 16 x 8 accumulators; other sizes fall back to the largest divisor (a 5x5 conv's 20-wide
+	 * rows take 10). On a CPU (gcc writes the vectors) a multiple of the register tile's width
+	 * takes it, two vectors (AVX-512's 32, AVX2's 16): both FMA ports kept busy through their
+	 * latency (measured 1.25x on 256^3 and with plan_blocks' blocking on AVX-512), and the
+	 * narrow tile at most the rows whose accumulators fit the registers (eng_regtile_of) */
+	const bool cpu = t->kind == BK_KIND_CPU;
+	const eng_regtile rt = eng_regtile_of(t);
 	ir->tile[0] = pick_tile(ir->shape[best], wmax);
-	if (t->l1 > 0 && t->vector <= 1 && ir->shape[best] % 32 == 0)
-		ir->tile[0] = 32;
+	if (cpu && ir->shape[best] % rt.wide == 0)
+		ir->tile[0] = rt.wide;
 	if (ir->tile[0] < 2)
 		return;
 	ir->tiledim[0] = best;
@@ -168,9 +181,13 @@ void eng_plan_tiles(eng_kernel_ir *ir, const eng_target *t, char *opts, size_t l
 		if (second < 0 || reuse[d] > reuse[second])
 			second = d;
 	}
-	if (second >= 0 && reuse[second] > 0 && pick_tile(ir->shape[second], 8) >= 2) {
+	/* rows: 8, or as many as the accumulators of a wide tile of vectors leave room for */
+	int64_t nmax = 8, vecs = cpu ? (ir->tile[0] + rt.lanes - 1) / rt.lanes : 1;
+	if (cpu && vecs * nmax > rt.acc)
+		nmax = rt.acc / vecs;
+	if (second >= 0 && reuse[second] > 0 && pick_tile(ir->shape[second], nmax) >= 2) {
 		ir->tiledim[1] = second;
-		ir->tile[1] = pick_tile(ir->shape[second], 8);
+		ir->tile[1] = pick_tile(ir->shape[second], nmax);
 	}
 	snprintf(opts, len, "UPCAST dim %d by %lld%s", best, (long long)ir->tile[0], "");
 	if (ir->tiledim[1] >= 0) {
@@ -256,8 +273,10 @@ static const eng_node *row_operand(const eng_kernel_ir *ir, const eng_phase *ph)
  * layer: no output dim is read contiguously, plan_tiles chose none): the wide tile on an output
  * dim only one operand moves along (to be read from its packed panel), the narrow one on a dim
  * only the other moves along. Returns whether tiles were set. */
-static bool tile_for_packing(eng_kernel_ir *ir, const eng_phase *ph)
+static bool tile_for_packing(eng_kernel_ir *ir, const eng_phase *ph, const bk_target *t)
 {
+	const eng_regtile rt = eng_regtile_of(t);
+	const int64_t nmax = rt.rows < 8 ? rt.rows : 8;
 	eng_uop *ld[8];
 	if (phase_loads(ph->value, ld, 0, 8, 0) != 2)
 		return false;
@@ -270,23 +289,22 @@ static bool tile_for_packing(eng_kernel_ir *ir, const eng_phase *ph)
 	for (int w = ir->nloops - 1; w >= 0; w--) /* the innermost dims first: stores contiguous */
 		for (int n = 0; n < ir->nloops; n++) {
 			const eng_loop *lw = &ir->loops[w], *ln = &ir->loops[n];
-			if (lw->kind != L_OUTER || ln->kind != L_OUTER || lw->n % 32 || pick_tile(ln->n, 8) < 2)
+			if (lw->kind != L_OUTER || ln->kind != L_OUTER || lw->n % rt.wide || pick_tile(ln->n, nmax) < 2)
 				continue;
 			int b = (dep[1] >> w) & 1; /* the wide operand */
 			if (((dep[b] >> w) & 1) && !((dep[!b] >> w) & 1) && ((dep[!b] >> n) & 1) && !((dep[b] >> n) & 1)) {
-				ir->tiledim[0] = lw->dim, ir->tile[0] = 32;
-				ir->tiledim[1] = ln->dim, ir->tile[1] = pick_tile(ln->n, 8);
+				ir->tiledim[0] = lw->dim, ir->tile[0] = rt.wide;
+				ir->tiledim[1] = ln->dim, ir->tile[1] = pick_tile(ln->n, nmax);
 				return true;
 			}
 		}
 	return false;
 }
 
-/* A packed kernel's narrow tile at most this wide, and at most this many vector accumulators
- * (of AVX-512's 32 registers) in the tile; its panel at most eng_choice_panel_max bytes (it lives
- * on the stack of the thread running the kernel). */
+/* A packed kernel's narrow tile at most this wide, and at most the register tile's vector
+ * accumulators (eng_regtile_of) in the tile; its panel at most eng_choice_panel_max bytes (it
+ * lives on the stack of the thread running the kernel). */
 #define PACK_NARROW_MAX 12
-#define PACK_ACC_MAX 24
 /* A packed tile stored a stride apart needs a reduction at least this long. */
 #define PACK_SCATTER_ROWS 128
 
@@ -348,9 +366,11 @@ typedef struct pack_choice {
 
 /* The best choice for packing operand load ld[p] (the other, ld[1-p], is broadcast) of phase ph:
  * c->w < 0 if there is none. See plan_packed for the estimate. */
-static void pack_candidates(const eng_kernel_ir *ir, const eng_phase *ph, eng_uop *const *ld, int p, int par,
-			    double macs, double rows, pack_choice *c)
+static void pack_candidates(const eng_kernel_ir *ir, const eng_phase *ph, eng_uop *const *ld, int p,
+			    const bk_target *t, double macs, double rows, pack_choice *c)
 {
+	const eng_regtile rt = eng_regtile_of(t);
+	const int par = t->parallelism;
 	const eng_uop *pi = ld[p]->src[0], *bi = ld[1 - p]->src[0];
 	int64_t coef;
 	if (ld[p]->nsrc > 1 && ld[p]->src[1])
@@ -361,10 +381,10 @@ static void pack_candidates(const eng_kernel_ir *ir, const eng_phase *ph, eng_uo
 	uint32_t pdeps = eng_plan_dims_of(ir, pi->deps);
 	for (int w = 0; w < ir->nloops; w++) {
 		const eng_loop *lw = &ir->loops[w];
-		if (lw->kind != L_OUTER || lw->n % 16 || !((pi->deps >> w) & 1) || ((bi->deps >> w) & 1) ||
+		if (lw->kind != L_OUTER || lw->n % rt.lanes || !((pi->deps >> w) & 1) || ((bi->deps >> w) & 1) ||
 		    !u_linear_in_var(pi, w, &coef))
 			continue;
-		int64_t wt = lw->n % 32 ? 16 : 32, w16 = wt / 16, nmax = PACK_ACC_MAX / w16;
+		int64_t wt = lw->n % rt.wide ? rt.lanes : rt.wide, wv = wt / rt.lanes, nmax = rt.acc / wv;
 		for (int n = 0; n < ir->nloops; n++) {
 			const eng_loop *ln = &ir->loops[n];
 			if (ln->kind != L_OUTER || n == w || !((bi->deps >> n) & 1) || ((pi->deps >> n) & 1))
@@ -374,8 +394,9 @@ static void pack_candidates(const eng_kernel_ir *ir, const eng_phase *ph, eng_uo
 				continue;
 			const int tdim[2] = {lw->dim, ln->dim};
 			const int64_t tile[2] = {wt, nt};
-			double loads = 0.5 * (double)(nt + w16) / (double)(nt * w16);
-			double est = macs / 16 * (loads > 0.5 ? loads : 0.5) + pack_copies(ir, tdim, tile, pdeps, par) * rows * wt;
+			double loads = 0.5 * (double)(nt + wv) / (double)(nt * wv);
+			double est = macs / (double)rt.lanes * (loads > 0.5 ? loads : 0.5) +
+				     pack_copies(ir, tdim, tile, pdeps, par) * rows * wt;
 			/* narrow rows a stride apart: a tile's broadcasts touch as many cache lines (and rows a
 			 * power of two apart share their sets) */
 			if (u_coef_of_var(bi, n) != 1)
@@ -398,7 +419,7 @@ static void pack_candidates(const eng_kernel_ir *ir, const eng_phase *ph, eng_uo
  * 8 images apart against 10 adjacent pixels). The panel must fit pack_budget: else the outermost
  * reduced axis is blocked (the kernel then stores the sum as it is: partial sums go through the
  * output). Needs the CPU's caches (no GPU work-groups). Returns whether it planned. */
-bool eng_plan_packed(eng_kernel_ir *ir, const eng_node *const *roots, int nroots, const eng_target *t, char *opts,
+bool eng_plan_packed(eng_kernel_ir *ir, const eng_node *const *roots, int nroots, const bk_target *t, char *opts,
 			size_t len)
 {
 	if (!eng_plan_packable(ir, roots, nroots, t) || ir->phases[0].nred < 2)
@@ -415,7 +436,7 @@ bool eng_plan_packed(eng_kernel_ir *ir, const eng_node *const *roots, int nroots
 	macs *= rows;
 	pack_choice c = {.w = -1};
 	for (int p = 0; p < 2; p++)
-		pack_candidates(ir, ph, ld, p, t->par, macs, rows, &c);
+		pack_candidates(ir, ph, ld, p, t, macs, rows, &c);
 	if (c.w < 0)
 		return false;
 	/* a short reduction (a one-channel convolution's 25 steps) into a tile whose lanes are
@@ -449,20 +470,20 @@ bool eng_plan_packed(eng_kernel_ir *ir, const eng_node *const *roots, int nroots
 	return true;
 }
 
-/* Rows are packed (plan_row_pack) where the wide dim has at least this many columns: the copy
- * (about a cycle per element) against the sum's FMAs per element (a cycle per 32 columns) stays
- * under a tenth. The search
- * found 1024x4096 @ 4096x256 1.06x faster without the packed rows (paired calls); at 384 and 512
- * columns it kept them. */
-#define RPACK_MIN_WIDE 320
+/* Rows are packed (plan_row_pack) where the wide dim has at least this many vectors' lanes of
+ * columns: the copy (about a cycle per element) against the sum's FMAs per element (half a cycle
+ * per vector of columns, two FMA ports) stays under a tenth: 320 columns with AVX-512's 16 lanes,
+ * 160 with AVX2's 8. The search found 1024x4096 @ 4096x256 1.06x faster without the packed rows
+ * on AVX-512 (paired calls); at 384 and 512 columns it kept them. */
+#define RPACK_MIN_LANES 20
 
 /* Whether blocks of `rows` rows of the narrow tile's dim can each be packed by one parallel
  * iteration: they divide the dim, give every thread one, and are the kernel's parallel loop (no
  * output dim before theirs but of size one). */
-static bool row_blocks_ok(const eng_kernel_ir *ir, const eng_target *t, int64_t rows)
+static bool row_blocks_ok(const eng_kernel_ir *ir, const bk_target *t, int64_t rows)
 {
 	int nd = ir->tiledim[1];
-	if (nd < 0 || ir->tiledim[0] < 0 || rows < 1 || ir->shape[nd] % rows || ir->shape[nd] / rows < t->par ||
+	if (nd < 0 || ir->tiledim[0] < 0 || rows < 1 || ir->shape[nd] % rows || ir->shape[nd] / rows < t->parallelism ||
 	    ir->phases[0].nred != 1)
 		return false;
 	for (int d = 0; d < nd; d++)
@@ -471,12 +492,12 @@ static bool row_blocks_ok(const eng_kernel_ir *ir, const eng_target *t, int64_t 
 	return true;
 }
 
-const eng_node *eng_plan_row_pack_operand(const eng_kernel_ir *ir, const eng_target *t, int64_t rows)
+const eng_node *eng_plan_row_pack_operand(const eng_kernel_ir *ir, const bk_target *t, int64_t rows)
 {
 	return row_blocks_ok(ir, t, rows) ? row_operand(ir, &ir->phases[0]) : NULL;
 }
 
-/* Pack the narrow operand of a blocked, packed matmul (plan_blocks) in tiles of ENG_RPACK_ROWS rows
+/* Pack the narrow operand of a blocked, packed matmul (plan_blocks) in tiles of the register tile's rows
  * (eng_rpack), in blocks of as many rows as leave every thread one, up to a packed block of twice
  * L2 (each wide panel, packed once per block of rows, then serves more rows; the block's tiles
  * stream through L2): the most rows dividing the dim, or the most that are a multiple of the tile
@@ -484,23 +505,24 @@ const eng_node *eng_plan_row_pack_operand(const eng_kernel_ir *ir, const eng_tar
  * eng_plan_row_pack_operand allows. Chosen with hand-written variants paired with OpenBLAS call
  * by call on the Xeon (blocks of a quarter, half and twice L2); bench/compare_blas.sh against the
  * build before it: 2048 1.07-1.16x of OpenBLAS's time -> 1.03-1.07x, 4096 1.14-1.22x -> 1.00-1.07x. */
-static void plan_row_pack(eng_kernel_ir *ir, const eng_phase *ph, const eng_target *t)
+static void plan_row_pack(eng_kernel_ir *ir, const eng_phase *ph, const bk_target *t)
 {
+	const int64_t tr = eng_regtile_of(t).rows;
 	int64_t kc = ir->kblock, es = eng_dtype_size(ph->dtype);
 	int64_t most = 0, exact = 0;
-	const eng_node *rp = ir->shape[ir->tiledim[0]] >= RPACK_MIN_WIDE ? row_operand(ir, ph) : NULL;
-	for (int64_t b = 2 * t->l2 / (kc * es); rp && b >= ENG_RPACK_ROWS && !exact; b--)
+	const eng_node *rp = ir->shape[ir->tiledim[0]] >= RPACK_MIN_LANES * eng_regtile_of(t).lanes ? row_operand(ir, ph) : NULL;
+	for (int64_t b = 2 * t->cache_l2 / (kc * es); rp && b >= tr && !exact; b--)
 		if (row_blocks_ok(ir, t, b)) {
 			most = most ? most : b;
-			exact = b % ENG_RPACK_ROWS == 0 ? b : 0;
+			exact = b % tr == 0 ? b : 0;
 		}
 	int64_t rows = exact >= most / 2 ? exact : most;
-	int64_t tiles = (rows + ENG_RPACK_ROWS - 1) / ENG_RPACK_ROWS;
+	int64_t tiles = (rows + tr - 1) / tr;
 	if (!rp || tiles < 2)
 		return;
-	ir->tile[1] = ENG_RPACK_ROWS;
+	ir->tile[1] = tr;
 	ir->mblock = tiles;
-	ir->mrows = tiles * ENG_RPACK_ROWS == rows ? 0 : rows;
+	ir->mrows = tiles * tr == rows ? 0 : rows;
 	ir->rpack.node = rp;
 }
 
@@ -515,7 +537,7 @@ static void plan_row_pack(eng_kernel_ir *ir, const eng_phase *ph, const eng_targ
  * reduction block fit a quarter of L2 (looped innermost of the output loops), so each wide panel,
  * packed contiguous once per block (eng_pack), serves a whole block of rows. Sizes come from the
  * target's caches. */
-void eng_plan_blocks(eng_kernel_ir *ir, const eng_node *const *roots, int nroots, const eng_target *t, char *opts,
+void eng_plan_blocks(eng_kernel_ir *ir, const eng_node *const *roots, int nroots, const bk_target *t, char *opts,
 			size_t len)
 {
 	ir->kblock = ir->kfull = ir->mblock = ir->mrows = 0;
@@ -525,26 +547,32 @@ void eng_plan_blocks(eng_kernel_ir *ir, const eng_node *const *roots, int nroots
 		return;
 	const eng_phase *ph = &ir->phases[0];
 	const bool strided = ir->tiledim[0] < 0;
-	if (strided && !tile_for_packing(ir, ph))
+	if (strided && !tile_for_packing(ir, ph, t))
 		return;
 	int64_t k = ir->loops[ph->red[0]].n, es = eng_dtype_size(ph->dtype);
 	int64_t narrow = ir->tile[1], wide = ir->shape[ir->tiledim[0]], kc = 0;
-	int64_t kmax = t->l1 / 2 / (narrow * es), kmax2 = eng_choice_panel_max(t) / (ir->tile[0] * es);
+	int64_t kmax = t->cache_l1 / 2 / (narrow * es), kmax2 = eng_choice_panel_max(t) / (ir->tile[0] * es);
 	kmax = kmax < kmax2 ? kmax : kmax2;
 	if (strided) /* a gathered panel (x @ w.T) stays in half of L1 (measured 1.3x on 256x784x128) */
-		kmax = t->l1 / 2 / (ir->tile[0] * es);
-	if (strided || (narrow + wide) * k * es > t->l2 / 2) {
+		kmax = t->cache_l1 / 2 / (ir->tile[0] * es);
+	/* a wide tile's row of under two cache lines (AVX2's 16 floats: 64 bytes) read along the
+	 * reduction from the unpacked operand starves the FMAs: it is packed (in blocks) whatever
+	 * the caches hold. Measured on an AMD EPYC Zen 4 (x86-64-v3 kernels): 256^3 0.555 ms
+	 * unpacked, 0.25 ms packed; with AVX-512's 32 floats (128 bytes) 0.185 ms unpacked against
+	 * 0.204 packed. */
+	const bool short_rows = ir->tile[0] * es < 128;
+	if (strided || short_rows || (narrow + wide) * k * es > t->cache_l2 / 2) {
 		for (int64_t b = 512; b >= 32 && !kc; b /= 2)
 			if (k % b == 0 && k > b && b <= kmax)
 				kc = b;
-		for (int64_t b = k < kmax ? k : kmax; b >= 16 && !kc && strided; b--)
-			if (k % b == 0)
+		for (int64_t b = k < kmax ? k : kmax; b >= 16 && !kc && (strided || short_rows); b--)
+			if (k % b == 0 && b < k)
 				kc = b;
 	}
 	/* the rows' block: a quarter of L2 */
 	int64_t tiles = ir->shape[ir->tiledim[1]] / narrow, mb = 1;
 	for (int64_t m = 2; kc && m <= tiles; m++)
-		if (tiles % m == 0 && m * narrow * kc * es <= t->l2 / 4 && tiles / m >= t->par)
+		if (tiles % m == 0 && m * narrow * kc * es <= t->cache_l2 / 4 && tiles / m >= t->parallelism)
 			mb = m;
 	const eng_node *pk = mb >= 4 ? pack_operand(ir, ph) : NULL;
 	if (!kc || (strided && !pk)) {
@@ -592,11 +620,11 @@ static int64_t var_divisor(const eng_uop *x, int var, int *budget)
  * loop), or for a kernel without reductions its innermost output axis (as a narrow tile of c).
  * Untiled CPU kernels only (where gcc writes the vectors). Measured 2.6x (a prototype) on a batchnorm
  * gradient's sums over a max-pool's gradient. */
-void eng_plan_split(eng_kernel_ir *ir, const eng_target *t, char *opts, size_t len)
+void eng_plan_split(eng_kernel_ir *ir, const bk_target *t, char *opts, size_t len)
 {
 	ir->vsplit = ir->vsplit_n = 0;
 	ir->vsplit_dim = -1;
-	if (t->l1 <= 0 || t->vector > 1 || t->group > 1 || ir->tiledim[0] >= 0 || ir->tiledim[1] >= 0)
+	if (t->kind != BK_KIND_CPU || ir->tiledim[0] >= 0 || ir->tiledim[1] >= 0)
 		return;
 	int64_t c = 0;
 	int var = -1;

@@ -137,9 +137,6 @@ eng_device *eng_device_create(eng_ctx *ctx, const char *spec, char *err, size_t 
 		free(d);
 		return NULL;
 	}
-	d->plan = (eng_target){.par = d->target.parallelism, .group = d->target.reduce_group,
-			       .vector = d->target.vector_width, .l1 = d->target.cache_l1, .l2 = d->target.cache_l2,
-			       .scratch = d->target.split_scratch};
 	snprintf(d->name, sizeof(d->name), "%s", name);
 	d->ctx = ctx;
 	d->index = -1;

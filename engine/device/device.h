@@ -16,7 +16,6 @@ struct eng_beamcache;
 typedef struct eng_device {
 	bk_device bk;
 	bk_target target; /* as the backend stated it at open */
-	eng_target plan;  /* the same facts as the planner reads them */
 	char name[32];
 	int index;
 	eng_ctx *ctx;

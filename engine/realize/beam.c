@@ -73,10 +73,10 @@ static eng_status lower_choice(eng_device *dev, const eng_sched_item *it,
 	eng_lower_opts o = {.is_stored = in_bufs,
 			    .arg = (void *)&it->ir,
 			    .optimize = true,
-			    .target = dev->plan,
+			    .target = dev->target,
 			    .force = c};
 	if (c->group >= 0)
-		o.target.group = c->group;
+		o.target.reduce_group = c->group;
 	const eng_node *must = NULL;
 	memset(out, 0, sizeof(*out));
 	eng_status s = eng_lower(it->roots, it->nroots, &o, out, &must, err, errlen);
@@ -146,13 +146,14 @@ static void propose(search *S, const eng_kernel_choice *c, cand *out, int *n)
 	(*n)++;
 }
 
-/* The narrow operand's rows packed per block (eng_rpack) in tiles of ENG_RPACK_ROWS, in blocks of the rows
+/* The narrow operand's rows packed per block (eng_rpack) in tiles of the target's rows (eng_regtile_of), in blocks of the rows
  * b's blocks have, half and twice as many; or, if b packs them, read in place in tiles of 8. */
 static void row_pack_neighbours(search *S, const eng_kernel_choice *b, cand *out, int *n)
 {
 	const eng_kernel_ir *ir = &S->it->ir;
 	int64_t rows = b->mrows ? b->mrows : b->mblock * b->tile[1];
 	eng_kernel_choice c = *b;
+	const int64_t tr = eng_regtile_of(&S->dev->target).rows;
 	if (b->rpack >= 0 && rows % 8 == 0) {
 		c.rpack = -1, c.mrows = 0, c.tile[1] = 8, c.mblock = rows / 8;
 		propose(S, &c, out, n);
@@ -161,8 +162,8 @@ static void row_pack_neighbours(search *S, const eng_kernel_choice *b, cand *out
 		for (int k = 0; k < 3 && !ir->bufs[i].output && ir->bufs[i].dtype == ENG_F32; k++) {
 			int64_t r = k == 0 ? rows : k == 1 ? rows / 2 : rows * 2;
 			c = *b;
-			c.rpack = i, c.tile[1] = ENG_RPACK_ROWS, c.mblock = (r + ENG_RPACK_ROWS - 1) / ENG_RPACK_ROWS;
-			c.mrows = c.mblock * ENG_RPACK_ROWS == r ? 0 : r;
+			c.rpack = i, c.tile[1] = tr, c.mblock = (r + tr - 1) / tr;
+			c.mrows = c.mblock * tr == r ? 0 : r;
 			propose(S, &c, out, n);
 		}
 }
@@ -229,12 +230,12 @@ static void neighbours(search *S, const eng_kernel_choice *b, cand *out, int *n)
 		if (b->kblock && b->tiledim[1] >= 0)
 			row_pack_neighbours(S, b, out, n);
 	}
-	for (int g = S->dev->plan.group; g > 1 && g >= S->dev->plan.group / 4; g /= 2) {
+	for (int g = S->dev->target.reduce_group; g > 1 && g >= S->dev->target.reduce_group / 4; g /= 2) {
 		c = *b;
-		c.group = g == S->dev->plan.group ? -1 : g;
+		c.group = g == S->dev->target.reduce_group ? -1 : g;
 		propose(S, &c, out, n);
 	}
-	if (S->dev->plan.group > 1) {
+	if (S->dev->target.reduce_group > 1) {
 		c = *b;
 		c.group = 0;
 		propose(S, &c, out, n);

@@ -36,11 +36,11 @@ void eng_beamcache_machine(eng_device *dev, char *out, size_t len)
 {
 	const bk_device_ops *ops = dev->bk.ops;
 	const char *id = ops->cache_id ? ops->cache_id(dev->bk.ctx) : "";
-	const eng_target *t = &dev->plan;
+	const bk_target *t = &dev->target;
 	snprintf(out, len,
-		 "beam%d backend=%s device=%s par=%d group=%d vector=%d l1=%lld l2=%lld id=%s",
-		 ENG_BEAM_FORMAT, ops->name, dev->name, t->par, t->group, t->vector,
-		 (long long)t->l1, (long long)t->l2, id ? id : "");
+		 "beam%d backend=%s device=%s isa=%s march=%s vbytes=%d vregs=%d par=%d group=%d vector=%d l1=%lld l2=%lld id=%s",
+		 ENG_BEAM_FORMAT, ops->name, dev->name, t->isa, t->march, t->vector_bytes, t->vector_regs, t->parallelism,
+		 t->reduce_group, t->vector_width, (long long)t->cache_l1, (long long)t->cache_l2, id ? id : "");
 }
 
 /* The key of src on dev (memory and disk alike) and the two hashes of its record. */

@@ -383,7 +383,7 @@ static eng_status realize_on(eng_ctx *ctx, eng_device *dev, eng_node *const *nod
 		}
 	}
 	eng_schedule sch;
-	eng_status s = eng_schedule_build_on(ctx, &dev->plan, nodes, n, &sch);
+	eng_status s = eng_schedule_build_on(ctx, &dev->target, nodes, n, &sch);
 	if (s) {
 		if (walked)
 			eng_schedcache_walk_free(&w);

@@ -18,12 +18,11 @@ void eng_realize_set_shadow(eng_ctx *ctx, const bk_target *t, eng_shadow_fn fn, 
 void eng_realize_shadow(eng_ctx *ctx, eng_node *const *nodes, int n)
 {
 	const bk_target *t = ctx->shadow_target;
-	eng_target plan = {.par = t->parallelism, .group = t->reduce_group, .vector = t->vector_width};
 	/* the shadow's errors are its own: the context's error state is put back afterwards */
 	eng_status err0 = ctx->err;
 	char *msg0 = strdup(ctx->errmsg);
 	eng_schedule sch;
-	eng_status s = eng_schedule_build_on(ctx, &plan, nodes, n, &sch);
+	eng_status s = eng_schedule_build_on(ctx, t, nodes, n, &sch);
 	if (s) {
 		ctx->shadow_fn(ctx->shadow_arg, NULL, NULL, ctx->errmsg);
 	} else {

@@ -108,7 +108,7 @@ static bool same_shape(const eng_node *a, const eng_node *b)
 	return a->ndim == b->ndim && !memcmp(a->shape, b->shape, sizeof(int64_t) * a->ndim);
 }
 
-static eng_status trial(eng_ctx *ctx, const eng_target *par, eng_nodeset *store, const eng_node *const *roots, int nroots,
+static eng_status trial(eng_ctx *ctx, const bk_target *par, eng_nodeset *store, const eng_node *const *roots, int nroots,
 			bool optimize, eng_kernel_ir *ir, const eng_node **must)
 {
 	eng_lower_opts o = {.is_stored = in_set, .arg = store, .optimize = optimize, .target = *par};
@@ -151,7 +151,7 @@ static eng_status collect_stores(eng_ctx *ctx, eng_node *const *nodes, int n, en
  * than one kernel would compute as a phase (computing it once is cheaper), and repeat.
  * One lowering per member and pass: the phases are only used from a pass that changed
  * nothing, when every member's lowering saw the final stored set. */
-static eng_status grow_stores(eng_ctx *ctx, const eng_target *par, eng_nodeset *store)
+static eng_status grow_stores(eng_ctx *ctx, const bk_target *par, eng_nodeset *store)
 {
 	eng_status st = ENG_OK;
 	for (int iter = 0;; iter++) {
@@ -199,7 +199,7 @@ static eng_status grow_stores(eng_ctx *ctx, const eng_target *par, eng_nodeset *
 
 /* Phase 3: one member per stored node, in topological (creation) order, with the buffers its
  * kernel reads; *nk counts the members that get a kernel (not of zero elements). */
-static eng_status make_members(eng_ctx *ctx, const eng_target *par, eng_nodeset *store, member **out_m,
+static eng_status make_members(eng_ctx *ctx, const bk_target *par, eng_nodeset *store, member **out_m,
 			       int *nk)
 {
 	int nm = (int)store->n;
@@ -289,7 +289,7 @@ static void join_mutual_assigns(member *m, int nm)
 /* Phase 6: the kernels (out->items, unordered): independent same-shaped outputs merged into
  * one where they still lower and the kernel graph stays acyclic; zero-element nodes go to
  * out->empty. */
-static eng_status group_outputs(eng_ctx *ctx, const eng_target *par, eng_nodeset *store, member *m,
+static eng_status group_outputs(eng_ctx *ctx, const bk_target *par, eng_nodeset *store, member *m,
 				int nm, int nk, eng_schedule *out)
 {
 	out->items = calloc(nk ? nk : 1, sizeof(*out->items));
@@ -426,7 +426,7 @@ static eng_status order_items(eng_ctx *ctx, const member *m, int nm, eng_schedul
 }
 
 /* Phase 8: the final lowering of each kernel, with optimisations. */
-static eng_status lower_items(eng_ctx *ctx, const eng_target *par, eng_nodeset *store,
+static eng_status lower_items(eng_ctx *ctx, const bk_target *par, eng_nodeset *store,
 			      eng_schedule *out)
 {
 	for (int i = 0; i < out->n; i++) {
@@ -444,7 +444,7 @@ static eng_status lower_items(eng_ctx *ctx, const eng_target *par, eng_nodeset *
 }
 
 /* The phases in order; each sets the context error when it fails. */
-eng_status eng_schedule_build_on(eng_ctx *ctx, const eng_target *par, eng_node *const *nodes, int n,
+eng_status eng_schedule_build_on(eng_ctx *ctx, const bk_target *par, eng_node *const *nodes, int n,
 				 eng_schedule *out)
 {
 	eng_nodeset store = {0};

@@ -25,7 +25,7 @@ typedef struct eng_schedule {
  * output loops are merged into the parallel one until it has par->par iterations; kernels run
  * as work-groups where the target has them (see eng_linearize). On failure the context error
  * is set and *out is empty. */
-eng_status eng_schedule_build_on(eng_ctx *ctx, const eng_target *par, eng_node *const *nodes, int n,
+eng_status eng_schedule_build_on(eng_ctx *ctx, const bk_target *par, eng_node *const *nodes, int n,
 				 eng_schedule *out);
 void eng_schedule_free(eng_schedule *s);
 
