@@ -1,18 +1,16 @@
-# cpu_levels.sh (sourced by the compare scripts): the x86-64 levels this host can run kernels of,
-# each with the OpenBLAS kernel of the same instruction set (OPENBLAS_CORETYPE): x86-64-v3 (AVX2,
-# FMA) against Haswell, x86-64-v4 (AVX-512) against SkylakeX; elsewhere "native" against the
-# kernel OpenBLAS picks. LEVELS="x86-64-v3" (space-separated) picks some of them.
-cpu_has() { grep -m1 -E '^(flags|Features)' /proc/cpuinfo | grep -qw "$1"; }
+# cpu_levels.sh (sourced by the compare scripts): the x86-64 levels this host can run kernels of
+# (scripts/cpu_levels.sh), each with the OpenBLAS kernel of the same instruction set
+# (OPENBLAS_CORETYPE): x86-64-v3 (AVX2, FMA) against Haswell, x86-64-v4 (AVX-512) against SkylakeX,
+# and on request x86-64-v2 (SSE4.2) against Nehalem; elsewhere "native" against the kernel
+# OpenBLAS picks. Default: v3 and v4 where the host has them; LEVELS="x86-64-v3" picks some.
 if [ -z "${LEVELS:-}" ]; then
-	LEVELS=native
-	if [ "$(uname -m)" = x86_64 ] && cpu_has avx2 && cpu_has fma; then
-		LEVELS=x86-64-v3
-		cpu_has avx512f && cpu_has avx512bw && cpu_has avx512dq && cpu_has avx512vl && LEVELS+=" x86-64-v4"
-	fi
+	LEVELS=$(scripts/cpu_levels.sh | sed 's/x86-64-v2 *//')
+	[ -n "$LEVELS" ] || LEVELS=native
 fi
 # the OpenBLAS kernel of the same instruction set as a level ("" for the one OpenBLAS picks)
 blas_core() {
 	case "$1" in
+	x86-64-v2) echo Nehalem ;;
 	x86-64-v3) echo Haswell ;;
 	x86-64-v4) echo SkylakeX ;;
 	*) echo "" ;;

@@ -7,34 +7,64 @@
 # Then the examples run there: fusion, XOR, and a Fashion-MNIST training smoke run. A backend
 # that is absent is reported as SKIPPED, never as passed. Usage: [BUILD=dir] tests/conformance.sh [BACKEND...]
 # (BUILD: the build directory to test, default build; `make BUILD=build-clang CC=clang conformance`.)
+# The CPU runs once per x86-64 level the host can execute (scripts/cpu_levels.sh: x86-64-v2, whose
+# float16 kernels convert by bit arithmetic, x86-64-v3 with F16C, and x86-64-v4 where the host has
+# AVX-512; CPU_LEVELS overrides), its kernels built for that level (TENSORD_CPU_MARCH), so the
+# register tiles of every level's target are checked on one machine. OpenCL runs at the device's
+# preferred vector width with every suite, then with widths 1, 4, 8 and 16 forced
+# (TENSORD_CL_VECTOR_WIDTH; CL_WIDTHS overrides) with the suites whose kernels the width changes
+# (VECTOR_SUITES: every op, random graphs, the fusion cases; the others' results do not depend on
+# how a tile is rendered, and a full run per width would take ~5 min each).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build}"
 BIN="$BUILD/bin"
 SUITES="${SUITES:-ops api nn random errors kernels nnlayers optim grad jit devices cancel zerocopy}"
+VECTOR_SUITES="${VECTOR_SUITES:-ops random kernels}"
+CPU_LEVELS="${CPU_LEVELS:-$(scripts/cpu_levels.sh)}"
+CL_WIDTHS="${CL_WIDTHS:-1 4 8 16}"
 backends=("$@")
 [ ${#backends[@]} -eq 0 ] && backends=(CPU CL CUDA)
 fail=0
+# run_pass NAME SUITES [VAR=VALUE...]: the suites and the examples on DEV=$dev with the settings
+run_pass() {
+	local name=$1 suites=$2 s out rc line
+	shift 2
+	for s in $suites; do
+		out=$(env "$@" DEV="$dev" CK_RUN_SUITE="$s" CK_FORK=yes "$BUILD/tests/run_tests" 2>&1)
+		rc=$?
+		line=$(grep -E '^[0-9]+%: Checks' <<<"$out" | tail -1)
+		echo "conformance $name: suite $s: ${line:-no result}"
+		if [ $rc -ne 0 ]; then
+			grep -E ':[FE]:' <<<"$out" | head -20
+			fail=1
+		fi
+	done
+	env "$@" DEV="$dev" "$BIN/fusion" 64 | grep -q "same answer: True" || { echo "conformance $name: fusion FAILED"; fail=1; }
+	env "$@" DEV="$dev" "$BIN/xor" | grep -q "predictions: \[0, 1, 1, 0\]" || { echo "conformance $name: xor FAILED"; fail=1; }
+	env "$@" DEV="$dev" "$BIN/fashion_mnist" --steps 8 --batch 128 --min-accuracy 0.25 >/dev/null 2>&1 ||
+		{ echo "conformance $name: fashion_mnist smoke run FAILED"; fail=1; }
+	echo "conformance $name: examples done"
+}
 for dev in "${backends[@]}"; do
 	if ! probe=$("$BIN/devices" "$dev" 2>&1); then
 		echo "conformance $dev: SKIPPED ($probe)"
 		continue
 	fi
 	echo "conformance $dev: $probe"
-	for s in $SUITES; do
-		out=$(DEV="$dev" CK_RUN_SUITE="$s" CK_FORK=yes "$BUILD/tests/run_tests" 2>&1)
-		rc=$?
-		line=$(grep -E '^[0-9]+%: Checks' <<<"$out" | tail -1)
-		echo "conformance $dev: suite $s: ${line:-no result}"
-		if [ $rc -ne 0 ]; then
-			grep -E ':[FE]:' <<<"$out" | head -20
-			fail=1
-		fi
-	done
-	DEV="$dev" "$BIN/fusion" 64 | grep -q "same answer: True" || { echo "conformance $dev: fusion FAILED"; fail=1; }
-	DEV="$dev" "$BIN/xor" | grep -q "predictions: \[0, 1, 1, 0\]" || { echo "conformance $dev: xor FAILED"; fail=1; }
-	DEV="$dev" "$BIN/fashion_mnist" --steps 8 --batch 128 --min-accuracy 0.25 >/dev/null 2>&1 ||
-		{ echo "conformance $dev: fashion_mnist smoke run FAILED"; fail=1; }
-	echo "conformance $dev: examples done"
+	case "$dev" in
+	CPU*)
+		for level in $CPU_LEVELS; do
+			run_pass "$dev@$level" "$SUITES" TENSORD_CPU_MARCH="$level"
+		done
+		;;
+	CL*)
+		run_pass "$dev" "$SUITES"
+		for w in $CL_WIDTHS; do
+			run_pass "$dev@vector_width=$w" "$VECTOR_SUITES" TENSORD_CL_VECTOR_WIDTH="$w"
+		done
+		;;
+	*) run_pass "$dev" "$SUITES" ;;
+	esac
 done
 exit $fail

@@ -3,6 +3,8 @@
 #include "testutil.h"
 
 #include "backends/cuda/cudac.h"
+#include "core/context.h"
+#include "device/device.h"
 #include "realize/realize.h"
 
 #include <math.h>
@@ -44,6 +46,16 @@ eng_ctx *tu_ctx_shadow(eng_ctx *ctx)
 	if (ctx && path && *path)
 		eng_realize_set_shadow(ctx, &tu_cuda_target, shadow_append, (void *)path);
 	return ctx;
+}
+
+bool tu_cpu_target(eng_ctx *ctx, bk_target *out)
+{
+	for (int i = 0; i < ctx->ndevs; i++)
+		if (ctx->devs[i]->target.kind == BK_KIND_CPU) {
+			*out = ctx->devs[i]->target;
+			return true;
+		}
+	return false;
 }
 
 eng_ctx *tu_ctx(void)

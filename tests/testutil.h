@@ -25,6 +25,11 @@ int tu_debug(void);
  * frees it with eng_ctx_destroy. */
 eng_ctx *tu_ctx(void);
 
+/* The facts of ctx's CPU device (the CPU.march option or TENSORD_CPU_MARCH decide them) into
+ * *out; false if it has none (DEV=CL). Tests that look at generated code derive what they expect
+ * from these, never from the host. */
+bool tu_cpu_target(eng_ctx *ctx, struct bk_target *out);
+
 /* The same, tracked: if the test fails before tu_ctx_free, the suite's teardown frees it (with
  * CK_FORK=no a failed assertion jumps out of the test, so nothing after it runs). */
 eng_ctx *tu_ctx_new(void);

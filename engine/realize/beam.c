@@ -170,7 +170,9 @@ static void row_pack_neighbours(search *S, const eng_kernel_choice *b, cand *out
 
 /* Every one-step change of b: the wide tile (dim and size, or none), the narrow tile, the
  * reduction block, the row block, packing (of a panel, of blocks of rows),
- * the work-group size. */
+ * the work-group size. The tile sizes tried are powers of two and, around the target's register
+ * tile (eng_regtile_of), one vector, two and four vectors wide and its rows, half and 1.5 times
+ * them (AVX2: 8, 16, 32 lanes and 3, 6, 9 rows). */
 static void neighbours(search *S, const eng_kernel_choice *b, cand *out, int *n)
 {
 	const eng_kernel_ir *ir = &S->it->ir;
@@ -178,8 +180,10 @@ static void neighbours(search *S, const eng_kernel_choice *b, cand *out, int *n)
 	for (int p = 0; p < ir->nphases; p++)
 		D |= ir->phases[p].dims;
 	eng_kernel_choice c;
-	static const int64_t wides[] = {2, 4, 8, 16, 32}, narrows[] = {2, 4, 8},
-			     kbs[] = {16, 32, 64, 128, 256, 512}, mbs[] = {1, 2, 4, 8, 16};
+	const eng_regtile rt = eng_regtile_of(&S->dev->target);
+	const int64_t wides[] = {2, 4, 8, 16, 32, rt.lanes, rt.wide, rt.wide * 2 <= 64 ? rt.wide * 2 : 64},
+		      narrows[] = {2, 4, 8, rt.rows / 2, rt.rows, rt.rows * 3 / 2 <= 16 ? rt.rows * 3 / 2 : 16};
+	static const int64_t kbs[] = {16, 32, 64, 128, 256, 512}, mbs[] = {1, 2, 4, 8, 16};
 	for (int d = 0; d < ir->ndim; d++) {
 		if (!((D >> d) & 1) || ir->shape[d] < 2)
 			continue;

@@ -410,9 +410,11 @@ static eng_status realize_on(eng_ctx *ctx, eng_device *dev, eng_node *const *nod
 			char scratch[48] = "";
 			if (ir->scratch > 0) /* packed blocks of rows (eng_rpack) */
 				snprintf(scratch, sizeof(scratch), ", scratch %lld bytes", (long long)ir->scratch);
-			eng_logmsg(ctx, 3, "%s opts: %s | %d phases, %d outputs, parallel %lld%s%.0d%s", ks[i].name,
-					ir->opts[0] ? ir->opts : "none", ir->nphases, ir->nstores, (long long)ir->nparallel,
-					ir->group ? " in work-groups of " : "", ir->group, scratch);
+			const bk_target *t = &dev->target;
+			eng_logmsg(ctx, 3, "%s opts: %s | %d phases, %d outputs, parallel %lld%s%.0d%s | target %s %s%s%s%s",
+				   ks[i].name, ir->opts[0] ? ir->opts : "none", ir->nphases, ir->nstores,
+				   (long long)ir->nparallel, ir->group ? " in work-groups of " : "", ir->group, scratch,
+				   dev->name, t->isa, t->march[0] ? " (march " : "", t->march, t->march[0] ? ")" : "");
 			if (ctx->debug >= 5)
 				log_ir(ctx, ir);
 			eng_logmsg(ctx, 4, "%s", ks[i].src);
