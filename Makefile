@@ -32,6 +32,15 @@ endif
 # The protocol library sees the public headers only (-Iinclude -Iprotocol), like the daemon.
 PROTO_SRC  := $(shell find protocol -name '*.c' | sort)
 TEST_SRC   := $(wildcard tests/*.c)
+# The serving suites' files (the daemon, the client library, the protocol; suites.h's part S).
+# TESTS=engine builds run_tests without them, linked with the engine library alone (nothing of
+# nng, libuv or libsystemd): the ARM64 build of check-aarch64.
+TEST_SERVING_SRC := $(addprefix tests/,daemon_harness.c test_client.c test_client_live.c test_config.c test_daemon.c \
+	test_daemon_bad.c test_daemon_onnx.c test_graph_batch.c test_graph_builder.c test_graph_ops.c test_metrics.c test_protocol.c)
+TESTS      ?= all
+ifeq ($(TESTS),engine)
+TEST_SRC   := $(filter-out $(TEST_SERVING_SRC),$(TEST_SRC))
+endif
 EXAMPLES   := $(patsubst examples/%/main.c,%,$(wildcard examples/*/main.c))
 BENCH_SRC  := $(wildcard bench/*.c)
 # The daemon: its objects less main.o are linked into the tests too.
@@ -131,8 +140,14 @@ $(CLIENT_LIB): $(CLIENT_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
+ifeq ($(TESTS),engine)
+$(TEST_OBJ): CFLAGS += -DTSD_TESTS_ENGINE_ONLY
+$(TEST_BIN): $(TEST_OBJ) $(LIB)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(TEST_OBJ) $(LIB) $(CHECK_LIBS) $(LDLIBS)
+else
 $(TEST_BIN): $(TEST_OBJ) $(DAEMON_LIB_OBJ) $(CLIENT_LIB) $(PROTO_LIB) $(LIB)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(TEST_OBJ) $(DAEMON_LIB_OBJ) $(CLIENT_LIB) $(PROTO_LIB) $(LIB) $(CHECK_LIBS) $(DAEMON_LIBS) $(LDLIBS)
+endif
 
 $(CTL_BIN): $(CTL_OBJ) $(CLIENT_LIB) $(PROTO_LIB) $(LIB)
 	@mkdir -p $(dir $@)
