@@ -2,7 +2,8 @@
 # tests, examples and benchmarks.
 # `make` builds everything, `make run` runs tensord in the foreground, `make test` runs the check suite, `make asan` runs it sanitized,
 # `make tsan` runs the threads suite under ThreadSanitizer, `make fuzz` the loader fuzz targets
-# for a bounded time, `make soak` the daemon soak (bench/soak.c), `make install PREFIX=...` installs
+# for a bounded time, `make soak` the daemon soak (bench/soak.c), `make check-aarch64` the engine's
+# suites cross-built for ARM64 under qemu-user, `make install PREFIX=...` installs
 # the daemon, tensorctl and the client library (shared, with headers and a pkg-config file).
 
 CC      ?= cc
@@ -32,6 +33,15 @@ endif
 # The protocol library sees the public headers only (-Iinclude -Iprotocol), like the daemon.
 PROTO_SRC  := $(shell find protocol -name '*.c' | sort)
 TEST_SRC   := $(wildcard tests/*.c)
+# The serving suites' files (the daemon, the client library, the protocol; suites.h's part S).
+# TESTS=engine builds run_tests without them, linked with the engine library alone (nothing of
+# nng, libuv or libsystemd): the ARM64 build of check-aarch64.
+TEST_SERVING_SRC := $(addprefix tests/,daemon_harness.c test_client.c test_client_live.c test_config.c test_daemon.c \
+	test_daemon_bad.c test_daemon_onnx.c test_graph_batch.c test_graph_builder.c test_graph_ops.c test_metrics.c test_protocol.c)
+TESTS      ?= all
+ifeq ($(TESTS),engine)
+TEST_SRC   := $(filter-out $(TEST_SERVING_SRC),$(TEST_SRC))
+endif
 EXAMPLES   := $(patsubst examples/%/main.c,%,$(wildcard examples/*/main.c))
 BENCH_SRC  := $(wildcard bench/*.c)
 # The daemon: its objects less main.o are linked into the tests too.
@@ -131,8 +141,14 @@ $(CLIENT_LIB): $(CLIENT_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
+ifeq ($(TESTS),engine)
+$(TEST_OBJ): CFLAGS += -DTSD_TESTS_ENGINE_ONLY
+$(TEST_BIN): $(TEST_OBJ) $(LIB)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(TEST_OBJ) $(LIB) $(CHECK_LIBS) $(LDLIBS)
+else
 $(TEST_BIN): $(TEST_OBJ) $(DAEMON_LIB_OBJ) $(CLIENT_LIB) $(PROTO_LIB) $(LIB)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(TEST_OBJ) $(DAEMON_LIB_OBJ) $(CLIENT_LIB) $(PROTO_LIB) $(LIB) $(CHECK_LIBS) $(DAEMON_LIBS) $(LDLIBS)
+endif
 
 $(CTL_BIN): $(CTL_OBJ) $(CLIENT_LIB) $(PROTO_LIB) $(LIB)
 	@mkdir -p $(dir $@)
@@ -259,8 +275,9 @@ fuzz:
 # Every test: the layering check, the plain suite (with cudacompile: NVRTC compiles every kernel
 # the conformance suites make for CUDA; SKIPPED without NVRTC), the sanitized ones, the loader fuzzers, short
 # training runs, then the backend conformance run (CPU, OpenCL and CUDA; an absent backend is reported
-# SKIPPED), ..., and ONNX's backend node tests against tests/onnx/passing.txt. The README's test command.
-check: layers test asan tsan fuzz train-check conformance soak install-check python-test tensorctl-check onnx-check
+# SKIPPED), ..., ONNX's backend node tests against tests/onnx/passing.txt, and the engine's suites
+# cross-built for ARM64 under qemu (check-aarch64). The README's test command.
+check: layers test asan tsan fuzz train-check conformance soak install-check python-test tensorctl-check onnx-check check-aarch64
 
 # The daemon soak (bench/soak.c): SOAK_REQUESTS (default 1,000,000) mixed requests from several
 # clients against one tensord; fails on any unexpected reply status or on daemon RSS growth
@@ -282,6 +299,22 @@ layers: all
 # The op-level suites and the examples on every backend this machine has (tests/conformance.sh).
 conformance: all
 	BUILD=$(BUILD) tests/conformance.sh
+
+# The ARM64 check: the engine (less CUDA: CUDA_HOME=none), run_tests with the engine's suites
+# (TESTS=engine) and the examples tests/aarch64.sh runs, cross-built into build-aarch64 by Debian's
+# aarch64-linux-gnu-gcc against dpkg multiarch's arm64 libraries (pkg-config reads their .pc
+# files; scripts/install-deps.sh installs them), then run under qemu-aarch64 with kernels built
+# by the same cross compiler: the conformance suites, f16 and the examples (tests/aarch64.sh).
+AARCH64_CC    ?= aarch64-linux-gnu-gcc
+AARCH64_BUILD ?= build-aarch64
+AARCH64_BINS  := devices fusion xor matmul_demo
+.PHONY: aarch64 check-aarch64
+aarch64:
+	PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig PKG_CONFIG_PATH= \
+		$(MAKE) -j2 BUILD=$(AARCH64_BUILD) CC=$(AARCH64_CC) CUDA_HOME=none TESTS=engine \
+		$(AARCH64_BUILD)/tests/run_tests $(AARCH64_BINS:%=$(AARCH64_BUILD)/bin/%)
+check-aarch64: aarch64
+	BUILD=$(AARCH64_BUILD) CC=$(AARCH64_CC) tests/aarch64.sh
 
 # Training regressions: XOR must learn, a short Fashion-MNIST run must beat 70% test accuracy.
 train-check: $(BUILD)/bin/xor $(BUILD)/bin/fashion_mnist $(BUILD)/bin/quick
@@ -334,7 +367,7 @@ install-check:
 		sh tests/install/check.sh
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz
+	rm -rf build build-asan build-tsan build-fuzz build-aarch64
 
 # the robot-brain example: its programs and robot-demo, robot-check, robot-replay
 include examples/robot/robot.mk

@@ -15,14 +15,21 @@ PKGS=(
 	# ONNX import: protoc-c generates the parser from libonnx-dev's onnx.proto at build time;
 	# libonnx-testdata (6 MB download, 21 MB installed) holds ONNX's backend node tests (make onnx-check)
 	protobuf-c-compiler libprotobuf-c-dev libonnx-dev libonnx-testdata
+	# the ARM64 check (make check-aarch64): the cross compiler (also the kernels' compiler inside
+	# the emulated process) and qemu-aarch64
+	gcc-aarch64-linux-gnu qemu-user
 )
+# The arm64 builds of what the cross-built engine and run_tests link, from dpkg multiarch (arm64
+# added only when one is missing); libc6:arm64's loader and libc are the ones qemu-aarch64 runs
+# them with (tests/aarch64.sh says why not the cross toolchain's).
+ARM64_PKGS=(libc6:arm64 check:arm64 libsubunit-dev:arm64 zlib1g-dev:arm64 libcjson-dev:arm64 libprotobuf-c-dev:arm64)
 
 missing=()
-for p in "${PKGS[@]}"; do
+for p in "${PKGS[@]}" "${ARM64_PKGS[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
-	echo "install-deps: all ${#PKGS[@]} packages present"
+	echo "install-deps: all $((${#PKGS[@]} + ${#ARM64_PKGS[@]})) packages present"
 	exit 0
 fi
 
@@ -30,5 +37,8 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+if [[ " ${missing[*]}" == *:arm64* ]] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+	$SUDO dpkg --add-architecture arm64
+fi
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

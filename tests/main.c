@@ -3,15 +3,19 @@
  * set it is the daemon tests' client process instead (dh_spawn_sender). */
 #include <stdlib.h>
 
-#include "daemon_harness.h"
 #include "suites.h"
+#ifndef TSD_TESTS_ENGINE_ONLY
+#include "daemon_harness.h"
+#endif
 
 int main(void)
 {
+#ifndef TSD_TESTS_ENGINE_ONLY
 	if (getenv("DH_SENDER_URL")) /* a client process of the daemon tests (dh_spawn_sender) */
 		return dh_sender_main();
+#endif
 	SRunner *sr = srunner_create(NULL);
-#define TEST_SUITE_ADD(name) srunner_add_suite(sr, name##_suite());
+#define TEST_SUITE_ADD(name, part) TEST_PART_##part(srunner_add_suite(sr, name##_suite());)
 	TEST_SUITES(TEST_SUITE_ADD)
 #undef TEST_SUITE_ADD
 	srunner_run_all(sr, CK_NORMAL);

@@ -1,9 +1,10 @@
 /* test_f16.c: float16 in generated C on every x86-64 and with every compiler the CPU backend
  * accepts: the CPU prelude's conversions (F16C and portable bit arithmetic) against an
  * independent reference for every half and every float near a rounding boundary, compiled with
- * gcc and clang; the host's conversions; and float16 kernels compiled by each compiler, exact
- * against the reference. */
+ * gcc and clang (and $CC, such as a cross compiler); the host's conversions; and float16 kernels
+ * compiled by each compiler, exact against the reference. */
 #include <check.h>
+#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,22 +84,14 @@ static float *boundary_floats(int *n)
 
 /* ---- the prelude's conversions, compiled on their own ---- */
 
-/* A program made of the CPU prelude and a main that reads floats on stdin, writes their
- * eng_f2h bits, then eng_h2f of every half (no system headers: the prelude has none either). */
-static const char harness_main[] =
-	"long read(int, void *, unsigned long);\nlong write(int, const void *, unsigned long);\n"
-	"int main(void)\n{\n  static float in[1 << 20];\n  static uint16_t h[1 << 20];\n  static float back[65536];\n"
-	"  long n = 0, r;\n  while ((r = read(0, (char *)in + n, sizeof(in) - (unsigned long)n)) > 0) n += r;\n"
-	"  n /= 4;\n  for (long i = 0; i < n; i++) h[i] = eng_f2h(in[i]);\n"
-	"  for (long i = 0; i < 65536; i++) back[i] = eng_h2f((uint16_t)i);\n"
-	"  write(1, h, (unsigned long)n * 2);\n  write(1, back, sizeof(back));\n  return 0;\n}\n";
-
-static bool have(const char *cc)
-{
-	char cmd[256];
-	snprintf(cmd, sizeof(cmd), "command -v %s >/dev/null 2>&1", cc);
-	return system(cmd) == 0;
-}
+/* A shared object made of the CPU prelude and a function writing eng_f2h of n floats, then
+ * eng_h2f of every half (no system headers: the prelude has none either). It is loaded into
+ * this process as the backend loads kernels, so it runs where kernels run (under qemu-user too,
+ * where the host's kernel could not start an executable built for the emulated CPU). */
+static const char harness_fn[] =
+	"void eng_f16_harness(const float *in, long n, uint16_t *h, float *back)\n{\n"
+	"  for (long i = 0; i < n; i++) h[i] = eng_f2h(in[i]);\n"
+	"  for (long i = 0; i < 65536; i++) back[i] = eng_h2f((uint16_t)i);\n}\n";
 
 /* Compile the harness with cc and flags, run it on in[0..n), check every result. */
 static void check_conversions(const char *cc, const char *flags, const float *in, int n)
@@ -109,15 +102,9 @@ static void check_conversions(const char *cc, const char *flags, const float *in
 	FILE *f = fopen(path, "w");
 	ck_assert_ptr_nonnull(f);
 	fputs(cpu_dialect.prelude, f);
-	fputs(harness_main, f);
+	fputs(harness_fn, f);
 	fclose(f);
-	snprintf(path, sizeof(path), "%s/in", dir);
-	f = fopen(path, "wb");
-	ck_assert_ptr_nonnull(f);
-	ck_assert_int_eq(fwrite(in, sizeof(float), (size_t)n, f), (size_t)n);
-	fclose(f);
-	snprintf(cmd, sizeof(cmd), "%s -O2 %s -w %s/h.c -o %s/h 2>%s/err && %s/h < %s/in > %s/out", cc, flags, dir,
-		 dir, dir, dir, dir, dir);
+	snprintf(cmd, sizeof(cmd), "%s -O2 -fPIC -shared %s -w %s/h.c -o %s/h.so 2>%s/err", cc, flags, dir, dir, dir);
 	int rc = system(cmd);
 	char err[2048] = "";
 	snprintf(path, sizeof(path), "%s/err", dir);
@@ -126,14 +113,17 @@ static void check_conversions(const char *cc, const char *flags, const float *in
 		fclose(f);
 	}
 	ck_assert_msg(rc == 0, "%s %s: %s", cc, flags, err);
+	snprintf(path, sizeof(path), "%s/h.so", dir);
+	void *so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	ck_assert_msg(so != NULL, "%s %s: %s", cc, flags, dlerror());
+	void (*harness)(const float *, long, uint16_t *, float *) =
+		(void (*)(const float *, long, uint16_t *, float *))dlsym(so, "eng_f16_harness");
+	ck_assert_ptr_nonnull(harness);
 	uint16_t *h = malloc(sizeof(uint16_t) * (size_t)n);
 	float *back = malloc(sizeof(float) * 65536);
-	snprintf(path, sizeof(path), "%s/out", dir);
-	f = fopen(path, "rb");
-	ck_assert(f && h && back);
-	ck_assert_int_eq(fread(h, 2, (size_t)n, f), (size_t)n);
-	ck_assert_int_eq(fread(back, 4, 65536, f), 65536);
-	fclose(f);
+	ck_assert(h && back);
+	harness(in, n, h, back);
+	dlclose(so);
 	for (int i = 0; i < n; i++)
 		ck_assert_msg(h[i] == ref_f2h(in[i]), "%s %s: f2h(%a) = 0x%04x, want 0x%04x", cc, flags, (double)in[i], h[i],
 			      ref_f2h(in[i]));
@@ -151,27 +141,24 @@ static void check_conversions(const char *cc, const char *flags, const float *in
 }
 
 /* Both paths of the prelude (portable bit arithmetic without F16C, the F16C instructions with
- * it), each compiled by gcc and by clang. */
+ * it; elsewhere than x86-64 the portable one), each compiled by every compiler that builds for
+ * this process (gcc, clang, $CC: tu_kernel_ccs). */
 START_TEST(prelude_conversions_are_exact)
 {
 	int n;
 	float *in = boundary_floats(&n);
-	const char *ccs[] = {"gcc", "clang"};
+	const char *ccs[3];
+	int nccs = tu_kernel_ccs(ccs);
 #if defined(__x86_64__)
 	const char *paths[] = {"-march=x86-64", "-march=x86-64-v3"}; /* v3 has F16C */
 #else
 	const char *paths[] = {""};
 #endif
 	int ran = 0;
-	for (int c = 0; c < 2; c++) {
-		if (!have(ccs[c])) {
-			fprintf(stderr, "f16: %s absent, skipped\n", ccs[c]);
-			continue;
-		}
+	for (int c = 0; c < nccs; c++)
 		for (size_t p = 0; p < sizeof(paths) / sizeof(paths[0]); p++, ran++)
 			check_conversions(ccs[c], paths[p], in, n);
-	}
-	ck_assert_int_gt(ran, 0);
+	ck_assert_msg(ran > 0, "no compiler (gcc, clang, $CC) builds for this process's architecture");
 	free(in);
 }
 END_TEST
@@ -248,16 +235,15 @@ static void check_kernels_with(const char *cc)
 	eng_ctx_destroy(ctx);
 }
 
+/* With each compiler that builds for this process: gcc and clang, and $CC (a cross compiler
+ * under qemu-user). */
 START_TEST(kernels_with_gcc_and_clang)
 {
-	int ran = 0;
-	const char *ccs[] = {"gcc", "clang"};
-	for (int c = 0; c < 2; c++)
-		if (have(ccs[c])) {
-			check_kernels_with(ccs[c]);
-			ran++;
-		}
-	ck_assert_int_gt(ran, 0);
+	const char *ccs[3];
+	int nccs = tu_kernel_ccs(ccs);
+	for (int c = 0; c < nccs; c++)
+		check_kernels_with(ccs[c]);
+	ck_assert_msg(nccs > 0, "no compiler (gcc, clang, $CC) builds for this process's architecture");
 }
 END_TEST
 

@@ -10,6 +10,9 @@
 #include "codegen/plan.h"
 #include "testutil.h"
 
+#include "codegen/plan.h"
+#include "device/device.h"
+
 /* Realize t alone and return how many kernels that launched; checks t against ref_eval. */
 static uint64_t kernels_for(eng_ctx *ctx, eng_tensor *const *ts, int n)
 {
@@ -237,6 +240,17 @@ static eng_ctx *small_cache_ctx(blocked_log *lg)
 	return cache_ctx(lg, "CPU.cache_l1=16384,CPU.cache_l2=262144,CPU.threads=2");
 }
 
+/* The register tile (codegen/plan.h) kernels on the default device are planned with: AVX-512's
+ * 32 x 12, AVX2's 16 x 6, NEON's 8 x 12. Cases whose plan turns on the tile are stated in its
+ * terms, so every target meets the same ones. */
+static eng_regtile default_regtile(void)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	eng_regtile rt = eng_regtile_of(&ctx->devs[0]->target);
+	tu_ctx_free(ctx);
+	return rt;
+}
+
 /* Reductions of products blocked for the caches (small caches stated, so small shapes block):
  * still one kernel each and the reference's result, whichever operand is packed, with batch
  * dims, a transposed right side, and a kernel that must not block (a bias after the sum). */
@@ -293,10 +307,12 @@ START_TEST(test_row_packed_matmul)
 	bool cpu = !dev || !strcmp(dev, "CPU");
 	if (cpu)
 		ck_assert_int_eq(lg.rows, 4);
-	int64_t s3a[3] = {2, 128, 512}, sbias[1] = {384}, sn[2] = {512, 64};
+	int64_t s3a[3] = {2, 128, 512}, sbias[1] = {384},
+		sn[2] = {512, 16 * default_regtile().lanes};
 	EXPECT_KERNELS(ctx, 1, eng_matmul(mk(ctx, &r, 3, s3a), b));
 	EXPECT_KERNELS(ctx, 1, eng_add(eng_matmul(mk(ctx, &r, 2, sa2), b), mk(ctx, &r, 1, sbias)));
-	/* nor with too few columns to pay for the copy (RPACK_MIN_WIDE) */
+	/* nor with too few columns to pay for the copy (under RPACK_MIN_LANES, 20, vectors' lanes:
+	 * 256 with AVX-512's 16 lanes, 64 with NEON's 4) */
 	EXPECT_KERNELS(ctx, 1, eng_matmul(mk(ctx, &r, 2, sa2), mk(ctx, &r, 2, sn)));
 	if (cpu)
 		ck_assert_int_eq(lg.rows, 4);
@@ -307,11 +323,11 @@ START_TEST(test_row_packed_matmul)
 	int perm[3] = {0, 2, 1};
 	EXPECT_KERNELS(ctx, 1, eng_matmul(eng_reshape(eng_permute(mk(ctx, &r, 3, sx), perm), 2, sr), b));
 	ck_assert_int_eq(lg.unblocked, cpu ? 1 : 0);
-	/* more blocks than threads (L2 stated 64 KiB: 4 or 5 blocks of 300 or 240 rows, 2 threads, as
-	 * the target's tile has 12 or 6 rows): each call packs its blocks one after another into its
-	 * one block of scratch, a block's rows x the reduction block, not one per block */
+	/* more blocks than threads (L2 stated 64 KiB, 2 threads): each call packs its blocks one
+	 * after another into its one block of scratch, a block's rows x the reduction block, not one
+	 * per block. L1 stated 4 KiB, so the reduction's block is 64 with every register tile */
 	blocked_log lg4 = {0};
-	eng_ctx *ctx4 = cache_ctx(&lg4, "CPU.cache_l1=16384,CPU.cache_l2=65536,CPU.threads=2");
+	eng_ctx *ctx4 = cache_ctx(&lg4, "CPU.cache_l1=4096,CPU.cache_l2=65536,CPU.threads=2");
 	int64_t s4a[2] = {1200, 256}, s4b[2] = {256, 384};
 	EXPECT_KERNELS(ctx4, 1, eng_matmul(mk(ctx4, &r, 2, s4a), mk(ctx4, &r, 2, s4b)));
 	if (cpu) {
@@ -342,18 +358,16 @@ START_TEST(test_row_packed_matmul)
 END_TEST
 
 /* Convolutions and their gradients as packed sums of products (plan.c's plan_packed; small
- * caches stated, so the weight gradient's reduction is blocked: an L2 of 8 KiB per lane of the
- * target's wide tile, whose eighth a panel of its 400 reduction steps overflows and a tenth of
- * them fits): the reference's results, with a panel packed for each of the three kernels. */
+ * caches stated, so the weight gradient's reduction is blocked): the reference's results, with a
+ * panel packed for each of the three kernels. The weight gradient's panel (its 400 reduction
+ * steps by the wide tile) blocks past an eighth of L2: L2 is stated in proportion to the wide
+ * tile, 256 KiB for AVX-512's 32 columns, 64 KiB for NEON's 8. */
 START_TEST(test_packed_convolutions)
 {
 	blocked_log lg = {0};
-	eng_ctx *probe = tu_ctx_new();
-	bk_target t;
-	int64_t wide = tu_cpu_target(probe, &t) ? eng_regtile_of(&t).wide : 32; /* DEV=CL: counts not checked */
-	tu_ctx_free(probe);
-	char opts[128];
-	snprintf(opts, sizeof(opts), "CPU.cache_l1=16384,CPU.cache_l2=%lld,CPU.threads=2", (long long)wide * 8192);
+	char opts[96];
+	snprintf(opts, sizeof(opts), "CPU.cache_l1=16384,CPU.cache_l2=%lld,CPU.threads=2",
+		 (long long)(8192 * default_regtile().wide));
 	eng_ctx *ctx = cache_ctx(&lg, opts);
 	tu_rng r = {12};
 	int64_t sx[4] = {4, 16, 12, 12}, sw[4] = {32, 16, 3, 3}, sg[4] = {4, 32, 10, 10};

@@ -3,8 +3,6 @@
 #include "testutil.h"
 
 #include "backends/cuda/cudac.h"
-#include "core/context.h"
-#include "device/device.h"
 #include "realize/realize.h"
 
 #include <math.h>
@@ -26,6 +24,40 @@ const bk_target tu_cuda_target = {
 	.vector_width = 0,
 };
 
+bool tu_cc_builds_here(const char *cc)
+{
+#if defined(__x86_64__)
+	const char *arch = "#define __x86_64__ ";
+#elif defined(__aarch64__)
+	const char *arch = "#define __aarch64__ ";
+#else
+	const char *arch = NULL; /* another architecture: any compiler that runs */
+#endif
+	char cmd[512], line[512];
+	snprintf(cmd, sizeof(cmd), "%s -dM -E -x c /dev/null 2>/dev/null", cc);
+	FILE *p = popen(cmd, "r");
+	if (!p)
+		return false;
+	bool lines = false, here = !arch;
+	while (fgets(line, sizeof(line), p)) {
+		lines = true;
+		here |= arch && !strncmp(line, arch, strlen(arch));
+	}
+	return pclose(p) == 0 && lines && here;
+}
+
+int tu_kernel_ccs(const char *out[3])
+{
+	const char *cand[3] = {"gcc", "clang", getenv("CC")};
+	int n = 0;
+	for (int i = 0; i < 3; i++)
+		if (cand[i] && *cand[i] &&
+		    (i < 2 || (strcmp(cand[i], "gcc") && strcmp(cand[i], "clang"))) &&
+		    tu_cc_builds_here(cand[i]))
+			out[n++] = cand[i];
+	return n;
+}
+
 /* $TENSORD_TEST_CUDA_KERNELS names a file: every kernel the context schedules is also rendered
  * for a CUDA GPU (the CUDA compile check, test_cudacompile.c) and appended to it. */
 static void shadow_append(void *arg, const char *name, const char *src, const char *error)
@@ -46,16 +78,6 @@ eng_ctx *tu_ctx_shadow(eng_ctx *ctx)
 	if (ctx && path && *path)
 		eng_realize_set_shadow(ctx, &tu_cuda_target, shadow_append, (void *)path);
 	return ctx;
-}
-
-bool tu_cpu_target(eng_ctx *ctx, bk_target *out)
-{
-	for (int i = 0; i < ctx->ndevs; i++)
-		if (ctx->devs[i]->target.kind == BK_KIND_CPU) {
-			*out = ctx->devs[i]->target;
-			return true;
-		}
-	return false;
 }
 
 eng_ctx *tu_ctx(void)

@@ -4,6 +4,7 @@
 #define TEST_TESTUTIL_H
 
 #include <check.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <tensord/engine.h>
@@ -25,10 +26,6 @@ int tu_debug(void);
  * frees it with eng_ctx_destroy. */
 eng_ctx *tu_ctx(void);
 
-/* The facts of ctx's CPU device (the CPU.march option or TENSORD_CPU_MARCH decide them) into
- * *out; false if it has none (DEV=CL). Tests that look at generated code derive what they expect
- * from these, never from the host. */
-bool tu_cpu_target(eng_ctx *ctx, struct bk_target *out);
 
 /* The same, tracked: if the test fails before tu_ctx_free, the suite's teardown frees it (with
  * CK_FORK=no a failed assertion jumps out of the test, so nothing after it runs). */
@@ -37,6 +34,14 @@ eng_ctx *tu_ctx_new(void);
 eng_ctx *tu_ctx_track(eng_ctx *ctx);
 /* Free a tracked context. */
 void tu_ctx_free(eng_ctx *ctx);
+
+/* Whether the C compiler cc runs here and builds code for this process's architecture (its
+ * predefined macros name the one run_tests was built for), as the CPU backend's kernels need:
+ * under qemu-user the host's gcc and clang run, but build for the host. */
+bool tu_cc_builds_here(const char *cc);
+/* The compilers a suite builds kernels with by name: gcc, clang and $CC, each once, those that
+ * tu_cc_builds_here; their names (static or the environment's) into out, returns how many. */
+int tu_kernel_ccs(const char *out[3]);
 
 /* The CUDA target kernels are rendered for in the CUDA compile check: a GPU of 132 SMs (an
  * H100), as cuda_target_facts(132, true) states it (test_cudacompile.c checks that). */
