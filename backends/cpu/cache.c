@@ -39,36 +39,10 @@ static void cc_path(const char *cc, char *out, size_t cap)
 /* The first line of `cc --version` (empty if the compiler cannot be run). */
 static void cc_version(const char *cc, char *out, size_t cap)
 {
-	out[0] = 0;
-	int fds[2];
-	if (pipe2(fds, O_CLOEXEC) < 0)
-		return;
-	posix_spawn_file_actions_t fa;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
 	char *const argv[] = {(char *)cc, "--version", NULL};
-	pid_t pid;
-	int rc = posix_spawnp(&pid, cc, &fa, NULL, argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	close(fds[1]);
-	size_t len = 0;
-	char scratch[256];
-	while (!rc) { /* read to the end, so the compiler never blocks on a full pipe */
-		bool keep = len + 1 < cap;
-		ssize_t r = read(fds[0], keep ? out + len : scratch, keep ? cap - 1 - len : sizeof(scratch));
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		len += keep ? (size_t)r : 0;
-	}
-	close(fds[0]);
 	int status;
-	if (!rc)
-		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-			;
-	out[len] = 0;
+	if (cpu_run_output(argv, false, out, cap, &status) != 0)
+		out[0] = 0;
 	out[strcspn(out, "\n")] = 0;
 }
 

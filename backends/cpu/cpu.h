@@ -49,6 +49,10 @@ typedef struct cpu_isa {
  * AVX2 machine, an aarch64 one in an x86-64 process); a compiler that cannot be started gives
  * a baseline's facts (the first compile then reports it). */
 eng_status cpu_isa_probe(const char *cc, const char *march, cpu_isa *out, bk_err *err);
+/* Runs argv (argv[0] looked up in PATH) with its stdout, and its stderr too if with_stderr (else
+ * /dev/null), read to the end into out (at most cap - 1 bytes kept, NUL-terminated); *status
+ * its wait status. 0, or the errno why it could not be started. */
+int cpu_run_output(char *const argv[], bool with_stderr, char *out, size_t cap, int *status);
 
 typedef struct cpu_dev {
 	char cc[256];

@@ -62,31 +62,27 @@ static void facts_of(const char *m, cpu_isa *isa)
 	}
 }
 
-/* Runs `cc -march=<march> -dM -E -x c /dev/null` into out (at most cap - 1 bytes); false with the
- * compiler's words (or why it did not run) in err. *ran: whether the compiler could be started. */
-static bool run_probe(const char *cc, const char *march, char *out, size_t cap, bool *ran, bk_err *err)
+int cpu_run_output(char *const argv[], bool with_stderr, char *out, size_t cap, int *status)
 {
-	*ran = false;
 	out[0] = 0;
-	char flag[96];
-	snprintf(flag, sizeof(flag), "-march=%s", march);
-	char *const argv[] = {(char *)cc, flag, "-dM", "-E", "-x", "c", "/dev/null", NULL};
+	*status = 0;
 	int fds[2];
-	if (pipe2(fds, O_CLOEXEC) < 0) {
-		snprintf(err->msg, sizeof(err->msg), "pipe: %s", strerror(errno));
-		return false;
-	}
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return errno;
 	posix_spawn_file_actions_t fa;
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-	posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
+	if (with_stderr)
+		posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
+	else
+		posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
 	pid_t pid;
-	int rc = posix_spawnp(&pid, cc, &fa, NULL, argv, environ);
+	int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
 	close(fds[1]);
 	size_t len = 0;
 	char scratch[256];
-	while (!rc) { /* read to the end, so the compiler never blocks on a full pipe */
+	while (!rc) { /* read to the end, so the program never blocks on a full pipe */
 		bool keep = len + 1 < cap;
 		ssize_t r = read(fds[0], keep ? out + len : scratch, keep ? cap - 1 - len : sizeof(scratch));
 		if (r < 0 && errno == EINTR)
@@ -97,15 +93,28 @@ static bool run_probe(const char *cc, const char *march, char *out, size_t cap, 
 	}
 	close(fds[0]);
 	out[len] = 0;
+	if (!rc)
+		while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+			;
+	return rc;
+}
+
+/* Runs `cc -march=<march> -dM -E -x c /dev/null` into out (at most cap - 1 bytes); false with the
+ * compiler's words (or why it did not run) in err. *ran: whether the compiler could be started. */
+static bool run_probe(const char *cc, const char *march, char *out, size_t cap, bool *ran, bk_err *err)
+{
+	*ran = false;
+	char flag[96];
+	snprintf(flag, sizeof(flag), "-march=%s", march);
+	char *const argv[] = {(char *)cc, flag, "-dM", "-E", "-x", "c", "/dev/null", NULL};
+	int status;
+	int rc = cpu_run_output(argv, true, out, cap, &status);
 	if (rc) {
 		snprintf(err->msg, sizeof(err->msg), "cannot run compiler '%s': %s", cc, strerror(rc));
 		return false;
 	}
-	int status = 0;
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
 	/* a compiler whose exec failed in the child exits 127 without a word */
-	*ran = !(WIFEXITED(status) && WEXITSTATUS(status) == 127 && !len);
+	*ran = !(WIFEXITED(status) && WEXITSTATUS(status) == 127 && !out[0]);
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 		out[strcspn(out, "\n")] = 0;
 		snprintf(err->msg, sizeof(err->msg), "option march=%s: '%s %s' fails: %.3500s", march, cc, flag,
