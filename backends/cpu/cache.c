@@ -5,18 +5,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "util/hash.h"
 #include "util/strbuf.h"
-
-extern char **environ;
 
 /* The compiler's file after PATH lookup and symbolic links (cc -> gcc-12), or cc itself. */
 static void cc_path(const char *cc, char *out, size_t cap)
