@@ -8,10 +8,8 @@
 #include <tensord/nn.h>
 
 #include "codegen/plan.h"
-#include "testutil.h"
-
-#include "codegen/plan.h"
 #include "device/device.h"
+#include "testutil.h"
 
 /* Realize t alone and return how many kernels that launched; checks t against ref_eval. */
 static uint64_t kernels_for(eng_ctx *ctx, eng_tensor *const *ts, int n)
@@ -439,6 +437,62 @@ START_TEST(test_shared_reduction_loops)
 }
 END_TEST
 
+/* The name of the last kernel a DEBUG=3 line announced (its loops' sizes: r_<out>_<reduce...>). */
+static void name_log_fn(void *arg, int level, const char *msg)
+{
+	char *name = arg;
+	const char *end = strstr(msg, " opts:");
+	if (level == 3 && end && (msg[0] == 'r' || msg[0] == 'E') && msg[1] == '_')
+		snprintf(name, 128, "%.*s", (int)(end - msg), msg);
+}
+
+/* The innermost reduced axes run as one loop where every operand reads them as one (lower.c's
+ * mergeable_axes): a batchnorm's sum over (batch, h, w) loops batch and h*w, contiguous; where
+ * an operand reads them apart (a pooled value upsampled, a transposed view, a pad) they loop one
+ * by one; each the reference's result. */
+START_TEST(test_merged_reduce_axes)
+{
+	const char *dev = getenv("DEV");
+	if (dev && strcmp(dev, "CPU"))
+		return; /* the names checked are the CPU's loops (a GPU's reduce groups name others) */
+	eng_ctx_opts o;
+	char err[512] = "", name[128] = "";
+	eng_ctx_opts_default(&o);
+	o.debug = 3;
+	o.no_disk_cache = true;
+	eng_ctx *ctx = eng_ctx_create(&o, err, sizeof(err));
+	ck_assert_msg(ctx != NULL, "eng_ctx_create failed: %s", err);
+	eng_set_log(ctx, name_log_fn, name);
+	tu_rng r = {15};
+	int64_t sx[4] = {16, 8, 6, 6}, sp[4] = {16, 8, 3, 3}, s6[6] = {16, 8, 3, 1, 3, 1}, e6[6] = {16, 8, 3, 2, 3, 2};
+	int axes[3] = {0, 2, 3};
+	eng_tensor *x = mk(ctx, &r, 4, sx);
+	EXPECT_KERNELS(ctx, 1, eng_sum(x, axes, 3, false));
+	ck_assert_msg(!strncmp(name, "r_8_16_36_", 10), "contiguous sum: kernel %s", name);
+	eng_tensor *d = eng_sub(x, eng_mean(x, axes, 3, true));
+	EXPECT_KERNELS(ctx, 1, eng_sum(eng_mul(d, d), axes, 3, false));
+	ck_assert_msg(!strncmp(name, "r_8_16_36_", 10), "variance: kernel %s", name);
+	/* all reduced: one loop of 16 * 8 * 36 */
+	EXPECT_KERNELS(ctx, 1, eng_sum(x, NULL, 0, false));
+	ck_assert_msg(strstr(name, "_4608_") != NULL, "sum of all: kernel %s", name);
+	/* a pooled value read at (i / 2, j / 2): h and w loop apart */
+	eng_tensor *p = mk(ctx, &r, 4, sp);
+	eng_tensor *up = eng_reshape(eng_expand(eng_reshape(p, 6, s6), 6, e6), 4, sx);
+	EXPECT_KERNELS(ctx, 1, eng_sum(eng_mul(x, up), axes, 3, false));
+	ck_assert_msg(!strncmp(name, "r_8_16_6_6_", 11), "pooled operand: kernel %s", name);
+	/* h and w transposed: apart */
+	int perm[4] = {0, 1, 3, 2};
+	EXPECT_KERNELS(ctx, 1, eng_sum(eng_add(x, eng_permute(eng_contiguous(x), perm)), axes, 3, false));
+	ck_assert_msg(!strncmp(name, "r_8_16_6_6_", 11), "transposed operand: kernel %s", name);
+	/* padded by one on each side of w: apart */
+	const int64_t pads[4][2] = {{0, 0}, {0, 0}, {0, 0}, {1, 1}};
+	eng_tensor *xp = eng_pad(eng_contiguous(mk(ctx, &r, 4, (int64_t[4]){16, 8, 6, 4})), pads);
+	EXPECT_KERNELS(ctx, 1, eng_sum(xp, axes, 3, false));
+	ck_assert_msg(!strncmp(name, "r_8_16_6_6_", 11), "padded operand: kernel %s", name);
+	eng_ctx_destroy(ctx);
+}
+END_TEST
+
 /* Counts the kernels whose DEBUG=3 line names a split axis (plan.c's plan_split). */
 static void split_log_fn(void *arg, int level, const char *msg)
 {
@@ -656,7 +710,7 @@ Suite *kernels_suite(void)
 		test_matmul_fused_vs_forced, test_matmul_bias_relu, test_mlp_forward, test_softmax_layernorm_argmax,
 		test_sparse_cross_entropy,   test_conv2d_relu,      test_siblings,    test_contiguous_forces_store,
 		test_bag_of_words_stacked_reductions, test_gather_sums, test_blocked_reductions, test_row_packed_matmul, test_packed_convolutions,
-		test_shared_reduction_loops, test_split_pooled_axis, test_nested_reductions, test_nested_reductions_stored,
+		test_shared_reduction_loops, test_merged_reduce_axes, test_split_pooled_axis, test_nested_reductions, test_nested_reductions_stored,
 		test_nested_reductions_backward, test_nested_reductions_parallelism, test_nested_reductions_conv_net,
 	};
 	return tu_suite("kernels", tests, (int)(sizeof(tests) / sizeof(tests[0])), TU_TIMEOUT);

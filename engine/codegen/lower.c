@@ -11,6 +11,7 @@
 #include "plan.h"
 
 #define MAXPATH 4096
+#define MAXMERGE 64 /* reductions per kernel whose merge of axes is remembered */
 
 typedef struct memo_entry {
 	const eng_node *n;
@@ -46,6 +47,10 @@ typedef struct lctx {
 	int ncur_red;
 	int blockvar;   /* the narrow tile's dim's outer loop, when in blocks of rows (-1: none) */
 	eng_uop *rowok; /* a row of a block that overhangs its rows is one of them (NULL: all are) */
+	/* reductions whose innermost axes were tried as one loop, and how many merged (0: none) */
+	const eng_node *merge_node[MAXMERGE];
+	int merge_n[MAXMERGE];
+	int nmerge;
 } lctx;
 
 static eng_status fail(lctx *c, eng_status s, const char *msg)
@@ -254,22 +259,140 @@ static void trial_rollback(lctx *c, int nloops, int nphases)
 	c->memo_n = 0;
 }
 
+/* The reduced axes of a reduction that loop (source size other than 1), as groups each run by one loop:
+ * the innermost `merge` of them one group when merge >= 2 (mergeable_axes: only axes of size
+ * 1 between them), the others one each. */
+typedef struct rgroups {
+	int n;
+	int first[ENG_MAX_DIMS], last[ENG_MAX_DIMS]; /* outermost and innermost axis of group i */
+	int64_t size[ENG_MAX_DIMS];
+	bool merged; /* the last group has two or more axes */
+} rgroups;
+
+/* How many of n's innermost looping reduced axes could run as one loop: a run of them with only
+ * axes of size 1 between (0 if fewer than two, or the source is empty). Whether their index then
+ * reads as one is found by lowering (split_again). */
+static int mergeable_axes(const eng_node *n)
+{
+	const eng_node *s = n->src[0];
+	int m = 0;
+	bool run = true;
+	for (int d = n->ndim - 1; d >= 0; d--) {
+		if (s->shape[d] == 0)
+			return 0;
+		if (s->shape[d] == 1 || !run)
+			continue;
+		if ((n->arg.axes >> d) & 1)
+			m++;
+		else
+			run = false;
+	}
+	return m >= 2 ? m : 0;
+}
+
+static void reduce_groups(const eng_node *n, int merge, rgroups *g)
+{
+	const eng_node *s = n->src[0];
+	int axes[ENG_MAX_DIMS], na = 0;
+	for (int d = 0; d < n->ndim; d++)
+		if (((n->arg.axes >> d) & 1) && s->shape[d] != 1)
+			axes[na++] = d;
+	const int keep = merge >= 2 && merge <= na ? na - merge : na; /* axes looped alone */
+	g->n = 0;
+	for (int i = 0; i < keep; i++, g->n++) {
+		g->first[g->n] = g->last[g->n] = axes[i];
+		g->size[g->n] = s->shape[axes[i]];
+	}
+	g->merged = keep < na;
+	if (g->merged) {
+		g->first[g->n] = axes[keep];
+		g->last[g->n] = axes[na - 1];
+		g->size[g->n] = 1;
+		for (int i = keep; i < na; i++)
+			g->size[g->n] *= s->shape[axes[i]];
+		g->n++;
+	}
+}
+
+/* Index of each axis of group i from its loop's value e: e / (inner sizes) % size, innermost
+ * e % size (axes of size 1 inside are left as set). *mvars gets e's loop vars for a merged
+ * group. */
+static void group_index(eng_uops *u, const eng_node *s, const rgroups *g, int i, eng_uop *e, eng_uop **ridx,
+			uint64_t *mvars)
+{
+	int64_t inner = 1;
+	for (int d = g->last[i]; d >= g->first[i]; d--) {
+		if (s->shape[d] == 1)
+			continue;
+		eng_uop *q = u_div_const(u, e, inner);
+		ridx[d] = d == g->first[i] ? q : u_mod_const(u, q, s->shape[d]);
+		inner *= s->shape[d];
+	}
+	if (g->merged && i == g->n - 1)
+		*mvars = e->deps;
+}
+
+/* Whether x (or a value it reads) divides or takes the remainder of an index that depends on
+ * loop vars `vars`. */
+static bool divides_vars(eng_uop *x, uint64_t vars, int stamp)
+{
+	if (!x || x->stamp == stamp || !(x->deps & vars))
+		return false;
+	x->stamp = stamp;
+	if (x->kind == U_ALU && (x->op == ENG_OP_IDIV || x->op == ENG_OP_MOD) && (x->src[0]->deps & vars))
+		return true;
+	for (int i = 0; i < x->nsrc; i++)
+		if (divides_vars(x->src[i], vars, stamp))
+			return true;
+	return false;
+}
+
+/* After lowering a reduction with merged axes: whether some operand still reads them apart (a
+ * window, a permuted or padded view), in its value or a reduction nested in it, so that they
+ * must loop one by one. */
+static bool split_again(lctx *c, const eng_phase *ph, int nphases0, uint64_t mvars)
+{
+	const int stamp = ++c->stamp;
+	if (divides_vars(ph->value, mvars, stamp))
+		return true;
+	for (int p = nphases0; p < c->ir->nphases; p++)
+		if (divides_vars(c->ir->phases[p].value, mvars, stamp))
+			return true;
+	return false;
+}
+
+/* The merge found for reduction n by an earlier pass (-1: none yet), so that every pass over
+ * the kernel loops its axes alike; merge_record keeps it (when there is room: else n is tried
+ * again). */
+static int merge_decided(const lctx *c, const eng_node *n)
+{
+	for (int i = 0; i < c->nmerge; i++)
+		if (c->merge_node[i] == n)
+			return c->merge_n[i];
+	return -1;
+}
+
+static void merge_record(lctx *c, const eng_node *n, int merge)
+{
+	if (c->nmerge < MAXMERGE) {
+		c->merge_node[c->nmerge] = n;
+		c->merge_n[c->nmerge++] = merge;
+	}
+}
+
 /* An earlier reduction whose loops reduction n can run in (its index in phases, or -1): both
- * outside any other reduction's value, looping over axes of the same sizes in the same order.
+ * outside any other reduction's value, looping over axes (groups g) of the same sizes in the same order.
  * Sharing the variables makes equal loads and values of the two one uop each, and linearize.c
  * runs the two in one loop nest where neither reads the other (the sums of a batchnorm's
  * gradient). Not for GPU work-groups (each reduction's loop is split over the threads on its
  * own) nor cache-blocked kernels. */
-static int shared_loops(const lctx *c, const eng_node *n)
+static int shared_loops(const lctx *c, const rgroups *g)
 {
 	const eng_kernel_ir *ir = c->ir;
 	if (c->nphase_stack || c->o->target.reduce_group > 1 || ir->kblock > 0)
 		return -1;
-	int64_t sizes[ENG_MAX_DIMS];
-	int ns = 0;
-	for (int d = 0; d < n->ndim; d++)
-		if (((n->arg.axes >> d) & 1) && n->src[0]->shape[d] > 1)
-			sizes[ns++] = n->src[0]->shape[d];
+	const int64_t *sizes = g->size;
+	const int ns = g->n;
 	for (int p = 0; p < ir->nphases && ns > 0; p++) {
 		const eng_phase *q = &ir->phases[p];
 		int k = 0, a = 0; /* q's loop k runs axis a (a split axis: two loops) */
@@ -354,91 +477,110 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 	const eng_node *s = n->src[0];
 	const int nloops0 = ir->nloops, nphases0 = ir->nphases;
 	const eng_node *first_nest0 = c->first_nest;
-	const int share = shared_loops(c, n);
-	if (share >= 0) {
-		const eng_phase *q = &ir->phases[share];
-		for (int d = 0, k = 0; d < n->ndim; d++) {
-			if (!((n->arg.axes >> d) & 1) || s->shape[d] == 1) {
-				ridx[d] = (n->arg.axes >> d) & 1 ? u_int_const(u, 0) : idx[d];
-				continue;
-			}
-			const eng_loop *lo = &ir->loops[q->red[k]];
-			ridx[d] = u_var(u, q->red[k], lo->n);
-			if (k + 1 < q->nred && ir->loops[q->red[k + 1]].unroll) { /* a split axis */
-				int64_t c = ir->loops[q->red[k + 1]].n;
-				ridx[d] = u_add(u, u_mul_const(u, ridx[d], c), u_var(u, q->red[k + 1], c));
-				k++;
-			}
-			k++;
-		}
-		ph.nred = q->nred;
-		memcpy(ph.red, q->red, sizeof(ph.red));
-	}
+	const int kbvar0 = ir->kbvar;
+	int merge = merge_decided(c, n);
+	const bool trying = merge < 0;
+	if (trying)
+		merge = mergeable_axes(n);
 	ph.top = c->nphase_stack == 0;
-	int last = -1, naxes = 0; /* the innermost reduced axis that loops: the one split (plan_split) */
-	for (int d = 0; d < n->ndim; d++)
-		if (((n->arg.axes >> d) & 1) && s->shape[d] > 1)
-			last = d, naxes++;
-	bool first = true; /* the outermost reduced axis that loops: the one blocked for the caches */
-	for (int d = 0; d < n->ndim && share < 0; d++) {
-		if (!((n->arg.axes >> d) & 1) || s->shape[d] == 1) {
-			ridx[d] = (n->arg.axes >> d) & 1 ? u_int_const(u, 0) : idx[d];
-			continue;
+	uint64_t red = 0;
+	for (;;) {
+		rgroups g;
+		uint64_t mvars = 0; /* the loop vars of the merged group */
+		reduce_groups(n, merge, &g);
+		const int share = shared_loops(c, &g);
+		for (int d = 0; d < n->ndim; d++)
+			if (!((n->arg.axes >> d) & 1) || s->shape[d] == 1)
+				ridx[d] = (n->arg.axes >> d) & 1 ? u_int_const(u, 0) : idx[d];
+		ph.nred = 0;
+		if (share >= 0) {
+			const eng_phase *q = &ir->phases[share];
+			for (int k = 0, i = 0; i < g.n; i++) {
+				const eng_loop *lo = &ir->loops[q->red[k]];
+				eng_uop *e = u_var(u, q->red[k], lo->n);
+				if (k + 1 < q->nred && ir->loops[q->red[k + 1]].unroll) { /* a split axis */
+					int64_t c = ir->loops[q->red[k + 1]].n;
+					e = u_add(u, u_mul_const(u, e, c), u_var(u, q->red[k + 1], c));
+					k++;
+				}
+				k++;
+				group_index(u, s, &g, i, e, ridx, &mvars);
+			}
+			ph.nred = q->nred;
+			memcpy(ph.red, q->red, sizeof(ph.red));
 		}
-		if (ir->nloops == ENG_MAX_LOOPS) {
-			fail(c, ENG_ERANGE, "kernel needs more than 64 loops");
-			return u_int_const(u, 0);
-		}
-		if (ir->kblock > 0 && ir->kbvar < 0 && first && s->shape[d] == ir->kfull) {
-			/* blocked for the caches (plan_blocks): kb * kblock + k */
-			if (ir->nloops + 2 > ENG_MAX_LOOPS) {
+		/* the outermost group that loops is the one blocked for the caches, the innermost the
+		 * one split (plan_split) */
+		for (int i = 0; i < g.n && share < 0; i++) {
+			if (ir->nloops == ENG_MAX_LOOPS) {
 				fail(c, ENG_ERANGE, "kernel needs more than 64 loops");
 				return u_int_const(u, 0);
 			}
-			int kb = ir->nloops++, k = ir->nloops++;
-			ir->loops[kb] = (eng_loop){.n = ir->kfull / ir->kblock, .kind = L_KBLOCK, .dim = -1};
-			ir->loops[k] = (eng_loop){.n = ir->kblock, .kind = L_REDUCE, .dim = -1};
-			eng_uops_set_var_rank(u, k, 1);
-			ir->kbvar = kb;
-			ph.red[ph.nred++] = k;
-			ridx[d] = u_add(u, u_mul_const(u, u_var(u, kb, ir->loops[kb].n), ir->kblock), u_var(u, k, ir->kblock));
-			first = false;
-			continue;
+			const int64_t size = g.size[i];
+			if (ir->kblock > 0 && ir->kbvar < 0 && i == 0 && size == ir->kfull) {
+				/* blocked for the caches (plan_blocks): kb * kblock + k */
+				if (ir->nloops + 2 > ENG_MAX_LOOPS) {
+					fail(c, ENG_ERANGE, "kernel needs more than 64 loops");
+					return u_int_const(u, 0);
+				}
+				int kb = ir->nloops++, k = ir->nloops++;
+				ir->loops[kb] = (eng_loop){.n = ir->kfull / ir->kblock, .kind = L_KBLOCK, .dim = -1};
+				ir->loops[k] = (eng_loop){.n = ir->kblock, .kind = L_REDUCE, .dim = -1};
+				eng_uops_set_var_rank(u, k, 1);
+				ir->kbvar = kb;
+				ph.red[ph.nred++] = k;
+				group_index(u, s, &g, i,
+					    u_add(u, u_mul_const(u, u_var(u, kb, ir->loops[kb].n), ir->kblock),
+						  u_var(u, k, ir->kblock)),
+					    ridx, &mvars);
+				continue;
+			}
+			if (ir->vsplit > 1 && ir->vsplit_dim < 0 && i == g.n - 1 && size == ir->vsplit_n &&
+			    g.n < ENG_MAX_DIMS && ir->nloops + 2 <= ENG_MAX_LOOPS) {
+				/* split (plan_split): i / c loops outside, i % c inside, unrolled */
+				int64_t cs = ir->vsplit;
+				int o = ir->nloops++, in = ir->nloops++;
+				ir->loops[o] = (eng_loop){.n = size / cs, .kind = L_REDUCE, .dim = -1};
+				ir->loops[in] = (eng_loop){.n = cs, .kind = L_REDUCE, .dim = -1, .unroll = true};
+				eng_uops_set_var_rank(u, o, 1);
+				eng_uops_set_var_rank(u, in, 1);
+				ph.red[ph.nred++] = o;
+				ph.red[ph.nred++] = in;
+				group_index(u, s, &g, i, u_add(u, u_mul_const(u, u_var(u, o, size / cs), cs), u_var(u, in, cs)),
+					    ridx, &mvars);
+				continue;
+			}
+			int v = ir->nloops++;
+			ir->loops[v] = (eng_loop){.n = size, .kind = L_REDUCE, .dim = -1};
+			eng_uops_set_var_rank(u, v, 1);
+			ph.red[ph.nred++] = v;
+			group_index(u, s, &g, i, size == 0 ? u_int_const(u, 0) : u_var(u, v, size), ridx, &mvars);
 		}
-		first = false;
-		if (ir->vsplit > 1 && ir->vsplit_dim < 0 && d == last && s->shape[d] == ir->vsplit_n &&
-		    naxes < ENG_MAX_DIMS && ir->nloops + 2 <= ENG_MAX_LOOPS) {
-			/* split (plan_split): i / c loops outside, i % c inside, unrolled */
-			int64_t cs = ir->vsplit;
-			int o = ir->nloops++, in = ir->nloops++;
-			ir->loops[o] = (eng_loop){.n = s->shape[d] / cs, .kind = L_REDUCE, .dim = -1};
-			ir->loops[in] = (eng_loop){.n = cs, .kind = L_REDUCE, .dim = -1, .unroll = true};
-			eng_uops_set_var_rank(u, o, 1);
-			eng_uops_set_var_rank(u, in, 1);
-			ph.red[ph.nred++] = o;
-			ph.red[ph.nred++] = in;
-			ridx[d] = u_add(u, u_mul_const(u, u_var(u, o, s->shape[d] / cs), cs), u_var(u, in, cs));
-			continue;
-		}
-		int v = ir->nloops++;
-		ir->loops[v] = (eng_loop){.n = s->shape[d], .kind = L_REDUCE, .dim = -1};
-		eng_uops_set_var_rank(u, v, 1);
-		ph.red[ph.nred++] = v;
-		ridx[d] = s->shape[d] == 0 ? u_int_const(u, 0) : u_var(u, v, s->shape[d]);
+		red = 0;
+		for (int k = 0; k < ph.nred; k++)
+			red |= 1ull << ph.red[k];
+		c->phase_red[c->nphase_stack] = red;
+		c->phase_chain[c->nphase_stack] = red | nest;
+		c->phase_path[c->nphase_stack++] = c->npath - 1;
+		int saved_red[ENG_MAX_DIMS], nsaved = c->ncur_red;
+		memcpy(saved_red, c->cur_red, sizeof(saved_red));
+		memcpy(c->cur_red, ph.red, sizeof(ph.red));
+		c->ncur_red = ph.nred;
+		ph.value = lower(c, s, ridx, valid);
+		memcpy(c->cur_red, saved_red, sizeof(saved_red));
+		c->ncur_red = nsaved;
+		if (!trying || merge < 2 || c->st || !split_again(c, &ph, nphases0, mvars))
+			break;
+		/* the merged axes' index was not put back together: some operand reads them apart
+		 * (a window, a permuted view), so they loop as before, one fewer merged each try */
+		c->nphase_stack--;
+		trial_rollback(c, nloops0, nphases0);
+		c->first_nest = first_nest0;
+		ir->kbvar = kbvar0;
+		merge = merge > 2 ? merge - 1 : 0;
 	}
-	uint64_t red = 0;
-	for (int k = 0; k < ph.nred; k++)
-		red |= 1ull << ph.red[k];
-	c->phase_red[c->nphase_stack] = red;
-	c->phase_chain[c->nphase_stack] = red | nest;
-	c->phase_path[c->nphase_stack++] = c->npath - 1;
-	int saved_red[ENG_MAX_DIMS], nsaved = c->ncur_red;
-	memcpy(saved_red, c->cur_red, sizeof(saved_red));
-	memcpy(c->cur_red, ph.red, sizeof(ph.red));
-	c->ncur_red = ph.nred;
-	ph.value = lower(c, s, ridx, valid);
-	memcpy(c->cur_red, saved_red, sizeof(saved_red));
-	c->ncur_red = nsaved;
+	if (trying)
+		merge_record(c, n, merge);
 	eng_uop *j = gaxis >= 0 && !c->st ? gather_index(ph.value, ph.red[0]) : NULL;
 	for (int p = nphases0; p < ir->nphases && j; p++)
 		if (ir->phases[p].nest & red)
