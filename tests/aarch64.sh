@@ -9,7 +9,8 @@
 # (it says "unknown value 'native' for '-march'"; this script shows the refusal). The disk cache
 # stays on (the jit and cancel suites check it) in a fresh temporary directory.
 #
-# Runs: the op-level suites of tests/conformance.sh on the CPU (its SUITES, all of them) and f16
+# Runs: a target refused where the emulated CPU lacks its feature (and opened where it has it),
+# the op-level suites of tests/conformance.sh on the CPU (its SUITES, all of them) and f16
 # (the kernel prelude's float16 conversions, compiled by the cross compiler and run under
 # emulation, against the reference for every half), the examples fusion and xor, and a matmul
 # whose DEBUG=3 line must show NEON's register tile (8 columns, two 4-float vectors, by 12 rows).
@@ -46,6 +47,23 @@ if ! probe=$("$QEMU" "$BUILD/bin/devices" CPU 2>&1); then
 	exit 1
 fi
 echo "aarch64: $probe (march=$TENSORD_CPU_MARCH, kernels by $CC)"
+# A target the CPU cannot run is refused at open, naming the feature (the kernel's hardware
+# capabilities): on an emulated Cortex-A53 (ARMv8.0-A, a Raspberry Pi 3's core) ARMv8.2-A's
+# kernels (LSE atomics, mandatory since 8.1) and armv8-a+fp16's (half-precision arithmetic, an
+# option the A53 lacks); both open on qemu's default CPU ("max").
+for want in "armv8.2-a:atomics" "armv8-a+fp16:fphp"; do
+	march=${want%%:*} feature=${want#*:}
+	if refused=$(QEMU_CPU=cortex-a53 TENSORD_CPU_MARCH=$march "$QEMU" "$BUILD/bin/devices" CPU 2>&1) ||
+		! grep -q "need $feature.*which this CPU lacks" <<<"$refused"; then
+		echo "aarch64: march=$march on a Cortex-A53 FAILED: want a refusal naming $feature, got: $refused"
+		exit 1
+	fi
+	if ! opened=$(TENSORD_CPU_MARCH=$march "$QEMU" "$BUILD/bin/devices" CPU 2>&1); then
+		echo "aarch64: march=$march on qemu's max CPU FAILED: $opened"
+		exit 1
+	fi
+	echo "aarch64: march=$march on a Cortex-A53: refused (${refused##*need }); on qemu's max CPU: $opened"
+done
 fail=0
 for s in $SUITES; do
 	start=$(date +%s)

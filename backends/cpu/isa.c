@@ -13,6 +13,9 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#if defined(__aarch64__)
+#include <sys/auxv.h>
+#endif
 
 extern char **environ;
 
@@ -47,8 +50,9 @@ static void facts_of(const char *m, cpu_isa *isa)
 		isa->arch = CPU_ARCH_AARCH64;
 		/* Advanced SIMD (NEON) is part of every ARMv8-A profile: 32 registers of 16 bytes */
 		bool fp16 = defines(m, "__ARM_FEATURE_FP16_VECTOR_ARITHMETIC");
-		snprintf(isa->name, sizeof(isa->name), "armv8-a%s%s", defines(m, "__ARM_NEON") ? "+simd" : "",
-			 fp16 ? "+fp16" : "");
+		snprintf(isa->name, sizeof(isa->name), "armv8-a%s%s%s%s", defines(m, "__ARM_NEON") ? "+simd" : "",
+			 fp16 ? "+fp16" : "", defines(m, "__ARM_FEATURE_DOTPROD") ? "+dotprod" : "",
+			 defines(m, "__ARM_FEATURE_SVE") ? "+sve" : "");
 		isa->vector_bytes = defines(m, "__ARM_NEON") ? 16 : 8;
 		isa->vector_regs = 32;
 		isa->fma = defines(m, "__ARM_FEATURE_FMA");
@@ -124,8 +128,9 @@ static bool run_probe(const char *cc, const char *march, char *out, size_t cap, 
 	return true;
 }
 
-/* Whether this process's CPU runs code of the x86-64 target whose macros are m; else the first
- * feature it lacks in *lacks. Checked with the CPU's own feature bits (cpuid). */
+/* Whether this process's CPU runs code of the target whose macros are m; else the first feature
+ * it lacks in *lacks. Checked with the CPU's own feature bits: cpuid on x86-64, the kernel's
+ * hardware capabilities (getauxval: AT_HWCAP, AT_HWCAP2) on ARM64. */
 static bool host_runs(const char *m, const cpu_isa *isa, const char **lacks)
 {
 	*lacks = NULL;
@@ -168,12 +173,34 @@ static bool host_runs(const char *m, const cpu_isa *isa, const char **lacks)
 	}
 	return true;
 #elif defined(__aarch64__)
-	(void)m;
 	if (isa->arch != CPU_ARCH_AARCH64) {
 		*lacks = "its architecture (this process runs aarch64)";
 		return false;
 	}
-	return true; /* ARMv8-A's NEON is always there; optional features are not checked */
+	/* ARMv8-A's NEON is always there; the optional features a -march can add, by the macro
+	 * the compiler then defines and the capability bit Linux reports (bits/hwcap.h) */
+	const unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
+	struct {
+		const char *macro, *feature;
+		unsigned long word, bit;
+	} need[] = {
+		{"__ARM_FEATURE_CRC32", "crc32", hw, HWCAP_CRC32},
+		{"__ARM_FEATURE_ATOMICS", "atomics (lse)", hw, HWCAP_ATOMICS},
+		{"__ARM_FEATURE_FP16_SCALAR_ARITHMETIC", "fphp", hw, HWCAP_FPHP},
+		{"__ARM_FEATURE_FP16_VECTOR_ARITHMETIC", "asimdhp", hw, HWCAP_ASIMDHP},
+		{"__ARM_FEATURE_QRDMX", "asimdrdm", hw, HWCAP_ASIMDRDM},
+		{"__ARM_FEATURE_DOTPROD", "asimddp", hw, HWCAP_ASIMDDP},
+		{"__ARM_FEATURE_SVE", "sve", hw, HWCAP_SVE},
+		{"__ARM_FEATURE_SVE2", "sve2", hw2, HWCAP2_SVE2},
+		{"__ARM_FEATURE_MATMUL_INT8", "i8mm", hw2, HWCAP2_I8MM},
+		{"__ARM_FEATURE_BF16_VECTOR_ARITHMETIC", "bf16", hw2, HWCAP2_BF16},
+	};
+	for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++)
+		if (defines(m, need[i].macro) && !(need[i].word & need[i].bit)) {
+			*lacks = need[i].feature;
+			return false;
+		}
+	return true;
 #else
 	(void)m, (void)isa;
 	return true;
