@@ -63,6 +63,8 @@ static void pool_spin(const uint64_t *v, uint64_t x, bool until_eq)
 	for (int i = 0; (__atomic_load_n(v, __ATOMIC_ACQUIRE) == x) != until_eq; i++) {
 #if defined(__x86_64__) || defined(__i386__)
 		__builtin_ia32_pause();
+#elif defined(__aarch64__)
+		__asm__ volatile("yield"); /* the spin-wait hint: lets the core's other thread run */
 #endif
 		if ((i & 63) == 63 && pool_now_ns() > until)
 			break;
