@@ -141,6 +141,13 @@ $(CLIENT_LIB): $(CLIENT_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
+# The suites' objects differ between TESTS=all and TESTS=engine: $(BUILD)/tests/mode holds the
+# mode they were built in, rewritten (so newer than them) only when it changes, so a switch of
+# mode in one build directory rebuilds them.
+TESTS_MODE := $(BUILD)/tests/mode
+$(shell mkdir -p $(BUILD)/tests && { [ "$$(cat $(TESTS_MODE) 2>/dev/null)" = "$(TESTS)" ] || echo "$(TESTS)" > $(TESTS_MODE); })
+$(TEST_OBJ): $(TESTS_MODE)
+
 ifeq ($(TESTS),engine)
 $(TEST_OBJ): CFLAGS += -DTSD_TESTS_ENGINE_ONLY
 $(TEST_BIN): $(TEST_OBJ) $(LIB)
