@@ -7,7 +7,7 @@
 
 #include <tensord/graph.h>
 
-#include "graph.h"  /* protocol/: the op enum and the limits */
+#include "proto_graph.h" /* protocol/: the op enum and the limits */
 #include "graph_builder.h"
 
 struct tsd_graph {

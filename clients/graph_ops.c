@@ -6,7 +6,7 @@
 #include <tensord/graph.h>
 
 #include "graph_builder.h"
-#include "graph.h" /* protocol/graph.h: PROTO_GRAPH_MAX_IN, which graph_ops.def names */
+#include "proto_graph.h" /* PROTO_GRAPH_MAX_IN, which graph_ops.def names */
 
 /* KNOWN(GB_HAS_x) is 1 when GB_HAS_x is defined as GB_YES, else 0 (the usual probe: a defined
  * one expands to two arguments, moving the 1 into the second place). */
@@ -50,24 +50,24 @@
 
 #define GB_HAS_LEAF GB_YES
 #define GB_LEAF(n, lo, hi)                                                                     \
-	int tsd_g_##n(tsd_graph *g, const char *id, eng_dtype dtype, int ndim, const int64_t *shape) \
+	int tsd_g_##n(tsd_graph *g, const char *id, tsd_dtype dtype, int ndim, const int64_t *shape) \
 	{                                                                                       \
-		if (ndim < 0 || ndim > ENG_MAX_DIMS || (ndim && !shape) || !eng_dtype_valid(dtype)) \
+		if (ndim < 0 || ndim > TSD_MAX_DIMS || (ndim && !shape) || !tsd_dtype_valid(dtype)) \
 			return gb_fail(g, TSD_BAD_REQUEST, #n " %s: bad dtype or shape", id ? id : ""); \
 		cJSON *o = gb_node(g, #n, id ? id : "", NULL, 0);                               \
-		return gb_done(g, o, o && cJSON_AddStringToObject(o, "dtype", eng_dtype_name(dtype)) && \
+		return gb_done(g, o, o && cJSON_AddStringToObject(o, "dtype", tsd_dtype_name(dtype)) && \
 					     gb_ints(o, "shape", shape, ndim));                     \
 	}
 
 #define GB_HAS_CONST GB_YES
 #define GB_CONST(n, lo, hi)                                                                     \
-	int tsd_g_##n(tsd_graph *g, double value, eng_dtype dtype)                              \
+	int tsd_g_##n(tsd_graph *g, double value, tsd_dtype dtype)                              \
 	{                                                                                       \
-		if (!eng_dtype_valid(dtype))                                                    \
+		if (!tsd_dtype_valid(dtype))                                                    \
 			return gb_fail(g, TSD_BAD_REQUEST, #n ": bad dtype");                   \
 		cJSON *o = gb_node(g, #n, NULL, NULL, 0);                                       \
 		return gb_done(g, o, o && cJSON_AddNumberToObject(o, "value", value) &&        \
-					     cJSON_AddStringToObject(o, "dtype", eng_dtype_name(dtype))); \
+					     cJSON_AddStringToObject(o, "dtype", tsd_dtype_name(dtype))); \
 	}
 
 /* AXIS: one input (softmax) gets (x, axis); the variadic ones (cat, stack) are below. */
@@ -92,7 +92,7 @@
 #define GB_SHAPE(n, lo, hi)                                                                \
 	int tsd_g_##n(tsd_graph *g, int x, int ndim, const int64_t *shape)                  \
 	{                                                                                   \
-		if (ndim < 0 || ndim > ENG_MAX_DIMS || (ndim && !shape))                    \
+		if (ndim < 0 || ndim > TSD_MAX_DIMS || (ndim && !shape))                    \
 			return gb_fail(g, TSD_BAD_REQUEST, #n ": bad shape");               \
 		cJSON *o = gb_node(g, #n, NULL, &x, 1);                                     \
 		return gb_done(g, o, o && gb_ints(o, "shape", shape, ndim));                \
@@ -102,8 +102,8 @@
 #define GB_PERM(n, lo, hi)                                                                 \
 	int tsd_g_##n(tsd_graph *g, int x, int np, const int *perm)                         \
 	{                                                                                   \
-		int64_t v[ENG_MAX_DIMS];                                                    \
-		if (np < 0 || np > ENG_MAX_DIMS || (np && !perm))                           \
+		int64_t v[TSD_MAX_DIMS];                                                    \
+		if (np < 0 || np > TSD_MAX_DIMS || (np && !perm))                           \
 			return gb_fail(g, TSD_BAD_REQUEST, #n ": bad perm");                \
 		for (int k = 0; k < np; k++)                                                \
 			v[k] = perm[k];                                                     \
@@ -121,12 +121,12 @@
 
 #define GB_HAS_DTYPE GB_YES
 #define GB_DTYPE(n, lo, hi)                                                                \
-	int tsd_g_##n(tsd_graph *g, int x, eng_dtype dtype)                                 \
+	int tsd_g_##n(tsd_graph *g, int x, tsd_dtype dtype)                                 \
 	{                                                                                   \
-		if (!eng_dtype_valid(dtype))                                                \
+		if (!tsd_dtype_valid(dtype))                                                \
 			return gb_fail(g, TSD_BAD_REQUEST, #n ": bad dtype");               \
 		cJSON *o = gb_node(g, #n, NULL, &x, 1);                                     \
-		return gb_done(g, o, o && cJSON_AddStringToObject(o, "dtype", eng_dtype_name(dtype))); \
+		return gb_done(g, o, o && cJSON_AddStringToObject(o, "dtype", tsd_dtype_name(dtype))); \
 	}
 
 #define GB_HAS_CONV GB_YES
@@ -142,8 +142,8 @@
 /* sum, mean, max: "axes" only when given (absent: all), "keepdim" only when true */
 static int gb_reduce(tsd_graph *g, const char *op, int x, const int *axes, int naxes, bool keepdim)
 {
-	int64_t v[ENG_MAX_DIMS];
-	if (naxes < 0 || naxes > ENG_MAX_DIMS || (naxes && !axes))
+	int64_t v[TSD_MAX_DIMS];
+	if (naxes < 0 || naxes > TSD_MAX_DIMS || (naxes && !axes))
 		return gb_fail(g, TSD_BAD_REQUEST, "%s: bad axes", op);
 	for (int k = 0; k < naxes; k++)
 		v[k] = axes[k];

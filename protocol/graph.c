@@ -1,4 +1,4 @@
-/* graph.c: parsing the graph format (graph.h): node ids, ops, references and attributes are
+/* graph.c: parsing the graph format (proto_graph.h): node ids, ops, references and attributes are
  * checked here, shapes in graph_shape.c; nothing reaches the engine until all of it passed. */
 #include <math.h>
 #include <stdarg.h>
@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph.h"
+#include <tensord/eng_dtype.h>
+
+#include "proto_graph.h"
 #include "message.h"
 
 typedef enum pg_attr { PG_ATTR_NONE, PG_ATTR_LEAF, PG_ATTR_CONST, PG_ATTR_AXIS, PG_ATTR_AXES,
