@@ -1,6 +1,7 @@
 /* check.c: `make install-check`'s program, built against an installed libtensord with nothing but
  * `pkg-config --cflags --libs tensord`: connects to the installed tensord at argv[1], says hello,
- * and realizes y = relu(x @ w + b) built with the graph builder, checking the numbers. */
+ * and realizes y = relu(x @ w + b) built with the graph builder, checking the numbers; dtype.h's
+ * functions come from the library too (the installed headers hold nothing of the engine). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,11 @@ int main(int argc, char **argv)
 	if (s != TSD_OK)
 		return fail("hello", s, tsd_client_message(c, r));
 	tsd_reply_free(r);
+
+	tsd_dtype dt;
+	if (tsd_dtype_size(TSD_F32) != 4 || strcmp(tsd_dtype_name(TSD_F16), "float16") ||
+	    !tsd_dtype_parse("i64", &dt) || dt != TSD_I64 || tsd_f16_to_double(tsd_f16_bits(1.5)) != 1.5)
+		return fail("dtype", TSD_INTERNAL, "tsd_dtype_* disagree with dtype.h");
 
 	tsd_graph *g = tsd_graph_create();
 	int x = tsd_g_input(g, "x", TSD_F32, 2, (const int64_t[]){2, 3});
