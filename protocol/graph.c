@@ -38,11 +38,6 @@ static const char *const attr_keys[][5] = {
 
 #define HASH_SLOTS 8192 /* a power of two, at least twice PROTO_GRAPH_MAX_NODES */
 
-const char *proto_gop_name(proto_gop op)
-{
-	return (unsigned)op < PROTO_G_COUNT ? ops[op].name : "?";
-}
-
 static uint32_t hash_id(const char *s)
 {
 	uint32_t h = 2166136261u;
