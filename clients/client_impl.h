@@ -15,7 +15,9 @@
 
 /* Functions shared between the library's files only: kept out of libtensord.so's exports
  * (which are the tsd_* names, clients/libtensord.map). */
+#ifndef TSD_HIDDEN
 #define TSD_HIDDEN __attribute__((visibility("hidden")))
+#endif
 
 struct tsd_reply {
 	nng_msg *msg; /* owned: the received bytes the views point into */
