@@ -17,25 +17,6 @@ void tctl_inputs_free(tctl_inputs *in)
 	in->n = 0;
 }
 
-/* The IEEE binary16 bits of v (rounded to the nearest float16 first). */
-static uint16_t f16_bits(double v)
-{
-	v = tsd_f16_round(v);
-	uint16_t sign = signbit(v) ? 0x8000 : 0;
-	v = fabs(v);
-	if (isnan(v))
-		return sign | 0x7e00;
-	if (isinf(v))
-		return sign | 0x7c00;
-	if (v == 0)
-		return sign;
-	int e;
-	double m = frexp(v, &e); /* v = m * 2^e, m in [0.5, 1) */
-	if (e + 14 >= 1)
-		return sign | (uint16_t)((e + 14) << 10) | (uint16_t)((2 * m - 1) * 1024);
-	return sign | (uint16_t)(v * 16777216.0); /* subnormal: multiples of 2^-24 */
-}
-
 void tctl_value_store(tsd_dtype dt, double v, void *dst)
 {
 	switch (dt) {
@@ -56,7 +37,7 @@ void tctl_value_store(tsd_dtype dt, double v, void *dst)
 		break;
 	}
 	case TSD_F16: {
-		uint16_t x = f16_bits(v);
+		uint16_t x = tsd_f16_bits(v);
 		memcpy(dst, &x, 2);
 		break;
 	}
