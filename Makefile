@@ -82,12 +82,12 @@ $(BUILD)/protocol/%.o $(BUILD)/clients/%.o $(BUILD)/daemon/%.o: INC := -Iinclude
 
 # The client library as a shared object, $(BUILD)/lib/libtensord.so (the Python client loads it
 # with ctypes): the client and the protocol codec compiled position-independent plus the engine's
-# dtype table (dtype.h), nothing else of the engine; clients/libtensord.map exports tsd_* and
-# dtype.h's functions only.
+# dtype table (under the client's names, protocol/dtype.c), nothing else of the engine;
+# clients/libtensord.map exports tsd_* only.
 SO_NAME    := libtensord.so.0
 SO_LIB     := $(BUILD)/lib/$(SO_NAME)
 SO_LINK    := $(BUILD)/lib/libtensord.so
-SO_SRC     := $(CLIENT_SRC) protocol/decode.c protocol/encode.c protocol/status.c engine/core/dtype.c engine/core/f16.c
+SO_SRC     := $(CLIENT_SRC) protocol/decode.c protocol/encode.c protocol/status.c protocol/dtype.c engine/core/dtype.c engine/core/f16.c
 SO_OBJ     := $(SO_SRC:%.c=$(BUILD)/pic/%.o)
 $(BUILD)/pic/protocol/%.o $(BUILD)/pic/clients/%.o: INC := -Iinclude -Iprotocol
 
@@ -354,7 +354,8 @@ demo: deps
 PREFIX  ?= /usr/local
 LIBDIR  := $(PREFIX)/lib
 INCDIR  := $(PREFIX)/include
-INSTALL_HEADERS := client.h graph.h verbs.h protocol.h dtype.h engine.h errors.def tsd_errors.def
+# The client's headers and what they include, nothing of the engine.
+INSTALL_HEADERS := client.h graph.h verbs.h protocol.h dtype.h tsd_errors.def
 install: $(SO_LINK) $(DAEMON_BIN) $(CTL_BIN)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR)/tensord
 	install -m 755 $(DAEMON_BIN) $(CTL_BIN) $(DESTDIR)$(PREFIX)/bin/

@@ -6,7 +6,7 @@
 
 #include <stdbool.h>
 
-#include <tensord/dtype.h>
+#include <tensord/eng_dtype.h>
 
 /* Type names of one language, indexed by eng_dtype. */
 typedef struct bk_ctypes {

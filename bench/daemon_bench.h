@@ -309,7 +309,7 @@ static inline int db_load_mlp(tsd_client *c, const char *name, int nin, int hid,
 			continue;
 		}
 		db_fill(bufs[i], numel, (uint32_t)i + 1, i % 2 ? 0.1f : 1.0f / (float)(ps[i].b > 0 ? ps[i].b : 1));
-		ts[i] = (tsd_tensor){.name = ps[i].id, .dtype = ENG_F32, .ndim = ps[i].b < 0 ? 1 : 2, .data = bufs[i]};
+		ts[i] = (tsd_tensor){.name = ps[i].id, .dtype = TSD_F32, .ndim = ps[i].b < 0 ? 1 : 2, .data = bufs[i]};
 		ts[i].shape[0] = ps[i].a;
 		ts[i].shape[1] = ps[i].b;
 	}

@@ -38,7 +38,7 @@ static int time_infer(tsd_client *c, const char *prio, int warm, int n, uint64_t
 	cJSON *h = db_infer_header("rtt", prio);
 	float x[NIN];
 	db_fill(x, NIN, 7, 1.0f);
-	tsd_tensor in = {.name = "x", .dtype = ENG_F32, .ndim = 2, .shape = {1, NIN}, .data = x};
+	tsd_tensor in = {.name = "x", .dtype = TSD_F32, .ndim = 2, .shape = {1, NIN}, .data = x};
 	for (int i = -warm; i < n; i++) {
 		tsd_reply *r = NULL;
 		uint64_t t0 = db_now_ns();
@@ -157,7 +157,7 @@ int main(int argc, char **argv)
 	{ /* the sizes of a real infer request and reply, for the echo */
 		cJSON *h = db_infer_header("rtt", "realtime");
 		float x[NIN] = {0};
-		tsd_tensor in = {.name = "x", .dtype = ENG_F32, .ndim = 2, .shape = {1, NIN}, .data = x};
+		tsd_tensor in = {.name = "x", .dtype = TSD_F32, .ndim = 2, .shape = {1, NIN}, .data = x};
 		int pr = db_probe_sizes(d.url, probe_url, h, &in, 1, &req_bytes, &rep_bytes);
 		cJSON_Delete(h);
 		if (pr) {

@@ -34,7 +34,7 @@ static void *client_main(void *arg)
 	tsd_client *c = tsd_client_open(run->url, 30000, err, sizeof(err));
 	float x[NIN];
 	db_fill(x, NIN, (uint32_t)(uintptr_t)&x, 1.0f);
-	tsd_tensor in = {.name = "x", .dtype = ENG_F32, .ndim = 2, .shape = {1, NIN}, .data = x};
+	tsd_tensor in = {.name = "x", .dtype = TSD_F32, .ndim = 2, .shape = {1, NIN}, .data = x};
 	cJSON *h = db_infer_header(run->model, "normal");
 	pthread_barrier_wait(&run->start);
 	if (!c) {

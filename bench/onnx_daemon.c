@@ -42,7 +42,7 @@ static int make_batch(const obm_model *m, int64_t bs, batch *b)
 			return -1;
 		obm_fill_data(m, k, bs, b->data[b->n], n);
 		*t = (tsd_tensor){.name = in->name, .dtype = in->dtype, .ndim = in->ndim, .data = b->data[b->n],
-				  .nbytes = (size_t)n * eng_dtype_size(in->dtype)};
+				  .nbytes = (size_t)n * tsd_dtype_size(in->dtype)};
 		obm_shape(in, bs, t->shape);
 		b->axis[b->n] = -1;
 		for (int d = 0; d < in->ndim; d++)
@@ -63,7 +63,7 @@ static int row_of(const batch *b, int64_t rows, int64_t r, batch *one)
 		for (int d = 0; d < t->ndim && axis < 0; d++)
 			if (t->shape[d] == rows)
 				axis = d;
-		size_t es = eng_dtype_size(t->dtype), outer = 1, inner = es;
+		size_t es = tsd_dtype_size(t->dtype), outer = 1, inner = es;
 		for (int d = 0; d < t->ndim; d++)
 			if (d < axis)
 				outer *= (size_t)t->shape[d];
@@ -130,7 +130,7 @@ static const char *check_reply(const tsd_reply *r, const char *dir, const char *
 		float *want = malloc(t->nbytes + 4);
 		char path[1024];
 		snprintf(path, sizeof(path), "%s/%s-b%lld-out%d.npy", dir, model, (long long)bs, k);
-		if (t->dtype == ENG_F32 && want && !read_npy_f32(path, want, n)) {
+		if (t->dtype == TSD_F32 && want && !read_npy_f32(path, want, n)) {
 			checked = true;
 			ok &= worst(t->data, want, n, diff) <= 1;
 		}

@@ -138,8 +138,8 @@ static void *client_main(void *arg)
 	make_reqs(&q);
 	float x[NIN];
 	db_fill(x, NIN, (uint32_t)(uintptr_t)&q, 1.0f);
-	tsd_tensor good = {.name = "x", .dtype = ENG_F32, .ndim = 2, .shape = {1, NIN}, .data = x};
-	tsd_tensor bad = {.name = "x", .dtype = ENG_F32, .ndim = 2, .shape = {1, NIN - 1}, .data = x};
+	tsd_tensor good = {.name = "x", .dtype = TSD_F32, .ndim = 2, .shape = {1, NIN}, .data = x};
+	tsd_tensor bad = {.name = "x", .dtype = TSD_F32, .ndim = 2, .shape = {1, NIN - 1}, .data = x};
 	pthread_barrier_wait(&s->start);
 	if (!c) {
 		fprintf(stderr, "soak client: %s\n", err);

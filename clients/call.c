@@ -1,6 +1,6 @@
 /* call.c: one request in flight on its own nng REQ context: encode straight into an nng
  * message, send, receive, decode, check the id echo (an aio state machine); the synchronous
- * calls are a submit and a wait. */
+ * calls are a submit and a wait; a client closes here, its calls freed first. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,7 +84,7 @@ static void finish(tsd_call *k, tsd_status s, tsd_reply *r)
 	pthread_mutex_lock(&k->mu);
 	k->status = s;
 	k->reply = r;
-	k->state = CALL_DONE;
+	k->state = TSD_CALL_DONE;
 	atomic_store(&k->done, true);
 	if (k->cb) {
 		k->in_cb = true;
@@ -185,12 +185,12 @@ static void call_step(void *arg)
 	tsd_call *k = arg;
 	int rv = nng_aio_result(k->aio);
 	pthread_mutex_lock(&k->mu);
-	call_state st = k->state;
+	tsd_call_state st = k->state;
 	bool cancelled = k->status == TSD_CANCELLED;
-	if (st == CALL_SEND && !rv && !cancelled)
-		k->state = CALL_RECV;
+	if (st == TSD_CALL_SEND && !rv && !cancelled)
+		k->state = TSD_CALL_RECV;
 	pthread_mutex_unlock(&k->mu);
-	if (st == CALL_SEND) {
+	if (st == TSD_CALL_SEND) {
 		if (rv) {
 			nng_msg_free(nng_aio_get_msg(k->aio)); /* a failed send leaves it ours */
 			nng_aio_set_msg(k->aio, NULL);
@@ -269,6 +269,14 @@ void tsd_client_reap(tsd_client *c, bool all)
 	}
 }
 
+void tsd_client_close(tsd_client *c)
+{
+	if (!c)
+		return;
+	tsd_client_reap(c, true);
+	tsd_client_free(c);
+}
+
 static tsd_status submit(tsd_client *c, const cJSON *header, const tsd_tensor *ts, int n,
 			 tsd_call_cb cb, void *arg, bool sync, tsd_call **out)
 {
@@ -296,7 +304,7 @@ static tsd_status submit(tsd_client *c, const cJSON *header, const tsd_tensor *t
 	}
 	if (c->timeout_ms > 0)
 		k->deadline_ms = (int64_t)nng_clock() + c->timeout_ms;
-	k->state = CALL_SEND;
+	k->state = TSD_CALL_SEND;
 	nng_aio_set_msg(k->aio, msg);
 	nng_aio_set_timeout(k->aio, time_left(k));
 	nng_ctx_send(k->ctx, k->aio);
@@ -335,10 +343,10 @@ bool tsd_call_wait(tsd_call *k, int timeout_ms)
 		tsd_deadline(timeout_ms, &until);
 	pthread_mutex_lock(&k->mu);
 	int rc = 0;
-	while (k->state != CALL_DONE && !rc)
+	while (k->state != TSD_CALL_DONE && !rc)
 		rc = timeout_ms >= 0 ? pthread_cond_timedwait(&k->cv, &k->mu, &until)
 				     : pthread_cond_wait(&k->cv, &k->mu);
-	bool done = k->state == CALL_DONE;
+	bool done = k->state == TSD_CALL_DONE;
 	pthread_mutex_unlock(&k->mu);
 	return done;
 }
@@ -372,7 +380,7 @@ tsd_status tsd_call_take(tsd_call *k, tsd_reply **out)
 void tsd_call_cancel(tsd_call *k)
 {
 	pthread_mutex_lock(&k->mu);
-	bool live = k->state != CALL_DONE;
+	bool live = k->state != TSD_CALL_DONE;
 	if (live)
 		k->status = TSD_CANCELLED;
 	pthread_mutex_unlock(&k->mu);
@@ -393,7 +401,7 @@ void tsd_call_free(tsd_call *k)
 		pthread_mutex_unlock(&k->c->mu);
 		return;
 	}
-	bool live = k->state != CALL_DONE;
+	bool live = k->state != TSD_CALL_DONE;
 	pthread_mutex_unlock(&k->mu);
 	if (live)
 		tsd_call_cancel(k);

@@ -118,7 +118,7 @@ tsd_client *tsd_client_open_wait(const char *url, int timeout_ms, int connect_ms
 		rv = NNG_ETIMEDOUT;
 	}
 	if (rv) {
-		tsd_client_close(c);
+		tsd_client_free(c);
 		return NULL;
 	}
 	return c;
@@ -129,11 +129,8 @@ tsd_client *tsd_client_open(const char *url, int timeout_ms, char *err, size_t e
 	return tsd_client_open_wait(url, timeout_ms, 0, err, errlen);
 }
 
-void tsd_client_close(tsd_client *c)
+void tsd_client_free(tsd_client *c)
 {
-	if (!c)
-		return;
-	tsd_client_reap(c, true);
 	/* the dialer first: nng 1.5's nng_close of a REQ socket can hang on a dialer redialling */
 	nng_dialer_close(c->dialer);
 	nng_close(c->sock);

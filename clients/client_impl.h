@@ -15,7 +15,9 @@
 
 /* Functions shared between the library's files only: kept out of libtensord.so's exports
  * (which are the tsd_* names, clients/libtensord.map). */
+#ifndef TSD_HIDDEN
 #define TSD_HIDDEN __attribute__((visibility("hidden")))
+#endif
 
 struct tsd_reply {
 	nng_msg *msg; /* owned: the received bytes the views point into */
@@ -38,7 +40,7 @@ struct tsd_client {
 
 /* A call's life: SEND (the request waits for a connection or is being written), RECV (sent,
  * waiting for the reply), DONE (status, reply and message final). */
-typedef enum call_state { CALL_SEND, CALL_RECV, CALL_DONE } call_state;
+typedef enum tsd_call_state { TSD_CALL_SEND, TSD_CALL_RECV, TSD_CALL_DONE } tsd_call_state;
 
 struct tsd_call {
 	tsd_client *c;
@@ -51,7 +53,7 @@ struct tsd_call {
 	void *arg;
 	pthread_mutex_t mu;   /* guards what follows */
 	pthread_cond_t cv;    /* state became DONE */
-	call_state state;
+	tsd_call_state state;
 	atomic_bool done;     /* state == DONE, for tsd_call_done without the lock */
 	bool in_cb;           /* the callback is running on cb_thread */
 	pthread_t cb_thread;
@@ -80,6 +82,9 @@ TSD_HIDDEN tsd_status tsd_call_run(tsd_client *c, const cJSON *header, const tsd
 /* Free the calls freed inside their callbacks (c->dead); all: first wait for those whose
  * callbacks are still returning (tsd_client_close). */
 TSD_HIDDEN void tsd_client_reap(tsd_client *c, bool all);
+/* Close c's socket and free c (client.c); no call of it may be left. tsd_client_close (call.c)
+ * is the reap of its calls, then this. */
+TSD_HIDDEN void tsd_client_free(tsd_client *c);
 
 /* The CLOCK_REALTIME time ms (>= 0) milliseconds from now, for pthread_cond_timedwait. */
 static inline void tsd_deadline(int ms, struct timespec *until)

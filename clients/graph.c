@@ -7,7 +7,7 @@
 
 #include <tensord/graph.h>
 
-#include "graph.h"  /* protocol/: the op enum and the limits */
+#include "proto_graph.h" /* protocol/: the op enum and the limits */
 #include "graph_builder.h"
 
 struct tsd_graph {
@@ -59,7 +59,7 @@ const char *tsd_graph_error(const tsd_graph *g)
 	return g->err;
 }
 
-int gb_fail(tsd_graph *g, tsd_status s, const char *fmt, ...)
+int tsd_gb_fail(tsd_graph *g, tsd_status s, const char *fmt, ...)
 {
 	if (g->status == TSD_OK) {
 		va_list ap;
@@ -84,27 +84,27 @@ static bool id_taken(const tsd_graph *g, const char *id)
 static bool id_ok(tsd_graph *g, const char *what, const char *id)
 {
 	if (!id || !id[0] || strlen(id) > PROTO_MAX_ID)
-		return gb_fail(g, TSD_BAD_REQUEST, "%s: id: missing or over %d bytes", what,
+		return tsd_gb_fail(g, TSD_BAD_REQUEST, "%s: id: missing or over %d bytes", what,
 			       PROTO_MAX_ID), false;
 	if (id_taken(g, id))
-		return gb_fail(g, TSD_BAD_REQUEST, "%s: id '%s' is taken", what, id), false;
+		return tsd_gb_fail(g, TSD_BAD_REQUEST, "%s: id '%s' is taken", what, id), false;
 	return true;
 }
 
-cJSON *gb_node(tsd_graph *g, const char *op, const char *id, const int *in, int nin)
+cJSON *tsd_gb_node(tsd_graph *g, const char *op, const char *id, const int *in, int nin)
 {
 	if (g->status != TSD_OK)
 		return NULL;
 	if (g->n >= PROTO_GRAPH_MAX_NODES)
-		return gb_fail(g, TSD_TOO_LARGE, "%s: more than %d nodes", op, PROTO_GRAPH_MAX_NODES),
+		return tsd_gb_fail(g, TSD_TOO_LARGE, "%s: more than %d nodes", op, PROTO_GRAPH_MAX_NODES),
 		       NULL;
 	for (size_t k = 0; k < sizeof(known) / sizeof(known[0]); k++)
 		if (!strcmp(known[k].name, op) && (nin < known[k].lo || nin > known[k].hi))
-			return gb_fail(g, TSD_BAD_REQUEST, "%s: %d inputs, wants %d to %d", op, nin,
+			return tsd_gb_fail(g, TSD_BAD_REQUEST, "%s: %d inputs, wants %d to %d", op, nin,
 				       known[k].lo, known[k].hi), NULL;
 	for (int k = 0; k < nin; k++)
 		if (in[k] < 0 || in[k] >= g->n)
-			return gb_fail(g, TSD_BAD_REQUEST, "%s: input %d: %d is not a node of this graph",
+			return tsd_gb_fail(g, TSD_BAD_REQUEST, "%s: input %d: %d is not a node of this graph",
 				       op, k, in[k]), NULL;
 	char auto_id[PROTO_MAX_ID + 1];
 	if (!id) { /* the op and its handle, skipping ids the caller took */
@@ -119,7 +119,7 @@ cJSON *gb_node(tsd_graph *g, const char *op, const char *id, const int *in, int 
 		int cap = g->cap ? 2 * g->cap : 16;
 		cJSON **p = realloc(g->node, (size_t)cap * sizeof(*p));
 		if (!p)
-			return gb_fail(g, TSD_OUT_OF_MEMORY, "out of memory"), NULL;
+			return tsd_gb_fail(g, TSD_OUT_OF_MEMORY, "out of memory"), NULL;
 		g->node = p;
 		g->cap = cap;
 	}
@@ -135,22 +135,22 @@ cJSON *gb_node(tsd_graph *g, const char *op, const char *id, const int *in, int 
 	}
 	if (!ok || !cJSON_AddItemToArray(g->nodes, o)) {
 		cJSON_Delete(o);
-		return gb_fail(g, TSD_OUT_OF_MEMORY, "out of memory"), NULL;
+		return tsd_gb_fail(g, TSD_OUT_OF_MEMORY, "out of memory"), NULL;
 	}
 	g->node[g->n++] = o;
 	return o;
 }
 
-int gb_done(tsd_graph *g, cJSON *o, bool attrs_ok)
+int tsd_gb_done(tsd_graph *g, cJSON *o, bool attrs_ok)
 {
 	if (!o)
 		return -1;
 	if (!attrs_ok)
-		return gb_fail(g, TSD_OUT_OF_MEMORY, "out of memory");
+		return tsd_gb_fail(g, TSD_OUT_OF_MEMORY, "out of memory");
 	return g->n - 1;
 }
 
-bool gb_ints(cJSON *o, const char *key, const int64_t *v, int n)
+bool tsd_gb_ints(cJSON *o, const char *key, const int64_t *v, int n)
 {
 	cJSON *a = cJSON_AddArrayToObject(o, key);
 	for (int k = 0; a && k < n; k++) {
@@ -164,16 +164,16 @@ bool gb_ints(cJSON *o, const char *key, const int64_t *v, int n)
 int tsd_g_op(tsd_graph *g, const char *op, const int *in, int nin, const cJSON *attrs)
 {
 	if (!op || !op[0] || nin < 0 || (nin && !in))
-		return gb_fail(g, TSD_BAD_REQUEST, "op: no name, or a bad input list");
+		return tsd_gb_fail(g, TSD_BAD_REQUEST, "op: no name, or a bad input list");
 	if (attrs && !cJSON_IsObject(attrs))
-		return gb_fail(g, TSD_BAD_REQUEST, "%s: attrs: not an object", op);
-	cJSON *o = gb_node(g, op, NULL, in, nin);
+		return tsd_gb_fail(g, TSD_BAD_REQUEST, "%s: attrs: not an object", op);
+	cJSON *o = tsd_gb_node(g, op, NULL, in, nin);
 	bool ok = true;
 	for (const cJSON *f = attrs ? attrs->child : NULL; o && ok && f; f = f->next) {
 		cJSON *d = cJSON_Duplicate(f, true);
 		ok = d && cJSON_AddItemToObject(o, f->string, d);
 	}
-	return gb_done(g, o, ok);
+	return tsd_gb_done(g, o, ok);
 }
 
 int tsd_graph_name(tsd_graph *g, int node, const char *id)
@@ -181,7 +181,7 @@ int tsd_graph_name(tsd_graph *g, int node, const char *id)
 	if (g->status != TSD_OK)
 		return -1;
 	if (node < 0 || node >= g->n)
-		return gb_fail(g, TSD_BAD_REQUEST, "name: %d is not a node of this graph", node);
+		return tsd_gb_fail(g, TSD_BAD_REQUEST, "name: %d is not a node of this graph", node);
 	cJSON *cur = cJSON_GetObjectItemCaseSensitive(g->node[node], "id");
 	if (!id || !strcmp(id, cur->valuestring))
 		return node;
@@ -194,10 +194,10 @@ int tsd_graph_name(tsd_graph *g, int node, const char *id)
 		cJSON *ins = cJSON_GetObjectItemCaseSensitive(g->node[i], "in");
 		for (cJSON *e = ins ? ins->child : NULL; e; e = e->next)
 			if (!strcmp(e->valuestring, old) && !cJSON_SetValuestring(e, id))
-				return gb_fail(g, TSD_OUT_OF_MEMORY, "out of memory");
+				return tsd_gb_fail(g, TSD_OUT_OF_MEMORY, "out of memory");
 	}
 	if (!cJSON_SetValuestring(cur, id))
-		return gb_fail(g, TSD_OUT_OF_MEMORY, "out of memory");
+		return tsd_gb_fail(g, TSD_OUT_OF_MEMORY, "out of memory");
 	return node;
 }
 
@@ -206,12 +206,12 @@ int tsd_graph_output(tsd_graph *g, int node, const char *id)
 	if (g->status != TSD_OK)
 		return -1;
 	if (node < 0 || node >= g->n)
-		return gb_fail(g, TSD_BAD_REQUEST, "output: %d is not a node of this graph", node);
+		return tsd_gb_fail(g, TSD_BAD_REQUEST, "output: %d is not a node of this graph", node);
 	for (int k = 0; k < g->noutputs; k++)
 		if (g->outputs[k] == node)
-			return gb_fail(g, TSD_BAD_REQUEST, "output: node %d is an output already", node);
+			return tsd_gb_fail(g, TSD_BAD_REQUEST, "output: node %d is an output already", node);
 	if (g->noutputs == PROTO_GRAPH_MAX_OUTPUTS)
-		return gb_fail(g, TSD_TOO_LARGE, "output: more than %d", PROTO_GRAPH_MAX_OUTPUTS);
+		return tsd_gb_fail(g, TSD_TOO_LARGE, "output: more than %d", PROTO_GRAPH_MAX_OUTPUTS);
 	if (tsd_graph_name(g, node, id) < 0)
 		return -1;
 	g->outputs[g->noutputs++] = node;
@@ -223,7 +223,7 @@ cJSON *tsd_graph_json(tsd_graph *g)
 	if (g->status != TSD_OK)
 		return NULL;
 	if (!g->noutputs) {
-		gb_fail(g, TSD_BAD_REQUEST, "no output marked (tsd_graph_output)");
+		tsd_gb_fail(g, TSD_BAD_REQUEST, "no output marked (tsd_graph_output)");
 		return NULL;
 	}
 	cJSON *j = cJSON_CreateObject(), *outs = NULL;

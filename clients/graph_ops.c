@@ -6,7 +6,7 @@
 #include <tensord/graph.h>
 
 #include "graph_builder.h"
-#include "graph.h" /* protocol/graph.h: PROTO_GRAPH_MAX_IN, which graph_ops.def names */
+#include "proto_graph.h" /* PROTO_GRAPH_MAX_IN, which graph_ops.def names */
 
 /* KNOWN(GB_HAS_x) is 1 when GB_HAS_x is defined as GB_YES, else 0 (the usual probe: a defined
  * one expands to two arguments, moving the 1 into the second place). */
@@ -23,25 +23,25 @@
 /* NONE: only inputs; the signature follows the input counts. */
 #define GB_HAS_NONE_1_1 GB_YES
 #define GB_NONE_1_1(n) \
-	int tsd_g_##n(tsd_graph *g, int x) { return gb_done(g, gb_node(g, #n, NULL, &x, 1), true); }
+	int tsd_g_##n(tsd_graph *g, int x) { return tsd_gb_done(g, tsd_gb_node(g, #n, NULL, &x, 1), true); }
 #define GB_HAS_NONE_2_2 GB_YES
 #define GB_NONE_2_2(n)                                                                     \
 	int tsd_g_##n(tsd_graph *g, int a, int b)                                           \
 	{                                                                                   \
-		return gb_done(g, gb_node(g, #n, NULL, (const int[]){a, b}, 2), true);       \
+		return tsd_gb_done(g, tsd_gb_node(g, #n, NULL, (const int[]){a, b}, 2), true);       \
 	}
 #define GB_HAS_NONE_3_3 GB_YES
 #define GB_NONE_3_3(n)                                                                     \
 	int tsd_g_##n(tsd_graph *g, int a, int b, int c)                                    \
 	{                                                                                   \
-		return gb_done(g, gb_node(g, #n, NULL, (const int[]){a, b, c}, 3), true);    \
+		return tsd_gb_done(g, tsd_gb_node(g, #n, NULL, (const int[]){a, b, c}, 3), true);    \
 	}
 /* an optional third input (linear's bias): -1 for none */
 #define GB_HAS_NONE_2_3 GB_YES
 #define GB_NONE_2_3(n)                                                                     \
 	int tsd_g_##n(tsd_graph *g, int a, int b, int c)                                    \
 	{                                                                                   \
-		return gb_done(g, gb_node(g, #n, NULL, (const int[]){a, b, c}, c < 0 ? 2 : 3), \
+		return tsd_gb_done(g, tsd_gb_node(g, #n, NULL, (const int[]){a, b, c}, c < 0 ? 2 : 3), \
 			       true);                                                       \
 	}
 #define GB_HAS_NONE GB_YES
@@ -50,24 +50,24 @@
 
 #define GB_HAS_LEAF GB_YES
 #define GB_LEAF(n, lo, hi)                                                                     \
-	int tsd_g_##n(tsd_graph *g, const char *id, eng_dtype dtype, int ndim, const int64_t *shape) \
+	int tsd_g_##n(tsd_graph *g, const char *id, tsd_dtype dtype, int ndim, const int64_t *shape) \
 	{                                                                                       \
-		if (ndim < 0 || ndim > ENG_MAX_DIMS || (ndim && !shape) || !eng_dtype_valid(dtype)) \
-			return gb_fail(g, TSD_BAD_REQUEST, #n " %s: bad dtype or shape", id ? id : ""); \
-		cJSON *o = gb_node(g, #n, id ? id : "", NULL, 0);                               \
-		return gb_done(g, o, o && cJSON_AddStringToObject(o, "dtype", eng_dtype_name(dtype)) && \
-					     gb_ints(o, "shape", shape, ndim));                     \
+		if (ndim < 0 || ndim > TSD_MAX_DIMS || (ndim && !shape) || !tsd_dtype_valid(dtype)) \
+			return tsd_gb_fail(g, TSD_BAD_REQUEST, #n " %s: bad dtype or shape", id ? id : ""); \
+		cJSON *o = tsd_gb_node(g, #n, id ? id : "", NULL, 0);                               \
+		return tsd_gb_done(g, o, o && cJSON_AddStringToObject(o, "dtype", tsd_dtype_name(dtype)) && \
+					     tsd_gb_ints(o, "shape", shape, ndim));                     \
 	}
 
 #define GB_HAS_CONST GB_YES
 #define GB_CONST(n, lo, hi)                                                                     \
-	int tsd_g_##n(tsd_graph *g, double value, eng_dtype dtype)                              \
+	int tsd_g_##n(tsd_graph *g, double value, tsd_dtype dtype)                              \
 	{                                                                                       \
-		if (!eng_dtype_valid(dtype))                                                    \
-			return gb_fail(g, TSD_BAD_REQUEST, #n ": bad dtype");                   \
-		cJSON *o = gb_node(g, #n, NULL, NULL, 0);                                       \
-		return gb_done(g, o, o && cJSON_AddNumberToObject(o, "value", value) &&        \
-					     cJSON_AddStringToObject(o, "dtype", eng_dtype_name(dtype))); \
+		if (!tsd_dtype_valid(dtype))                                                    \
+			return tsd_gb_fail(g, TSD_BAD_REQUEST, #n ": bad dtype");                   \
+		cJSON *o = tsd_gb_node(g, #n, NULL, NULL, 0);                                       \
+		return tsd_gb_done(g, o, o && cJSON_AddNumberToObject(o, "value", value) &&        \
+					     cJSON_AddStringToObject(o, "dtype", tsd_dtype_name(dtype))); \
 	}
 
 /* AXIS: one input (softmax) gets (x, axis); the variadic ones (cat, stack) are below. */
@@ -77,8 +77,8 @@
 #define GB_AXIS_1(n)                                                                       \
 	int tsd_g_##n(tsd_graph *g, int x, int axis)                                        \
 	{                                                                                   \
-		cJSON *o = gb_node(g, #n, NULL, &x, 1);                                     \
-		return gb_done(g, o, o && cJSON_AddNumberToObject(o, "axis", axis));        \
+		cJSON *o = tsd_gb_node(g, #n, NULL, &x, 1);                                     \
+		return tsd_gb_done(g, o, o && cJSON_AddNumberToObject(o, "axis", axis));        \
 	}
 
 #define GB_HAS_AXES GB_YES
@@ -92,41 +92,41 @@
 #define GB_SHAPE(n, lo, hi)                                                                \
 	int tsd_g_##n(tsd_graph *g, int x, int ndim, const int64_t *shape)                  \
 	{                                                                                   \
-		if (ndim < 0 || ndim > ENG_MAX_DIMS || (ndim && !shape))                    \
-			return gb_fail(g, TSD_BAD_REQUEST, #n ": bad shape");               \
-		cJSON *o = gb_node(g, #n, NULL, &x, 1);                                     \
-		return gb_done(g, o, o && gb_ints(o, "shape", shape, ndim));                \
+		if (ndim < 0 || ndim > TSD_MAX_DIMS || (ndim && !shape))                    \
+			return tsd_gb_fail(g, TSD_BAD_REQUEST, #n ": bad shape");               \
+		cJSON *o = tsd_gb_node(g, #n, NULL, &x, 1);                                     \
+		return tsd_gb_done(g, o, o && tsd_gb_ints(o, "shape", shape, ndim));                \
 	}
 
 #define GB_HAS_PERM GB_YES
 #define GB_PERM(n, lo, hi)                                                                 \
 	int tsd_g_##n(tsd_graph *g, int x, int np, const int *perm)                         \
 	{                                                                                   \
-		int64_t v[ENG_MAX_DIMS];                                                    \
-		if (np < 0 || np > ENG_MAX_DIMS || (np && !perm))                           \
-			return gb_fail(g, TSD_BAD_REQUEST, #n ": bad perm");                \
+		int64_t v[TSD_MAX_DIMS];                                                    \
+		if (np < 0 || np > TSD_MAX_DIMS || (np && !perm))                           \
+			return tsd_gb_fail(g, TSD_BAD_REQUEST, #n ": bad perm");                \
 		for (int k = 0; k < np; k++)                                                \
 			v[k] = perm[k];                                                     \
-		cJSON *o = gb_node(g, #n, NULL, &x, 1);                                     \
-		return gb_done(g, o, o && gb_ints(o, "perm", v, np));                       \
+		cJSON *o = tsd_gb_node(g, #n, NULL, &x, 1);                                     \
+		return tsd_gb_done(g, o, o && tsd_gb_ints(o, "perm", v, np));                       \
 	}
 
 #define GB_HAS_DIMS GB_YES
 #define GB_DIMS(n, lo, hi)                                                                 \
 	int tsd_g_##n(tsd_graph *g, int x, int a, int b)                                    \
 	{                                                                                   \
-		cJSON *o = gb_node(g, #n, NULL, &x, 1);                                     \
-		return gb_done(g, o, o && gb_ints(o, "dims", (const int64_t[]){a, b}, 2));  \
+		cJSON *o = tsd_gb_node(g, #n, NULL, &x, 1);                                     \
+		return tsd_gb_done(g, o, o && tsd_gb_ints(o, "dims", (const int64_t[]){a, b}, 2));  \
 	}
 
 #define GB_HAS_DTYPE GB_YES
 #define GB_DTYPE(n, lo, hi)                                                                \
-	int tsd_g_##n(tsd_graph *g, int x, eng_dtype dtype)                                 \
+	int tsd_g_##n(tsd_graph *g, int x, tsd_dtype dtype)                                 \
 	{                                                                                   \
-		if (!eng_dtype_valid(dtype))                                                \
-			return gb_fail(g, TSD_BAD_REQUEST, #n ": bad dtype");               \
-		cJSON *o = gb_node(g, #n, NULL, &x, 1);                                     \
-		return gb_done(g, o, o && cJSON_AddStringToObject(o, "dtype", eng_dtype_name(dtype))); \
+		if (!tsd_dtype_valid(dtype))                                                \
+			return tsd_gb_fail(g, TSD_BAD_REQUEST, #n ": bad dtype");               \
+		cJSON *o = tsd_gb_node(g, #n, NULL, &x, 1);                                     \
+		return tsd_gb_done(g, o, o && cJSON_AddStringToObject(o, "dtype", tsd_dtype_name(dtype))); \
 	}
 
 #define GB_HAS_CONV GB_YES
@@ -134,21 +134,21 @@
 	int tsd_g_##n(tsd_graph *g, int x, int w, int bias, int stride_h, int stride_w,     \
 		      int pad_h, int pad_w)                                                 \
 	{                                                                                   \
-		cJSON *o = gb_node(g, #n, NULL, (const int[]){x, w, bias}, bias < 0 ? 2 : 3); \
-		return gb_done(g, o, o && gb_ints(o, "stride", (const int64_t[]){stride_h, stride_w}, 2) && \
-					     gb_ints(o, "padding", (const int64_t[]){pad_h, pad_w}, 2)); \
+		cJSON *o = tsd_gb_node(g, #n, NULL, (const int[]){x, w, bias}, bias < 0 ? 2 : 3); \
+		return tsd_gb_done(g, o, o && tsd_gb_ints(o, "stride", (const int64_t[]){stride_h, stride_w}, 2) && \
+					     tsd_gb_ints(o, "padding", (const int64_t[]){pad_h, pad_w}, 2)); \
 	}
 
 /* sum, mean, max: "axes" only when given (absent: all), "keepdim" only when true */
 static int gb_reduce(tsd_graph *g, const char *op, int x, const int *axes, int naxes, bool keepdim)
 {
-	int64_t v[ENG_MAX_DIMS];
-	if (naxes < 0 || naxes > ENG_MAX_DIMS || (naxes && !axes))
-		return gb_fail(g, TSD_BAD_REQUEST, "%s: bad axes", op);
+	int64_t v[TSD_MAX_DIMS];
+	if (naxes < 0 || naxes > TSD_MAX_DIMS || (naxes && !axes))
+		return tsd_gb_fail(g, TSD_BAD_REQUEST, "%s: bad axes", op);
 	for (int k = 0; k < naxes; k++)
 		v[k] = axes[k];
-	cJSON *o = gb_node(g, op, NULL, &x, 1);
-	return gb_done(g, o, o && (!naxes || gb_ints(o, "axes", v, naxes)) &&
+	cJSON *o = tsd_gb_node(g, op, NULL, &x, 1);
+	return tsd_gb_done(g, o, o && (!naxes || tsd_gb_ints(o, "axes", v, naxes)) &&
 				     (!keepdim || cJSON_AddTrueToObject(o, "keepdim")));
 }
 
@@ -156,9 +156,9 @@ static int gb_reduce(tsd_graph *g, const char *op, int x, const int *axes, int n
 static int gb_many(tsd_graph *g, const char *op, const int *in, int n, int axis)
 {
 	if (n < 1 || n > PROTO_GRAPH_MAX_IN || !in)
-		return gb_fail(g, TSD_BAD_REQUEST, "%s: %d inputs, expected 1..%d", op, n, PROTO_GRAPH_MAX_IN);
-	cJSON *o = gb_node(g, op, NULL, in, n);
-	return gb_done(g, o, o && cJSON_AddNumberToObject(o, "axis", axis));
+		return tsd_gb_fail(g, TSD_BAD_REQUEST, "%s: %d inputs, expected 1..%d", op, n, PROTO_GRAPH_MAX_IN);
+	cJSON *o = tsd_gb_node(g, op, NULL, in, n);
+	return tsd_gb_done(g, o, o && cJSON_AddNumberToObject(o, "axis", axis));
 }
 
 int tsd_g_cat(tsd_graph *g, const int *in, int n, int axis)
@@ -173,21 +173,21 @@ int tsd_g_stack(tsd_graph *g, const int *in, int n, int axis)
 
 int tsd_g_argmax(tsd_graph *g, int x, int axis, bool keepdim)
 {
-	cJSON *o = gb_node(g, "argmax", NULL, &x, 1);
-	return gb_done(g, o, o && cJSON_AddNumberToObject(o, "axis", axis) &&
+	cJSON *o = tsd_gb_node(g, "argmax", NULL, &x, 1);
+	return tsd_gb_done(g, o, o && cJSON_AddNumberToObject(o, "axis", axis) &&
 				     (!keepdim || cJSON_AddTrueToObject(o, "keepdim")));
 }
 
 int tsd_g_one_hot(tsd_graph *g, int labels, int64_t num_classes)
 {
-	cJSON *o = gb_node(g, "one_hot", NULL, &labels, 1);
-	return gb_done(g, o, o && cJSON_AddNumberToObject(o, "num_classes", (double)num_classes));
+	cJSON *o = tsd_gb_node(g, "one_hot", NULL, &labels, 1);
+	return tsd_gb_done(g, o, o && cJSON_AddNumberToObject(o, "num_classes", (double)num_classes));
 }
 
 int tsd_g_slice(tsd_graph *g, int x, int axis, int64_t start, int64_t stop, int64_t step)
 {
-	cJSON *o = gb_node(g, "slice", NULL, &x, 1);
-	return gb_done(g, o, o && cJSON_AddNumberToObject(o, "axis", axis) &&
+	cJSON *o = tsd_gb_node(g, "slice", NULL, &x, 1);
+	return tsd_gb_done(g, o, o && cJSON_AddNumberToObject(o, "axis", axis) &&
 				     (start == TSD_SLICE_NONE || cJSON_AddNumberToObject(o, "start", (double)start)) &&
 				     (stop == TSD_SLICE_NONE || cJSON_AddNumberToObject(o, "stop", (double)stop)) &&
 				     cJSON_AddNumberToObject(o, "step", (double)step));

@@ -46,6 +46,9 @@ int tctl_exit_for(tsd_status s, bool replied);
 double tctl_now(void);
 /* Parse a whole decimal number in [lo, hi] into *out; false if it is not one. */
 bool tctl_parse_long(const char *s, long lo, long hi, long *out);
+/* The whole file at path, NUL-terminated (*len bytes before the NUL); free() it. NULL with the
+ * reason in err[errlen] when it cannot be read or is over TCTL_FILE_MAX bytes. */
+char *tctl_read_file(const char *path, size_t *len, char *err, size_t errlen);
 
 /* ---- tensors ---- */
 
@@ -57,9 +60,6 @@ typedef struct tctl_inputs {
 
 void tctl_inputs_free(tctl_inputs *in);
 
-/* The whole file at path, NUL-terminated (*len bytes before the NUL); free() it. NULL with the
- * reason in err[errlen] when it cannot be read or is over TCTL_FILE_MAX bytes. */
-char *tctl_read_file(const char *path, size_t *len, char *err, size_t errlen);
 /* The JSON object in the file at path (the caller deletes it), or NULL with the reason in err. */
 cJSON *tctl_json_file(const char *path, char *err, size_t errlen);
 
@@ -87,9 +87,9 @@ cJSON *tctl_tensor_json(const tsd_tensor *t);
 
 /* A number fit for dt (finite; for integer dtypes a whole number in range), stored at dst as dt,
  * and an element of dt read back. */
-bool tctl_value_fits(eng_dtype dt, double v);
-void tctl_value_store(eng_dtype dt, double v, void *dst);
-double tctl_value_load(eng_dtype dt, const void *src);
+bool tctl_value_fits(tsd_dtype dt, double v);
+void tctl_value_store(tsd_dtype dt, double v, void *dst);
+double tctl_value_load(tsd_dtype dt, const void *src);
 
 /* ---- .npy files (tensorctl_npy.c) ---- */
 
@@ -112,9 +112,9 @@ bool tctl_safetensors_read(const char *path, tctl_inputs *in, char *err, size_t 
 
 typedef struct tctl_port {
 	char name[TCTL_NAME_MAX + 1];
-	eng_dtype dtype;
+	tsd_dtype dtype;
 	int ndim;
-	int64_t shape[ENG_MAX_DIMS]; /* -1 at the batch axis */
+	int64_t shape[TSD_MAX_DIMS]; /* -1 at the batch axis */
 	int batch_axis;		     /* -1 when none */
 	size_t row_numel;	     /* elements of one row (the whole tensor when unbatched) */
 	size_t outer, inner;	     /* elements before and after the batch axis */

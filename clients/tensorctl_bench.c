@@ -379,7 +379,7 @@ static bool synth_inputs(const tctl_model *m, long rows, tctl_inputs *in, char *
 			n += snprintf(shape + n, sizeof(shape) - (size_t)n, "%s%lld", d ? "," : "",
 				      (long long)v);
 		}
-		size_t es = eng_dtype_size(p->dtype);
+		size_t es = tsd_dtype_size(p->dtype);
 		uint8_t *data = malloc(numel * es + 1);
 		if (!data) {
 			snprintf(err, errlen, "out of memory");
@@ -387,12 +387,12 @@ static bool synth_inputs(const tctl_model *m, long rows, tctl_inputs *in, char *
 		}
 		for (size_t k = 0; k < numel; k++) {
 			s = s * 1664525u + 1013904223u;
-			double v = eng_dtype_is_float(p->dtype)
+			double v = tsd_dtype_is_float(p->dtype)
 					   ? (double)(s >> 8) / (1 << 24) * 2 - 1
 					   : (double)((s >> 28) % 2);
 			tctl_value_store(p->dtype, v, data + k * es);
 		}
-		if (!tctl_inputs_raw(in, p->name, eng_dtype_name(p->dtype), shape, data, numel * es,
+		if (!tctl_inputs_raw(in, p->name, tsd_dtype_name(p->dtype), shape, data, numel * es,
 				     err, errlen))
 			return false;
 	}

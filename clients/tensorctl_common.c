@@ -1,5 +1,6 @@
 /* tensorctl_common.c: what every tensorctl command uses: usage errors, a call's outcome as an
- * exit status, the clock, number arguments and the progress bar on stderr. */
+ * exit status, the clock, number arguments, a whole file read and the progress bar on stderr. */
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -51,6 +52,30 @@ bool tctl_parse_long(const char *s, long lo, long hi, long *out)
 		return false;
 	*out = v;
 	return true;
+}
+
+char *tctl_read_file(const char *path, size_t *len, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	long n = -1;
+	if (f && !fseek(f, 0, SEEK_END) && (n = ftell(f)) >= 0 && (size_t)n <= TCTL_FILE_MAX &&
+	    !fseek(f, 0, SEEK_SET) && (buf = malloc((size_t)n + 1)) &&
+	    fread(buf, 1, (size_t)n, f) == (size_t)n) {
+		fclose(f);
+		buf[n] = '\0';
+		*len = (size_t)n;
+		return buf;
+	}
+	int e = errno;
+	if (f)
+		fclose(f);
+	free(buf);
+	if (n >= 0 && (size_t)n > TCTL_FILE_MAX)
+		snprintf(err, errlen, "%s: over %zu bytes", path, TCTL_FILE_MAX);
+	else
+		snprintf(err, errlen, "%s: %s", path, strerror(e ? e : EIO));
+	return NULL;
 }
 
 void tctl_progress_start(tctl_progress *p, bool on, size_t total, size_t base)

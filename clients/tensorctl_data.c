@@ -19,21 +19,21 @@ bool tctl_idx_read(const char *path, tsd_tensor *t, char *err, size_t errlen)
 		return FAIL("%s: %s", path, strerror(errno ? errno : ENOENT));
 	uint8_t h[4], d[4];
 	bool ok =
-		gzread(f, h, 4) == 4 && h[0] == 0 && h[1] == 0 && h[3] >= 1 && h[3] <= ENG_MAX_DIMS;
+		gzread(f, h, 4) == 4 && h[0] == 0 && h[1] == 0 && h[3] >= 1 && h[3] <= TSD_MAX_DIMS;
 	size_t numel = 1, es = 1;
 	if (!ok) {
 		gzclose(f);
 		return FAIL("idx: %s: not an IDX file", path);
 	}
-	t->dtype = h[2] == 0x08	  ? ENG_U8
-		   : h[2] == 0x0C ? ENG_I32
-		   : h[2] == 0x0D ? ENG_F32
-				  : ENG_DTYPE_COUNT;
-	if (t->dtype == ENG_DTYPE_COUNT) {
+	t->dtype = h[2] == 0x08	  ? TSD_U8
+		   : h[2] == 0x0C ? TSD_I32
+		   : h[2] == 0x0D ? TSD_F32
+				  : TSD_DTYPE_COUNT;
+	if (t->dtype == TSD_DTYPE_COUNT) {
 		gzclose(f);
 		return FAIL("idx: %s: element type 0x%02x (only u8, i32, f32)", path, h[2]);
 	}
-	es = eng_dtype_size(t->dtype);
+	es = tsd_dtype_size(t->dtype);
 	t->ndim = h[3];
 	for (int k = 0; ok && k < t->ndim; k++) {
 		ok = gzread(f, d, 4) == 4;
@@ -64,13 +64,13 @@ bool tctl_idx_read(const char *path, tsd_tensor *t, char *err, size_t errlen)
 	return true;
 }
 
-static bool st_dtype(const char *s, eng_dtype *dt)
+static bool st_dtype(const char *s, tsd_dtype *dt)
 {
 	static const struct {
 		const char *name;
-		eng_dtype dt;
-	} m[] = {{"BOOL", ENG_BOOL}, {"U8", ENG_U8},   {"I32", ENG_I32},
-		 {"I64", ENG_I64},   {"F16", ENG_F16}, {"F32", ENG_F32}};
+		tsd_dtype dt;
+	} m[] = {{"BOOL", TSD_BOOL}, {"U8", TSD_U8},   {"I32", TSD_I32},
+		 {"I64", TSD_I64},   {"F16", TSD_F16}, {"F32", TSD_F32}};
 	for (size_t k = 0; k < sizeof(m) / sizeof(m[0]); k++)
 		if (!strcmp(s, m[k].name))
 			return *dt = m[k].dt, true;
@@ -101,7 +101,7 @@ bool tctl_safetensors_read(const char *path, tctl_inputs *in, char *err, size_t 
 		tsd_tensor t = {0};
 		size_t numel = 1;
 		ok = cJSON_IsString(dt) && st_dtype(dt->valuestring, &t.dtype) &&
-		     cJSON_IsArray(sh) && cJSON_GetArraySize(sh) <= ENG_MAX_DIMS &&
+		     cJSON_IsArray(sh) && cJSON_GetArraySize(sh) <= TSD_MAX_DIMS &&
 		     cJSON_GetArraySize(off) == 2 && strlen(e->string) <= TCTL_NAME_MAX;
 		for (const cJSON *d = ok ? sh->child : NULL; ok && d; d = d->next) {
 			ok = cJSON_IsNumber(d) && d->valuedouble >= 0 && d->valuedouble < 1e12;
@@ -111,7 +111,7 @@ bool tctl_safetensors_read(const char *path, tctl_inputs *in, char *err, size_t 
 		double b = ok ? cJSON_GetArrayItem(off, 0)->valuedouble : 0;
 		double x = ok ? cJSON_GetArrayItem(off, 1)->valuedouble : 0;
 		ok = ok && b >= 0 && x >= b && x <= (double)dlen &&
-		     (size_t)(x - b) == numel * eng_dtype_size(t.dtype);
+		     (size_t)(x - b) == numel * tsd_dtype_size(t.dtype);
 		if (!ok) {
 			snprintf(err, errlen, "%s: tensor %.128s: bad dtype, shape or offsets",
 				 path, e->string);
@@ -128,7 +128,7 @@ bool tctl_safetensors_read(const char *path, tctl_inputs *in, char *err, size_t 
 			break;
 		}
 		memcpy(copy, data + (size_t)b, (size_t)(x - b));
-		ok = tctl_inputs_raw(in, e->string, eng_dtype_name(t.dtype), sh_text, copy,
+		ok = tctl_inputs_raw(in, e->string, tsd_dtype_name(t.dtype), sh_text, copy,
 				     (size_t)(x - b), err, errlen);
 	}
 	cJSON_Delete(h);

@@ -232,7 +232,7 @@ static bool row_number(rowp *r)
 	char *err = r->err;
 	size_t errlen = r->errlen;
 	const char *p = r->p, *e;
-	eng_dtype dt = r->port->dtype;
+	tsd_dtype dt = r->port->dtype;
 	double v;
 	if (r->k >= r->port->row_numel)
 		return FAIL("inputs.%s: more values than a row holds", r->port->name);
@@ -256,13 +256,13 @@ static bool row_number(rowp *r)
 			return FAIL("inputs.%s[%zu]: not a number", r->port->name, r->k);
 		if (q == e) { /* an integer of at most 17 digits */
 			iv = *p == '-' ? -iv : iv;
-			if (dt == ENG_I32 && iv >= INT32_MIN && iv <= INT32_MAX) {
+			if (dt == TSD_I32 && iv >= INT32_MIN && iv <= INT32_MAX) {
 				int32_t x = (int32_t)iv;
 				memcpy(r->dst + r->k++ * 4, &x, 4);
 				r->p = e;
 				return true;
 			}
-			if (dt == ENG_I64) {
+			if (dt == TSD_I64) {
 				memcpy(r->dst + r->k++ * 8, &iv, 8);
 				r->p = e;
 				return true;
@@ -276,7 +276,7 @@ static bool row_number(rowp *r)
 			memcpy(tok, p, n);
 			tok[n] = '\0';
 			v = strtod(tok, NULL);
-			if (dt == ENG_I64 && !strpbrk(tok, ".eE")) { /* exact past 2^53 */
+			if (dt == TSD_I64 && !strpbrk(tok, ".eE")) { /* exact past 2^53 */
 				char *end;
 				errno = 0;
 				long long x = strtoll(tok, &end, 10);
@@ -289,14 +289,14 @@ static bool row_number(rowp *r)
 			}
 		}
 	}
-	if (dt == ENG_F32 && isfinite(v)) {
+	if (dt == TSD_F32 && isfinite(v)) {
 		float x = (float)v;
 		memcpy(r->dst + r->k++ * 4, &x, 4);
 	} else if (tctl_value_fits(dt, v)) {
-		tctl_value_store(dt, v, r->dst + r->k++ * eng_dtype_size(dt));
+		tctl_value_store(dt, v, r->dst + r->k++ * tsd_dtype_size(dt));
 	} else {
 		return FAIL("inputs.%s[%zu]: %.17g is not a value of %s", r->port->name, r->k, v,
-			    eng_dtype_name(dt));
+			    tsd_dtype_name(dt));
 	}
 	r->p = e;
 	return true;
@@ -359,7 +359,7 @@ bool tctl_jsonl_inputs(tctl_span inputs, const tctl_model *m, void *const *rows,
 		if (p == end || *p != ':')
 			return FAIL("inputs: malformed JSON");
 		const tctl_port *pt = &m->in[i];
-		int64_t dims[ENG_MAX_DIMS];
+		int64_t dims[TSD_MAX_DIMS];
 		int nd = 0;
 		for (int d = 0; d < pt->ndim; d++)
 			if (d != pt->batch_axis)
@@ -462,18 +462,18 @@ static size_t fmt_int(char *p, int64_t v)
 }
 
 /* One element at p (room for 32 bytes); returns the length. */
-static size_t fmt_elem(char *p, eng_dtype dt, const uint8_t *src)
+static size_t fmt_elem(char *p, tsd_dtype dt, const uint8_t *src)
 {
 	switch (dt) {
-	case ENG_BOOL:
-	case ENG_U8:
+	case TSD_BOOL:
+	case TSD_U8:
 		return fmt_int(p, *src);
-	case ENG_I32: {
+	case TSD_I32: {
 		int32_t x;
 		memcpy(&x, src, 4);
 		return fmt_int(p, x);
 	}
-	case ENG_I64: {
+	case TSD_I64: {
 		int64_t x;
 		memcpy(&x, src, 8);
 		return fmt_int(p, x);
@@ -486,7 +486,7 @@ static size_t fmt_elem(char *p, eng_dtype dt, const uint8_t *src)
 		}
 		if (v == (double)(int64_t)v && fabs(v) < 1e9 && (v != 0 || !signbit(v)))
 			return fmt_int(p, (int64_t)v); /* what %.9g prints for these */
-		if (dt == ENG_F32 && fabs(v) < 1e5 && v * 8 == (double)(int64_t)(v * 8)) {
+		if (dt == TSD_F32 && fabs(v) < 1e5 && v * 8 == (double)(int64_t)(v * 8)) {
 			/* eighths (x.5, x.25, ...): at most 8 digits, exact, as %.9g prints them */
 			static const char *const frac[8] = {"",	 "125", "25", "375",
 							    "5", "625", "75", "875"};
@@ -499,20 +499,20 @@ static size_t fmt_elem(char *p, eng_dtype dt, const uint8_t *src)
 			memcpy(p + n, frac[e8 % 8], strlen(frac[e8 % 8]));
 			return n + strlen(frac[e8 % 8]);
 		}
-		return (size_t)snprintf(p, 32, dt == ENG_F16 ? "%.5g" : "%.9g", v);
+		return (size_t)snprintf(p, 32, dt == TSD_F16 ? "%.5g" : "%.9g", v);
 	}
 	}
 }
 
-void tctl_jsonl_row(tctl_buf *b, eng_dtype dt, const void *src, const int64_t *dims, int ndim)
+void tctl_jsonl_row(tctl_buf *b, tsd_dtype dt, const void *src, const int64_t *dims, int ndim)
 {
-	size_t numel = 1, es = eng_dtype_size(dt);
+	size_t numel = 1, es = tsd_dtype_size(dt);
 	for (int d = 0; d < ndim; d++)
 		numel *= (size_t)dims[d];
 	if (!tctl_buf_reserve(b, numel * (24 + 2 * (size_t)ndim) + 2 * (size_t)ndim + 2))
 		return;
 	char *p = b->p + b->n;
-	int64_t idx[ENG_MAX_DIMS] = {0};
+	int64_t idx[TSD_MAX_DIMS] = {0};
 	for (int d = 0; d < ndim; d++)
 		*p++ = '[';
 	for (size_t i = 0; i < numel; i++) {

@@ -40,6 +40,6 @@ void tctl_jsonl_string(tctl_buf *b, const char *s);
 /* numel elements of dt at src (any alignment) shaped dims[0..ndim) as nested JSON lists (one
  * number when ndim is 0): integers as integers, floats with round-trip precision (%.9g for
  * float32), NaN and infinities as null. */
-void tctl_jsonl_row(tctl_buf *b, eng_dtype dt, const void *src, const int64_t *dims, int ndim);
+void tctl_jsonl_row(tctl_buf *b, tsd_dtype dt, const void *src, const int64_t *dims, int ndim);
 
 #endif

@@ -13,8 +13,8 @@ static bool port_parse(const cJSON *e, tctl_port *p)
 	const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
 	const cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape");
 	if (!cJSON_IsString(nm) || strlen(nm->valuestring) > TCTL_NAME_MAX || !cJSON_IsString(dt) ||
-	    !eng_dtype_parse(dt->valuestring, &p->dtype) || !cJSON_IsArray(sh) ||
-	    cJSON_GetArraySize(sh) > ENG_MAX_DIMS)
+	    !tsd_dtype_parse(dt->valuestring, &p->dtype) || !cJSON_IsArray(sh) ||
+	    cJSON_GetArraySize(sh) > TSD_MAX_DIMS)
 		return false;
 	snprintf(p->name, sizeof(p->name), "%s", nm->valuestring);
 	p->ndim = 0;

@@ -9,10 +9,10 @@
 
 static const struct {
 	const char *descr;
-	eng_dtype dt;
+	tsd_dtype dt;
 } npy_types[] = {
-	{"|b1", ENG_BOOL}, {"|u1", ENG_U8},  {"<i4", ENG_I32},
-	{"<i8", ENG_I64},  {"<f2", ENG_F16}, {"<f4", ENG_F32},
+	{"|b1", TSD_BOOL}, {"|u1", TSD_U8},  {"<i4", TSD_I32},
+	{"<i8", TSD_I64},  {"<f2", TSD_F16}, {"<f4", TSD_F32},
 };
 
 #define FAIL(...) (snprintf(err, errlen, __VA_ARGS__), false)
@@ -64,8 +64,8 @@ static bool parse_header(const char *h, tsd_tensor *t, const char *path, char *e
 			break;
 		char *e;
 		long long v = strtoll(s, &e, 10);
-		if (e == s || v < 0 || t->ndim == ENG_MAX_DIMS)
-			return FAIL("%s: bad shape (at most %d sizes)", path, ENG_MAX_DIMS);
+		if (e == s || v < 0 || t->ndim == TSD_MAX_DIMS)
+			return FAIL("%s: bad shape (at most %d sizes)", path, TSD_MAX_DIMS);
 		t->shape[t->ndim++] = v;
 		s = e;
 		while (*s == 'L')
@@ -117,7 +117,7 @@ bool tctl_npy_read(const char *path, tsd_tensor *t, char *err, size_t errlen)
 			ok = FAIL("%s: too many elements", path);
 		numel *= (size_t)t->shape[d];
 	}
-	size_t nbytes = numel * eng_dtype_size(t->dtype);
+	size_t nbytes = numel * tsd_dtype_size(t->dtype);
 	if (ok && len - off - hl != nbytes)
 		ok = FAIL("%s: %zu data bytes, the shape needs %zu", path, len - off - hl, nbytes);
 	if (!ok) {
@@ -137,7 +137,7 @@ bool tctl_npy_write(const char *path, const tsd_tensor *t, char *err, size_t err
 		if (npy_types[k].dt == t->dtype)
 			descr = npy_types[k].descr;
 	if (!descr)
-		return FAIL("%s: dtype %s has no .npy form", path, eng_dtype_name(t->dtype));
+		return FAIL("%s: dtype %s has no .npy form", path, tsd_dtype_name(t->dtype));
 	char dict[512];
 	int n = snprintf(dict, sizeof(dict), "{'descr': '%s', 'fortran_order': False, 'shape': (",
 			 descr);
@@ -157,7 +157,7 @@ bool tctl_npy_write(const char *path, const tsd_tensor *t, char *err, size_t err
 	for (size_t i = 0; ok && i < pad; i++)
 		ok = fputc(' ', f) != EOF;
 	ok = ok && fputc('\n', f) != EOF;
-	size_t es = eng_dtype_size(t->dtype), numel = 1;
+	size_t es = tsd_dtype_size(t->dtype), numel = 1;
 	for (int d = 0; d < t->ndim; d++)
 		numel *= (size_t)t->shape[d];
 	ok = ok && fwrite(t->data, 1, numel * es, f) == numel * es;

@@ -192,10 +192,10 @@ static int parse_opts(int argc, char **argv, replay_opts *o)
 }
 
 /* Fill free slots with the next chunks of lines (lock held). */
-static void fill(replay *rp, const char **cur, const char *end, size_t per_chunk)
+static void fill(tctl_replay *rp, const char **cur, const char *end, size_t per_chunk)
 {
 	while (*cur < end && rp->next_fill - rp->next_write < rp->nslots) {
-		chunk *ck = &rp->slots[rp->next_fill % rp->nslots];
+		tctl_chunk *ck = &rp->slots[rp->next_fill % rp->nslots];
 		ck->p = *cur;
 		ck->nlines = 0;
 		const char *p = *cur;
@@ -206,7 +206,7 @@ static void fill(replay *rp, const char **cur, const char *end, size_t per_chunk
 		}
 		ck->end = p;
 		*cur = p;
-		ck->state = SLOT_READY;
+		ck->state = TCTL_SLOT_READY;
 		rp->next_fill++;
 		pthread_cond_signal(&rp->work);
 	}
@@ -261,7 +261,7 @@ int tctl_cmd_replay(tctl_ctx *ctx, int argc, char **argv)
 	if (!per_chunk)
 		per_chunk = 1;
 
-	replay rp = {.ms = ms,
+	tctl_replay rp = {.ms = ms,
 		     .nms = nms,
 		     .batch = (int)o.batch,
 		     .priority = o.priority,
@@ -271,12 +271,12 @@ int tctl_cmd_replay(tctl_ctx *ctx, int argc, char **argv)
 	pthread_mutex_init(&rp.mu, NULL);
 	pthread_cond_init(&rp.work, NULL);
 	pthread_cond_init(&rp.done, NULL);
-	rp.slots = calloc(rp.nslots, sizeof(chunk));
-	worker *ws = calloc((size_t)o.jobs, sizeof(worker));
+	rp.slots = calloc(rp.nslots, sizeof(tctl_chunk));
+	tctl_worker *ws = calloc((size_t)o.jobs, sizeof(tctl_worker));
 	size_t rowmax[TCTL_MAX_TENSORS] = {0};
 	for (int i = 0; i < nms; i++)
 		for (int k = 0; k < ms[i].nin; k++) {
-			size_t b = ms[i].in[k].row_numel * eng_dtype_size(ms[i].in[k].dtype);
+			size_t b = ms[i].in[k].row_numel * tsd_dtype_size(ms[i].in[k].dtype);
 			rowmax[k] = b > rowmax[k] ? b : rowmax[k];
 		}
 	/* SIGINT and SIGTERM are blocked in every thread (main, before the first client) and
@@ -287,14 +287,14 @@ int tctl_cmd_replay(tctl_ctx *ctx, int argc, char **argv)
 	sigaddset(&sigs, SIGTERM);
 	long started = 0;
 	for (long j = 0; rp.slots && ws && j < o.jobs; j++, started++) {
-		worker *w = &ws[j];
+		tctl_worker *w = &ws[j];
 		w->rp = &rp;
 		w->cap = per_chunk;
-		w->lines = malloc(per_chunk * sizeof(rline));
+		w->lines = malloc(per_chunk * sizeof(tctl_rline));
 		for (size_t k = j; k < rp.nslots; k += (size_t)o.jobs)
 			if (!(rp.slots[k].lerr = malloc(per_chunk)))
 				w->lines = (free(w->lines), NULL);
-		w->runs = malloc(per_chunk * sizeof(run));
+		w->runs = malloc(per_chunk * sizeof(tctl_run));
 		for (int k = 0; k < TCTL_MAX_TENSORS; k++)
 			w->row[k] = malloc(rowmax[k] + 1);
 		w->c = tsd_client_open(ctx->url, ctx->timeout_ms, err, sizeof(err));
@@ -315,15 +315,15 @@ int tctl_cmd_replay(tctl_ctx *ctx, int argc, char **argv)
 			fill(&rp, &cur, end, per_chunk);
 		if (rp.next_write == rp.next_fill)
 			break;
-		chunk *ck = &rp.slots[rp.next_write % rp.nslots];
-		while (ck->state != SLOT_DONE) {
+		tctl_chunk *ck = &rp.slots[rp.next_write % rp.nslots];
+		while (ck->state != TCTL_SLOT_DONE) {
 			struct timespec ts;
 			clock_gettime(CLOCK_REALTIME, &ts);
 			ts.tv_nsec += 100000000;
 			if (ts.tv_nsec >= 1000000000)
 				ts.tv_sec++, ts.tv_nsec -= 1000000000;
 			pthread_cond_timedwait(&rp.done, &rp.mu, &ts);
-			if (!stop && ck->state != SLOT_DONE && signalled(&sigs))
+			if (!stop && ck->state != TCTL_SLOT_DONE && signalled(&sigs))
 				interrupted = stop = rp.drop = true; /* this chunk on: dropped */
 		}
 		pthread_mutex_unlock(&rp.mu);
@@ -363,7 +363,7 @@ int tctl_cmd_replay(tctl_ctx *ctx, int argc, char **argv)
 			interrupted = stop = true;
 		pthread_mutex_lock(&rp.mu);
 		rp.drop = stop;
-		ck->state = SLOT_EMPTY;
+		ck->state = TCTL_SLOT_EMPTY;
 		rp.next_write++;
 	}
 	rp.quit = true;

@@ -7,7 +7,7 @@
 
 #include "tensorctl_replay.h"
 
-static bool scratch_fit(worker *w, size_t n)
+static bool scratch_fit(tctl_worker *w, size_t n)
 {
 	if (n <= w->scratch_cap)
 		return true;
@@ -19,7 +19,7 @@ static bool scratch_fit(worker *w, size_t n)
 	return true;
 }
 
-static size_t run_cap(const replay *rp, const tctl_model *m, size_t left)
+static size_t run_cap(const tctl_replay *rp, const tctl_model *m, size_t left)
 {
 	size_t cap = !m->batched			     ? 1
 		     : rp->batch && rp->batch < m->batch_max ? (size_t)rp->batch
@@ -28,12 +28,12 @@ static size_t run_cap(const replay *rp, const tctl_model *m, size_t left)
 }
 
 /* The input tensors of run u (rows stacked at each input's batch axis). */
-static bool run_tensors(worker *w, run *u, tsd_tensor *ts, uint8_t **tmp)
+static bool run_tensors(tctl_worker *w, tctl_run *u, tsd_tensor *ts, uint8_t **tmp)
 {
 	const tctl_model *m = u->m;
 	for (int i = 0; i < m->nin; i++) {
 		const tctl_port *pt = &m->in[i];
-		size_t es = eng_dtype_size(pt->dtype);
+		size_t es = tsd_dtype_size(pt->dtype);
 		ts[i] = (tsd_tensor){.name = pt->name, .dtype = pt->dtype, .ndim = pt->ndim};
 		memcpy(ts[i].shape, pt->shape, sizeof(pt->shape));
 		ts[i].data = u->buf[i];
@@ -58,7 +58,7 @@ static bool run_tensors(worker *w, run *u, tsd_tensor *ts, uint8_t **tmp)
 }
 
 /* Send run u; a missing reply makes the chunk fatal. Busy is retried (bulk yields). */
-static void run_send(worker *w, run *u, chunk *ck)
+static void run_send(tctl_worker *w, tctl_run *u, tctl_chunk *ck)
 {
 	const tctl_model *m = u->m;
 	tsd_tensor ts[TCTL_MAX_TENSORS];
@@ -111,10 +111,10 @@ static void run_send(worker *w, run *u, chunk *ck)
 }
 
 /* Line l's output line appended to ck->out. */
-static void line_format(worker *w, chunk *ck, const rline *l)
+static void line_format(tctl_worker *w, tctl_chunk *ck, const tctl_rline *l)
 {
 	tctl_buf *b = &ck->out;
-	const run *u = l->run >= 0 ? &w->runs[l->run] : NULL;
+	const tctl_run *u = l->run >= 0 ? &w->runs[l->run] : NULL;
 	tsd_status st = u ? u->st : l->st;
 	tctl_buf_put(b, "{", 1);
 	if (l->id.p) {
@@ -136,8 +136,8 @@ static void line_format(worker *w, chunk *ck, const rline *l)
 	for (int o = 0; o < u->m->nout; o++) {
 		const tctl_port *pt = &u->m->out[o];
 		const tsd_tensor *t = u->outs[o];
-		size_t es = eng_dtype_size(t->dtype);
-		int64_t dims[ENG_MAX_DIMS];
+		size_t es = tsd_dtype_size(t->dtype);
+		int64_t dims[TSD_MAX_DIMS];
 		int nd = 0;
 		for (int d = 0; d < t->ndim; d++)
 			if (d != pt->batch_axis)
@@ -166,9 +166,9 @@ static void line_format(worker *w, chunk *ck, const rline *l)
 }
 
 /* Parse, send and format one chunk. */
-static void chunk_do(worker *w, chunk *ck)
+static void chunk_do(tctl_worker *w, tctl_chunk *ck)
 {
-	replay *rp = w->rp;
+	tctl_replay *rp = w->rp;
 	int nruns = 0, cur = -1;
 	const char *p = ck->p;
 	char err[160];
@@ -179,7 +179,7 @@ static void chunk_do(worker *w, chunk *ck)
 	for (size_t k = 0; k < ck->nlines; k++) {
 		const char *nl = memchr(p, '\n', (size_t)(ck->end - p));
 		const char *e = nl ? nl : ck->end;
-		rline *l = &w->lines[k];
+		tctl_rline *l = &w->lines[k];
 		tctl_line ln;
 		l->run = -1;
 		l->id = (tctl_span){0};
@@ -205,20 +205,20 @@ static void chunk_do(worker *w, chunk *ck)
 			    w->runs[cur].rows == w->runs[cur].cap) {
 				if (cur >= 0)
 					run_send(w, &w->runs[cur], ck);
-				run *u = &w->runs[cur = nruns++];
+				tctl_run *u = &w->runs[cur = nruns++];
 				memset(u, 0, sizeof(*u));
 				u->m = m;
 				u->cap = run_cap(rp, m, ck->nlines - k);
 				for (int i = 0; i < m->nin; i++)
 					if (!(u->buf[i] = malloc(
 						      u->cap * m->in[i].row_numel *
-							      eng_dtype_size(m->in[i].dtype) +
+							      tsd_dtype_size(m->in[i].dtype) +
 						      1)))
 						ck->out.oom = true;
 			}
-			run *u = &w->runs[cur];
+			tctl_run *u = &w->runs[cur];
 			for (int i = 0; i < m->nin && !ck->out.oom; i++) {
-				size_t rb = m->in[i].row_numel * eng_dtype_size(m->in[i].dtype);
+				size_t rb = m->in[i].row_numel * tsd_dtype_size(m->in[i].dtype);
 				memcpy(u->buf[i] + u->rows * rb, w->row[i], rb);
 			}
 			l->run = cur;
@@ -246,16 +246,16 @@ static void chunk_do(worker *w, chunk *ck)
 
 void *tctl_replay_worker(void *arg)
 {
-	worker *w = arg;
-	replay *rp = w->rp;
+	tctl_worker *w = arg;
+	tctl_replay *rp = w->rp;
 	pthread_mutex_lock(&rp->mu);
 	for (;;) {
 		while (!rp->quit && rp->next_take == rp->next_fill)
 			pthread_cond_wait(&rp->work, &rp->mu);
 		if (rp->quit)
 			break;
-		chunk *ck = &rp->slots[rp->next_take++ % rp->nslots];
-		ck->state = SLOT_TAKEN;
+		tctl_chunk *ck = &rp->slots[rp->next_take++ % rp->nslots];
+		ck->state = TCTL_SLOT_TAKEN;
 		bool drop = rp->drop;
 		pthread_mutex_unlock(&rp->mu);
 		if (drop) {
@@ -267,7 +267,7 @@ void *tctl_replay_worker(void *arg)
 			snprintf(ck->why, sizeof(ck->why), "cannot connect to %s", rp->url);
 		}
 		pthread_mutex_lock(&rp->mu);
-		ck->state = SLOT_DONE;
+		ck->state = TCTL_SLOT_DONE;
 		pthread_cond_broadcast(&rp->done);
 	}
 	pthread_mutex_unlock(&rp->mu);

@@ -17,70 +17,27 @@ void tctl_inputs_free(tctl_inputs *in)
 	in->n = 0;
 }
 
-char *tctl_read_file(const char *path, size_t *len, char *err, size_t errlen)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	long n = -1;
-	if (f && !fseek(f, 0, SEEK_END) && (n = ftell(f)) >= 0 && (size_t)n <= TCTL_FILE_MAX &&
-	    !fseek(f, 0, SEEK_SET) && (buf = malloc((size_t)n + 1)) &&
-	    fread(buf, 1, (size_t)n, f) == (size_t)n) {
-		fclose(f);
-		buf[n] = '\0';
-		*len = (size_t)n;
-		return buf;
-	}
-	int e = errno;
-	if (f)
-		fclose(f);
-	free(buf);
-	if (n >= 0 && (size_t)n > TCTL_FILE_MAX)
-		snprintf(err, errlen, "%s: over %zu bytes", path, TCTL_FILE_MAX);
-	else
-		snprintf(err, errlen, "%s: %s", path, strerror(e ? e : EIO));
-	return NULL;
-}
-
-/* The IEEE binary16 bits of v (rounded to the nearest float16 first). */
-static uint16_t f16_bits(double v)
-{
-	v = eng_f16_round(v);
-	uint16_t sign = signbit(v) ? 0x8000 : 0;
-	v = fabs(v);
-	if (isnan(v))
-		return sign | 0x7e00;
-	if (isinf(v))
-		return sign | 0x7c00;
-	if (v == 0)
-		return sign;
-	int e;
-	double m = frexp(v, &e); /* v = m * 2^e, m in [0.5, 1) */
-	if (e + 14 >= 1)
-		return sign | (uint16_t)((e + 14) << 10) | (uint16_t)((2 * m - 1) * 1024);
-	return sign | (uint16_t)(v * 16777216.0); /* subnormal: multiples of 2^-24 */
-}
-
-void tctl_value_store(eng_dtype dt, double v, void *dst)
+void tctl_value_store(tsd_dtype dt, double v, void *dst)
 {
 	switch (dt) {
-	case ENG_BOOL:
+	case TSD_BOOL:
 		*(uint8_t *)dst = v != 0;
 		break;
-	case ENG_U8:
+	case TSD_U8:
 		*(uint8_t *)dst = (uint8_t)v;
 		break;
-	case ENG_I32: {
+	case TSD_I32: {
 		int32_t x = (int32_t)v;
 		memcpy(dst, &x, 4);
 		break;
 	}
-	case ENG_I64: {
+	case TSD_I64: {
 		int64_t x = (int64_t)v;
 		memcpy(dst, &x, 8);
 		break;
 	}
-	case ENG_F16: {
-		uint16_t x = f16_bits(v);
+	case TSD_F16: {
+		uint16_t x = tsd_f16_bits(v);
 		memcpy(dst, &x, 2);
 		break;
 	}
@@ -92,26 +49,26 @@ void tctl_value_store(eng_dtype dt, double v, void *dst)
 	}
 }
 
-double tctl_value_load(eng_dtype dt, const void *src)
+double tctl_value_load(tsd_dtype dt, const void *src)
 {
 	switch (dt) {
-	case ENG_BOOL:
-	case ENG_U8:
+	case TSD_BOOL:
+	case TSD_U8:
 		return *(const uint8_t *)src;
-	case ENG_I32: {
+	case TSD_I32: {
 		int32_t x;
 		memcpy(&x, src, 4);
 		return x;
 	}
-	case ENG_I64: {
+	case TSD_I64: {
 		int64_t x;
 		memcpy(&x, src, 8);
 		return (double)x;
 	}
-	case ENG_F16: {
+	case TSD_F16: {
 		uint16_t x;
 		memcpy(&x, src, 2);
-		return eng_f16_to_double(x);
+		return tsd_f16_to_double(x);
 	}
 	default: {
 		float x;
@@ -121,19 +78,19 @@ double tctl_value_load(eng_dtype dt, const void *src)
 	}
 }
 
-bool tctl_value_fits(eng_dtype dt, double v)
+bool tctl_value_fits(tsd_dtype dt, double v)
 {
-	double lo = dt == ENG_I32 ? -2147483648.0 : dt == ENG_I64 ? -9223372036854775808.0 : 0;
-	double hi = dt == ENG_U8 ? 255 : dt == ENG_I32 ? 2147483647.0 : 9223372036854775807.0;
+	double lo = dt == TSD_I32 ? -2147483648.0 : dt == TSD_I64 ? -9223372036854775808.0 : 0;
+	double hi = dt == TSD_U8 ? 255 : dt == TSD_I32 ? 2147483647.0 : 9223372036854775807.0;
 	if (!isfinite(v))
 		return false;
-	if (dt == ENG_F16 || dt == ENG_F32)
+	if (dt == TSD_F16 || dt == TSD_F32)
 		return true;
-	return v == floor(v) && v >= lo && (dt == ENG_BOOL ? v <= 1 : v <= hi);
+	return v == floor(v) && v >= lo && (dt == TSD_BOOL ? v <= 1 : v <= hi);
 }
 
 /* Flatten j (a number, a bool or nested arrays) into buf: *k counts the elements seen. */
-static bool flatten(const cJSON *j, eng_dtype dt, uint8_t *buf, size_t numel, size_t *k,
+static bool flatten(const cJSON *j, tsd_dtype dt, uint8_t *buf, size_t numel, size_t *k,
 		    const char *name, char *err, size_t errlen)
 {
 	if (cJSON_IsArray(j)) {
@@ -149,11 +106,11 @@ static bool flatten(const cJSON *j, eng_dtype dt, uint8_t *buf, size_t numel, si
 	}
 	if (!tctl_value_fits(dt, v)) {
 		snprintf(err, errlen, "%s.data[%zu]: %g is not a value of %s", name, *k, v,
-			 eng_dtype_name(dt));
+			 tsd_dtype_name(dt));
 		return false;
 	}
 	if (*k < numel)
-		tctl_value_store(dt, v, buf + *k * eng_dtype_size(dt));
+		tctl_value_store(dt, v, buf + *k * tsd_dtype_size(dt));
 	++*k;
 	return true;
 }
@@ -196,14 +153,14 @@ static bool one_from_json(tctl_inputs *in, const cJSON *o, char *err, size_t err
 	const cJSON *dt = cJSON_GetObjectItemCaseSensitive(o, "dtype");
 	const cJSON *sh = cJSON_GetObjectItemCaseSensitive(o, "shape");
 	const cJSON *data = cJSON_GetObjectItemCaseSensitive(o, "data");
-	eng_dtype dtype = ENG_F32;
-	if (dt && (!cJSON_IsString(dt) || !eng_dtype_parse(dt->valuestring, &dtype))) {
+	tsd_dtype dtype = TSD_F32;
+	if (dt && (!cJSON_IsString(dt) || !tsd_dtype_parse(dt->valuestring, &dtype))) {
 		snprintf(err, errlen, "%s.dtype: not a dtype name", name);
 		return false;
 	}
-	if (!cJSON_IsArray(sh) || cJSON_GetArraySize(sh) > ENG_MAX_DIMS || !data) {
+	if (!cJSON_IsArray(sh) || cJSON_GetArraySize(sh) > TSD_MAX_DIMS || !data) {
 		snprintf(err, errlen, "%s: needs \"shape\" (at most %d integers) and \"data\"",
-			 name, ENG_MAX_DIMS);
+			 name, TSD_MAX_DIMS);
 		return false;
 	}
 	tsd_tensor *t = add(in, name, err, errlen);
@@ -220,7 +177,7 @@ static bool one_from_json(tctl_inputs *in, const cJSON *o, char *err, size_t err
 	size_t numel, k = 0;
 	if (!count(t, &numel, err, errlen))
 		return false;
-	void *buf = calloc(numel ? numel : 1, eng_dtype_size(dtype));
+	void *buf = calloc(numel ? numel : 1, tsd_dtype_size(dtype));
 	if (!(t->data = buf)) {
 		snprintf(err, errlen, "%s: out of memory", name);
 		return false;
@@ -256,7 +213,7 @@ bool tctl_inputs_raw(tctl_inputs *in, const char *name, const char *dtype, const
 		return false;
 	}
 	t->data = data;
-	if (!eng_dtype_parse(dtype, &t->dtype)) {
+	if (!tsd_dtype_parse(dtype, &t->dtype)) {
 		snprintf(err, errlen, "--dtype %s: not a dtype name", dtype);
 		return false;
 	}
@@ -265,9 +222,9 @@ bool tctl_inputs_raw(tctl_inputs *in, const char *name, const char *dtype, const
 		errno = 0;
 		long long v = strtoll(p, &end, 10);
 		if (end == p || errno || v < 0 || (*end && *end != ',') ||
-		    t->ndim == ENG_MAX_DIMS) {
+		    t->ndim == TSD_MAX_DIMS) {
 			snprintf(err, errlen, "--shape %s: not up to %d comma-separated sizes",
-				 shape, ENG_MAX_DIMS);
+				 shape, TSD_MAX_DIMS);
 			return false;
 		}
 		t->shape[t->ndim++] = v;
@@ -276,9 +233,9 @@ bool tctl_inputs_raw(tctl_inputs *in, const char *name, const char *dtype, const
 	size_t numel;
 	if (!count(t, &numel, err, errlen))
 		return false;
-	if (numel * eng_dtype_size(t->dtype) != len) {
+	if (numel * tsd_dtype_size(t->dtype) != len) {
 		snprintf(err, errlen, "%s: %zu bytes, the shape needs %zu", name, len,
-			 numel * eng_dtype_size(t->dtype));
+			 numel * tsd_dtype_size(t->dtype));
 		return false;
 	}
 	return true;
@@ -287,12 +244,12 @@ bool tctl_inputs_raw(tctl_inputs *in, const char *name, const char *dtype, const
 cJSON *tctl_tensor_json(const tsd_tensor *t)
 {
 	cJSON *o = cJSON_CreateObject(), *sh = cJSON_CreateArray(), *data = cJSON_CreateArray();
-	bool ok = o && sh && data && cJSON_AddStringToObject(o, "dtype", eng_dtype_name(t->dtype));
+	bool ok = o && sh && data && cJSON_AddStringToObject(o, "dtype", tsd_dtype_name(t->dtype));
 	cJSON_AddItemToObject(o, "shape", sh);
 	cJSON_AddItemToObject(o, "data", data);
 	for (int d = 0; ok && d < t->ndim; d++)
 		ok = cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)t->shape[d]));
-	size_t es = eng_dtype_size(t->dtype), numel = es ? t->nbytes / es : 0;
+	size_t es = tsd_dtype_size(t->dtype), numel = es ? t->nbytes / es : 0;
 	for (size_t i = 0; ok && i < numel; i++)
 		ok = cJSON_AddItemToArray(data,
 					  cJSON_CreateNumber(tctl_value_load(

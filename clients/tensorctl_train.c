@@ -136,7 +136,7 @@ static bool load_data(const train_opts *o, const tctl_model *m, tctl_inputs *ds,
 		for (int d = 0, n = 0; d < t.ndim; d++)
 			n += snprintf(shape + n, sizeof(shape) - (size_t)n, "%s%lld", d ? "," : "",
 				      (long long)t.shape[d]);
-		if (!tctl_inputs_raw(ds, name, eng_dtype_name(t.dtype), shape, (void *)t.data,
+		if (!tctl_inputs_raw(ds, name, tsd_dtype_name(t.dtype), shape, (void *)t.data,
 				     t.nbytes, err, errlen))
 			return false;
 	}
@@ -240,13 +240,13 @@ int tctl_cmd_train(tctl_ctx *ctx, int argc, char **argv)
 			c->out.dtype = p->dtype;
 			c->out.ndim = p->ndim;
 			memcpy(c->out.shape, p->shape, sizeof(p->shape));
-			if (eng_dtype_is_float(p->dtype) && src->dtype == ENG_U8)
+			if (tsd_dtype_is_float(p->dtype) && src->dtype == TSD_U8)
 				c->scale = isnan(o.scale) ? 1.0 / 255 : o.scale;
 			else if (!isnan(o.scale))
 				c->scale = o.scale;
 		} else {
-			eng_dtype dt = eng_dtype_is_float(src->dtype) ? ENG_F32 : ENG_I32;
-			if (o.target_dtype && !eng_dtype_parse(o.target_dtype, &dt)) {
+			tsd_dtype dt = tsd_dtype_is_float(src->dtype) ? TSD_F32 : TSD_I32;
+			if (o.target_dtype && !tsd_dtype_parse(o.target_dtype, &dt)) {
 				rc = tctl_usage("train", "--target-dtype %s: not a dtype",
 						o.target_dtype);
 				goto out;
@@ -256,7 +256,7 @@ int tctl_cmd_train(tctl_ctx *ctx, int argc, char **argv)
 			memcpy(c->out.shape, src->shape, sizeof(src->shape));
 		}
 		c->out.shape[0] = o.batch;
-		void *buf = malloc((size_t)o.batch * c->row * eng_dtype_size(c->out.dtype) + 1);
+		void *buf = malloc((size_t)o.batch * c->row * tsd_dtype_size(c->out.dtype) + 1);
 		if (!(c->out.data = buf)) {
 			rc = TCTL_EXIT_IO;
 			goto out;
@@ -298,8 +298,8 @@ int tctl_cmd_train(tctl_ctx *ctx, int argc, char **argv)
 			size_t s = perm[pos++];
 			for (int c = 0; c < ncols; c++) {
 				column *cl = &cols[c];
-				size_t ies = eng_dtype_size(cl->src->dtype),
-				       oes = eng_dtype_size(cl->out.dtype);
+				size_t ies = tsd_dtype_size(cl->src->dtype),
+				       oes = tsd_dtype_size(cl->out.dtype);
 				const uint8_t *src =
 					(const uint8_t *)cl->src->data + s * cl->row * ies;
 				uint8_t *dst = (uint8_t *)cl->out.data + (size_t)b * cl->row * oes;

@@ -139,7 +139,7 @@ tsd_status tsd_model_load_onnx(tsd_client *c, const tsd_onnx_spec *sp, tsd_reply
 		  add_copy(h, "shapes", sp->shapes) && add_copy(h, "constants", sp->constants) &&
 		  (!sp->f64_as_f32 || cJSON_AddTrueToObject(h, "f64_as_f32")) && add_str(h, "device", sp->device) &&
 		  add_batching(h, sp->batching);
-	tsd_tensor t = {.name = "onnx", .dtype = ENG_U8, .ndim = 1, .shape = {(int64_t)sp->size}, .data = sp->data,
+	tsd_tensor t = {.name = "onnx", .dtype = TSD_U8, .ndim = 1, .shape = {(int64_t)sp->size}, .data = sp->data,
 			.nbytes = sp->size};
 	return call(c, h, ok, sp->data ? &t : NULL, sp->data ? 1 : 0, out);
 }

@@ -29,7 +29,7 @@
 #include <tensord/optim.h>
 
 #include "config.h"
-#include "graph.h"
+#include "graph_build.h"
 #include "log.h"
 #include "metrics.h"
 #include "message.h"

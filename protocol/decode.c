@@ -57,14 +57,14 @@ static tsd_status parse_tensor(const cJSON *o, int i, proto_tensor *t, int64_t *
 	const cJSON *dt = cJSON_GetObjectItemCaseSensitive(o, "dtype");
 	if (!cJSON_IsString(dt))
 		return BAD("tensors[%d] (%s).dtype: %s", i, t->name, dt ? "not a string" : "missing");
-	if (!eng_dtype_parse(dt->valuestring, &t->dtype))
+	if (!tsd_dtype_parse(dt->valuestring, &t->dtype))
 		return BAD("tensors[%d] (%s).dtype: unknown dtype '%.32s'", i, t->name, dt->valuestring);
 	const cJSON *sh = cJSON_GetObjectItemCaseSensitive(o, "shape");
 	if (!cJSON_IsArray(sh))
 		return BAD("tensors[%d] (%s).shape: %s", i, t->name, sh ? "not an array" : "missing");
 	int nd = cJSON_GetArraySize(sh);
-	if (nd > ENG_MAX_DIMS)
-		return BAD("tensors[%d] (%s).shape: rank %d, at most %d", i, t->name, nd, ENG_MAX_DIMS);
+	if (nd > TSD_MAX_DIMS)
+		return BAD("tensors[%d] (%s).shape: rank %d, at most %d", i, t->name, nd, TSD_MAX_DIMS);
 	t->ndim = nd;
 	uint64_t numel = 1;
 	bool overflow = false, zero = false;
@@ -78,7 +78,7 @@ static tsd_status parse_tensor(const cJSON *o, int i, proto_tensor *t, int64_t *
 		zero |= t->shape[d] == 0;
 	}
 	uint64_t bytes;
-	overflow |= __builtin_mul_overflow(numel, (uint64_t)eng_dtype_size(t->dtype), &bytes);
+	overflow |= __builtin_mul_overflow(numel, (uint64_t)tsd_dtype_size(t->dtype), &bytes);
 	/* a zero dim makes the product 0 whatever overflowed (a wrapped product may read 0 too) */
 	if (zero)
 		bytes = 0;

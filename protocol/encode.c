@@ -23,8 +23,8 @@ static cJSON *tensor_list(const proto_out *ts, int n, size_t *nbytes, size_t *ar
 	size_t off = 0;
 	for (int i = 0; arr && i < n; i++) {
 		const proto_out *t = &ts[i];
-		const char *why = !t->name || !t->name[0] ? "no name" : !eng_dtype_valid(t->dtype) ?
-			"bad dtype" : t->ndim < 0 || t->ndim > ENG_MAX_DIMS ? "bad rank" : NULL;
+		const char *why = !t->name || !t->name[0] ? "no name" : !tsd_dtype_valid(t->dtype) ?
+			"bad dtype" : t->ndim < 0 || t->ndim > TSD_MAX_DIMS ? "bad rank" : NULL;
 		uint64_t numel = 1;
 		bool over = false, zero = false;
 		for (int d = 0; !why && d < t->ndim; d++) {
@@ -35,7 +35,7 @@ static cJSON *tensor_list(const proto_out *ts, int n, size_t *nbytes, size_t *ar
 			zero |= !why && t->shape[d] == 0;
 		}
 		uint64_t b = 0;
-		over |= __builtin_mul_overflow(numel, (uint64_t)eng_dtype_size(t->dtype), &b);
+		over |= __builtin_mul_overflow(numel, (uint64_t)tsd_dtype_size(t->dtype), &b);
 		if (zero)
 			numel = b = 0; /* a wrapped product is no size: a zero dim is */
 		else if (!why && over)
@@ -54,7 +54,7 @@ static cJSON *tensor_list(const proto_out *ts, int n, size_t *nbytes, size_t *ar
 		cJSON *sh = cJSON_CreateArray();
 		cJSON_AddItemToArray(arr, o);
 		cJSON_AddStringToObject(o, "name", t->name);
-		cJSON_AddStringToObject(o, "dtype", eng_dtype_name(t->dtype));
+		cJSON_AddStringToObject(o, "dtype", tsd_dtype_name(t->dtype));
 		cJSON_AddItemToObject(o, "shape", sh);
 		for (int d = 0; d < t->ndim; d++)
 			cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)t->shape[d]));

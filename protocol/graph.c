@@ -1,4 +1,4 @@
-/* graph.c: parsing the graph format (graph.h): node ids, ops, references and attributes are
+/* graph.c: parsing the graph format (proto_graph.h): node ids, ops, references and attributes are
  * checked here, shapes in graph_shape.c; nothing reaches the engine until all of it passed. */
 #include <math.h>
 #include <stdarg.h>
@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph.h"
+#include <tensord/eng_dtype.h>
+
+#include "proto_graph.h"
 #include "message.h"
 
 typedef enum pg_attr { PG_ATTR_NONE, PG_ATTR_LEAF, PG_ATTR_CONST, PG_ATTR_AXIS, PG_ATTR_AXES,
@@ -35,11 +37,6 @@ static const char *const attr_keys[][5] = {
 };
 
 #define HASH_SLOTS 8192 /* a power of two, at least twice PROTO_GRAPH_MAX_NODES */
-
-const char *proto_gop_name(proto_gop op)
-{
-	return (unsigned)op < PROTO_G_COUNT ? ops[op].name : "?";
-}
 
 static uint32_t hash_id(const char *s)
 {

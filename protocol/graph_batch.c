@@ -3,7 +3,7 @@
  * (cat and slice along the batch dimension never get here: shape inference refuses them.) */
 #include <stdlib.h>
 
-#include "graph.h"
+#include "proto_graph.h"
 
 #define B PROTO_BATCH
 

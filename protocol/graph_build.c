@@ -1,10 +1,10 @@
-/* graph_build.c: a validated graph (graph.h) made into engine tensors through the public API
+/* graph_build.c: a validated graph (proto_graph.h) made into engine tensors through the public API
  * only; inputs and params are checked against the declared shapes, and each built node's shape
  * against the inferred one, so validation and engine can never silently disagree. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph.h"
+#include "graph_build.h"
 
 /* Check t against leaf node n; the batch size seen so far in *batch (-1: none yet). */
 static tsd_status check_leaf(const proto_graph *g, int i, const eng_tensor *t, int64_t *batch,
@@ -136,4 +136,21 @@ tsd_status proto_graph_build(const proto_graph *g, eng_ctx *ctx, eng_tensor *con
 	}
 	free(t);
 	return s;
+}
+
+tsd_status tsd_status_from_eng(eng_status s)
+{
+	switch (s) {
+	case ENG_OK: return TSD_OK;
+	case ENG_EINVAL: case ENG_EAXIS: case ENG_EDTYPE: return TSD_BAD_REQUEST;
+	case ENG_ESHAPE: return TSD_SHAPE_MISMATCH;
+	case ENG_ERANGE: return TSD_TOO_LARGE;
+	case ENG_ENOMEM: return TSD_OUT_OF_MEMORY;
+	case ENG_ECOMPILE: return TSD_COMPILE_FAILED;
+	case ENG_EDEVICE: return TSD_DEVICE_ERROR;
+	case ENG_ECANCELED: return TSD_CANCELLED;
+	case ENG_ENOTSUP: return TSD_BAD_REQUEST;
+	/* EIO, ESTATE, ENOTFOUND: the daemon's own files or state, not the client's input */
+	default: return TSD_INTERNAL;
+	}
 }

@@ -1,10 +1,12 @@
-/* graph_shape.c: dtype and shape inference of graph nodes (graph.h), with the batch dimension
+/* graph_shape.c: dtype and shape inference of graph nodes (proto_graph.h), with the batch dimension
  * as a symbol (PROTO_BATCH) that matches only itself or 1; every mismatch names the node. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "graph.h"
+#include <tensord/eng_dtype.h>
+
+#include "proto_graph.h"
 
 #define B PROTO_BATCH
 

@@ -49,7 +49,7 @@ const proto_tensor *proto_msg_tensor(const proto_msg *m, const char *name);
 /* A tensor to encode: data holds numel * dtype size bytes, row-major; only read. */
 typedef struct proto_out {
 	const char *name;
-	eng_dtype dtype;
+	tsd_dtype dtype;
 	int ndim;
 	const int64_t *shape;
 	const void *data;

@@ -1,5 +1,5 @@
-/* status.c: the wire names of tsd_status (from tsd_errors.def), and the engine status each
- * maps from; plus proto_fail, the one way protocol code reports an error with a message. */
+/* status.c: the wire names of tsd_status (from tsd_errors.def); plus proto_fail, the one way
+ * protocol code reports an error with a message. (Engine statuses map in graph_build.c.) */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -38,23 +38,6 @@ bool tsd_status_from_name(const char *name, tsd_status *out)
 			return true;
 		}
 	return false;
-}
-
-tsd_status tsd_status_from_eng(eng_status s)
-{
-	switch (s) {
-	case ENG_OK: return TSD_OK;
-	case ENG_EINVAL: case ENG_EAXIS: case ENG_EDTYPE: return TSD_BAD_REQUEST;
-	case ENG_ESHAPE: return TSD_SHAPE_MISMATCH;
-	case ENG_ERANGE: return TSD_TOO_LARGE;
-	case ENG_ENOMEM: return TSD_OUT_OF_MEMORY;
-	case ENG_ECOMPILE: return TSD_COMPILE_FAILED;
-	case ENG_EDEVICE: return TSD_DEVICE_ERROR;
-	case ENG_ECANCELED: return TSD_CANCELLED;
-	case ENG_ENOTSUP: return TSD_BAD_REQUEST;
-	/* EIO, ESTATE, ENOTFOUND: the daemon's own files or state, not the client's input */
-	default: return TSD_INTERNAL;
-	}
 }
 
 tsd_status proto_fail(proto_err *err, tsd_status s, const char *fmt, ...)

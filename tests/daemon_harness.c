@@ -387,7 +387,7 @@ tsd_client *dh_client(const dh_daemon *d)
 
 tsd_tensor dh_f32(const char *name, const float *data, const int64_t *shape, int ndim)
 {
-	tsd_tensor t = {.name = name, .dtype = ENG_F32, .ndim = ndim, .data = data};
+	tsd_tensor t = {.name = name, .dtype = TSD_F32, .ndim = ndim, .data = data};
 	for (int i = 0; i < ndim; i++)
 		t.shape[i] = shape[i];
 	return t;
@@ -426,7 +426,7 @@ tsd_status dh_infer(tsd_client *c, const char *model, const char *extra_json, co
 		int64_t numel = 1;
 		for (int i = 0; y && i < y->ndim; i++)
 			numel *= y->shape[i];
-		if (!y || y->dtype != ENG_F32 || numel != nout) {
+		if (!y || y->dtype != TSD_F32 || numel != nout) {
 			if (why && whylen)
 				snprintf(why, whylen, "the output is not %lld float32", (long long)nout);
 			s = TSD_INTERNAL;

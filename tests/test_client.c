@@ -162,10 +162,10 @@ START_TEST(roundtrip_tensors)
 	int64_t k[4] = {-1, 0, 1, (int64_t)1 << 50};
 	uint8_t b[3] = {1, 0, 1};
 	tsd_tensor ts[4] = {
-		{.name = "x", .dtype = ENG_F32, .ndim = 2, .shape = {2, 3}, .data = x},
-		{.name = "k", .dtype = ENG_I64, .ndim = 1, .shape = {4}, .data = k},
-		{.name = "b", .dtype = ENG_BOOL, .ndim = 3, .shape = {1, 3, 1}, .data = b},
-		{.name = "empty", .dtype = ENG_F16, .ndim = 2, .shape = {0, 5}, .data = NULL},
+		{.name = "x", .dtype = TSD_F32, .ndim = 2, .shape = {2, 3}, .data = x},
+		{.name = "k", .dtype = TSD_I64, .ndim = 1, .shape = {4}, .data = k},
+		{.name = "b", .dtype = TSD_BOOL, .ndim = 3, .shape = {1, 3, 1}, .data = b},
+		{.name = "empty", .dtype = TSD_F16, .ndim = 2, .shape = {0, 5}, .data = NULL},
 	};
 	cJSON *h = verb("echo");
 	tsd_reply *r = NULL;
@@ -180,7 +180,7 @@ START_TEST(roundtrip_tensors)
 		ck_assert_msg(t, "no tensor %s in the reply", ts[i].name);
 		ck_assert_int_eq(t->dtype, ts[i].dtype);
 		ck_assert_int_eq(t->ndim, ts[i].ndim);
-		size_t n = eng_dtype_size(t->dtype);
+		size_t n = tsd_dtype_size(t->dtype);
 		for (int d = 0; d < t->ndim; d++) {
 			ck_assert_int_eq(t->shape[d], ts[i].shape[d]);
 			n *= (size_t)t->shape[d];
@@ -292,7 +292,7 @@ START_TEST(bad_requests)
 	cJSON_Delete(arr);
 	cJSON *h = verb("echo");
 	tsd_tensor t = {
-		.name = "x", .dtype = ENG_DTYPE_COUNT, .ndim = 1, .shape = {1}, .data = "a"};
+		.name = "x", .dtype = TSD_DTYPE_COUNT, .ndim = 1, .shape = {1}, .data = "a"};
 	ck_assert_int_eq(tsd_client_call(c, h, &t, 1, &r), TSD_BAD_REQUEST);
 	ck_assert_ptr_null(r);
 	ck_assert_msg(strstr(tsd_client_error(c), "dtype"), "message: %s", tsd_client_error(c));

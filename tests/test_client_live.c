@@ -49,9 +49,9 @@ static bool close3(const float *a, const float *b)
 static cJSON *lin_graph(void)
 {
 	tsd_graph *g = tsd_graph_create();
-	int x = tsd_g_input(g, "x", ENG_F32, 2, (const int64_t[]){-1, 4});
-	int w = tsd_g_param(g, "W", ENG_F32, 2, (const int64_t[]){3, 4});
-	int b = tsd_g_param(g, "b", ENG_F32, 1, (const int64_t[]){3});
+	int x = tsd_g_input(g, "x", TSD_F32, 2, (const int64_t[]){-1, 4});
+	int w = tsd_g_param(g, "W", TSD_F32, 2, (const int64_t[]){3, 4});
+	int b = tsd_g_param(g, "b", TSD_F32, 1, (const int64_t[]){3});
 	tsd_graph_output(g, tsd_g_linear(g, x, w, b), "y");
 	cJSON *j = tsd_graph_json(g);
 	ck_assert_msg(j, "graph: %s", tsd_graph_error(g));
@@ -93,7 +93,7 @@ static bool infer_ok(tsd_reply *r, const float x[4], char *why, size_t cap)
 {
 	const tsd_tensor *y = r ? tsd_reply_find(r, "y") : NULL;
 	float got[3], want[3];
-	if (!y || y->dtype != ENG_F32 || y->nbytes != sizeof(got))
+	if (!y || y->dtype != TSD_F32 || y->nbytes != sizeof(got))
 		return snprintf(why, cap, "no float32 [1,3] output y"), false;
 	memcpy(got, y->data, sizeof(got));
 	lin_ref(x, want);
@@ -457,10 +457,10 @@ START_TEST(t_verbs)
 
 	/* realize of a builder graph: z = relu(a @ b + c) - 1 */
 	tsd_graph *g = tsd_graph_create();
-	int a = tsd_g_input(g, "a", ENG_F32, 2, (const int64_t[]){2, 3});
-	int b = tsd_g_input(g, "b", ENG_F32, 2, (const int64_t[]){3, 2});
-	int cc = tsd_g_param(g, "c", ENG_F32, 1, (const int64_t[]){2});
-	int z = tsd_g_sub(g, tsd_g_relu(g, tsd_g_add(g, tsd_g_matmul(g, a, b), cc)), tsd_g_const(g, 1, ENG_F32));
+	int a = tsd_g_input(g, "a", TSD_F32, 2, (const int64_t[]){2, 3});
+	int b = tsd_g_input(g, "b", TSD_F32, 2, (const int64_t[]){3, 2});
+	int cc = tsd_g_param(g, "c", TSD_F32, 1, (const int64_t[]){2});
+	int z = tsd_g_sub(g, tsd_g_relu(g, tsd_g_add(g, tsd_g_matmul(g, a, b), cc)), tsd_g_const(g, 1, TSD_F32));
 	tsd_graph_output(g, z, "z");
 	tsd_graph_output(g, tsd_g_sum(g, z, NULL, 0, false), "total");
 	cJSON *gj = tsd_graph_json(g);

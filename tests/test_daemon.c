@@ -329,7 +329,7 @@ static void realize_once(tsd_client *c, unsigned seed)
 	cJSON_Delete(g);
 	ck_assert_msg(s == TSD_OK, "realize: %s: %s", tsd_status_name(s), tsd_client_message(c, r));
 	const tsd_tensor *e = tsd_reply_find(r, "e");
-	ck_assert_msg(e && e->dtype == ENG_F32 && e->ndim == 2 && e->shape[0] == 2 && e->shape[1] == 2,
+	ck_assert_msg(e && e->dtype == TSD_F32 && e->ndim == 2 && e->shape[0] == 2 && e->shape[1] == 2,
 		      "realize: no float32 [2,2] output e");
 	float got[4];
 	memcpy(got, e->data, sizeof(got));
@@ -386,9 +386,9 @@ static void save_lin(tsd_client *c, float *W, float *b)
 	cJSON_Delete(h);
 	ck_assert_msg(s == TSD_OK, "model.save: %s: %s", tsd_status_name(s), tsd_client_message(c, r));
 	const tsd_tensor *tw = tsd_reply_find(r, "W"), *tb = tsd_reply_find(r, "b");
-	ck_assert_msg(tw && tw->dtype == ENG_F32 && tw->ndim == 2 && tw->shape[0] == 3 && tw->shape[1] == 4,
+	ck_assert_msg(tw && tw->dtype == TSD_F32 && tw->ndim == 2 && tw->shape[0] == 3 && tw->shape[1] == 4,
 		      "model.save: no float32 W [3,4]");
-	ck_assert_msg(tb && tb->dtype == ENG_F32 && tb->ndim == 1 && tb->shape[0] == 3, "model.save: no float32 b [3]");
+	ck_assert_msg(tb && tb->dtype == TSD_F32 && tb->ndim == 1 && tb->shape[0] == 3, "model.save: no float32 b [3]");
 	memcpy(W, tw->data, 12 * sizeof(float));
 	memcpy(b, tb->data, 3 * sizeof(float));
 	tsd_reply_free(r);

@@ -95,7 +95,7 @@ static tsd_status load(tsd_client *c, const char *spec_json, const uint8_t *data
 	cJSON *h = cJSON_Parse(spec_json);
 	ck_assert_ptr_nonnull(h);
 	cJSON_AddStringToObject(h, "verb", "model.load");
-	tsd_tensor t = {.name = "onnx", .dtype = ENG_U8, .ndim = 1, .shape = {(int64_t)len}, .data = data, .nbytes = len};
+	tsd_tensor t = {.name = "onnx", .dtype = TSD_U8, .ndim = 1, .shape = {(int64_t)len}, .data = data, .nbytes = len};
 	tsd_reply *r = NULL;
 	tsd_status s = tsd_client_call(c, h, data ? &t : NULL, data ? 1 : 0, &r);
 	cJSON_Delete(h);

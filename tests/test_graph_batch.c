@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "protocol/graph.h"
+#include "protocol/graph_build.h"
 #include "suites.h"
 #include "testutil.h"
 

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "daemon_harness.h"
-#include "protocol/graph.h"
+#include "protocol/graph_build.h"
 #include "suites.h"
 #include "testutil.h"
 

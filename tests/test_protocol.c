@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "protocol/graph.h"
+#include "protocol/graph_build.h"
 #include "protocol/message.h"
 #include "suites.h"
 #include "testutil.h"

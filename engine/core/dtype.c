@@ -1,5 +1,5 @@
-/* dtype.c: element type table and promotion rules (see dtype.h). */
-#include <tensord/dtype.h>
+/* dtype.c: element type table and promotion rules (see eng_dtype.h). */
+#include <tensord/eng_dtype.h>
 
 #include <string.h>
 

@@ -2,7 +2,7 @@
  * on every x86-64 (clang only with AVX512-FP16): rounding to nearest even, encoding, decoding. */
 #include <math.h>
 
-#include <tensord/dtype.h>
+#include <tensord/eng_dtype.h>
 
 double eng_f16_round(double v)
 {

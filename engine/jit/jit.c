@@ -12,7 +12,7 @@
 
 #include "cache/progcache.h"
 #include "realize/capture.h"
-#include <tensord/dtype.h>
+#include <tensord/eng_dtype.h>
 #include "memplan.h"
 
 #define JIT_MAX_IO 64

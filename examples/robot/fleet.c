@@ -278,7 +278,7 @@ int main(int argc, char **argv)
 		cJSON *h = cJSON_CreateObject();
 		int32_t ids[RB_L];
 		rb_tokenize(cmds[0], ids);
-		tsd_tensor in = {.name = "ids", .dtype = ENG_I32, .ndim = 2, .shape = {1, RB_L}, .data = ids,
+		tsd_tensor in = {.name = "ids", .dtype = TSD_I32, .ndim = 2, .shape = {1, RB_L}, .data = ids,
 				 .nbytes = sizeof(ids)};
 		cJSON_AddStringToObject(h, "verb", "infer");
 		cJSON_AddStringToObject(h, "model", model);

@@ -70,7 +70,7 @@ static int bench(tsd_client *c, const char *url, const char *model, int n)
 	cJSON_AddStringToObject(h, "verb", "infer");
 	cJSON_AddStringToObject(h, "model", model);
 	cJSON_AddStringToObject(h, "priority", "realtime");
-	tsd_tensor in = {.name = "ids", .dtype = ENG_I32, .ndim = 2, .shape = {1, RB_L}, .data = ids[0],
+	tsd_tensor in = {.name = "ids", .dtype = TSD_I32, .ndim = 2, .shape = {1, RB_L}, .data = ids[0],
 			 .nbytes = sizeof(ids[0])};
 	size_t req = 0, rep = 0;
 	int rc = db_probe_sizes(url, probe, h, &in, 1, &req, &rep);

@@ -116,11 +116,11 @@ static int train(tsd_client *c, const char *model, const rb_set *s, int steps, i
 			}
 		}
 		tsd_tensor ts[3] = {
-			{.name = "ids", .dtype = ENG_I32, .ndim = 2, .shape = {b, RB_L}, .data = ids,
+			{.name = "ids", .dtype = TSD_I32, .ndim = 2, .shape = {b, RB_L}, .data = ids,
 			 .nbytes = sizeof(int32_t) * (size_t)b * RB_L},
-			{.name = "prev", .dtype = ENG_I32, .ndim = 2, .shape = {b, RB_T}, .data = prev,
+			{.name = "prev", .dtype = TSD_I32, .ndim = 2, .shape = {b, RB_T}, .data = prev,
 			 .nbytes = sizeof(int32_t) * (size_t)b * RB_T},
-			{.name = "target", .dtype = ENG_F32, .ndim = 2, .shape = {b, RB_T * rb_nplan}, .data = tgt,
+			{.name = "target", .dtype = TSD_F32, .ndim = 2, .shape = {b, RB_T * rb_nplan}, .data = tgt,
 			 .nbytes = sizeof(float) * (size_t)b * RB_T * (size_t)rb_nplan},
 		};
 		tsd_reply *rep = NULL;

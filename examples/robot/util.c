@@ -51,13 +51,13 @@ tsd_status rb_infer(tsd_client *c, const char *model, const char *prio, const in
 	cJSON_AddStringToObject(h, "verb", "infer");
 	cJSON_AddStringToObject(h, "model", model);
 	cJSON_AddStringToObject(h, "priority", prio);
-	tsd_tensor in = {.name = "ids", .dtype = ENG_I32, .ndim = 2, .shape = {rows, RB_L}, .data = ids,
+	tsd_tensor in = {.name = "ids", .dtype = TSD_I32, .ndim = 2, .shape = {rows, RB_L}, .data = ids,
 			 .nbytes = sizeof(int32_t) * (size_t)rows * RB_L};
 	tsd_reply *r = NULL;
 	tsd_status st = tsd_client_call(c, h, &in, 1, &r);
 	cJSON_Delete(h);
 	const tsd_tensor *p = st == TSD_OK ? tsd_reply_find(r, "plan") : NULL;
-	if (st == TSD_OK && (!p || p->dtype != ENG_I32 || p->nbytes != sizeof(int32_t) * (size_t)rows * RB_T))
+	if (st == TSD_OK && (!p || p->dtype != TSD_I32 || p->nbytes != sizeof(int32_t) * (size_t)rows * RB_T))
 		st = TSD_INTERNAL;
 	if (st == TSD_OK)
 		memcpy(plans, p->data, p->nbytes);

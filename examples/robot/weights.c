@@ -38,7 +38,7 @@ void rb_weights_free(rb_weights *w)
 void rb_weights_tensors(const rb_weights *w, tsd_tensor *ts)
 {
 	for (int k = 0; k < RB_NPARAMS; k++) {
-		ts[k] = (tsd_tensor){.name = rb_param_names[k], .dtype = ENG_F32, .ndim = w->ndim[k],
+		ts[k] = (tsd_tensor){.name = rb_param_names[k], .dtype = TSD_F32, .ndim = w->ndim[k],
 				     .data = w->data[k], .nbytes = sizeof(float) * (size_t)w->numel[k]};
 		memcpy(ts[k].shape, w->shape[k], sizeof(w->shape[k]));
 	}
@@ -54,7 +54,7 @@ int rb_weights_from_reply(rb_weights *w, const tsd_reply *r)
 		w->numel[k] = w->shape[k][0] * (nd > 1 ? w->shape[k][1] : 1);
 		const tsd_tensor *t = tsd_reply_find(r, rb_param_names[k]);
 		size_t nb = sizeof(float) * (size_t)w->numel[k];
-		if (!t || t->dtype != ENG_F32 || t->nbytes != nb || !(w->data[k] = malloc(nb))) {
+		if (!t || t->dtype != TSD_F32 || t->nbytes != nb || !(w->data[k] = malloc(nb))) {
 			fprintf(stderr, "model.save: no float32 tensor \"%s\" of %zu bytes\n", rb_param_names[k], nb);
 			rb_weights_free(w);
 			return -1;

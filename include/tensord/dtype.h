@@ -1,43 +1,42 @@
-/* dtype.h: element types of tensors, their sizes and the promotion rules.
+/* dtype.h: the element types of tensors as every part of tensord numbers them (the client API,
+ * the wire's tsd_tensor, the engine, which names them ENG_* in eng_dtype.h), and the largest rank.
  * Promotion is a total order: bool < uint8 < int32 < int64 < float16 < float32. */
-#ifndef ENG_DTYPE_H
-#define ENG_DTYPE_H
+#ifndef TSD_DTYPE_H
+#define TSD_DTYPE_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum eng_dtype {
-	ENG_BOOL,
-	ENG_U8,
-	ENG_I32,
-	ENG_I64,
-	ENG_F16,
-	ENG_F32,
-	ENG_DTYPE_COUNT
-} eng_dtype;
+/* Dimensions of a tensor, at most. */
+#define TSD_MAX_DIMS 8
 
-/* Bytes per element. */
-size_t eng_dtype_size(eng_dtype dt);
-/* float16 buffers hold IEEE binary16 bits. v rounded to the nearest float16 value (ties to
- * even; past the largest, Inf; NaN stays NaN), the bits of that value (a NaN: the quiet NaN
- * 0x7e00 with v's sign), and the value of binary16 bits h. */
-double eng_f16_round(double v);
-uint16_t eng_f16_bits(double v);
-double eng_f16_to_double(uint16_t h);
-/* Short name, e.g. "float32"; "?" for an invalid value. */
-const char *eng_dtype_name(eng_dtype dt);
-/* Parse a name ("float32", "f32", "int64", ...); returns false if unknown. */
-bool eng_dtype_parse(const char *name, eng_dtype *out);
-bool eng_dtype_is_float(eng_dtype dt);
-bool eng_dtype_is_int(eng_dtype dt); /* bool excluded */
-bool eng_dtype_is_unsigned(eng_dtype dt); /* bool and uint8 */
-bool eng_dtype_valid(eng_dtype dt);
-/* Result type of a binary op on a and b: the larger in the order above. */
-eng_dtype eng_dtype_promote(eng_dtype a, eng_dtype b);
-/* Smallest float type that holds a's values for float math: float32 unless a is float16. */
-eng_dtype eng_dtype_float_of(eng_dtype a);
-/* Bit width of an integer or bool type (bool counts as 8). */
-int eng_dtype_bits(eng_dtype dt);
+/* The numbers are ABI: they cross the C boundary in tsd_tensor.dtype (the Python client's
+ * ctypes too); the wire names them ("float32", tsd_dtype_name). */
+typedef enum tsd_dtype {
+	TSD_BOOL,
+	TSD_U8,
+	TSD_I32,
+	TSD_I64,
+	TSD_F16,
+	TSD_F32,
+	TSD_DTYPE_COUNT
+} tsd_dtype;
+
+/* The functions below are libtensord's (the client library). */
+
+/* Bytes per element; 0 for an invalid value. */
+size_t tsd_dtype_size(tsd_dtype dt);
+/* Wire name, e.g. "float32"; "?" for an invalid value. Static string. */
+const char *tsd_dtype_name(tsd_dtype dt);
+/* Parse a name ("float32", "f32", "int64", ...); false (and *out untouched) if unknown. */
+bool tsd_dtype_parse(const char *name, tsd_dtype *out);
+bool tsd_dtype_valid(tsd_dtype dt);
+bool tsd_dtype_is_float(tsd_dtype dt);
+/* float16 elements hold IEEE binary16 bits. v rounded to the nearest float16 value (ties to
+ * even; past the largest, Inf; NaN stays NaN), the bits of that value, and the value of bits h. */
+double tsd_f16_round(double v);
+uint16_t tsd_f16_bits(double v);
+double tsd_f16_to_double(uint16_t h);
 
 #endif

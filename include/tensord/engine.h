@@ -7,9 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dtype.h"
-
-#define ENG_MAX_DIMS 8
+#include "eng_dtype.h"
 
 typedef enum eng_status {
 #define ENG_ERR(name, msg) ENG_##name,

@@ -43,10 +43,10 @@ char *tsd_graph_text(tsd_graph *g);
 
 /* input (per request) and param (the model's weights): id names the tensor sent for it; a -1 in
  * an input's shape is the batch dimension. shape: ndim (0..8) entries, only read. */
-int tsd_g_input(tsd_graph *g, const char *id, eng_dtype dtype, int ndim, const int64_t *shape);
-int tsd_g_param(tsd_graph *g, const char *id, eng_dtype dtype, int ndim, const int64_t *shape);
+int tsd_g_input(tsd_graph *g, const char *id, tsd_dtype dtype, int ndim, const int64_t *shape);
+int tsd_g_param(tsd_graph *g, const char *id, tsd_dtype dtype, int ndim, const int64_t *shape);
 /* A scalar constant (finite). */
-int tsd_g_const(tsd_graph *g, double value, eng_dtype dtype);
+int tsd_g_const(tsd_graph *g, double value, tsd_dtype dtype);
 
 /* Elementwise, broadcasting. */
 int tsd_g_add(tsd_graph *g, int a, int b);
@@ -79,7 +79,7 @@ int tsd_g_max(tsd_graph *g, int x, const int *axes, int naxes, bool keepdim);
 int tsd_g_reshape(tsd_graph *g, int x, int ndim, const int64_t *shape);
 int tsd_g_permute(tsd_graph *g, int x, int n, const int *perm);
 int tsd_g_transpose(tsd_graph *g, int x, int a, int b);
-int tsd_g_cast(tsd_graph *g, int x, eng_dtype dtype);
+int tsd_g_cast(tsd_graph *g, int x, tsd_dtype dtype);
 
 /* x [N,C,H,W], w [O,C,KH,KW], bias [O] or -1; stride 1..64, padding 0..64 per spatial axis. */
 int tsd_g_conv2d(tsd_graph *g, int x, int w, int bias, int stride_h, int stride_w, int pad_h,

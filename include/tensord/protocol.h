@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine.h"
+#include "dtype.h"
 
 /* The version a client states in "hello"; a daemon refuses another with version_mismatch. */
 #define TSD_PROTOCOL_VERSION 1
@@ -19,9 +19,9 @@
  * little-endian) are read, nbytes is ignored. */
 typedef struct tsd_tensor {
 	const char *name;
-	eng_dtype dtype;
+	tsd_dtype dtype;
 	int ndim;
-	int64_t shape[ENG_MAX_DIMS];
+	int64_t shape[TSD_MAX_DIMS];
 	const void *data;
 	size_t nbytes;
 } tsd_tensor;
@@ -39,7 +39,5 @@ const char *tsd_status_name(tsd_status s);
 const char *tsd_status_message(tsd_status s);
 /* Parse a wire name; false (and *out untouched) when unknown or NULL. */
 bool tsd_status_from_name(const char *name, tsd_status *out);
-/* The status a client sees for an engine failure (e.g. ENG_ESHAPE -> shape_mismatch). */
-tsd_status tsd_status_from_eng(eng_status s);
 
 #endif

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "protocol/graph.h"
+#include "protocol/proto_graph.h"
 
 static void finding(const char *what, const proto_err *err)
 {

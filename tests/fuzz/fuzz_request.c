@@ -4,7 +4,7 @@
  * valid one must build on the engine with the shapes the validator inferred (make fuzz).
  * An input starting with 'J' is the JSON text up to the first NUL and then the payload area:
  * the harness frames it (prefix, padding), so mutations of the JSON keep its length right. */
-#include "protocol/graph.h"
+#include "protocol/graph_build.h"
 #include "protocol/message.h"
 #include "fuzz_util.h"
 

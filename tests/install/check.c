@@ -1,6 +1,7 @@
 /* check.c: `make install-check`'s program, built against an installed libtensord with nothing but
  * `pkg-config --cflags --libs tensord`: connects to the installed tensord at argv[1], says hello,
- * and realizes y = relu(x @ w + b) built with the graph builder, checking the numbers. */
+ * and realizes y = relu(x @ w + b) built with the graph builder, checking the numbers; dtype.h's
+ * functions come from the library too (the installed headers hold nothing of the engine). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,26 +29,31 @@ int main(int argc, char **argv)
 		return fail("hello", s, tsd_client_message(c, r));
 	tsd_reply_free(r);
 
+	tsd_dtype dt;
+	if (tsd_dtype_size(TSD_F32) != 4 || strcmp(tsd_dtype_name(TSD_F16), "float16") ||
+	    !tsd_dtype_parse("i64", &dt) || dt != TSD_I64 || tsd_f16_to_double(tsd_f16_bits(1.5)) != 1.5)
+		return fail("dtype", TSD_INTERNAL, "tsd_dtype_* disagree with dtype.h");
+
 	tsd_graph *g = tsd_graph_create();
-	int x = tsd_g_input(g, "x", ENG_F32, 2, (const int64_t[]){2, 3});
-	int w = tsd_g_param(g, "w", ENG_F32, 2, (const int64_t[]){3, 2});
-	int b = tsd_g_param(g, "b", ENG_F32, 1, (const int64_t[]){2});
+	int x = tsd_g_input(g, "x", TSD_F32, 2, (const int64_t[]){2, 3});
+	int w = tsd_g_param(g, "w", TSD_F32, 2, (const int64_t[]){3, 2});
+	int b = tsd_g_param(g, "b", TSD_F32, 1, (const int64_t[]){2});
 	tsd_graph_output(g, tsd_g_relu(g, tsd_g_add(g, tsd_g_matmul(g, x, w), b)), "y");
 	cJSON *gj = tsd_graph_json(g);
 	if (!gj)
 		return fail("graph", tsd_graph_status(g), tsd_graph_error(g));
 	float xv[6] = {1, 2, 3, -1, -2, -3}, wv[6] = {1, 0, 0, 1, 1, 1}, bv[2] = {0.5f, -0.5f};
 	tsd_tensor in[3] = {
-		{.name = "x", .dtype = ENG_F32, .ndim = 2, .shape = {2, 3}, .data = xv},
-		{.name = "w", .dtype = ENG_F32, .ndim = 2, .shape = {3, 2}, .data = wv},
-		{.name = "b", .dtype = ENG_F32, .ndim = 1, .shape = {2}, .data = bv},
+		{.name = "x", .dtype = TSD_F32, .ndim = 2, .shape = {2, 3}, .data = xv},
+		{.name = "w", .dtype = TSD_F32, .ndim = 2, .shape = {3, 2}, .data = wv},
+		{.name = "b", .dtype = TSD_F32, .ndim = 1, .shape = {2}, .data = bv},
 	};
 	s = tsd_realize(c, gj, in, 3, 0, &r);
 	if (s != TSD_OK)
 		return fail("realize", s, tsd_client_message(c, r));
 	const tsd_tensor *y = tsd_reply_find(r, "y");
 	float want[4] = {4.5f, 4.5f, 0, 0}, got[4];
-	if (!y || y->dtype != ENG_F32 || y->nbytes != sizeof(got))
+	if (!y || y->dtype != TSD_F32 || y->nbytes != sizeof(got))
 		return fail("realize", TSD_INTERNAL, "no float32 [2,2] output y");
 	memcpy(got, y->data, sizeof(got));
 	for (int i = 0; i < 4; i++)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .errors import LibraryNotFound, TensordError
 
-MAX_DIMS = 8  # ENG_MAX_DIMS
+MAX_DIMS = 8  # TSD_MAX_DIMS
 SONAME = "libtensord.so.0"
 
 
@@ -25,7 +25,7 @@ class TsdTensor(ctypes.Structure):
 
     _fields_ = [
         ("name", ctypes.c_char_p),
-        ("dtype", ctypes.c_int),  # eng_dtype
+        ("dtype", ctypes.c_int),  # tsd_dtype
         ("ndim", ctypes.c_int),
         ("shape", ctypes.c_int64 * MAX_DIMS),
         ("data", ctypes.c_void_p),

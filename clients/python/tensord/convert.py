@@ -9,18 +9,13 @@ from typing import Any
 
 from ._lib import MAX_DIMS, TsdTensor
 from ._numpy import np as _np
-from .dtypes import DType, dtype as to_dtype, dtype_of_code
+from .dtypes import DType, dtype as to_dtype, dtype_of_code, numpy_dtype
 from .tensor import Tensor
 
 # numpy types without a tensord dtype, and the one they are converted to.
 _WIDEN = {"float64": "float32", "int8": "int32", "int16": "int32", "uint16": "int32",
           "uint32": "int64", "uint64": "int64"}
 _EMPTY = ctypes.create_string_buffer(1)  # a valid pointer for empty tensors
-
-
-def numpy_dtype(np: Any, dt: DType) -> Any:
-    """The little-endian numpy dtype of a tensord dtype."""
-    return np.dtype(dt.name).newbyteorder("<")
 
 
 def _is_numpy(value: Any) -> bool:
@@ -95,4 +90,4 @@ def numpy_available() -> bool:
     return _np is not None
 
 
-__all__ = ["Wire", "to_wire", "from_wire", "numpy_available", "numpy_dtype"]
+__all__ = ["Wire", "to_wire", "from_wire", "numpy_available"]

@@ -1,14 +1,15 @@
-"""dtypes.py: the element types tensord knows (include/tensord/dtype.h's eng_dtype, in its order),
-their wire names, sizes and how Python packs them (struct, little-endian)."""
+"""dtypes.py: the element types tensord knows (include/tensord/dtype.h's tsd_dtype, in its order),
+their wire names, sizes, how Python packs them (struct, little-endian) and numpy's dtype of each."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
 class DType:
-    """One element type: wire name, eng_dtype value, bytes per element, struct format, kind."""
+    """One element type: wire name, tsd_dtype value, bytes per element, struct format, kind."""
 
     name: str
     code: int
@@ -17,7 +18,7 @@ class DType:
     kind: type
 
 
-# The order is eng_dtype's (the numbers cross the C boundary in tsd_tensor.dtype).
+# The order is tsd_dtype's (the numbers cross the C boundary in tsd_tensor.dtype).
 DTYPES: tuple[DType, ...] = (
     DType("bool", 0, 1, "?", bool),
     DType("uint8", 1, 1, "B", int),
@@ -27,7 +28,7 @@ DTYPES: tuple[DType, ...] = (
     DType("float32", 5, 4, "f", float),
 )
 
-# The short forms eng_dtype_parse accepts besides the names.
+# The short forms tsd_dtype_parse accepts besides the names.
 _SHORT = {"b1": "bool", "u8": "uint8", "i32": "int32", "i64": "int64", "f16": "float16", "f32": "float32"}
 _BY_NAME = {d.name: d for d in DTYPES}
 _BY_NAME.update({short: _BY_NAME[full] for short, full in _SHORT.items()})
@@ -44,7 +45,12 @@ def dtype(spec: str | DType) -> DType:
 
 
 def dtype_of_code(code: int) -> DType:
-    """The DType of an eng_dtype value; ValueError when out of range."""
+    """The DType of a tsd_dtype value; ValueError when out of range."""
     if not 0 <= code < len(DTYPES):
         raise ValueError(f"unknown dtype code {code}")
     return DTYPES[code]
+
+
+def numpy_dtype(np: Any, dt: DType) -> Any:
+    """The little-endian numpy dtype of a tensord dtype (np: the numpy module)."""
+    return np.dtype(dt.name).newbyteorder("<")

@@ -8,7 +8,7 @@ import struct
 import sys
 from typing import Any, Iterable, Sequence
 
-from .dtypes import DType, dtype as to_dtype
+from .dtypes import DType, dtype as to_dtype, numpy_dtype
 
 Buffer = bytes | bytearray | memoryview | array.array
 
@@ -131,8 +131,6 @@ class Tensor:
     def numpy(self) -> Any:
         """A numpy array copy (numpy must be installed)."""
         import numpy
-
-        from .convert import numpy_dtype
 
         arr = numpy.frombuffer(memoryview(self.data).cast("B"), dtype=numpy_dtype(numpy, self.dtype))
         return arr.reshape(self.shape).copy()

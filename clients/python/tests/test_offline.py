@@ -14,7 +14,7 @@ import unittest
 from harness import REPO
 
 import tensord
-from tensord import graph as graph_mod
+from tensord import _lib, graph as graph_mod
 from tensord.convert import to_wire
 
 
@@ -22,7 +22,7 @@ class TablesTest(unittest.TestCase):
     def test_ops_match_graph_ops_def(self) -> None:
         """Every op of graph_ops.def has its row in OPS (the client may know ops ahead of it)."""
         text = (REPO / "protocol" / "graph_ops.def").read_text()
-        defines = dict(re.findall(r"^#define\s+(\w+)\s+(\d+)", (REPO / "protocol" / "graph.h").read_text(), re.M))
+        defines = dict(re.findall(r"^#define\s+(\w+)\s+(\d+)", (REPO / "protocol" / "proto_graph.h").read_text(), re.M))
         rows = re.findall(r"^PG_OP\(\s*\w+,\s*(\w+),\s*(\w+),\s*(\w+),\s*(\w+)\)", text, re.M)
         self.assertGreater(len(rows), 20)
         for name, lo, hi, kind in rows:
@@ -39,11 +39,14 @@ class TablesTest(unittest.TestCase):
 
     def test_dtypes_match_dtype_h(self) -> None:
         text = (REPO / "include" / "tensord" / "dtype.h").read_text()
-        enum = re.search(r"enum eng_dtype \{(.*?)ENG_DTYPE_COUNT", text, re.S)
+        enum = re.search(r"enum tsd_dtype \{(.*?)TSD_DTYPE_COUNT", text, re.S)
         assert enum
-        names = re.findall(r"ENG_(\w+),", enum.group(1))
+        names = re.findall(r"TSD_(\w+),", enum.group(1))
         short = {"BOOL": "bool", "U8": "uint8", "I32": "int32", "I64": "int64", "F16": "float16", "F32": "float32"}
         self.assertEqual([short[n] for n in names], [d.name for d in tensord.DTYPES])
+        dims = re.search(r"#define TSD_MAX_DIMS (\d+)", text)
+        assert dims
+        self.assertEqual(int(dims.group(1)), _lib.MAX_DIMS, "tensord/_lib.py MAX_DIMS is not dtype.h's")
 
 
 class GraphTest(unittest.TestCase):

@@ -1,6 +1,7 @@
-/* graph.h: the graph format of model.load and realize: JSON nodes at the level of the Tensor
+/* proto_graph.h: the graph format of model.load and realize: JSON nodes at the level of the Tensor
  * API, parsed and validated completely (ops, arity, references, attributes, shapes, limits)
- * before proto_graph_build makes engine tensors from it through the public API. */
+ * before proto_graph_build (graph_build.h) makes engine tensors from it. No engine here: the
+ * client library reads the op table and limits too. */
 #ifndef PROTO_GRAPH_H
 #define PROTO_GRAPH_H
 
@@ -29,19 +30,19 @@ typedef struct proto_gnode {
 	proto_gop op;
 	int nin;
 	int in[PROTO_GRAPH_MAX_IN]; /* indices of earlier nodes */
-	eng_dtype dtype;
+	tsd_dtype dtype;
 	int ndim;
-	int64_t shape[ENG_MAX_DIMS];
+	int64_t shape[TSD_MAX_DIMS];
 	double value;         /* const */
 	int naxes;            /* sum/mean/max: 0 for all; softmax, argmax, cat, stack, slice: axis in
 			       * axes[0]; transpose: 2 */
-	int axes[ENG_MAX_DIMS]; /* also permute's perm (ndim entries) */
+	int axes[TSD_MAX_DIMS]; /* also permute's perm (ndim entries) */
 	bool keepdim;         /* sum/mean/max/argmax */
 	int64_t classes;      /* one_hot */
 	int64_t start, stop, step; /* slice: Python's rules, INT64_MAX/INT64_MIN for an open end */
 	int rank;             /* reshape: target rank and shape (one -1: inferred) */
-	int64_t target[ENG_MAX_DIMS];
-	eng_dtype to;         /* cast */
+	int64_t target[TSD_MAX_DIMS];
+	tsd_dtype to;         /* cast */
 	int stride[2], padding[2]; /* conv2d */
 } proto_gnode;
 
@@ -68,16 +69,6 @@ tsd_status proto_graph_parse(const cJSON *j, uint64_t max_param_bytes, proto_gra
 void proto_graph_free(proto_graph *g);
 /* Index of the node called id, or -1. */
 int proto_graph_find(const proto_graph *g, const char *id);
-
-/* Build g's outputs on ctx through the public API. inputs[k] is the tensor for the k-th input
- * node, params[k] for the k-th param node (node order); they stay the caller's and must match
- * the declared dtype and shape (a batch dimension takes any size, the same in every input).
- * outputs (g->noutputs entries) receive new tensors in ctx's current scope, owned by the
- * caller, except that an output naming an input or param node receives that caller's tensor
- * itself. Intermediate handles are freed. On failure nothing is left in outputs, the error
- * names the node, and ctx's error is cleared (the engine status becomes the tsd_status). */
-tsd_status proto_graph_build(const proto_graph *g, eng_ctx *ctx, eng_tensor *const *inputs,
-			     eng_tensor *const *params, eng_tensor **outputs, proto_err *err);
 
 /* Whether batched g (validated) is row-independent: output row b depends on input row b only, so
  * requests may be stacked along the batch dimension and padded with zero rows. inputs[k] and
