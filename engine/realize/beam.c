@@ -16,6 +16,7 @@
 #include "codegen/lower.h"
 #include "codegen/plan.h"
 #include "realize.h"
+#include "renderer/cstyle.h"
 #include "util/hash.h"
 
 #define MAX_LEVELS    6
