@@ -15,7 +15,6 @@
 #include "cache/progdisk.h"
 #include "codegen/lower.h"
 #include "codegen/plan.h"
-#include "realize.h"
 #include "renderer/cstyle.h"
 #include "util/hash.h"
 
