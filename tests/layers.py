@@ -351,7 +351,9 @@ def check_types(root):
 def file_graph(root, build, folder, graph, extra_objs=()):
     """{file: {file: why}} between the files of folder (basename without extension)."""
     def node(rel):
-        return os.path.splitext(os.path.basename(rel))[0]
+        """A .c and its .h are one file; a table (verbs.def) is a file of its own."""
+        base, ext = os.path.splitext(os.path.basename(rel))
+        return base if ext in (".c", ".h", ".o") else base + ext
     edges = {}
     for rel in source_files(root, folder):
         if os.path.dirname(rel) == folder:
