@@ -531,6 +531,17 @@ def self_test(build):
             fail("the lower header's user was blamed instead of the header")
 
     with tempfile.TemporaryDirectory() as tmp:
+        # An object whose .d file says it read a higher header that no include line shows.
+        os.makedirs(os.path.join(tmp, "engine/core"))
+        open(os.path.join(tmp, "engine/core/zz_dep.o"), "w").close()
+        with open(os.path.join(tmp, "engine/core/zz_dep.d"), "w") as f:
+            f.write("build/engine/core/zz_dep.o: engine/core/zz_dep.c \\\n engine/tensor/tensor.h\n")
+        hit = [b for b in check_depfiles(ROOT, tmp, set()) if b.startswith("engine/core/zz_dep.c reads engine/tensor/tensor.h")]
+        if not hit:
+            fail("a higher header in an object's .d file was not reported")
+        print(f"layers: self-test: a higher header the compiler read is caught ({hit[0]})")
+
+    with tempfile.TemporaryDirectory() as tmp:
         # A daemon of three files: a -> b (a symbol) -> c (an include) -> a (a symbol), d one way.
         files = {"daemon/zz_a.c": "int zz_b_fn(void);\nint zz_a_fn(void) { return zz_b_fn(); }\n",
                  "daemon/zz_b.h": "int zz_b_fn(void);\n",
