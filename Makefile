@@ -298,8 +298,9 @@ soak: $(BUILD)/bin/bench_soak $(DAEMON_BIN)
 tensorctl-check: $(CTL_BIN) $(DAEMON_BIN)
 	tests/tensorctl.sh $(BUILD)
 
-# Dependencies point one way (docs/ARCHITECTURE.md, "Layers"): the objects' symbols and the
-# include lines are checked, and a planted backward call must be caught.
+# Dependencies point one way (docs/ARCHITECTURE.md, "Layers"): the objects' symbols, every file's
+# include lines (headers too) and the types they name, and no circle between daemon/ files; the
+# self-test first plants one of each and must see it caught.
 layers: all
 	python3 tests/layers.py $(BUILD) --self-test
 

@@ -84,7 +84,7 @@ typedef struct bk_target {
 } bk_target;
 
 /* Backend settings, key=value pairs given when a device opens (the CPU's "cc", OpenCL's
- * "vector_width"); which keys a backend takes is stated in the registry (registry.h). */
+ * "vector_width"); which keys a backend takes its registry entry states (bk_backend). */
 #define BK_MAX_OPTS 16
 typedef struct bk_opts {
 	int n;
@@ -143,6 +143,27 @@ typedef struct bk_device {
 	const bk_device_ops *ops;
 	void *ctx;
 } bk_device;
+
+/* ---- a backend's registry entry: each backend defines one (bk_cpu_backend, ...), the registry
+ * (registry.c) lists them ---- */
+/* One option a backend takes: its key, the environment variable that sets it when the context
+ * does not (NULL: none), and a line of help. */
+typedef struct bk_option_spec {
+	const char *key, *env, *help;
+} bk_option_spec;
+
+typedef struct bk_backend {
+	const char *name; /* the device name: "CPU", "CL" */
+	bool bare_zero;   /* device 0 is called NAME (the host CPU), not NAME:0 */
+	/* Open device number ordinal with opts (keys from options only); debug >= 2 times
+	 * launches. On success *out is a device freed with out->ops->destroy. ENG_ENOTFOUND: no
+	 * such device (or the driver is absent), with a message. */
+	eng_status (*open)(int ordinal, const bk_opts *opts, int debug, bk_device *out, bk_err *err);
+	/* One line per device, "NAME[:i] description", into out (truncated to len, NUL-terminated);
+	 * *ndevices (may be NULL) gets the count. ENG_ENOTFOUND when there is none. */
+	eng_status (*list)(char *out, size_t len, int *ndevices, bk_err *err);
+	const bk_option_spec *options; /* terminated by a NULL key */
+} bk_backend;
 
 /* Verify a device: the ops table's version, size, the required methods, that the disk-caching
  * methods are all present or all NULL, and its target (a dialect, parallelism >= 1, reduction

@@ -8,8 +8,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backends/registry.h"
-
 static eng_status cpu_alloc(void *dev, size_t nbytes, void **handle, bk_err *err)
 {
 	/* 64-byte alignment for full-width vector loads */

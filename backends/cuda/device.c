@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/registry.h"
 #include "util/strbuf.h"
 
 /* Name, compute capability, SMs, memory, threads per block of device dev. */

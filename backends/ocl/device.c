@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/registry.h"
 #include "util/strbuf.h"
 
 static const char *type_name(cl_device_type t)

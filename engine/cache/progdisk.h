@@ -6,8 +6,6 @@
 #define ENG_PROGDISK_H
 
 #include "device/device.h"
-#include "realize/realize.h"
-#include "tensor/tensor.h"
 
 /* For each i with progs[i] NULL, look srcs[i] up on disk and load what is there (kernels of
  * one module load together); progs[i] stays NULL on a miss. Returns how many were loaded.

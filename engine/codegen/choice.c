@@ -40,12 +40,6 @@ bool eng_choice_equal(const eng_kernel_choice *a, const eng_kernel_choice *b)
 	       a->rpack == b->rpack;
 }
 
-int64_t eng_choice_panel_max(const bk_target *t)
-{
-	const int64_t most = 128 * 1024;
-	return t->cache_l2 > 0 && t->cache_l2 / 8 < most ? t->cache_l2 / 8 : most;
-}
-
 static eng_status bad(char *err, size_t errlen, const char *what)
 {
 	snprintf(err, errlen, "forced kernel options do not fit: %s", what);
@@ -130,7 +124,7 @@ eng_status eng_choice_apply(eng_kernel_ir *ir, const eng_node *const *roots, int
 		int64_t rows = c->kblock ? c->kblock : ir->loops[ph->red[0]].n;
 		for (int k = 1; k < ph->nred; k++)
 			rows *= ir->loops[ph->red[k]].n;
-		if (rows * c->tile[0] * (int64_t)eng_dtype_size(b->dtype) > eng_choice_panel_max(t))
+		if (rows * c->tile[0] * (int64_t)eng_dtype_size(b->dtype) > eng_plan_panel_max(t))
 			return bad(err, errlen, "a packed panel over the stack's budget");
 		ir->pack.node = b->node;
 	}

@@ -34,10 +34,6 @@ eng_kernel_choice eng_choice_of(const eng_kernel_ir *ir);
 /* Whether two choices are the same. */
 bool eng_choice_equal(const eng_kernel_choice *a, const eng_kernel_choice *b);
 
-/* The bytes a packed panel may take on t (it lives on the kernel thread's stack): an eighth of
- * L2, at most 128 KiB, as the planners allow. */
-int64_t eng_choice_panel_max(const bk_target *t);
-
 /* Apply c to ir after its first, untiled lowering on target t (lower.c, instead of the
  * planners): sets ir's tiles, blocking and packed operand. ENG_OK, or ENG_EINVAL with a message
  * in err when c does not fit the kernel (a tile that does not divide its dim or is on a dim no

@@ -10,6 +10,12 @@
 
 #include "linearize.h"
 
+int64_t eng_plan_panel_max(const bk_target *t)
+{
+	const int64_t most = 128 * 1024;
+	return t->cache_l2 > 0 && t->cache_l2 / 8 < most ? t->cache_l2 / 8 : most;
+}
+
 /* Output dims a uop depends on, through outer and tile loop vars. */
 uint32_t eng_plan_dims_of(const eng_kernel_ir *ir, uint64_t deps)
 {
@@ -302,7 +308,7 @@ static bool tile_for_packing(eng_kernel_ir *ir, const eng_phase *ph, const bk_ta
 }
 
 /* A packed kernel's narrow tile at most this wide, and at most the register tile's vector
- * accumulators (eng_regtile_of) in the tile; its panel at most eng_choice_panel_max bytes (it
+ * accumulators (eng_regtile_of) in the tile; its panel at most eng_plan_panel_max bytes (it
  * lives on the stack of the thread running the kernel). */
 #define PACK_NARROW_MAX 12
 /* A packed tile stored a stride apart needs a reduction at least this long. */
@@ -445,7 +451,7 @@ bool eng_plan_packed(eng_kernel_ir *ir, const eng_node *const *roots, int nroots
 	eng_contiguous_strides(ir->ndim, ir->shape, st);
 	if (rows < PACK_SCATTER_ROWS && st[ir->loops[c.w].dim] != 1)
 		return false;
-	int64_t es = eng_dtype_size(ph->dtype), budget = eng_choice_panel_max(t);
+	int64_t es = eng_dtype_size(ph->dtype), budget = eng_plan_panel_max(t);
 	int64_t k0 = ir->loops[ph->red[0]].n, kb = k0, inner = (int64_t)rows / k0;
 	if ((int64_t)rows * c.wt * es > budget) {
 		if (!eng_plan_blockable(ir, roots, nroots, t))
@@ -551,7 +557,7 @@ void eng_plan_blocks(eng_kernel_ir *ir, const eng_node *const *roots, int nroots
 		return;
 	int64_t k = ir->loops[ph->red[0]].n, es = eng_dtype_size(ph->dtype);
 	int64_t narrow = ir->tile[1], wide = ir->shape[ir->tiledim[0]], kc = 0;
-	int64_t kmax = t->cache_l1 / 2 / (narrow * es), kmax2 = eng_choice_panel_max(t) / (ir->tile[0] * es);
+	int64_t kmax = t->cache_l1 / 2 / (narrow * es), kmax2 = eng_plan_panel_max(t) / (ir->tile[0] * es);
 	kmax = kmax < kmax2 ? kmax : kmax2;
 	if (strided) /* a gathered panel (x @ w.T) stays in half of L1 (measured 1.3x on 256x784x128) */
 		kmax = t->cache_l1 / 2 / (ir->tile[0] * es);

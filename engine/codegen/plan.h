@@ -6,9 +6,11 @@
 
 #include <stddef.h>
 
-#include "choice.h"
 #include "kernel.h"
 
+/* The bytes a packed panel may take on t (it lives on the kernel thread's stack): an eighth of
+ * L2, at most 128 KiB; the planners and a search's choice (choice.c) both keep to it. */
+int64_t eng_plan_panel_max(const bk_target *t);
 /* Output dims a uop depends on, through outer and tile loop vars. */
 uint32_t eng_plan_dims_of(const eng_kernel_ir *ir, uint64_t deps);
 /* Whether a kernel is one float32 sum on a CPU (caches stated; packed panels live on the kernel

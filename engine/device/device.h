@@ -5,7 +5,6 @@
 
 #include "alloc.h"
 #include "backends/backend.h"
-#include "codegen/kernel.h"
 #include "core/context.h"
 
 struct eng_progcache;

@@ -12,6 +12,7 @@
 
 #include "cache/progcache.h"
 #include "realize/capture.h"
+#include "tensor/tensor.h"
 #include <tensord/eng_dtype.h>
 #include "memplan.h"
 

@@ -362,45 +362,6 @@ eng_onnx_model *eng_onnx_load_mem(eng_ctx *ctx, const void *data, size_t len, co
 	return load_pb(ctx, data, len, dir, flags, NULL, err, errlen);
 }
 
-void *onx_read_file(const char *path, size_t *len, char *err, size_t errlen)
-{
-	if (!path || !*path)
-		return lfail(err, errlen, "", "path is empty");
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0)
-		return lfail(err, errlen, path, "%s", strerror(errno));
-	struct stat st;
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return lfail(err, errlen, path, "not a regular file");
-	}
-	if ((uint64_t)st.st_size > ONX_MAX_FILE) {
-		close(fd);
-		return lfail(err, errlen, path, "%lld bytes is past the limit of %llu", (long long)st.st_size, (unsigned long long)ONX_MAX_FILE);
-	}
-	*len = (size_t)st.st_size;
-	uint8_t *buf = malloc(*len ? *len : 1);
-	if (!buf) {
-		close(fd);
-		return lfail(err, errlen, path, "out of memory");
-	}
-	size_t done = 0;
-	while (done < *len) {
-		ssize_t r = read(fd, buf + done, *len - done);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		done += (size_t)r;
-	}
-	close(fd);
-	if (done != *len) {
-		free(buf);
-		return lfail(err, errlen, path, "short read");
-	}
-	return buf;
-}
-
 eng_onnx_model *eng_onnx_load(eng_ctx *ctx, const char *path, unsigned flags, char *err, size_t errlen)
 {
 	size_t len;

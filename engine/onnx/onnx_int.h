@@ -153,11 +153,10 @@ bool onx_derived_ok(const onx_node *n, int i);
 eng_tensor *onx_derived_get(onx_node *n);
 eng_tensor *onx_derived_put(onx_node *n, eng_tensor *t);
 
-/* A regular file of at most ONX_MAX_FILE bytes, read whole (malloc'd, *len bytes); NULL with
- * "onnx: PATH: why" in err (load.c). */
-void *onx_read_file(const char *path, size_t *len, char *err, size_t errlen);
-
 /* ---- tensors (tensor.c) ---- */
+/* A regular file of at most ONX_MAX_FILE bytes, read whole (malloc'd, *len bytes); NULL with
+ * "onnx: PATH: why" in err (a model, a TensorProto file). */
+void *onx_read_file(const char *path, size_t *len, char *err, size_t errlen);
 /* The engine dtype of a TensorProto.DataType; false if the engine has none. With
  * ENG_ONNX_F64_AS_F32 in flags, float64 maps to float32 and *narrowed (if non-NULL) is set. */
 bool onx_dtype(int onnx_type, unsigned flags, bool *narrowed, eng_dtype *out);

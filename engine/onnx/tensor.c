@@ -262,6 +262,55 @@ eng_tensor *eng_onnx_tensor_load_mem(eng_ctx *ctx, const void *data, size_t len,
 	return t;
 }
 
+/* onx_read_file's failure: "onnx: PATH: why" in err. */
+static void *read_fail(char *err, size_t errlen, const char *path, const char *why)
+{
+	fail(err, errlen, ENG_EINVAL, "onnx: %s: %s", path, why);
+	return NULL;
+}
+
+void *onx_read_file(const char *path, size_t *len, char *err, size_t errlen)
+{
+	if (!path || !*path)
+		return read_fail(err, errlen, "", "path is empty");
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return read_fail(err, errlen, path, strerror(errno));
+	struct stat st;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return read_fail(err, errlen, path, "not a regular file");
+	}
+	if ((uint64_t)st.st_size > ONX_MAX_FILE) {
+		close(fd);
+		char why[96];
+		snprintf(why, sizeof(why), "%lld bytes is past the limit of %llu", (long long)st.st_size,
+			 (unsigned long long)ONX_MAX_FILE);
+		return read_fail(err, errlen, path, why);
+	}
+	*len = (size_t)st.st_size;
+	uint8_t *buf = malloc(*len ? *len : 1);
+	if (!buf) {
+		close(fd);
+		return read_fail(err, errlen, path, "out of memory");
+	}
+	size_t done = 0;
+	while (done < *len) {
+		ssize_t r = read(fd, buf + done, *len - done);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		done += (size_t)r;
+	}
+	close(fd);
+	if (done != *len) {
+		free(buf);
+		return read_fail(err, errlen, path, "short read");
+	}
+	return buf;
+}
+
 eng_tensor *eng_onnx_tensor_load(eng_ctx *ctx, const char *path, unsigned flags, char *name, size_t namelen, char *err,
 				 size_t errlen)
 {

@@ -15,7 +15,7 @@
 #include "cache/progdisk.h"
 #include "codegen/lower.h"
 #include "codegen/plan.h"
-#include "realize.h"
+#include "renderer/cstyle.h"
 #include "util/hash.h"
 
 #define MAX_LEVELS    6

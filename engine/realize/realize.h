@@ -10,12 +10,6 @@
  * results are computed (one device sync at the end). */
 eng_status eng_realize_nodes(eng_ctx *ctx, eng_node *const *nodes, int n);
 
-/* Render ir for target t and name the kernel after a hash of its text (tinygrad-style: r_ or E_
- * and the loop sizes, then the hash), so equal kernels get equal names: name gets it (also
- * into ir->name), *src the source (caller frees). ENG_EINVAL: t has no work-groups of ir's
- * size; ENG_ENOMEM. */
-eng_status eng_render_kernel(const bk_target *t, eng_kernel_ir *ir, char name[96], char **src);
-
 /* A second target every kernel a realize schedules is also planned and rendered for, without
  * running it: the CUDA compile check renders the conformance suites' kernels in the CUDA dialect
  * while the context's own device computes. fn(arg, name, src, NULL) for each kernel, or

@@ -6,6 +6,7 @@
 
 #include "realize.h"
 
+#include "renderer/cstyle.h"
 #include "schedule/schedule.h"
 
 void eng_realize_set_shadow(eng_ctx *ctx, const bk_target *t, eng_shadow_fn fn, void *arg)

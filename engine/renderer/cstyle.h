@@ -22,4 +22,10 @@ int eng_render_vector_lanes(const eng_kernel_ir *ir, int max_width);
 eng_status eng_render_cstyle(const bk_target *t, const eng_kernel_ir *ir, const char *name,
 			     eng_strbuf *out);
 
+/* Render ir for target t and name the kernel after a hash of its text (tinygrad-style: r_ or E_
+ * and the loop sizes, then the hash), so equal kernels get equal names: name gets it (also
+ * into ir->name), *src the source (caller frees). ENG_EINVAL: t has no work-groups of ir's
+ * size; ENG_ENOMEM. (render.c) */
+eng_status eng_render_kernel(const bk_target *t, eng_kernel_ir *ir, char name[96], char **src);
+
 #endif

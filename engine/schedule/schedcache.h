@@ -7,8 +7,6 @@
 #define ENG_SCHEDCACHE_H
 
 #include "device/device.h"
-#include "realize/realize.h"
-#include "tensor/tensor.h"
 #include "codegen/kernel.h"
 #include "graph/nodeset.h"
 

@@ -5,7 +5,6 @@
 
 #include "device/device.h"
 #include "realize/realize.h"
-#include "tensor/tensor.h"
 #include "graph/node.h"
 
 struct eng_tensor {
