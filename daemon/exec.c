@@ -1,8 +1,8 @@
 /* exec.c: the executor: one thread owning the engine context of the daemon's device. It runs
  * the jobs the loop hands it, in order, sends the replies they made through their channels,
- * and posts each job back on the inbox's DONE lane. A running job
- * stops early (the engine's abort hook) when every request in it has expired or lost its
- * client, or when the drain's deadline passes. */
+ * and posts each job back on the inbox's DONE lane. A running job stops early (the engine's
+ * abort hook) when every request in it has expired or lost its client, or when the drain's
+ * deadline passes. */
 #include "executor.h"
 
 #include <stdio.h>

@@ -112,7 +112,7 @@ struct dmn_mver {
 	int64_t delay_us;
 	int queue_max;
 	char weights_path[4096];  /* "" unless loaded from a file */
-	/* an ONNX model (model_onnx.c): the graph above then holds only the ports' nodes */
+	/* an ONNX model (spec_onnx.c, exec_onnx.c): the graph above then holds only the ports' nodes */
 	bool onnx;
 	char onnx_path[4096];     /* "": the bytes came as the load request's tensor "onnx" */
 	unsigned onnx_flags;      /* eng_onnx_load's */
