@@ -18,18 +18,20 @@ static bool id_allowed(const dmn_intlist *l, uint64_t id)
 	return false;
 }
 
-dmn_client *dmn_client_get(dmn_srv *s, const dmn_chan *ch, nng_msg *msg)
+/* The client of ch's connection (msg: its request, for the credentials), made on first sight;
+ * NULL when out of memory. */
+static dmn_client *client_get(dmn_srv *s, const dmn_chan *ch, nng_msg *msg)
 {
 	uint32_t id = ch->conn;
 	dmn_client **b = &s->clients[id % DMN_CLIENT_BUCKETS];
 	for (dmn_client *c = *b; c; c = c->next)
-		if (c->pipe == id && c->ops == ch->ops)
+		if (c->conn == id && c->ops == ch->ops)
 			return c;
 	dmn_client *c = calloc(1, sizeof(*c));
 	if (!c)
 		return NULL;
 	c->ops = ch->ops;
-	c->pipe = id;
+	c->conn = id;
 	/* peers with credentials (ipc) are checked by them; other transports (tcp, loopback unless
 	 * configured) carry none and are allowed by being configured at all */
 	if (ch->ops->peer(msg, &c->uid, &c->gid)) {
@@ -48,7 +50,7 @@ dmn_client *dmn_client_get(dmn_srv *s, const dmn_chan *ch, nng_msg *msg)
 
 static void client_forget(dmn_srv *s, dmn_client *c)
 {
-	dmn_client **b = &s->clients[c->pipe % DMN_CLIENT_BUCKETS];
+	dmn_client **b = &s->clients[c->conn % DMN_CLIENT_BUCKETS];
 	for (; *b; b = &(*b)->next)
 		if (*b == c) {
 			*b = c->next;
@@ -66,7 +68,7 @@ void dmn_client_put(dmn_srv *s, dmn_client *c)
 dmn_client *dmn_client_closed(dmn_srv *s, const dmn_chan_ops *ops, uint32_t conn)
 {
 	dmn_client *c = s->clients[conn % DMN_CLIENT_BUCKETS];
-	while (c && (c->pipe != conn || c->ops != ops))
+	while (c && (c->conn != conn || c->ops != ops))
 		c = c->next;
 	if (!c)
 		return NULL;
@@ -194,7 +196,7 @@ dmn_req *dmn_req_new(dmn_srv *s, dmn_chan *ch)
 	r->verb = DMN_V_COUNT;
 	r->prio = DMN_PRIO_NORMAL;
 	atomic_init(&r->gone, false);
-	r->client = dmn_client_get(s, ch, msg);
+	r->client = client_get(s, ch, msg);
 	if (r->client)
 		r->client->inflight++;
 	return r;

@@ -20,8 +20,6 @@ void dmn_drop(dmn_srv *s, dmn_req *r);
 /* After the loop ended: free r (a request of a job that came back too late), nothing sent. */
 void dmn_req_free_lost(dmn_req *r);
 
-/* The client of ch's connection (msg: its request, for the credentials), made on first sight. */
-dmn_client *dmn_client_get(dmn_srv *s, const dmn_chan *ch, nng_msg *msg);
 /* A connection closed: its client marked gone; NULL when it had nothing in flight (it is then
  * forgotten), else the client, held: drop or mark its requests, then dmn_client_put. */
 dmn_client *dmn_client_closed(dmn_srv *s, const dmn_chan_ops *ops, uint32_t conn);

@@ -57,7 +57,7 @@ typedef struct dmn_job dmn_job;
 /* A connection (a transport's, by its id): its credentials and what it has in flight. */
 typedef struct dmn_client {
 	const dmn_chan_ops *ops;
-	uint32_t pipe;
+	uint32_t conn;    /* the transport's connection id */
 	bool authorised;
 	bool gone;      /* the connection closed */
 	int inflight;   /* its requests received and not yet answered */
