@@ -5,8 +5,9 @@
  * one of highest priority, oldest first: a realtime request waits behind at most the batch that
  * was running when it came. Expired requests are answered `timeout` here, never computed.
  * The wake-up for the next deadline is a timerfd polled by the loop (microseconds; libuv's own
- * timers count milliseconds). */
-#include "server.h"
+ * timers count milliseconds). A job the batcher runs on the loop itself, and a load it
+ * abandons, go back the way every finished job does: the inbox's DONE lane. */
+#include "batcher.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,7 +96,7 @@ static void ctl_abandon(dmn_srv *s, dmn_job *j, tsd_status st, const char *msg)
 	if (j->kind == DMN_J_LOAD) {
 		j->st = st;
 		snprintf(j->err, sizeof(j->err), "%s", msg);
-		dmn_model_job_done(s, j); /* a failed load: the loop's bookkeeping and the reply */
+		dmn_inbox_deliver(s->inbox, DMN_LANE_DONE, &j->in); /* a failed load: the models layer's bookkeeping and the reply */
 		return;
 	}
 	j->nreq = 0;
@@ -139,6 +140,29 @@ void dmn_mark_gone(dmn_srv *s, dmn_client *c)
 	for (int k = 0; j && k < j->nreq; k++)
 		if (j->reqs[k]->client == c)
 			atomic_store(&j->reqs[k]->gone, true);
+}
+
+void dmn_on_closed(dmn_srv *s, const dmn_chan_ops *ops, uint32_t conn)
+{
+	dmn_client *c = dmn_client_closed(s, ops, conn);
+	if (!c)
+		return;
+	/* queued requests are dropped now; running ones are marked, and a batch made only of
+	 * them is cancelled by the executor's abort hook */
+	for (int i = 0; i < s->nmodels; i++) {
+		dmn_model *m = s->models[i];
+		for (int p = 0; p < DMN_NPRIO; p++)
+			for (dmn_req *r = m->head[p], *n; r; r = n) {
+				n = r->next;
+				if (r->client == c) {
+					dmn_dequeue(s, r);
+					m->c.cancelled++;
+					dmn_drop(s, r);
+				}
+			}
+	}
+	dmn_mark_gone(s, c);
+	dmn_client_put(s, c);
 }
 
 static bool expired(const dmn_req *r, uint64_t now)
@@ -348,7 +372,7 @@ void dmn_dispatch(dmn_srv *s)
 		/* at most about loop_run_max_us of such runs per wake-up: the loop has its inbox to see to */
 		if (ran_here_ns <= (uint64_t)s->cfg.loop_run_max_us * 1000u && run_here_ok(s, j) && dmn_exec_run_here(s, j)) {
 			j->model->c.loop_batches++;
-			dmn_model_job_done(s, j); /* as if it had come back through the inbox */
+			dmn_inbox_deliver(s->inbox, DMN_LANE_DONE, &j->in); /* as if it had come back from the executor */
 			uint64_t t = eng_now_ns();
 			ran_here_ns += t - now;
 			now = t;
@@ -405,4 +429,16 @@ void dmn_batch_done(dmn_srv *s, dmn_job *j)
 		dmn_finish(s, r);
 	}
 	j->nreq = 0;
+}
+
+void dmn_batcher_free(dmn_srv *s)
+{
+	for (dmn_job *j = s->ctl_head, *n; j; j = n) { /* never ran (a failed start) */
+		n = j->next;
+		if (j->kind == DMN_J_LOAD)
+			dmn_mver_free(j->ver);
+		dmn_job_free(j);
+	}
+	s->ctl_head = s->ctl_tail = NULL;
+	s->ctl_len = 0;
 }

@@ -1,8 +1,9 @@
 /* exec.c: the executor: one thread owning the engine context of the daemon's device. It runs
- * the jobs the loop hands it, in order, and hands each back through the inbox. A running job
- * stops early (the engine's abort hook) when every request in it has expired or lost its
- * client, or when the drain's deadline passes. */
-#include "server.h"
+ * the jobs the loop hands it, in order, sends the replies they made through their channels,
+ * and posts each job back on the inbox's DONE lane. A running job stops early (the engine's
+ * abort hook) when every request in it has expired or lost its client, or when the drain's
+ * deadline passes. */
+#include "executor.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,7 +89,7 @@ static void send_replies(dmn_job *j)
 		dmn_req *r = j->reqs[k];
 		if (!r->reply)
 			continue;
-		dmn_slot_send(r->slot, r->reply);
+		r->chan->ops->send(r->chan, r->reply);
 		r->reply = NULL;
 		r->sent = true;
 	}
@@ -118,14 +119,7 @@ static void *exec_main(void *arg)
 		pthread_mutex_lock(&e->mu);
 		e->busy = false;
 		pthread_mutex_unlock(&e->mu);
-		pthread_mutex_lock(&s->mu);
-		if (s->in_jobs_tail)
-			s->in_jobs_tail->next = j;
-		else
-			s->in_jobs = j;
-		s->in_jobs_tail = j;
-		pthread_mutex_unlock(&s->mu);
-		dmn_wake(s);
+		dmn_inbox_post(s->inbox, DMN_LANE_DONE, &j->in);
 	}
 	return NULL;
 }

@@ -4,7 +4,7 @@
  * sees the new weights; the executor runs one job at a time, and an update is applied whole or
  * not at all). A batch is stacked along each input's batch axis into one buffer per input (zero
  * rows pad it to its bucket), launched once, and each output sliced back per request. */
-#include "server.h"
+#include "executor.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,8 +1,11 @@
 /* http.c: the optional metrics listener (config http_listen), on nng's own HTTP server:
  * /metrics (Prometheus text), /healthz (200 while serving), /readyz (200 when ready, else 503).
- * nng calls the handlers on its threads; they hand the request to the loop, which owns the
- * figures, and the loop completes it. */
-#include "server.h"
+ * nng calls the handlers on its threads; they hand the request to the loop as an inbox call
+ * (the loop owns the figures), and the loop completes it. */
+#include "http.h"
+
+#include "models.h"
+#include "stats.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,31 +13,22 @@
 
 #include <nng/supplemental/http/http.h>
 
+enum { HTTP_METRICS, HTTP_HEALTHZ, HTTP_READYZ };
+
+/* An HTTP request handed to the loop. */
+typedef struct http_call {
+	dmn_call call; /* first */
+	dmn_srv *srv;
+	nng_aio *aio;
+	int what;      /* HTTP_* */
+} http_call;
+
 typedef struct dmn_http {
 	nng_http_server *server;
 	nng_url *url;
 } dmn_http;
 
-static void handle(nng_aio *aio, int what)
-{
-	nng_http_handler *h = nng_aio_get_input(aio, 1);
-	dmn_srv *s = nng_http_handler_get_data(h);
-	dmn_event *e = calloc(1, sizeof(*e));
-	if (!e) {
-		nng_aio_finish(aio, NNG_ENOMEM);
-		return;
-	}
-	e->kind = DMN_EV_HTTP;
-	e->aio = aio;
-	e->what = what;
-	dmn_post_event(s, e);
-}
-
-static void on_metrics(nng_aio *aio) { handle(aio, DMN_HTTP_METRICS); }
-static void on_healthz(nng_aio *aio) { handle(aio, DMN_HTTP_HEALTHZ); }
-static void on_readyz(nng_aio *aio) { handle(aio, DMN_HTTP_READYZ); }
-
-void dmn_http_answer(dmn_srv *s, nng_aio *aio, int what)
+static void answer(dmn_srv *s, nng_aio *aio, int what)
 {
 	nng_http_res *res;
 	if (nng_http_res_alloc(&res)) {
@@ -43,14 +37,14 @@ void dmn_http_answer(dmn_srv *s, nng_aio *aio, int what)
 	}
 	char *text = NULL;
 	int code = 200;
-	if (what == DMN_HTTP_METRICS) {
+	if (what == HTTP_METRICS) {
 		text = dmn_metrics_text(s);
 		code = text ? 200 : 500;
 		nng_http_res_set_header(res, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
 	} else {
-		bool ok = what == DMN_HTTP_HEALTHZ ? s->exit_code < 0 : dmn_ready(s);
+		bool ok = what == HTTP_HEALTHZ ? s->exit_code < 0 : dmn_ready(s);
 		code = ok ? 200 : 503;
-		text = strdup(ok ? "ok\n" : what == DMN_HTTP_HEALTHZ ? "stopping\n" : "not ready\n");
+		text = strdup(ok ? "ok\n" : what == HTTP_HEALTHZ ? "stopping\n" : "not ready\n");
 		nng_http_res_set_header(res, "Content-Type", "text/plain; charset=utf-8");
 	}
 	nng_http_res_set_status(res, (uint16_t)code);
@@ -60,6 +54,35 @@ void dmn_http_answer(dmn_srv *s, nng_aio *aio, int what)
 	nng_aio_set_output(aio, 0, res);
 	nng_aio_finish(aio, 0);
 }
+
+/* On the loop. */
+static void on_call(dmn_call *c)
+{
+	http_call *h = (http_call *)c;
+	answer(h->srv, h->aio, h->what);
+	free(h);
+}
+
+/* On nng's threads. */
+static void handle(nng_aio *aio, int what)
+{
+	nng_http_handler *hd = nng_aio_get_input(aio, 1);
+	dmn_srv *s = nng_http_handler_get_data(hd);
+	http_call *h = calloc(1, sizeof(*h));
+	if (!h) {
+		nng_aio_finish(aio, NNG_ENOMEM);
+		return;
+	}
+	h->call.fn = on_call;
+	h->srv = s;
+	h->aio = aio;
+	h->what = what;
+	dmn_inbox_post(s->inbox, DMN_LANE_CALL, &h->call.in);
+}
+
+static void on_metrics(nng_aio *aio) { handle(aio, HTTP_METRICS); }
+static void on_healthz(nng_aio *aio) { handle(aio, HTTP_HEALTHZ); }
+static void on_readyz(nng_aio *aio) { handle(aio, HTTP_READYZ); }
 
 int dmn_http_start(dmn_srv *s, char *err, size_t errlen)
 {

@@ -5,6 +5,7 @@
 
 #include "config.h"
 #include "server.h"
+#include "util.h"
 
 int main(int argc, char **argv)
 {

@@ -5,7 +5,7 @@
  * cache off: docs/ARCHITECTURE.md, "Memory"). glibc reads it only at start, from
  * GLIBC_TUNABLES, so the daemon re-executes itself once with it set. An operator's own
  * glibc.malloc.tcache_count in GLIBC_TUNABLES is left alone. */
-#include "server.h"
+#include "util.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* reply.c: a reply as an nng message: the header (id, status, error, the verb's fields) and its
  * tensors encoded straight into the message body. Used by the loop and the executor. */
-#include "server.h"
+#include "util.h"
 
 #include <stdio.h>
 

@@ -1,7 +1,7 @@
-/* request.c: a request's life on the loop: decoded and checked (size, format, the peer's
- * credentials, the client's in-flight limit, draining), handed to its verb, answered once;
- * and the clients (connections) table with their credentials and closures. */
-#include "server.h"
+/* request.c: a request's life on the loop: made (recycled from a pool of spares), answered
+ * once through its channel (or dropped), counted by verb and outcome, freed; and the clients
+ * (connections) table with their credentials and closures. */
+#include "request.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -18,22 +18,23 @@ static bool id_allowed(const dmn_intlist *l, uint64_t id)
 	return false;
 }
 
-dmn_client *dmn_client_get(dmn_srv *s, nng_pipe p)
+/* The client of ch's connection (msg: its request, for the credentials), made on first sight;
+ * NULL when out of memory. */
+static dmn_client *client_get(dmn_srv *s, const dmn_chan *ch, nng_msg *msg)
 {
-	uint32_t id = nng_pipe_id(p);
+	uint32_t id = ch->conn;
 	dmn_client **b = &s->clients[id % DMN_CLIENT_BUCKETS];
 	for (dmn_client *c = *b; c; c = c->next)
-		if (c->pipe == id)
+		if (c->conn == id && c->ops == ch->ops)
 			return c;
 	dmn_client *c = calloc(1, sizeof(*c));
 	if (!c)
 		return NULL;
-	c->pipe = id;
-	/* ipc peers are checked by credentials; other transports (tcp, loopback unless configured)
-	 * carry none and are allowed by being configured at all */
-	if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_UID, &c->uid) == 0) {
-		if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_GID, &c->gid))
-			c->gid = UINT64_MAX;
+	c->ops = ch->ops;
+	c->conn = id;
+	/* peers with credentials (ipc) are checked by them; other transports (tcp, loopback unless
+	 * configured) carry none and are allowed by being configured at all */
+	if (ch->ops->peer(msg, &c->uid, &c->gid)) {
 		c->authorised = id_allowed(&s->cfg.allowed_uids, c->uid) || id_allowed(&s->cfg.allowed_gids, c->gid);
 		if (!c->authorised)
 			dmn_log(&s->log, DMN_LOG_WARN, "refusing a peer: uid %llu gid %llu not allowed",
@@ -49,7 +50,7 @@ dmn_client *dmn_client_get(dmn_srv *s, nng_pipe p)
 
 static void client_forget(dmn_srv *s, dmn_client *c)
 {
-	dmn_client **b = &s->clients[c->pipe % DMN_CLIENT_BUCKETS];
+	dmn_client **b = &s->clients[c->conn % DMN_CLIENT_BUCKETS];
 	for (; *b; b = &(*b)->next)
 		if (*b == c) {
 			*b = c->next;
@@ -58,48 +59,33 @@ static void client_forget(dmn_srv *s, dmn_client *c)
 		}
 }
 
-static void client_put(dmn_srv *s, dmn_client *c)
+void dmn_client_put(dmn_srv *s, dmn_client *c)
 {
 	if (c && --c->inflight == 0 && c->gone)
 		client_forget(s, c);
 }
 
-void dmn_on_pipe_gone(dmn_srv *s, uint32_t pipe)
+dmn_client *dmn_client_closed(dmn_srv *s, const dmn_chan_ops *ops, uint32_t conn)
 {
-	dmn_client *c = s->clients[pipe % DMN_CLIENT_BUCKETS];
-	while (c && c->pipe != pipe)
+	dmn_client *c = s->clients[conn % DMN_CLIENT_BUCKETS];
+	while (c && (c->conn != conn || c->ops != ops))
 		c = c->next;
 	if (!c)
-		return;
+		return NULL;
 	c->gone = true;
 	if (!c->inflight) {
 		client_forget(s, c);
-		return;
+		return NULL;
 	}
-	/* queued requests are dropped now; running ones are marked, and a batch made only of
-	 * them is cancelled by the executor's abort hook */
-	c->inflight++; /* keep c while walking */
-	for (int i = 0; i < s->nmodels; i++) {
-		dmn_model *m = s->models[i];
-		for (int p = 0; p < DMN_NPRIO; p++)
-			for (dmn_req *r = m->head[p], *n; r; r = n) {
-				n = r->next;
-				if (r->client == c) {
-					dmn_dequeue(s, r);
-					m->c.cancelled++;
-					dmn_drop(s, r);
-				}
-			}
-	}
-	dmn_mark_gone(s, c);
-	client_put(s, c);
+	c->inflight++; /* kept while the caller walks its requests */
+	return c;
 }
 
 /* ---- answering ---- */
 
 static void req_free(dmn_srv *s, dmn_req *r)
 {
-	client_put(s, r->client);
+	dmn_client_put(s, r->client);
 	proto_msg_free(&r->pm);
 	nng_msg_free(r->msg);
 	if (r->reply)
@@ -115,21 +101,35 @@ static void req_free(dmn_srv *s, dmn_req *r)
 	}
 }
 
+/* Count r's outcome: by verb and status, and the refusals by reason. */
+static void count(dmn_srv *s, dmn_req *r, tsd_status st)
+{
+	int v = r->decoded ? (int)r->verb : DMN_V_COUNT;
+	if (st < 0 || st >= TSD_STATUS_COUNT)
+		st = TSD_INTERNAL;
+	s->requests[v][st]++;
+	/* refused before any work: the reasons an operator watches */
+	if (st == TSD_BUSY || st == TSD_UNAUTHORISED || st == TSD_TOO_LARGE || st == TSD_SHUTTING_DOWN ||
+	    st == TSD_TIMEOUT || st == TSD_SUPERSEDED || st == TSD_BAD_REQUEST || st == TSD_UNKNOWN_VERB ||
+	    st == TSD_VERSION_MISMATCH)
+		s->rejected[st]++;
+}
+
 void dmn_drop(dmn_srv *s, dmn_req *r)
 {
-	dmn_slot_recv(r->slot);
+	r->chan->ops->recv(r->chan);
 	req_free(s, r);
 }
 
 void dmn_finish(dmn_srv *s, dmn_req *r)
 {
-	if (r->sent) { /* answered by the executor: the slot is receiving again already */
-		dmn_stats_count(s, r, r->st);
+	if (r->sent) { /* answered by the executor: its channel is receiving again already */
+		count(s, r, r->st);
 		req_free(s, r);
 		return;
 	}
 	if (r->client && r->client->gone) {
-		dmn_stats_count(s, r, TSD_CANCELLED);
+		count(s, r, TSD_CANCELLED);
 		dmn_drop(s, r);
 		return;
 	}
@@ -138,13 +138,13 @@ void dmn_finish(dmn_srv *s, dmn_req *r)
 	if (!m)
 		m = dmn_reply_msg(r->decoded ? &r->pm : NULL, r->st == TSD_OK ? TSD_INTERNAL : r->st,
 				  r->err[0] ? r->err : NULL, NULL, NULL, 0, 0);
-	dmn_stats_count(s, r, r->st);
+	count(s, r, r->st);
 	if (!m) { /* out of memory even for an error: the client times out */
 		dmn_log(&s->log, DMN_LOG_ERROR, "out of memory answering a request");
 		dmn_drop(s, r);
 		return;
 	}
-	dmn_slot_send(r->slot, m);
+	r->chan->ops->send(r->chan, m);
 	req_free(s, r);
 }
 
@@ -173,15 +173,7 @@ void dmn_reply_ok(dmn_srv *s, dmn_req *r, cJSON *extra, const proto_out *ts, int
 	dmn_finish(s, r);
 }
 
-const char *dmn_json_str(const cJSON *j, const char *key)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
-	return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-/* ---- arrival ---- */
-
-void dmn_on_request(dmn_srv *s, dmn_slot *sl)
+dmn_req *dmn_req_new(dmn_srv *s, dmn_chan *ch)
 {
 	dmn_req *r = s->spare;
 	if (r) {
@@ -191,44 +183,47 @@ void dmn_on_request(dmn_srv *s, dmn_slot *sl)
 	} else {
 		r = calloc(1, sizeof(*r));
 	}
-	nng_msg *msg = sl->msg;
-	sl->msg = NULL;
+	nng_msg *msg = ch->msg;
+	ch->msg = NULL;
 	if (!r) {
 		nng_msg_free(msg);
-		dmn_slot_recv(sl);
-		return;
+		ch->ops->recv(ch);
+		return NULL;
 	}
-	r->slot = sl;
+	r->chan = ch;
 	r->msg = msg;
 	r->t_arrive = eng_now_ns();
 	r->verb = DMN_V_COUNT;
 	r->prio = DMN_PRIO_NORMAL;
 	atomic_init(&r->gone, false);
-	r->client = dmn_client_get(s, nng_msg_get_pipe(msg));
+	r->client = client_get(s, ch, msg);
 	if (r->client)
 		r->client->inflight++;
-	proto_err e;
-	tsd_status st = proto_decode(nng_msg_body(msg), nng_msg_len(msg), (size_t)s->cfg.max_message_bytes,
-				     PROTO_REQUEST, &r->pm, &e);
-	if (st != TSD_OK) {
-		dmn_fail(s, r, st, "%s", e.msg);
-		return;
+	return r;
+}
+
+void dmn_req_free_lost(dmn_req *r)
+{
+	proto_msg_free(&r->pm);
+	nng_msg_free(r->msg);
+	if (r->reply)
+		nng_msg_free(r->reply);
+	free(r);
+}
+
+void dmn_requests_free(dmn_srv *s)
+{
+	for (dmn_req *r = s->spare, *n; r; r = n) {
+		n = r->next;
+		free(r);
 	}
-	r->decoded = true;
-	r->verb = dmn_verb_find(r->pm.verb);
-	if (!r->client) {
-		dmn_fail(s, r, TSD_OUT_OF_MEMORY, "out of memory");
-	} else if (!r->client->authorised) {
-		dmn_fail(s, r, TSD_UNAUTHORISED, "uid %llu gid %llu is not allowed (config allowed_uids, allowed_gids)",
-			 (unsigned long long)r->client->uid, (unsigned long long)r->client->gid);
-	} else if (r->verb == DMN_V_COUNT) {
-		dmn_fail(s, r, TSD_UNKNOWN_VERB, "verb: unknown verb \"%.64s\"", r->pm.verb);
-	} else if (s->draining && r->verb != DMN_V_HEALTH && r->verb != DMN_V_STATS && r->verb != DMN_V_HELLO) {
-		dmn_fail(s, r, TSD_SHUTTING_DOWN, "the daemon is shutting down");
-	} else if (r->client->inflight > s->cfg.client_inflight_max) {
-		dmn_fail(s, r, TSD_BUSY, "this client has %d requests in flight (client_inflight_max)",
-			 r->client->inflight - 1);
-	} else {
-		dmn_verb_run(s, r);
+	s->spare = NULL;
+	s->nspare = 0;
+	for (int b = 0; b < DMN_CLIENT_BUCKETS; b++) {
+		for (dmn_client *c = s->clients[b], *n; c; c = n) {
+			n = c->next;
+			free(c);
+		}
+		s->clients[b] = NULL;
 	}
 }

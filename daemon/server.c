@@ -1,6 +1,7 @@
-/* server.c: the daemon's life: start (executor, preloads, socket, metrics listener), the libuv
- * loop draining the inbox, signals (SIGTERM/SIGINT drain and exit, SIGHUP reload), readiness
- * and stop notifications to systemd, and the drain. */
+/* server.c: the daemon's life, the top of its layers: start (the inbox and its handlers, the
+ * executor, transports, the metrics listener, preloads), the libuv loop, signals (SIGTERM/SIGINT
+ * drain and exit, SIGHUP reload), readiness and stop notifications to systemd, the drain, and
+ * the teardown of what the loop owned. */
 #include "server.h"
 
 #include <stdio.h>
@@ -14,66 +15,36 @@
 
 #include <systemd/sd-daemon.h>
 
-void dmn_wake(dmn_srv *s)
+static void check_drained(dmn_srv *s);
+
+/* The inbox's handlers: how the layers below reach the loop (registered in setup_loop). */
+static void on_done(void *arg, dmn_inbox_node *n)
 {
-	uv_async_send(&s->wake);
+	dmn_model_job_done(arg, (dmn_job *)n);
 }
 
-void dmn_post_event(dmn_srv *s, dmn_event *e)
+static void on_arrived(void *arg, dmn_inbox_node *n)
 {
-	e->next = NULL;
-	pthread_mutex_lock(&s->mu);
-	if (s->in_events_tail)
-		s->in_events_tail->next = e;
-	else
-		s->in_events = e;
-	s->in_events_tail = e;
-	pthread_mutex_unlock(&s->mu);
-	dmn_wake(s);
+	dmn_on_request(arg, (dmn_chan *)n);
 }
 
-bool dmn_ready(const dmn_srv *s)
+static void on_closed(void *arg, dmn_inbox_node *n)
 {
-	return s->preload_pending == 0 && !s->draining;
+	dmn_closed *c = (dmn_closed *)n;
+	dmn_on_closed(arg, c->ops, c->conn);
+	free(c);
 }
 
-/* Take the whole inbox, then handle it in order: jobs first (their replies free slots and
- * make room), then new requests, then connection events (a closed connection's last requests
- * came before its closing). */
-static void on_wake(uv_async_t *h)
+/* After each drain: run what can run now, and see whether a drain is done. */
+static void after_drain(void *arg)
 {
-	dmn_srv *s = h->data;
-	pthread_mutex_lock(&s->mu);
-	dmn_slot *slots = s->in_slots;
-	dmn_job *jobs = s->in_jobs;
-	dmn_event *evs = s->in_events;
-	s->in_slots = s->in_slots_tail = NULL;
-	s->in_jobs = s->in_jobs_tail = NULL;
-	s->in_events = s->in_events_tail = NULL;
-	pthread_mutex_unlock(&s->mu);
-	for (dmn_job *j = jobs, *n; j; j = n) {
-		n = j->next;
-		dmn_model_job_done(s, j);
-	}
-	for (dmn_slot *sl = slots, *n; sl; sl = n) {
-		n = sl->next;
-		dmn_on_request(s, sl);
-	}
-	for (dmn_event *e = evs, *n; e; e = n) {
-		n = e->next;
-		if (e->kind == DMN_EV_PIPE_GONE)
-			dmn_on_pipe_gone(s, e->pipe);
-		else
-			dmn_http_answer(s, e->aio, e->what);
-		free(e);
-	}
-	dmn_dispatch(s);
-	dmn_check_drained(s);
+	dmn_dispatch(arg);
+	check_drained(arg);
 }
 
 static void close_all(dmn_srv *s)
 {
-	uv_close((uv_handle_t *)&s->wake, NULL);
+	dmn_inbox_close(s->inbox);
 	uv_close((uv_handle_t *)&s->timer, NULL);
 	uv_close((uv_handle_t *)&s->drain_timer, NULL);
 	uv_close((uv_handle_t *)&s->trim_timer, NULL);
@@ -84,7 +55,7 @@ static void close_all(dmn_srv *s)
 
 /* Draining ends when nothing is queued, nothing runs and every reply went out, or at the
  * deadline (what is left is answered shutting_down). */
-void dmn_check_drained(dmn_srv *s)
+static void check_drained(dmn_srv *s)
 {
 	if (!s->draining || s->exit_code >= 0) /* not draining, or already exiting */
 		return;
@@ -97,7 +68,7 @@ void dmn_check_drained(dmn_srv *s)
 	bool queued = s->ctl_len > 0;
 	for (int i = 0; i < s->nmodels && !queued; i++)
 		queued = s->models[i]->queued > 0;
-	if (queued || s->exec_busy || atomic_load(&s->sending) > 0)
+	if (queued || s->exec_busy || dmn_nng_sending(s->nng) > 0)
 		return;
 	dmn_log(&s->log, DMN_LOG_INFO, "drained%s; exiting", late ? " (at the deadline)" : "");
 	s->exit_code = s->exit_status;
@@ -114,7 +85,7 @@ static void on_trim(uv_timer_t *t)
 
 static void on_drain_tick(uv_timer_t *t)
 {
-	dmn_check_drained(t->data);
+	check_drained(t->data);
 }
 
 static void on_term(uv_signal_t *h, int signum)
@@ -123,7 +94,7 @@ static void on_term(uv_signal_t *h, int signum)
 	if (s->draining) {
 		dmn_log(&s->log, DMN_LOG_WARN, "second %s: stopping now", signum == SIGINT ? "SIGINT" : "SIGTERM");
 		s->drain_deadline = 0;
-		dmn_check_drained(s);
+		check_drained(s);
 		return;
 	}
 	dmn_log(&s->log, DMN_LOG_INFO, "%s: draining (at most %lld s), new requests are refused",
@@ -133,7 +104,7 @@ static void on_term(uv_signal_t *h, int signum)
 	s->drain_deadline = eng_now_ns() + (uint64_t)s->cfg.drain_seconds * 1000000000ull;
 	uv_timer_start(&s->drain_timer, on_drain_tick, 10, 10);
 	dmn_dispatch(s);
-	dmn_check_drained(s);
+	check_drained(s);
 }
 
 /* SIGHUP: the config file and flags again; what can change live does (log level, batching and
@@ -191,7 +162,7 @@ static void on_timer(uv_poll_t *t, int status, int events)
 	(void)n;
 	s->timer_at = 0;
 	dmn_dispatch(s);
-	dmn_check_drained(s);
+	check_drained(s);
 }
 
 static int setup_loop(dmn_srv *s, char *err, size_t errlen)
@@ -201,15 +172,24 @@ static int setup_loop(dmn_srv *s, char *err, size_t errlen)
 		snprintf(err, errlen, "timerfd: %s", strerror(errno));
 		return -1;
 	}
-	if ((rv = uv_loop_init(&s->loop)) || (rv = uv_async_init(&s->loop, &s->wake, on_wake)) ||
-	    (rv = uv_poll_init(&s->loop, &s->timer, s->tfd)) || (rv = uv_timer_init(&s->loop, &s->drain_timer)) ||
+	if ((rv = uv_loop_init(&s->loop))) {
+		snprintf(err, errlen, "libuv: %s", uv_strerror(rv));
+		return -1;
+	}
+	if (!(s->inbox = dmn_inbox_create(&s->loop, err, errlen)))
+		return -1;
+	dmn_inbox_on(s->inbox, DMN_LANE_DONE, on_done, s);
+	dmn_inbox_on(s->inbox, DMN_LANE_ARRIVED, on_arrived, s);
+	dmn_inbox_on(s->inbox, DMN_LANE_CLOSED, on_closed, s);
+	dmn_inbox_after(s->inbox, after_drain, s);
+	if ((rv = uv_poll_init(&s->loop, &s->timer, s->tfd)) || (rv = uv_timer_init(&s->loop, &s->drain_timer)) ||
 	    (rv = uv_timer_init(&s->loop, &s->trim_timer)) ||
 	    (rv = uv_signal_init(&s->loop, &s->sig_term)) || (rv = uv_signal_init(&s->loop, &s->sig_int)) ||
 	    (rv = uv_signal_init(&s->loop, &s->sig_hup))) {
 		snprintf(err, errlen, "libuv: %s", uv_strerror(rv));
 		return -1;
 	}
-	s->wake.data = s->timer.data = s->drain_timer.data = s->trim_timer.data = s;
+	s->timer.data = s->drain_timer.data = s->trim_timer.data = s;
 	uv_timer_start(&s->trim_timer, on_trim, 1000, 1000);
 	s->sig_term.data = s->sig_int.data = s->sig_hup.data = s;
 	uv_poll_start(&s->timer, UV_READABLE, on_timer);
@@ -217,6 +197,33 @@ static int setup_loop(dmn_srv *s, char *err, size_t errlen)
 	uv_signal_start(&s->sig_int, on_term, SIGINT);
 	uv_signal_start(&s->sig_hup, on_hup, SIGHUP);
 	return 0;
+}
+
+/* After the loop ended: what it owned and what was left on the inbox. */
+static void free_state(dmn_srv *s)
+{
+	if (s->inbox) {
+		/* jobs that came back after the loop stopped */
+		for (dmn_inbox_node *n = dmn_inbox_take(s->inbox, DMN_LANE_DONE), *next; n; n = next) {
+			next = n->next;
+			dmn_job *j = (dmn_job *)n;
+			if (j->kind == DMN_J_FREE || j->kind == DMN_J_LOAD)
+				dmn_mver_free(j->ver); /* a load's engine side went with the context */
+			for (int k = 0; k < j->nreq; k++)
+				dmn_req_free_lost(j->reqs[k]);
+			dmn_job_free(j);
+		}
+		for (int lane = DMN_LANE_CLOSED; lane <= DMN_LANE_CALL; lane++)
+			for (dmn_inbox_node *n = dmn_inbox_take(s->inbox, (dmn_lane)lane), *next; n; n = next) {
+				next = n->next;
+				free(n); /* malloc'd with the node first */
+			}
+		dmn_inbox_destroy(s->inbox);
+		s->inbox = NULL;
+	}
+	dmn_batcher_free(s);
+	dmn_registry_free(s);
+	dmn_requests_free(s);
 }
 
 int dmn_serve(dmn_config *cfg, int argc, char *const *argv)
@@ -234,8 +241,7 @@ int dmn_serve(dmn_config *cfg, int argc, char *const *argv)
 	s->t_start = eng_now_ns();
 	s->exit_code = -1;
 	dmn_logger_init(&s->log, s->cfg.log_level, 2);
-	dmn_stats_init(s);
-	pthread_mutex_init(&s->mu, NULL);
+	dmn_hists_init(&s->hist);
 	int rc = 1;
 	bool loop_ok = false;
 	if (setup_loop(s, err, sizeof(err)))
@@ -244,7 +250,7 @@ int dmn_serve(dmn_config *cfg, int argc, char *const *argv)
 	if (dmn_exec_start(s, err, sizeof(err)))
 		goto out;
 	dmn_log(&s->log, DMN_LOG_INFO, "tensord %s: device %s", DMN_VERSION, s->exec.name);
-	if (dmn_slots_start(s, err, sizeof(err)) || dmn_http_start(s, err, sizeof(err)))
+	if (!(s->nng = dmn_nng_start(&s->cfg, &s->log, s->inbox, err, sizeof(err))) || dmn_http_start(s, err, sizeof(err)))
 		goto out;
 	if (dmn_preload(s, false) < 0) {
 		snprintf(err, sizeof(err), "a preloaded model is unusable (see above)");
@@ -257,7 +263,8 @@ out:
 	if (rc && err[0])
 		dmn_log(&s->log, DMN_LOG_ERROR, "%s", err);
 	dmn_http_stop(s);
-	dmn_slots_stop(s);
+	dmn_nng_stop(s->nng, s->inbox);
+	s->nng = NULL;
 	dmn_exec_stop(s);
 	if (loop_ok) {
 		if (s->exit_code < 0) {
@@ -268,8 +275,7 @@ out:
 	}
 	if (s->tfd > 0)
 		close(s->tfd);
-	dmn_server_free_state(s);
-	pthread_mutex_destroy(&s->mu);
+	free_state(s);
 	dmn_config_free(&s->cfg);
 	free(s);
 	return rc;

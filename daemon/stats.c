@@ -1,40 +1,13 @@
 /* stats.c: the daemon's figures (loop thread): requests by verb and outcome, rejections by
  * reason, latency and batch-size histograms, the engine's counters and memory, per-model
- * counters; as the `stats` JSON and as Prometheus text for /metrics. Also the teardown of the
- * loop's state. */
-#include "server.h"
+ * counters; as the `stats` JSON and as Prometheus text for /metrics. */
+#include "stats.h"
 
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-void dmn_hists_init(dmn_hists *h)
-{
-	dmn_hist_init_125(&h->queue_us, 1, 1e7);
-	dmn_hist_init_125(&h->compute_us, 1, 1e7);
-	dmn_hist_init_125(&h->total_us, 1, 1e7);
-	dmn_hist_init_pow2(&h->batch_size, 1, 4096);
-}
-
-void dmn_stats_init(dmn_srv *s)
-{
-	dmn_hists_init(&s->hist);
-}
-
-void dmn_stats_count(dmn_srv *s, dmn_req *r, tsd_status st)
-{
-	int v = r->decoded ? (int)r->verb : DMN_V_COUNT;
-	if (st < 0 || st >= TSD_STATUS_COUNT)
-		st = TSD_INTERNAL;
-	s->requests[v][st]++;
-	/* refused before any work: the reasons an operator watches */
-	if (st == TSD_BUSY || st == TSD_UNAUTHORISED || st == TSD_TOO_LARGE || st == TSD_SHUTTING_DOWN ||
-	    st == TSD_TIMEOUT || st == TSD_SUPERSEDED || st == TSD_BAD_REQUEST || st == TSD_UNKNOWN_VERB ||
-	    st == TSD_VERSION_MISMATCH)
-		s->rejected[st]++;
-}
 
 /* The process's memory: resident set (from /proc/self/statm) and malloc's heap (mallinfo2:
  * bytes in use, and bytes free but still held, which is fragmentation or a pool). */
@@ -55,22 +28,6 @@ static cJSON *process_json(void)
 	return p;
 }
 
-static const char *hist_names[] = {"queue_us", "compute_us", "total_us", "batch_size"};
-
-static const dmn_hist *hist_at(const dmn_hists *hs, int k)
-{
-	const dmn_hist *h[] = {&hs->queue_us, &hs->compute_us, &hs->total_us, &hs->batch_size};
-	return h[k];
-}
-
-cJSON *dmn_hists_json(const dmn_hists *h)
-{
-	cJSON *o = cJSON_CreateObject();
-	for (int k = 0; k < 4; k++)
-		cJSON_AddItemToObject(o, hist_names[k], dmn_hist_json(hist_at(h, k)));
-	return o;
-}
-
 cJSON *dmn_stats_json(dmn_srv *s)
 {
 	cJSON *x = cJSON_CreateObject(), *req = cJSON_CreateObject(), *rej = cJSON_CreateObject(),
@@ -89,8 +46,8 @@ cJSON *dmn_stats_json(dmn_srv *s)
 	for (int st = 0; st < TSD_STATUS_COUNT; st++)
 		if (s->rejected[st])
 			cJSON_AddNumberToObject(rej, tsd_status_name((tsd_status)st), (double)s->rejected[st]);
-	for (int k = 0; k < 4; k++)
-		cJSON_AddItemToObject(hs, hist_names[k], dmn_hist_json(hist_at(&s->hist, k)));
+	for (int k = 0; k < DMN_NHISTS; k++)
+		cJSON_AddItemToObject(hs, dmn_hists_name(k), dmn_hist_json(dmn_hists_at(&s->hist, k)));
 	eng_stats es;
 	eng_device_stats ds;
 	dmn_exec_stats(s, &es, &ds);
@@ -142,10 +99,10 @@ char *dmn_metrics_text(dmn_srv *s)
 	static const char *const help[] = {"Time from arrival to the executor (microseconds)",
 					   "Executor time per job (microseconds)",
 					   "Time from arrival to the reply (microseconds)", "Rows per inference launch"};
-	for (int k = 0; k < 4; k++) {
+	for (int k = 0; k < DMN_NHISTS; k++) {
 		char name[64];
-		snprintf(name, sizeof(name), "tensord_%s", hist_names[k]);
-		dmn_prom_hist(&p, name, help[k], NULL, 0, hist_at(&s->hist, k));
+		snprintf(name, sizeof(name), "tensord_%s", dmn_hists_name(k));
+		dmn_prom_hist(&p, name, help[k], NULL, 0, dmn_hists_at(&s->hist, k));
 	}
 	eng_stats es;
 	eng_device_stats ds;
@@ -181,48 +138,4 @@ char *dmn_metrics_text(dmn_srv *s)
 		dmn_log(&s->log, DMN_LOG_ERROR, "metrics: %s", p.msg);
 	dmn_prom_free(&p);
 	return out;
-}
-
-void dmn_server_free_state(dmn_srv *s)
-{
-	/* jobs that came back after the loop stopped */
-	for (dmn_job *j = s->in_jobs, *n; j; j = n) {
-		n = j->next;
-		if (j->kind == DMN_J_FREE)
-			dmn_mver_free(j->ver);
-		else if (j->kind == DMN_J_LOAD)
-			dmn_mver_free(j->ver); /* its engine side went with the context */
-		for (int k = 0; k < j->nreq; k++) {
-			proto_msg_free(&j->reqs[k]->pm);
-			nng_msg_free(j->reqs[k]->msg);
-			if (j->reqs[k]->reply)
-				nng_msg_free(j->reqs[k]->reply);
-			free(j->reqs[k]);
-		}
-		dmn_job_free(j);
-	}
-	for (dmn_event *e = s->in_events, *n; e; e = n) {
-		n = e->next;
-		free(e);
-	}
-	for (dmn_job *j = s->ctl_head, *n; j; j = n) { /* never ran (a failed start) */
-		n = j->next;
-		if (j->kind == DMN_J_LOAD)
-			dmn_mver_free(j->ver);
-		dmn_job_free(j);
-	}
-	for (int i = 0; i < s->nmodels; i++) {
-		dmn_mver_free(s->models[i]->cur);
-		free(s->models[i]);
-	}
-	free(s->models);
-	for (dmn_req *r = s->spare, *n; r; r = n) {
-		n = r->next;
-		free(r);
-	}
-	for (int b = 0; b < DMN_CLIENT_BUCKETS; b++)
-		for (dmn_client *c = s->clients[b], *n; c; c = n) {
-			n = c->next;
-			free(c);
-		}
 }

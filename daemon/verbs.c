@@ -1,31 +1,12 @@
 /* verbs.c: the verb table (verbs.def) and each verb's handler: it checks the request's fields
  * and either answers at once (hello, health, stats, model.list, model.unload) or queues the
  * work for the executor (model.load, model.save, infer, realize, train.step). */
-#include "server.h"
+#include "verbs.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static const char *const verb_names[] = {
-#define DMN_VERB(e, name, fn) name,
-#include "verbs.def"
-#undef DMN_VERB
-};
-
-dmn_verb dmn_verb_find(const char *name)
-{
-	for (int v = 0; v < DMN_V_COUNT; v++)
-		if (!strcmp(verb_names[v], name))
-			return (dmn_verb)v;
-	return DMN_V_COUNT;
-}
-
-const char *dmn_verb_name(dmn_verb v)
-{
-	return v >= 0 && v < DMN_V_COUNT ? verb_names[v] : "(undecodable)";
-}
 
 /* No tensors for a verb that takes none. */
 static bool no_tensors(dmn_srv *s, dmn_req *r)
@@ -211,7 +192,7 @@ static void v_model_save(dmn_srv *s, dmn_req *r)
 			dmn_fail(s, r, TSD_BAD_REQUEST, "path: a file name ending .safetensors");
 			return;
 		}
-		tsd_status st = dmn_models_path(s, p->valuestring, path, sizeof(path), err, sizeof(err));
+		tsd_status st = dmn_models_path(&s->cfg, p->valuestring, path, sizeof(path), err, sizeof(err));
 		if (st != TSD_OK) {
 			dmn_fail(s, r, st, "path: %s", err);
 			return;

@@ -1,10 +1,8 @@
-/* model_onnx.c: ONNX models in the daemon ("format": "onnx" in model.load). On the loop: the
- * spec's fields checked into the version (file or uploaded bytes, shapes, constants). On the
- * executor: the file imported, its inputs made the model's inputs (a symbolic dim becomes the
- * batch axis), the graph built at every batch bucket and proven row-independent
- * (eng_rows_independent) before callers' rows may share a launch, and each batch's graph built
- * from the importer. */
-#include "server.h"
+/* exec_onnx.c: ONNX models on the executor: the file imported, its inputs made the model's
+ * inputs (a symbolic dim becomes the batch axis), the graph built at every batch bucket and
+ * proven row-independent (eng_rows_independent) before callers' rows may share a launch, and
+ * each batch's graph built from the importer. The spec's fields are checked by spec_onnx.c. */
+#include "executor.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,89 +10,7 @@
 
 #include <tensord/onnx.h>
 
-#define CONST_MAX_VALUES (1 << 20) /* numbers in one "constants" entry */
-
 #define BAD(...) dmn_bad(err, errlen, TSD_BAD_REQUEST, __VA_ARGS__)
-
-/* ---- the spec (loop) ---- */
-
-static bool numbers(const cJSON *a, int *n)
-{
-	if (cJSON_IsNumber(a)) {
-		*n = 1;
-		return true;
-	}
-	*n = 0;
-	if (!cJSON_IsArray(a))
-		return false;
-	for (const cJSON *e = a->child; e; e = e->next)
-		if (!cJSON_IsNumber(e) || ++*n > CONST_MAX_VALUES)
-			return false;
-	return *n > 0;
-}
-
-tsd_status dmn_onnx_spec(dmn_srv *s, const cJSON *spec, const proto_msg *pm, dmn_mver *v, char *err, size_t errlen)
-{
-	static const char *const not_onnx[] = {"graph", "weights", "inputs", "outputs", "train"};
-	for (size_t k = 0; k < sizeof(not_onnx) / sizeof(*not_onnx); k++)
-		if (cJSON_GetObjectItemCaseSensitive(spec, not_onnx[k]))
-			return BAD("%s: not a field of an ONNX model (the file holds its graph, weights and ports)", not_onnx[k]);
-	const cJSON *file = cJSON_GetObjectItemCaseSensitive(spec, "file");
-	const proto_tensor *up = pm ? proto_msg_tensor(pm, "onnx") : NULL;
-	if (file && up)
-		return BAD("file: give the model as \"file\" or as the tensor \"onnx\", not both");
-	if (file) {
-		char e2[400];
-		tsd_status st;
-		if (!cJSON_IsString(file))
-			return BAD("file: an .onnx file name relative to models_dir");
-		if ((st = dmn_models_path(s, file->valuestring, v->onnx_path, sizeof(v->onnx_path), e2, sizeof(e2))))
-			return dmn_bad(err, errlen, st, "file: %s", e2);
-	} else if (!up) {
-		return BAD("file: an ONNX model needs \"file\" (relative to models_dir) or its bytes as the uint8 tensor \"onnx\"");
-	} else if (up->dtype != ENG_U8 || up->ndim != 1) {
-		return BAD("tensors (onnx): the model's bytes as a 1-D uint8 tensor");
-	}
-	for (int k = 0; pm && k < pm->ntensors; k++)
-		if (strcmp(pm->tensors[k].name, "onnx"))
-			return BAD("tensors[%d] (%s): an ONNX model takes only the tensor \"onnx\"", k, pm->tensors[k].name);
-	const cJSON *shapes = cJSON_GetObjectItemCaseSensitive(spec, "shapes");
-	const cJSON *consts = cJSON_GetObjectItemCaseSensitive(spec, "constants");
-	const cJSON *f64 = cJSON_GetObjectItemCaseSensitive(spec, "f64_as_f32");
-	if (shapes && !cJSON_IsObject(shapes))
-		return BAD("shapes: an object {\"INPUT\": [dims, -1 for the batch], ...}");
-	for (const cJSON *e = shapes ? shapes->child : NULL; e; e = e->next) {
-		int nd = 0, nbatch = 0;
-		bool ok = cJSON_IsArray(e);
-		for (const cJSON *d = ok ? e->child : NULL; d && ok; d = d->next, nd++) {
-			int64_t x;
-			ok = nd < ENG_MAX_DIMS && proto_json_int(d, -1, INT32_MAX, &x) && x != 0 && (x > 0 || !nbatch++);
-		}
-		if (!ok)
-			return BAD("shapes.%.64s: up to %d sizes >= 1, at most one -1 (the batch axis)", e->string, ENG_MAX_DIMS);
-	}
-	if (consts && !cJSON_IsObject(consts))
-		return BAD("constants: an object {\"INPUT\": number or [numbers], ...}");
-	for (const cJSON *e = consts ? consts->child : NULL; e; e = e->next) {
-		int n;
-		if (!numbers(e, &n))
-			return BAD("constants.%.64s: a number or an array of 1 to %d numbers", e->string, CONST_MAX_VALUES);
-		if (cJSON_GetObjectItemCaseSensitive(shapes, e->string))
-			return BAD("constants.%.64s: also in shapes", e->string);
-	}
-	if (f64 && !cJSON_IsBool(f64))
-		return BAD("f64_as_f32: a bool");
-	v->onnx = true;
-	v->onnx_flags = cJSON_IsTrue(f64) ? ENG_ONNX_F64_AS_F32 : 0;
-	v->onnx_opts = cJSON_CreateObject();
-	if (!v->onnx_opts || (shapes && !cJSON_AddItemToObject(v->onnx_opts, "shapes", cJSON_Duplicate(shapes, true))) ||
-	    (consts && !cJSON_AddItemToObject(v->onnx_opts, "constants", cJSON_Duplicate(consts, true))))
-		return dmn_bad(err, errlen, TSD_OUT_OF_MEMORY, "out of memory");
-	v->batched = true; /* until the file says otherwise (dmn_onnx_open) */
-	return TSD_OK;
-}
-
-/* ---- the engine side (executor) ---- */
 
 struct dmn_onnx {
 	eng_ctx *ctx;
@@ -126,8 +42,8 @@ static tsd_status make_const(eng_ctx *ctx, const eng_onnx_io *io, const cJSON *v
 			return BAD("constants.%s: the input's dim %d is symbolic; a constant needs a static shape", io->name, d);
 		else
 			numel *= io->shape[d];
-	if (io->ndim < 0 || !numbers(val, &n) || n != numel)
-		return BAD("constants.%s: %d value(s), the input has %lld", io->name, numbers(val, &n) ? n : 0,
+	if (io->ndim < 0 || !dmn_json_numbers(val, DMN_ONNX_CONST_MAX, &n) || n != numel)
+		return BAD("constants.%s: %d value(s), the input has %lld", io->name, dmn_json_numbers(val, DMN_ONNX_CONST_MAX, &n) ? n : 0,
 			   (long long)(io->ndim < 0 ? -1 : numel));
 	bool fl = eng_dtype_is_float(io->dtype);
 	void *buf = malloc((size_t)n * 8);

@@ -1,0 +1,45 @@
+/* executor.h: the executor layer: the executor thread and its queue (exec.c), the jobs it runs on
+ * the engine (exec_model.c), ONNX models' engine side (exec_onnx.c). A finished job's replies
+ * are sent from here through their channels, and the job goes back on the inbox's DONE lane. */
+#ifndef DMN_EXECUTOR_H
+#define DMN_EXECUTOR_H
+
+#include "types.h"
+#include "util.h"
+
+#define DMN_ONNX_CONST_MAX (1 << 20) /* numbers in one "constants" entry of an ONNX model */
+
+/* ---- exec.c ---- */
+int dmn_exec_start(dmn_srv *s, char *err, size_t errlen);
+/* Stop the thread, free what it owns (every model version's engine side), the context. */
+void dmn_exec_stop(dmn_srv *s);
+/* Loop: queue j (taken until it comes back on the DONE lane). */
+void dmn_exec_push(dmn_srv *s, dmn_job *j);
+/* Loop: run j on the calling thread, replies sent, when the executor is idle (nothing queued or
+ * running); false (nothing done) when it is not. The caller then hands j to the DONE lane. */
+bool dmn_exec_run_here(dmn_srv *s, dmn_job *j);
+void dmn_job_free(dmn_job *j); /* the job and its request array, not the requests; NULL allowed */
+/* The figures the executor published after its last job. */
+void dmn_exec_stats(dmn_srv *s, eng_stats *st, eng_device_stats *ds);
+void dmn_exec_cancel(dmn_srv *s); /* any thread: stop the running job (eng_cancel) */
+
+/* ---- exec_model.c: on the executor ---- */
+void dmn_run_load(dmn_exec *e, dmn_job *j);
+void dmn_run_free(dmn_exec *e, dmn_job *j);
+void dmn_run_infer(dmn_exec *e, dmn_job *j);
+void dmn_run_train(dmn_exec *e, dmn_job *j);
+void dmn_run_save(dmn_exec *e, dmn_job *j);
+void dmn_run_realize(dmn_exec *e, dmn_job *j);
+
+/* ---- exec_onnx.c: ONNX models ---- */
+typedef struct dmn_onnx dmn_onnx;
+/* Import v's file (pm: the load request's message, for uploaded bytes), make its inputs v's
+ * ports and its outputs v's outputs, with batch axes proven at every bucket. */
+tsd_status dmn_onnx_open(eng_ctx *ctx, dmn_mver *v, const proto_msg *pm, dmn_onnx **out, char *err, size_t errlen);
+/* The graph for the model's inputs (port order); out: every output of the file. An engine
+ * failure is the context's error; one of the daemon's own sets *st and err. */
+eng_status dmn_onnx_build(dmn_onnx *o, eng_tensor *const *in, eng_tensor **out, tsd_status *st, char *err,
+			  size_t errlen);
+void dmn_onnx_free(dmn_onnx *o);
+
+#endif

@@ -1,0 +1,116 @@
+/* inbox.c: the one hand-over between threads: a mutex-guarded list per lane and a uv_async
+ * wake-up (which coalesces, so each drain takes every lane whole). It knows nothing of what it
+ * carries: the handlers registered from above do. */
+#include "inbox.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+struct dmn_inbox {
+	uv_async_t wake;
+	pthread_mutex_t mu;
+	dmn_inbox_node *head[DMN_LANE_COUNT], *tail[DMN_LANE_COUNT]; /* under mu */
+	dmn_inbox_fn fn[DMN_LANE_COUNT];
+	void *arg[DMN_LANE_COUNT];
+	void (*after)(void *arg);
+	void *after_arg;
+};
+
+static void run_call(void *arg, dmn_inbox_node *n)
+{
+	(void)arg;
+	dmn_call *c = (dmn_call *)n;
+	c->fn(c);
+}
+
+static void on_wake(uv_async_t *h)
+{
+	dmn_inbox *ib = h->data;
+	dmn_inbox_node *take[DMN_LANE_COUNT];
+	pthread_mutex_lock(&ib->mu);
+	for (int l = 0; l < DMN_LANE_COUNT; l++) {
+		take[l] = ib->head[l];
+		ib->head[l] = ib->tail[l] = NULL;
+	}
+	pthread_mutex_unlock(&ib->mu);
+	for (int l = 0; l < DMN_LANE_COUNT; l++)
+		for (dmn_inbox_node *n = take[l], *next; n; n = next) {
+			next = n->next;
+			ib->fn[l](ib->arg[l], n);
+		}
+	if (ib->after)
+		ib->after(ib->after_arg);
+}
+
+dmn_inbox *dmn_inbox_create(uv_loop_t *loop, char *err, size_t errlen)
+{
+	dmn_inbox *ib = calloc(1, sizeof(*ib));
+	if (!ib) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	int rv = uv_async_init(loop, &ib->wake, on_wake);
+	if (rv) {
+		snprintf(err, errlen, "libuv: %s", uv_strerror(rv));
+		free(ib);
+		return NULL;
+	}
+	ib->wake.data = ib;
+	pthread_mutex_init(&ib->mu, NULL);
+	ib->fn[DMN_LANE_CALL] = run_call;
+	return ib;
+}
+
+void dmn_inbox_on(dmn_inbox *ib, dmn_lane lane, dmn_inbox_fn fn, void *arg)
+{
+	ib->fn[lane] = fn;
+	ib->arg[lane] = arg;
+}
+
+void dmn_inbox_after(dmn_inbox *ib, void (*after)(void *arg), void *arg)
+{
+	ib->after = after;
+	ib->after_arg = arg;
+}
+
+void dmn_inbox_post(dmn_inbox *ib, dmn_lane lane, dmn_inbox_node *n)
+{
+	n->next = NULL;
+	pthread_mutex_lock(&ib->mu);
+	if (ib->tail[lane])
+		ib->tail[lane]->next = n;
+	else
+		ib->head[lane] = n;
+	ib->tail[lane] = n;
+	pthread_mutex_unlock(&ib->mu);
+	uv_async_send(&ib->wake);
+}
+
+void dmn_inbox_deliver(dmn_inbox *ib, dmn_lane lane, dmn_inbox_node *n)
+{
+	n->next = NULL;
+	ib->fn[lane](ib->arg[lane], n);
+}
+
+dmn_inbox_node *dmn_inbox_take(dmn_inbox *ib, dmn_lane lane)
+{
+	pthread_mutex_lock(&ib->mu);
+	dmn_inbox_node *n = ib->head[lane];
+	ib->head[lane] = ib->tail[lane] = NULL;
+	pthread_mutex_unlock(&ib->mu);
+	return n;
+}
+
+void dmn_inbox_close(dmn_inbox *ib)
+{
+	uv_close((uv_handle_t *)&ib->wake, NULL);
+}
+
+void dmn_inbox_destroy(dmn_inbox *ib)
+{
+	if (!ib)
+		return;
+	pthread_mutex_destroy(&ib->mu);
+	free(ib);
+}

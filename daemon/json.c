@@ -1,0 +1,36 @@
+/* json.c: the daemon's error-message helper and JSON field readers, shared by every parser
+ * (model specs, verbs, preloads). */
+#include "util.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+tsd_status dmn_bad(char *err, size_t errlen, tsd_status st, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return st;
+}
+
+const char *dmn_json_str(const cJSON *j, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+bool dmn_json_numbers(const cJSON *a, int max, int *n)
+{
+	if (cJSON_IsNumber(a)) {
+		*n = 1;
+		return true;
+	}
+	*n = 0;
+	if (!cJSON_IsArray(a))
+		return false;
+	for (const cJSON *e = a->child; e; e = e->next)
+		if (!cJSON_IsNumber(e) || ++*n > max)
+			return false;
+	return *n > 0;
+}

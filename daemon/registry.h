@@ -1,0 +1,39 @@
+/* registry.h: the models layer's lower half, what a model is (loop thread): the registry of
+ * names (registry.c), a model.load object parsed into a version's description (spec.c, and
+ * spec_onnx.c for ONNX files), and a request's inputs checked against a version (inputs.c). */
+#ifndef DMN_REGISTRY_H
+#define DMN_REGISTRY_H
+
+#include "executor.h"
+#include "types.h"
+#include "util.h"
+
+/* ---- registry.c ---- */
+bool dmn_name_ok(const char *name); /* [A-Za-z0-9_.-]{1,DMN_NAME_MAX} */
+dmn_model *dmn_model_find(dmn_srv *s, const char *name);
+/* A new, empty model of that name in the registry; NULL when out of memory. */
+dmn_model *dmn_model_add(dmn_srv *s, const char *name);
+void dmn_model_remove(dmn_srv *s, dmn_model *m); /* out of the registry (m itself is kept) */
+void dmn_model_release(dmn_srv *s, dmn_model *m); /* refs--, free a removed one at 0 */
+/* A model.list entry (m has a version serving). */
+cJSON *dmn_model_json(const dmn_srv *s, const dmn_model *m);
+/* After the loop ended: every model and its serving version's description. */
+void dmn_registry_free(dmn_srv *s);
+
+/* ---- spec.c ---- */
+/* Parse a model.load object (pm: its message, or NULL for a preload) into a new version
+ * (caller frees with dmn_mver_free): graph, ports, batching (defaults from the config),
+ * training, weights path; or an ONNX model's fields (its ports come when the executor loads it).
+ * Failure: the status and err naming the field. */
+tsd_status dmn_mver_parse(dmn_srv *s, const cJSON *spec, const proto_msg *pm, dmn_mver **out, char *err, size_t errlen);
+
+/* ---- spec_onnx.c ---- */
+/* The ONNX fields of a model.load (file or the tensor "onnx" of pm, shapes, constants,
+ * f64_as_f32) into v; fields of graph models are refused. */
+tsd_status dmn_onnx_spec(dmn_srv *s, const cJSON *spec, const proto_msg *pm, dmn_mver *v, char *err, size_t errlen);
+
+/* ---- inputs.c ---- */
+/* Check m's tensors against v's inputs (and the target when train): rows into *rows. */
+tsd_status dmn_check_inputs(const dmn_mver *v, const proto_msg *m, bool train, int64_t *rows, char *err, size_t errlen);
+
+#endif

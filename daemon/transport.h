@@ -1,0 +1,62 @@
+/* transport.h: the seam where requests enter the daemon and replies leave it, and the
+ * transports behind it (today nng's REP socket, transport_nng.c). A transport owns channels,
+ * each carrying one request at a time: it posts a received request onto the inbox's ARRIVED
+ * lane as its channel, and a closed connection onto the CLOSED lane; the loop decodes, checks
+ * and answers, and every reply goes back through the channel's ops (docs/ARCHITECTURE.md,
+ * "What a new frontend or transport implements"). */
+#ifndef DMN_TRANSPORT_H
+#define DMN_TRANSPORT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <nng/nng.h>
+
+#include "config.h"
+#include "inbox.h"
+#include "log.h"
+
+typedef struct dmn_chan dmn_chan;
+
+/* What a transport implements: one const table per transport, every member set. */
+typedef struct dmn_chan_ops {
+	const char *name;
+	/* Any thread (the loop, or the executor for the replies it made): send reply (taken; the
+	 * tensord wire format in an nng_msg buffer) as the answer to c's request; c then receives
+	 * the next. Until written it counts in the transport's own "sending" figure. */
+	void (*send)(dmn_chan *c, nng_msg *reply);
+	/* Loop: give c's request up without an answer (its client left); c receives the next. */
+	void (*recv)(dmn_chan *c);
+	/* Loop, once per new connection: the credentials of the peer that sent msg; false when the
+	 * transport carries none (then being configured at all authorises it). */
+	bool (*peer)(nng_msg *msg, uint64_t *uid, uint64_t *gid);
+} dmn_chan_ops;
+
+/* A channel: the part of a transport's context the loop sees. */
+struct dmn_chan {
+	dmn_inbox_node in;        /* first: on DMN_LANE_ARRIVED */
+	const dmn_chan_ops *ops;
+	nng_msg *msg;             /* the request received (the loop takes it) */
+	uint32_t conn;            /* the connection it came on (an id unique within ops) */
+};
+
+/* A closed connection (DMN_LANE_CLOSED; malloc'd by the transport, freed by the loop). */
+typedef struct dmn_closed {
+	dmn_inbox_node in;        /* first: a leftover one is freed as the node */
+	const dmn_chan_ops *ops;
+	uint32_t conn;
+} dmn_closed;
+
+/* ---- transport_nng.c: nng's REP socket on the configured ipc and tcp addresses ---- */
+typedef struct dmn_nng dmn_nng;
+/* Listen and start receiving into ib (max_pending channels); NULL and err on failure (what
+ * was started is stopped). cfg, log and ib must outlive it. */
+dmn_nng *dmn_nng_start(const dmn_config *cfg, dmn_logger *log, dmn_inbox *ib, char *err, size_t errlen);
+/* Close the socket, take back the requests left on ib (the ARRIVED lane), free t. NULL is
+ * allowed. */
+void dmn_nng_stop(dmn_nng *t, dmn_inbox *ib);
+/* Replies handed to nng and not yet sent (any thread); 0 for NULL. */
+int dmn_nng_sending(const dmn_nng *t);
+
+#endif

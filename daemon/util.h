@@ -1,0 +1,40 @@
+/* util.h: the bottom layer's small helpers: error messages and JSON fields (json.c), replies
+ * encoded into messages (reply.c), paths under models_dir (paths.c), and the malloc setting
+ * the daemon re-executes itself for (malloc_tune.c). None knows the server. */
+#ifndef DMN_UTIL_H
+#define DMN_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <nng/nng.h>
+
+#include "config.h"
+#include "message.h"
+
+/* ---- json.c ---- */
+/* Format a message into err[errlen] and return st (the parsers' error path). */
+tsd_status dmn_bad(char *err, size_t errlen, tsd_status st, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* A string field of j, or NULL (a view into j). */
+const char *dmn_json_str(const cJSON *j, const char *key);
+/* Whether a is a number or a non-empty array of at most max numbers; how many into *n. */
+bool dmn_json_numbers(const cJSON *a, int max, int *n);
+
+/* ---- reply.c: replies (any thread) ---- */
+/* The reply to req: header {id, status, error} plus extra's fields (extra is taken; may be
+ * NULL) and n tensors. A reply over max_len bytes or that cannot be encoded becomes an error
+ * reply. NULL only when out of memory. */
+nng_msg *dmn_reply_msg(const proto_msg *req, tsd_status st, const char *err, cJSON *extra,
+		       const proto_out *ts, int n, size_t max_len);
+
+/* ---- paths.c ---- */
+/* A path under cfg's models_dir (relative, no "..", no symbolic link out), made absolute
+ * into out[cap]; else the status and err. */
+tsd_status dmn_models_path(const dmn_config *cfg, const char *rel, char *out, size_t cap, char *err, size_t errlen);
+
+/* ---- malloc_tune.c ---- */
+/* Re-execute the daemon with glibc's per-thread malloc cache off, unless GLIBC_TUNABLES
+ * already sets it; returns only when it need not or could not. */
+void dmn_malloc_tune(char **argv);
+
+#endif
