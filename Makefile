@@ -342,7 +342,8 @@ python-test: $(DAEMON_BIN) $(SO_LINK)
 	$(PY_TEST_ENV) $(PYTHON) -m unittest discover -s clients/python/tests -v
 	$(PY_TEST_ENV) TENSORD_NO_NUMPY=1 $(PYTHON) -m unittest discover -s clients/python/tests
 
-# Install what is missing (apt), build everything, run the fusion example. The README's first command.
+# Install what is missing (apt); demo also builds everything and runs the fusion example (the
+# README's first command is `make run`, which starts the daemon).
 deps:
 	bash scripts/install-deps.sh
 

@@ -51,7 +51,7 @@ typedef struct eng_ctx_opts {
 	/* Compiled programs each device keeps in memory; 0: 1024. Past it the least recently used
 	 * programs that no schedule-cache entry or JIT capture uses are unloaded after a realize. */
 	uint32_t prog_cache_max;
-	/* The search over kernel options (tinygrad's BEAM; README "Kernel search"): each new kernel
+	/* The search over kernel options (tinygrad's BEAM; docs/ENGINE.md, "Kernel search"): each new kernel
 	 * with a reduction is compiled and timed on the device in several variants (tiles, cache
 	 * blocks, packing, work-groups) and the fastest kept, in memory and in the disk cache,
 	 * keyed by kernel and machine, so a machine searches a kernel once. beam: the beam width;
