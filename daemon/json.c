@@ -4,6 +4,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 tsd_status dmn_bad(char *err, size_t errlen, tsd_status st, const char *fmt, ...)
 {
@@ -18,6 +19,18 @@ const char *dmn_json_str(const cJSON *j, const char *key)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
 	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+const char *dmn_json_unknown(const cJSON *obj, const char *const *known, size_t n)
+{
+	for (const cJSON *f = obj->child; f; f = f->next) {
+		size_t k = 0;
+		while (k < n && strcmp(f->string, known[k]))
+			k++;
+		if (k == n)
+			return f->string;
+	}
+	return NULL;
 }
 
 bool dmn_json_numbers(const cJSON *a, int max, int *n)

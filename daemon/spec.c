@@ -194,13 +194,9 @@ static tsd_status parse_train(const cJSON *spec, dmn_mver *v, char *err, size_t 
 	if (!cJSON_IsObject(t))
 		return BAD("train: an object");
 	static const char *const known[] = {"loss", "output", "target", "optimizer"};
-	for (const cJSON *f = t->child; f; f = f->next) {
-		bool ok = false;
-		for (size_t k = 0; k < sizeof(known) / sizeof(*known); k++)
-			ok |= !strcmp(f->string, known[k]);
-		if (!ok)
-			return BAD("train.%.64s: unknown field (loss, output, target, optimizer)", f->string);
-	}
+	const char *unknown = dmn_json_unknown(t, known, sizeof(known) / sizeof(*known));
+	if (unknown)
+		return BAD("train.%.64s: unknown field (loss, output, target, optimizer)", unknown);
 	const char *loss = dmn_json_str(t, "loss");
 	if (!loss)
 		return BAD("train.loss: \"mse\", \"cross_entropy\" or \"sparse_cross_entropy\"");
@@ -287,13 +283,9 @@ tsd_status dmn_mver_parse(dmn_srv *s, const cJSON *spec, const proto_msg *pm, dm
 	static const char *const known[] = {"verb", "id", "tensors", "name", "graph", "weights", "inputs",
 					    "outputs", "device", "batching", "train", "format", "file", "shapes",
 					    "constants", "f64_as_f32"};
-	for (const cJSON *f = spec->child; f; f = f->next) {
-		bool ok = false;
-		for (size_t k = 0; k < sizeof(known) / sizeof(*known); k++)
-			ok |= !strcmp(f->string, known[k]);
-		if (!ok)
-			return BAD("%.64s: unknown field of model.load", f->string);
-	}
+	const char *unknown = dmn_json_unknown(spec, known, sizeof(known) / sizeof(*known));
+	if (unknown)
+		return BAD("%.64s: unknown field of model.load", unknown);
 	dmn_mver *v = calloc(1, sizeof(*v));
 	if (!v)
 		return dmn_bad(err, errlen, TSD_OUT_OF_MEMORY, "out of memory");

@@ -19,6 +19,8 @@ tsd_status dmn_bad(char *err, size_t errlen, tsd_status st, const char *fmt, ...
 const char *dmn_json_str(const cJSON *j, const char *key);
 /* Whether a is a number or a non-empty array of at most max numbers; how many into *n. */
 bool dmn_json_numbers(const cJSON *a, int max, int *n);
+/* The name of obj's first field that is not among known[0..n), or NULL (a view into obj). */
+const char *dmn_json_unknown(const cJSON *obj, const char *const *known, size_t n);
 
 /* ---- reply.c: replies (any thread) ---- */
 /* The reply to req: header {id, status, error} plus extra's fields (extra is taken; may be

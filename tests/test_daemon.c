@@ -235,6 +235,21 @@ START_TEST(t_load_infer_unload)
 	l = dh_call_json(c, "model.list");
 	ck_assert_int_eq(cJSON_GetArraySize(jget(l, "models")), 0);
 	cJSON_Delete(l);
+	/* a spec's unknown fields are refused, each by its name (the load's and train's) */
+	static const char *const bad[][2] = {{"shape", "shape: unknown field of model.load"},
+					     {"train", "train.lr: unknown field"}};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cJSON *h = cJSON_Parse(MLP_SPEC);
+		cJSON_AddStringToObject(h, "verb", "model.load");
+		cJSON *f = cJSON_AddObjectToObject(h, bad[i][0]);
+		cJSON_AddNumberToObject(f, "lr", 1);
+		s = tsd_client_call(c, h, NULL, 0, &r);
+		cJSON_Delete(h);
+		const char *msg = tsd_client_message(c, r);
+		ck_assert_msg(s == TSD_BAD_REQUEST && msg && strstr(msg, bad[i][1]), "%s: %s: %s", bad[i][0],
+			      tsd_status_name(s), msg ? msg : "(none)");
+		tsd_reply_free(r);
+	}
 	dh_client_close(c);
 	dh_stop(&d);
 }
@@ -873,9 +888,18 @@ START_TEST(t_unload_queued)
 	enum { N = 12 };
 	static dh_async q[N];
 	int counts[TSD_STATUS_COUNT + 1] = {0};
-	send_heavy(s, q, N, "q", NULL, 0);
-	usleep(5000);
 	tsd_client *c = dh_client(&d);
+	send_heavy(s, q, N, "q", NULL, 0);
+	/* until some are queued behind the running one (a fixed sleep lost the race on a loaded
+	 * machine: the unload went first and nothing was left to cancel) */
+	for (int i = 0; i < 2000; i++) {
+		cJSON *l = dh_call_json(c, "model.list");
+		double queued = dh_num(cJSON_GetArrayItem(jget(l, "models"), 0), "queued");
+		cJSON_Delete(l);
+		if (queued >= 2)
+			break;
+		usleep(1000);
+	}
 	cJSON *h = cJSON_Parse("{\"verb\":\"model.unload\",\"name\":\"heavy\"}");
 	tsd_reply *r = NULL;
 	tsd_status st = tsd_client_call(c, h, NULL, 0, &r);
