@@ -699,8 +699,8 @@ static void wait_received(const dh_daemon *d, int n)
 {
 	tsd_client *c = dh_client(d);
 	double got = 0;
-	for (int i = 0; i < 1000 && (got = dh_stat(c, "models.heavy.requests")) < n; i++)
-		usleep(10000);
+	for (int i = 0; i < 10000 && (got = dh_stat(c, "models.heavy.requests")) < n; i++)
+		usleep(1000);
 	dh_client_close(c);
 	ck_assert_msg(got >= n, "the daemon received %g of %d requests", got, n);
 }
@@ -851,7 +851,7 @@ START_TEST(t_latest_only)
 	for (int i = 0; i < NL; i++) {
 		snprintf(id, sizeof(id), "l%d", i);
 		dh_async_send(s, &l[i], heavy_msg(id, "bulk", 0, true)); /* behind the blockers */
-		usleep(1000); /* arrival order = sending order */
+		wait_received(&d, NB + i + 1); /* arrival order = sending order */
 	}
 	proto_msg *pm = calloc(1, sizeof(*pm));
 	for (int i = 0; i < NL; i++) {
