@@ -94,7 +94,7 @@ $(BUILD)/pic/protocol/%.o $(BUILD)/pic/clients/%.o: INC := -Iinclude -Iprotocol
 # keep example and bench objects (make would delete them as intermediates)
 .SECONDARY:
 
-.PHONY: all test asan tsan check clean examples bench demo deps train-check conformance layers fuzz run soak install install-check tensorctl-check
+.PHONY: all test asan tsan check clean examples bench demo deps train-check conformance layers fuzz live-fuzz run soak install install-check tensorctl-check
 all: $(LIB) $(PROTO_LIB) $(CLIENT_LIB) $(SO_LINK) $(DAEMON_BIN) $(CTL_BIN) $(TEST_BIN) $(EXAMPLE_BIN) $(BENCH_BIN)
 
 $(BUILD)/%.o: %.c
@@ -284,7 +284,7 @@ fuzz:
 # training runs, then the backend conformance run (CPU, OpenCL and CUDA; an absent backend is reported
 # SKIPPED), ..., ONNX's backend node tests against tests/onnx/passing.txt, and the engine's suites
 # cross-built for ARM64 under qemu (check-aarch64). The README's test command.
-check: layers test asan tsan fuzz train-check conformance soak install-check python-test tensorctl-check onnx-check check-aarch64
+check: layers test asan live-fuzz tsan fuzz train-check conformance soak install-check python-test tensorctl-check onnx-check check-aarch64
 
 # The daemon soak (bench/soak.c): SOAK_REQUESTS (default 1,000,000) mixed requests from several
 # clients against one tensord; fails on any unexpected reply status or on daemon RSS growth
@@ -292,6 +292,22 @@ check: layers test asan tsan fuzz train-check conformance soak install-check pyt
 # byte per request would add ~900 KiB).
 soak: $(BUILD)/bin/bench_soak $(DAEMON_BIN)
 	$(BUILD)/bin/bench_soak
+
+# The live protocol fuzzer (tests/fuzz/live_fuzz.c): mutations of valid requests of every verb
+# from several connections against a running tensord of the same build, health checked every
+# second, RSS sampled, SIGTERM at the end; any lost, undecodable or "internal" reply, a hang, a
+# crash or a sanitizer report fails it. make check runs it for LIVE_FUZZ_SECONDS on the ASan
+# build (after make asan built it); by hand: make live-fuzz LIVE_FUZZ_SECONDS=1800
+# LIVE_FUZZ_PLATEAU_PCT=2.
+LIVE_FUZZ_SECONDS ?= 60
+$(BUILD)/bin/live_fuzz: $(BUILD)/tests/fuzz/live_fuzz.o $(CLIENT_LIB) $(PROTO_LIB) $(LIB) | $(DAEMON_BIN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(CLIENT_LIB) $(PROTO_LIB) $(LIB) $(NNG_LIBS) $(LDLIBS)
+live-fuzz:
+	$(MAKE) -j2 BUILD=build-asan OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+		LDFLAGS="-fsanitize=address,undefined" build-asan/bin/live_fuzz build-asan/bin/tensord
+	ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp UBSAN_OPTIONS=print_stacktrace=1 \
+		LIVE_FUZZ_SECONDS=$(LIVE_FUZZ_SECONDS) timeout -k 30 $$(( $(LIVE_FUZZ_SECONDS) + 300 )) build-asan/bin/live_fuzz
 
 # tensorctl against a live tensord: every subcommand, replay's order and resumption, .npy round
 # trips, bench's CSV and SVG, exit codes (tests/tensorctl.sh; ~20 s).
