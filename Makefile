@@ -298,7 +298,8 @@ soak: $(BUILD)/bin/bench_soak $(DAEMON_BIN)
 # second, RSS sampled, SIGTERM at the end; any lost, undecodable or "internal" reply, a hang, a
 # crash or a sanitizer report fails it. make check runs it for LIVE_FUZZ_SECONDS on the ASan
 # build (after make asan built it); by hand: make live-fuzz LIVE_FUZZ_SECONDS=1800
-# LIVE_FUZZ_PLATEAU_PCT=2.
+# LIVE_FUZZ_PLATEAU_PCT=2. allocator_may_return_null: a malloc too large for the machine returns
+# NULL as glibc's does (the daemon must answer out_of_memory), instead of ASan aborting.
 LIVE_FUZZ_SECONDS ?= 60
 $(BUILD)/bin/live_fuzz: $(BUILD)/tests/fuzz/live_fuzz.o $(CLIENT_LIB) $(PROTO_LIB) $(LIB) | $(DAEMON_BIN)
 	@mkdir -p $(dir $@)
@@ -306,8 +307,8 @@ $(BUILD)/bin/live_fuzz: $(BUILD)/tests/fuzz/live_fuzz.o $(CLIENT_LIB) $(PROTO_LI
 live-fuzz:
 	$(MAKE) -j2 BUILD=build-asan OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 		LDFLAGS="-fsanitize=address,undefined" build-asan/bin/live_fuzz build-asan/bin/tensord
-	ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp UBSAN_OPTIONS=print_stacktrace=1 \
-		LIVE_FUZZ_SECONDS=$(LIVE_FUZZ_SECONDS) timeout -k 30 $$(( $(LIVE_FUZZ_SECONDS) + 300 )) build-asan/bin/live_fuzz
+	ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
+		UBSAN_OPTIONS=print_stacktrace=1 LIVE_FUZZ_SECONDS=$(LIVE_FUZZ_SECONDS) timeout -k 30 $$(( $(LIVE_FUZZ_SECONDS) + 300 )) build-asan/bin/live_fuzz
 
 # tensorctl against a live tensord: every subcommand, replay's order and resumption, .npy round
 # trips, bench's CSV and SVG, exit codes (tests/tensorctl.sh; ~20 s).
