@@ -1,6 +1,6 @@
 /* sockfile.c: the ipc socket file's claim before nng listens on it (the runtime directory's
- * owner and mode, a lock beside the socket, a connect probe of a file already there) and its
- * removal at exit only when nobody listens on it. */
+ * owner and mode, a lock beside the socket, a look for a listener on a file already there) and
+ * its removal at exit only by the daemon holding the lock. */
 #include "sockfile.h"
 
 #include <errno.h>
@@ -14,9 +14,42 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-/* A connect to the socket file at path: 0 when something accepts, else the errno. */
+/* Whether a socket bound to path listens, read from /proc/net/unix (this network namespace):
+ * 1 yes, 0 no, -1 unknown. Passive on purpose: with nng 1.5.2 a connection that closes during
+ * the SP handshake stops the listener accepting for good (nanomsg/nng#1518, fixed in 1.6.0), so
+ * a connect probe would break a live daemon it finds. */
+static int listening(const char *path)
+{
+	FILE *f = fopen("/proc/net/unix", "r");
+	if (!f)
+		return -1;
+	char line[4400];
+	int found = 0;
+	if (!fgets(line, sizeof(line), f)) { /* the header */
+		fclose(f);
+		return -1;
+	}
+	while (!found && fgets(line, sizeof(line), f)) {
+		/* "Num: RefCount Protocol Flags Type St Inode Path": __SO_ACCEPTCON (0x10000) in Flags */
+		unsigned long flags;
+		int at = 0;
+		if (sscanf(line, "%*s %*s %*s %lx %*s %*s %*s %n", &flags, &at) != 1 || !at || !(flags & 0x10000))
+			continue;
+		char *p = line + at;
+		p[strcspn(p, "\n")] = 0;
+		found = !strcmp(p, path);
+	}
+	fclose(f);
+	return found;
+}
+
+/* Whether something listens on the socket file at path: 0 yes, else the errno (ECONNREFUSED:
+ * nobody). A connect only where /proc/net/unix cannot be read. */
 static int probe(const char *path)
 {
+	int l = listening(path);
+	if (l >= 0)
+		return l ? 0 : ECONNREFUSED;
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	if (strlen(path) >= sizeof(sa.sun_path))
 		return ENAMETOOLONG;
@@ -62,7 +95,8 @@ static int check_dir(const char *path, char *err, size_t errlen)
 	return 0;
 }
 
-/* "<path>.lock" locked for the process's life (the descriptor is never closed). */
+/* "<path>.lock" locked, our pid written in it: its descriptor (never closed once the claim
+ * succeeded), or -1 and err. */
 static int lock_beside(const char *path, char *err, size_t errlen)
 {
 	char lock[4200];
@@ -91,22 +125,34 @@ static int lock_beside(const char *path, char *err, size_t errlen)
 	char pid[32];
 	int n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
 	if (ftruncate(fd, 0) || pwrite(fd, pid, (size_t)n, 0) != n) {
-		/* the pid is only for the message above: the lock is what counts */
+		/* the pid serves messages and dmn_sock_release; the lock is what counts */
 	}
-	return 0; /* fd stays open: the lock lasts until the process ends */
+	return fd;
+}
+
+/* A claim that failed after locking: the lock given back, with no pid in it. */
+static int unlock(int fd)
+{
+	if (ftruncate(fd, 0)) {
+		/* the pid stays: dmn_sock_release would remove the socket file of whoever listens */
+	}
+	close(fd);
+	return -1;
 }
 
 int dmn_sock_claim(const char *path, dmn_logger *log, char *err, size_t errlen)
 {
-	if (check_dir(path, err, errlen) || lock_beside(path, err, errlen))
+	int lock;
+	if (check_dir(path, err, errlen) || (lock = lock_beside(path, err, errlen)) < 0)
 		return -1;
+	/* from here the lock's descriptor stays open for the process's life when the claim holds */
 	struct stat st;
 	if (lstat(path, &st))
 		return 0;
 	if (!S_ISSOCK(st.st_mode)) {
 		snprintf(err, errlen, "listen %s: the path exists and is not a socket; remove it or choose another address",
 			 path);
-		return -1;
+		return unlock(lock);
 	}
 	int e = probe(path);
 	if (!e) {
@@ -114,16 +160,16 @@ int dmn_sock_claim(const char *path, dmn_logger *log, char *err, size_t errlen)
 			 "listen %s: a daemon is listening on this socket already; stop it first, or give this one another "
 			 "address",
 			 path);
-		return -1;
+		return unlock(lock);
 	}
 	if (e != ECONNREFUSED) {
 		snprintf(err, errlen, "listen %s: the socket file there cannot be probed (%s); remove it if no daemon uses it",
 			 path, strerror(e));
-		return -1;
+		return unlock(lock);
 	}
 	if (unlink(path) && errno != ENOENT) {
 		snprintf(err, errlen, "listen %s: cannot remove the stale socket file: %s", path, strerror(errno));
-		return -1;
+		return unlock(lock);
 	}
 	dmn_log(log, DMN_LOG_WARN, "listen %s: removed a stale socket file (no daemon listening on it)", path);
 	return 0;
@@ -131,7 +177,16 @@ int dmn_sock_claim(const char *path, dmn_logger *log, char *err, size_t errlen)
 
 void dmn_sock_release(const char *path)
 {
+	/* ours only if this process holds the lock (its pid in the lock file, written once locked):
+	 * a daemon whose claim failed leaves the live daemon's socket alone */
+	char lock[4200], who[32] = "";
+	snprintf(lock, sizeof(lock), "%s.lock", path);
+	int fd = open(lock, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? pread(fd, who, sizeof(who) - 1, 0) : -1;
+	if (fd >= 0)
+		close(fd);
+	who[n > 0 ? n : 0] = 0;
 	struct stat st;
-	if (!lstat(path, &st) && S_ISSOCK(st.st_mode) && probe(path) == ECONNREFUSED)
+	if (atol(who) == (long)getpid() && !lstat(path, &st) && S_ISSOCK(st.st_mode))
 		unlink(path);
 }

@@ -10,12 +10,13 @@
 /* Before listening on the ipc socket path (its directory exists): the directory must be owned
  * by the daemon's uid or root and not writable by group or others; "<path>.lock" is locked for
  * the life of the process (its descriptor is kept open on purpose: the kernel drops the lock
- * however the daemon ends), so a second daemon on the same path fails here; a socket file left
- * at path is probed with a connect: a live listener fails the claim, a dead one's file is
- * removed (logged). 0, or -1 with err saying why (naming the path). */
+ * however the daemon ends) with the daemon's pid written in it, so a second daemon on the same
+ * path fails here, naming the first's pid; a socket file left at path is looked up in
+ * /proc/net/unix (no connect: see sockfile.c): a live listener (not a tensord's) fails the claim,
+ * a dead one's file is removed (logged). 0, or -1 with err saying why (naming the path). */
 int dmn_sock_claim(const char *path, dmn_logger *log, char *err, size_t errlen);
-/* At exit, after the listener closed: remove path only when it is a socket nobody listens on
- * (a live one is another daemon's: kept). */
+/* At exit, after the listener closed: remove the socket file at path only when this process
+ * holds its lock (a daemon whose claim failed leaves the live one's socket alone). */
 void dmn_sock_release(const char *path);
 
 #endif
