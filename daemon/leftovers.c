@@ -111,21 +111,30 @@ static long scratch_pid(const char *name)
 	return pid >= 0 && strlen(s) == 6 ? pid : -1;
 }
 
-/* Every file in the directory name under tmpfd, then the directory. */
+/* Every file in the directory name under tmpfd, then the directory. A compiler the dead daemon
+ * started may still be writing there (it outlives its parent): a few tries, 20 ms apart. */
 static bool remove_scratch(int tmpfd, const char *name)
 {
-	int fd = openat(tmpfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
-		return false;
+	for (int attempt = 0; attempt < 5; attempt++) {
+		if (attempt)
+			usleep(20000);
+		int fd = openat(tmpfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+		if (!d) {
+			if (fd >= 0)
+				close(fd);
+			return false;
+		}
+		for (struct dirent *e; (e = readdir(d));)
+			if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+				unlinkat(fd, e->d_name, 0); /* the compiler writes files only (k<n>.c, .so, .log) */
+		closedir(d);
+		if (!unlinkat(tmpfd, name, AT_REMOVEDIR))
+			return true;
+		if (errno != ENOTEMPTY)
+			return false;
 	}
-	for (struct dirent *e; (e = readdir(d));)
-		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-			unlinkat(fd, e->d_name, 0); /* the compiler writes files only (k<n>.c, .so, .log) */
-	closedir(d);
-	return !unlinkat(tmpfd, name, AT_REMOVEDIR);
+	return false;
 }
 
 static void clean_scratch(walk *w)

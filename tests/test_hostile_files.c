@@ -564,6 +564,41 @@ START_TEST(t_stale_scratch)
 	ck_assert_msg(s == TSD_OK, "infer: %s: %s", tsd_status_name(s), why);
 	ck_assert_int_eq(count_in(tmp, "tensord-cc-"), 2); /* its own compiles cleaned up after themselves */
 	dh_client_close(c);
+	/* kill -9 while the compiler runs: a realize with a new constant compiles; the daemon is
+	 * killed when its scratch directory shows */
+	char mine[64];
+	snprintf(mine, sizeof(mine), "tensord-cc-%d-", (int)d.pid);
+	bool caught = false;
+	float a[2] = {1, 2};
+	tsd_tensor ta = DH_F32("a", a, 2);
+	for (int round = 0; round < 5 && !caught; round++) {
+		char req[600];
+		snprintf(req, sizeof(req),
+			 "{\"id\":1,\"verb\":\"realize\",\"graph\":{\"nodes\":[{\"id\":\"a\",\"op\":\"input\","
+			 "\"dtype\":\"float32\",\"shape\":[2]},{\"id\":\"k\",\"op\":\"const\",\"value\":%d.25},"
+			 "{\"id\":\"e\",\"op\":\"exp\",\"in\":[\"a\"]},{\"id\":\"y\",\"op\":\"mul\",\"in\":[\"e\",\"k\"]}],"
+			 "\"outputs\":[\"y\"]}}",
+			 round + 3);
+		cJSON *h = cJSON_Parse(req);
+		nng_msg *m = dh_encode(h, &ta, 1);
+		cJSON_Delete(h);
+		pid_t sender = dh_spawn_sender(&d, m, 1);
+		nng_msg_free(m);
+		uint64_t t0 = now_ms();
+		while (now_ms() - t0 < 5000 && !count_in(tmp, mine))
+			usleep(100);
+		if ((caught = count_in(tmp, mine) > 0))
+			dh_kill(&d);
+		dh_kill_sender(sender);
+	}
+	fprintf(stderr, "hostilefiles: kill -9 during a compile: %s\n",
+		caught ? "caught with its scratch directory" : "never caught in the middle (5 tries)");
+	if (caught) {
+		setenv("TMPDIR", tmp, 1);
+		dh_start(&d, NULL);
+		unsetenv("TMPDIR");
+		ck_assert_msg(!count_in(tmp, mine), "the killed daemon's scratch directory is still there after a restart");
+	}
 	dh_stop(&d);
 }
 END_TEST
