@@ -5,6 +5,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +66,28 @@ static int probe(const char *path)
 	return rv == EAGAIN || rv == EINPROGRESS ? 0 : rv; /* a full backlog: someone listens */
 }
 
+/* Whether gid is the daemon's own group with no other member listed: a user-private group
+ * (umask 002 makes directories group-writable), whose write permission gives nobody else
+ * access. (Users with gid as their primary group are not in its member list: a shared primary
+ * group should not own the runtime directory.) */
+static bool own_group(gid_t gid)
+{
+	if (gid != getegid())
+		return false;
+	char buf[16384];
+	struct group g, *gp = NULL;
+	if (getgrgid_r(gid, &g, buf, sizeof(buf), &gp) || !gp)
+		return false;
+	struct passwd pw, *pp = NULL;
+	char pbuf[16384];
+	if (getpwuid_r(geteuid(), &pw, pbuf, sizeof(pbuf), &pp) || !pp)
+		return false;
+	for (char **m = gp->gr_mem; *m; m++)
+		if (strcmp(*m, pp->pw_name))
+			return false;
+	return true;
+}
+
 /* The socket's directory: the daemon's uid's (or root's), writable by nobody else. */
 static int check_dir(const char *path, char *err, size_t errlen)
 {
@@ -85,7 +110,7 @@ static int check_dir(const char *path, char *err, size_t errlen)
 			 path, dir, (unsigned)st.st_uid, (unsigned)me);
 		return -1;
 	}
-	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+	if ((st.st_mode & S_IWOTH) || ((st.st_mode & S_IWGRP) && !own_group(st.st_gid))) {
 		snprintf(err, errlen,
 			 "listen %s: its directory %s is writable by %s (mode %04o): another user could replace the "
 			 "socket; make it 0750 (chmod go-w %s) or use a directory of the daemon's own",

@@ -8,7 +8,8 @@
 #include "log.h"
 
 /* Before listening on the ipc socket path (its directory exists): the directory must be owned
- * by the daemon's uid or root and not writable by group or others; "<path>.lock" is locked for
+ * by the daemon's uid or root and not writable by others, nor by its group unless that is the
+ * daemon's own with no other member; "<path>.lock" is locked for
  * the life of the process (its descriptor is kept open on purpose: the kernel drops the lock
  * however the daemon ends) with the daemon's pid written in it, so a second daemon on the same
  * path fails here, naming the first's pid; a socket file left at path is looked up in
