@@ -54,7 +54,6 @@ tsd_status dmn_load(dmn_srv *s, const cJSON *spec, dmn_req *r, int preload, char
 		}
 		return dmn_bad(err, errlen, TSD_OUT_OF_MEMORY, "out of memory");
 	}
-	v->version = ++m->next_version;
 	m->loading++;
 	m->refs++;
 	j->kind = DMN_J_LOAD;
@@ -105,6 +104,7 @@ static void load_done(dmn_srv *s, dmn_job *j)
 	m->loading--;
 	if (j->st == TSD_OK && !m->removed) {
 		dmn_mver *old = m->cur;
+		j->ver->version = ++m->next_version; /* numbered when ready: a failed load uses none */
 		m->cur = j->ver;
 		j->ver = NULL;
 		if (old)
@@ -131,8 +131,10 @@ static void load_done(dmn_srv *s, dmn_job *j)
 			dmn_model_remove(s, m);
 			m->removed = true;
 		}
-		if (r)
+		if (r) { /* the log keeps the server's paths; the client sees them relative to models_dir */
+			dmn_models_scrub(&s->cfg, j->err);
 			dmn_fail(s, r, j->st, "%s", j->err);
+		}
 		if (j->preload == 2 && !m->removed)
 			m->spec_hash = 0; /* the next reload tries it again */
 		if (j->preload == 1) {

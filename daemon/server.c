@@ -3,6 +3,7 @@
  * drain and exit, SIGHUP reload), readiness and stop notifications to systemd, the drain, and
  * the teardown of what the loop owned. */
 #include "server.h"
+#include "leftovers.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -252,6 +253,7 @@ int dmn_serve(dmn_config *cfg, int argc, char *const *argv)
 	dmn_log(&s->log, DMN_LOG_INFO, "tensord %s: device %s", DMN_VERSION, s->exec.name);
 	if (!(s->nng = dmn_nng_start(&s->cfg, &s->log, s->inbox, err, sizeof(err))) || dmn_http_start(s, err, sizeof(err)))
 		goto out;
+	dmn_clean_leftovers(&s->cfg, &s->log); /* a killed daemon's temporary files (before any request runs) */
 	if (dmn_preload(s, false) < 0) {
 		snprintf(err, sizeof(err), "a preloaded model is unusable (see above)");
 		goto out;

@@ -2,6 +2,7 @@
  * configured), the receive limit, and a pool of REP contexts ("slots"), each a channel
  * receiving one request at a time. Callbacks run on nng's threads and only post to the inbox. */
 #include "transport.h"
+#include "sockfile.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -138,10 +139,8 @@ static int listen_on(dmn_nng *t, const char *url, bool ipc, char *err, size_t er
 			snprintf(err, errlen, "listen %s: cannot create its directory: %s", url, strerror(errno));
 			return -1;
 		}
-		struct stat st;
-		/* a socket file left by a daemon that died: nng would fail with "address in use" */
-		if (!lstat(path, &st) && S_ISSOCK(st.st_mode))
-			unlink(path);
+		if (dmn_sock_claim(path, t->log, err, errlen)) /* its directory, one daemon, stale files */
+			return -1;
 	}
 	if ((rv = nng_listener_create(&l, t->sock, url))) {
 		snprintf(err, errlen, "listen %s: %s", url, nng_strerror(rv));
@@ -245,6 +244,6 @@ void dmn_nng_stop(dmn_nng *t, dmn_inbox *ib)
 	free(t->slots);
 	if (t->slots)
 		for (int i = 0; i < t->cfg->listen.n; i++)
-			unlink(t->cfg->listen.v[i] + strlen("ipc://"));
+			dmn_sock_release(t->cfg->listen.v[i] + strlen("ipc://"));
 	free(t);
 }

@@ -30,9 +30,19 @@ nng_msg *dmn_reply_msg(const proto_msg *req, tsd_status st, const char *err, cJS
 		       const proto_out *ts, int n, size_t max_len);
 
 /* ---- paths.c ---- */
-/* A path under cfg's models_dir (relative, no "..", no symbolic link out), made absolute
- * into out[cap]; else the status and err. */
+/* An existing file under cfg's models_dir: rel relative, no control characters, no "..",
+ * every component resolved (a symbolic link may point inside models_dir, never out), not a
+ * directory. Its resolved absolute path into out[cap]; else the status and err, which names
+ * rel only (never the server's absolute path). */
 tsd_status dmn_models_path(const dmn_config *cfg, const char *rel, char *out, size_t cap, char *err, size_t errlen);
+/* The same for a file to create (model.save): its directory must exist, resolve inside
+ * models_dir and be writable; the file need not exist (if it does, it is not a directory).
+ * The directory's resolved path plus rel's last component into out[cap]. */
+tsd_status dmn_models_path_new(const dmn_config *cfg, const char *rel, char *out, size_t cap, char *err,
+			       size_t errlen);
+/* Cut models_dir (as configured and resolved, with its "/") out of msg, in place: an engine
+ * message about a file becomes one about its path relative to models_dir. */
+void dmn_models_scrub(const dmn_config *cfg, char *msg);
 
 /* ---- malloc_tune.c ---- */
 /* Re-execute the daemon with glibc's per-thread malloc cache off, unless GLIBC_TUNABLES

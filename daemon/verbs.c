@@ -192,7 +192,7 @@ static void v_model_save(dmn_srv *s, dmn_req *r)
 			dmn_fail(s, r, TSD_BAD_REQUEST, "path: a file name ending .safetensors");
 			return;
 		}
-		tsd_status st = dmn_models_path(&s->cfg, p->valuestring, path, sizeof(path), err, sizeof(err));
+		tsd_status st = dmn_models_path_new(&s->cfg, p->valuestring, path, sizeof(path), err, sizeof(err));
 		if (st != TSD_OK) {
 			dmn_fail(s, r, st, "path: %s", err);
 			return;

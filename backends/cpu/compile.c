@@ -228,7 +228,8 @@ eng_status cpu_compile(cpu_dev *d, const char *prelude, const char *const *srcs,
 	memset(parts, 0, sizeof(parts));
 	for (int i = 0; i < nkern; i++)
 		progs[i] = NULL;
-	snprintf(dir, sizeof(dir), "%s/tensord-cc-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	/* the pid in the name: a daemon that starts removes the scratch directories of dead ones */
+	snprintf(dir, sizeof(dir), "%s/tensord-cc-%ld-XXXXXX", tmp && *tmp ? tmp : "/tmp", (long)getpid());
 	if (!mkdtemp(dir)) {
 		snprintf(err->msg, sizeof(err->msg), "cannot create a temporary directory: %s", strerror(errno));
 		return ENG_EIO;
