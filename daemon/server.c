@@ -62,13 +62,13 @@ static void check_drained(dmn_srv *s)
 	bool late = eng_now_ns() >= s->drain_deadline;
 	if (late) {
 		dmn_flush_queues(s, NULL, TSD_SHUTTING_DOWN, "the daemon stopped before it ran");
-		if (s->exec_busy)
+		if (s->exec_busy || s->rz_job)
 			dmn_exec_cancel(s);
 	}
 	bool queued = s->ctl_len > 0;
 	for (int i = 0; i < s->nmodels && !queued; i++)
 		queued = s->models[i]->queued > 0;
-	if (queued || s->exec_busy || dmn_nng_sending(s->nng) > 0)
+	if (queued || s->exec_busy || s->rz_job || dmn_nng_sending(s->nng) > 0)
 		return;
 	dmn_log(&s->log, DMN_LOG_INFO, "drained%s; exiting", late ? " (at the deadline)" : "");
 	s->exit_code = s->exit_status;

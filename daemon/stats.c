@@ -66,9 +66,15 @@ cJSON *dmn_stats_json(dmn_srv *s)
 		cJSON_AddItemToObject(models, s->models[i]->name, mo);
 	}
 	cJSON_AddNumberToObject(rz, "graphs", (double)s->realize_graphs);
-	pthread_mutex_lock(&s->exec.mu);
-	cJSON_AddNumberToObject(rz, "compiles", (double)s->exec.realize_compiles);
-	pthread_mutex_unlock(&s->exec.mu);
+	eng_stats rs;
+	eng_device_stats rd;
+	uint64_t rc;
+	dmn_exec_realize_stats(s, &rs, &rd, &rc);
+	cJSON_AddNumberToObject(rz, "compiles", (double)rc);
+	cJSON_AddNumberToObject(rz, "over_budget", (double)s->realize_over_budget);
+	cJSON_AddNumberToObject(rz, "programs", (double)rd.programs);
+	cJSON_AddNumberToObject(rz, "program_evictions", (double)rd.program_evictions);
+	cJSON_AddNumberToObject(rz, "mem_live", (double)rs.mem_live);
 	cJSON_AddItemToObject(x, "requests", req);
 	cJSON_AddItemToObject(x, "rejected", rej);
 	cJSON_AddItemToObject(x, "histograms", hs);

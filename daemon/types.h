@@ -62,6 +62,9 @@ typedef struct dmn_client {
 	bool gone;      /* the connection closed */
 	int inflight;   /* its requests received and not yet answered */
 	uint64_t uid, gid; /* UINT64_MAX when the transport has none (tcp) */
+	/* its realize compile budget (batcher.c): tokens left as of rz_at (0: never charged, full) */
+	double rz_tokens;
+	uint64_t rz_at;
 	struct dmn_client *next; /* hash chain */
 } dmn_client;
 
@@ -177,10 +180,13 @@ struct dmn_job {
 	tsd_status st;
 	char err[256];
 	uint64_t t_start, t_end;
+	uint64_t compiles;  /* REALIZE: compiler runs it caused (the engine's counter) */
 	struct dmn_job *next; /* executor queue, control queue */
 };
 
-/* The executor: one thread per device, owning its engine context. */
+/* An executor: a thread owning an engine context. The daemon has two: the models' (loads,
+ * infer, train, save) and the realize worker's (ad-hoc graphs, at a low CPU priority), so a
+ * compile never runs on the thread that serves inference. */
 typedef struct dmn_exec {
 	dmn_srv *srv;
 	pthread_t thread;
@@ -190,6 +196,7 @@ typedef struct dmn_exec {
 	bool stop;
 	bool busy;   /* a job is running: on the executor thread, or on the loop's (dmn_exec_run_here) */
 	eng_ctx *ctx;
+	int nice;    /* the thread's CPU priority (0: unchanged) */
 	char name[64];
 	/* the engine's figures after the last job, for stats (under mu) */
 	eng_stats stats;
@@ -228,6 +235,8 @@ struct dmn_srv {
 	dmn_exec exec;
 	bool exec_busy;      /* a job other than FREE is on the executor */
 	dmn_job *cur_job;    /* that job */
+	dmn_exec rexec;      /* the realize worker: ad-hoc graphs, one at a time */
+	dmn_job *rz_job;     /* the realize job on it, or NULL */
 	int preload_pending; /* preload jobs not finished: not ready while > 0 */
 	bool draining;
 	uint64_t drain_deadline;
@@ -239,6 +248,7 @@ struct dmn_srv {
 	uint64_t requests[DMN_V_COUNT + 1][TSD_STATUS_COUNT]; /* last row: undecodable */
 	uint64_t rejected[TSD_STATUS_COUNT];
 	uint64_t realize_graphs;
+	uint64_t realize_over_budget; /* realize requests answered busy: their client's compile budget was spent */
 	dmn_hists hist;
 };
 
