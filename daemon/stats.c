@@ -110,9 +110,11 @@ char *dmn_metrics_text(dmn_srv *s)
 		snprintf(name, sizeof(name), "tensord_%s", dmn_hists_name(k));
 		dmn_prom_hist(&p, name, help[k], NULL, 0, dmn_hists_at(&s->hist, k));
 	}
-	eng_stats es;
-	eng_device_stats ds;
+	eng_stats es, rs;
+	eng_device_stats ds, rd;
+	uint64_t rc;
 	dmn_exec_stats(s, &es, &ds);
+	dmn_exec_realize_stats(s, &rs, &rd, &rc);
 	struct { const char *name, *help; double v; bool counter; } e[] = {
 		{"tensord_engine_kernels_total", "Kernel launches", (double)es.kernels, true},
 		{"tensord_engine_compiles_total", "Kernel compilations (cache misses)", (double)es.compiles, true},
@@ -123,6 +125,10 @@ char *dmn_metrics_text(dmn_srv *s)
 		{"tensord_engine_mem_peak_bytes", "Highest live device memory", (double)es.mem_peak, false},
 		{"tensord_engine_mem_cached_bytes", "Freed device memory kept for reuse", (double)es.mem_cached, false},
 		{"tensord_engine_programs", "Compiled programs loaded", (double)ds.programs, false},
+		{"tensord_realize_compiles_total", "Compiler runs caused by realize requests", (double)rc, true},
+		{"tensord_realize_over_budget_total", "Realize requests refused: their client's compile budget was spent",
+		 (double)s->realize_over_budget, true},
+		{"tensord_realize_programs", "Compiled programs the realize worker holds", (double)rd.programs, false},
 	};
 	for (size_t k = 0; k < sizeof(e) / sizeof(*e); k++)
 		(e[k].counter ? dmn_prom_counter : dmn_prom_gauge)(&p, e[k].name, e[k].help, NULL, 0, e[k].v);
