@@ -4,7 +4,8 @@
  * model.save) wait in one FIFO. The executor runs one job at a time, and the next is the ready
  * one of highest priority, oldest first: a realtime request waits behind at most the batch that
  * was running when it came. Realize jobs skip it: they go to the realize worker, one at a time,
- * in arrival order, each while its client's compile budget lasts (else `busy`). Expired requests are answered `timeout` here, never computed.
+ * in arrival order, each while its client's compile budget lasts (else `busy`). Expired
+ * requests are answered `timeout` here, never computed.
  * The wake-up for the next deadline is a timerfd polled by the loop (microseconds; libuv's own
  * timers count milliseconds). A job the batcher runs on the loop itself, and a load it
  * abandons, go back the way every finished job does: the inbox's DONE lane. */

@@ -2,9 +2,8 @@
  * models' and the realize worker's (ad-hoc graphs: its own context, CPU priority and thread
  * count, so that compiles never delay inference). One runs the jobs the loop hands it, in order,
  * sends the replies they made through their channels, and posts each job back on the inbox's
- * DONE lane. A running job stops early (the engine's
- * abort hook) when every request in it has expired or lost its client, or when the drain's
- * deadline passes. */
+ * DONE lane. A running job stops early (the engine's abort hook) when every request in it has
+ * expired or lost its client, or when the drain's deadline passes. */
 #include "executor.h"
 
 #include <stdio.h>
@@ -202,6 +201,11 @@ void dmn_exec_stats(dmn_srv *s, eng_stats *st, eng_device_stats *ds)
 
 void dmn_exec_realize_stats(dmn_srv *s, eng_stats *st, eng_device_stats *ds, uint64_t *compiles)
 {
+	memset(st, 0, sizeof(*st));
+	memset(ds, 0, sizeof(*ds));
+	*compiles = 0;
+	if (!s->rexec.ctx)
+		return;
 	pthread_mutex_lock(&s->rexec.mu);
 	*st = s->rexec.stats;
 	*ds = s->rexec.dstats;
@@ -235,7 +239,7 @@ static int exec_open(dmn_srv *s, dmn_exec *e, const eng_ctx_opts *o, const char 
 	return 0;
 }
 
-/* Stop e's thread and free its context (what it owns must be freed before, on it). */
+/* Stop e's thread (it runs what is queued first); its context stays for exec_close. */
 static void exec_join(dmn_exec *e)
 {
 	pthread_mutex_lock(&e->mu);
