@@ -124,7 +124,10 @@ static void *exec_main(void *arg)
 		pthread_mutex_unlock(&e->mu);
 		j->next = NULL;
 		run(e, j);
-		send_replies(j);
+		/* the realize worker leaves its replies to the loop: a thread at a low priority must
+		 * not hold the transport's locks, which inference's replies take too, when preempted */
+		if (e == &s->exec)
+			send_replies(j);
 		pthread_mutex_lock(&e->mu);
 		e->busy = false;
 		pthread_mutex_unlock(&e->mu);
