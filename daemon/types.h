@@ -9,7 +9,8 @@
  *   executor one at a time (so priorities decide what runs next), and answers.
  * - The executor thread (exec.c) owns the engine context and everything made on it (a model
  *   version's weights and JITs). It runs a job, sends the replies it made, and posts the job
- *   back onto the inbox.
+ *   back onto the inbox. The realize worker (exec.c, `rexec`) is a second executor with a
+ *   context of its own for ad-hoc realize graphs; the loop sends its replies.
  * A request (dmn_req) belongs to the loop except while its job is on the executor; then only
  * its atomic `gone` flag is written by the loop. */
 #ifndef DMN_TYPES_H
