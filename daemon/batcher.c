@@ -1,14 +1,17 @@
-/* batcher.c: what runs next on the executor (loop thread). Per model, infer requests wait in
+/* batcher.c: what runs next on the executors (loop thread). Per model, infer requests wait in
  * one FIFO per priority; a batch is ready when it is full, when its oldest request has waited
  * the model's delay, or at once for realtime requests. Control jobs (loads, realize, train.step,
  * model.save) wait in one FIFO. The executor runs one job at a time, and the next is the ready
  * one of highest priority, oldest first: a realtime request waits behind at most the batch that
- * was running when it came. Expired requests are answered `timeout` here, never computed.
+ * was running when it came. Realize jobs skip it: they go to the realize worker, one at a time,
+ * in arrival order, each while its client's compile budget lasts (else `busy`). Expired
+ * requests are answered `timeout` here, never computed.
  * The wake-up for the next deadline is a timerfd polled by the loop (microseconds; libuv's own
  * timers count milliseconds). A job the batcher runs on the loop itself, and a load it
  * abandons, go back the way every finished job does: the inbox's DONE lane. */
 #include "batcher.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,10 +139,80 @@ void dmn_flush_queues(dmn_srv *s, dmn_model *only, tsd_status st, const char *ms
 
 void dmn_mark_gone(dmn_srv *s, dmn_client *c)
 {
-	dmn_job *j = s->cur_job;
-	for (int k = 0; j && k < j->nreq; k++)
-		if (j->reqs[k]->client == c)
-			atomic_store(&j->reqs[k]->gone, true);
+	dmn_job *run[2] = {s->cur_job, s->rz_job};
+	for (int i = 0; i < 2; i++)
+		for (int k = 0; run[i] && k < run[i]->nreq; k++)
+			if (run[i]->reqs[k]->client == c)
+				atomic_store(&run[i]->reqs[k]->gone, true);
+}
+
+/* ---- realize: each client's compile budget, the realize worker's queue ---- */
+
+/* c's bucket refilled to now: realize_compiles_per_s a second, at most realize_compile_burst. */
+static void budget_refill(const dmn_srv *s, dmn_client *c, uint64_t now)
+{
+	double burst = (double)s->cfg.realize_compile_burst;
+	if (!c->rz_at)
+		c->rz_tokens = burst;
+	else if (now > c->rz_at)
+		c->rz_tokens = fmin(burst, c->rz_tokens + s->cfg.realize_compiles_per_s * (double)(now - c->rz_at) / 1e9);
+	c->rz_at = now;
+}
+
+bool dmn_realize_budget(dmn_srv *s, dmn_req *r)
+{
+	dmn_client *c = r->client;
+	if (!c || s->cfg.realize_compiles_per_s <= 0)
+		return true;
+	budget_refill(s, c, eng_now_ns());
+	if (c->rz_tokens >= 1)
+		return true;
+	s->realize_over_budget++;
+	dmn_fail(s, r, TSD_BUSY,
+		 "realize: this client's compile budget is spent (realize_compiles_per_s %g, realize_compile_burst %lld); "
+		 "one compile is back in %.0f ms",
+		 s->cfg.realize_compiles_per_s, (long long)s->cfg.realize_compile_burst,
+		 ceil((1 - c->rz_tokens) / s->cfg.realize_compiles_per_s * 1e3));
+	return false;
+}
+
+/* A realize job came back: what it compiled is taken from its client's budget. */
+static void budget_charge(dmn_srv *s, dmn_job *j)
+{
+	dmn_client *c = j->nreq ? j->reqs[0]->client : NULL;
+	if (!c || s->cfg.realize_compiles_per_s <= 0 || !j->compiles)
+		return;
+	budget_refill(s, c, eng_now_ns());
+	c->rz_tokens -= (double)j->compiles;
+}
+
+/* The first control job for the realize worker (realize true) or the models' executor; its
+ * predecessor in the queue into *prev. */
+static dmn_job *ctl_first(dmn_srv *s, bool realize, dmn_job **prev)
+{
+	*prev = NULL;
+	for (dmn_job *j = s->ctl_head; j; *prev = j, j = j->next)
+		if ((j->kind == DMN_J_REALIZE) == realize)
+			return j;
+	return NULL;
+}
+
+/* Hand the oldest realize job to the realize worker when it is idle; a job whose client's
+ * budget is spent (by its earlier ones, since it was queued) is answered busy instead. */
+static void dispatch_realize(dmn_srv *s, uint64_t now)
+{
+	dmn_job *prev, *j;
+	while (!s->rz_job && (j = ctl_first(s, true, &prev))) {
+		ctl_unlink(s, prev, j);
+		if (!dmn_realize_budget(s, j->reqs[0])) {
+			j->nreq = 0; /* answered */
+			dmn_job_free(j);
+			continue;
+		}
+		j->reqs[0]->t_dispatch = now;
+		s->rz_job = j;
+		dmn_exec_push(s, j);
+	}
 }
 
 void dmn_on_closed(dmn_srv *s, const dmn_chan_ops *ops, uint32_t conn)
@@ -317,6 +390,7 @@ void dmn_dispatch(dmn_srv *s)
 {
 	uint64_t now = eng_now_ns(), next = UINT64_MAX, ran_here_ns = 0;
 	expire(s, now, &next);
+	dispatch_realize(s, now);
 	while (!s->exec_busy) {
 		dmn_model *best = NULL;
 		int best_prio = DMN_NPRIO;
@@ -342,10 +416,10 @@ void dmn_dispatch(dmn_srv *s)
 				best_t = oldest;
 			}
 		}
-		dmn_job *j = NULL;
-		dmn_job *c = s->ctl_head;
+		dmn_job *j = NULL, *cprev;
+		dmn_job *c = ctl_first(s, false, &cprev);
 		if (c && (c->prio < best_prio || (c->prio == best_prio && c->t_arrive <= best_t))) {
-			ctl_unlink(s, NULL, c);
+			ctl_unlink(s, cprev, c);
 			if (c->kind != DMN_J_LOAD && c->model && (c->model->removed || !c->model->cur)) {
 				ctl_abandon(s, c, TSD_UNKNOWN_MODEL, "the model was unloaded");
 				continue;
@@ -399,6 +473,10 @@ void dmn_batch_done(dmn_srv *s, dmn_job *j)
 		m->c.padded_rows += (uint64_t)(j->bucket - rows);
 		dmn_hist_observe(&s->hist.batch_size, (double)rows);
 		dmn_hist_observe(&m->hist.batch_size, (double)rows);
+	} else if (j->kind == DMN_J_REALIZE) {
+		if (s->rz_job == j)
+			s->rz_job = NULL;
+		budget_charge(s, j);
 	} else if (j->kind == DMN_J_TRAIN && j->st == TSD_OK) {
 		m->c.train_steps++;
 		j->ver->steps++; /* the version's own count (model.list "train_steps"; the executor's step) */

@@ -13,6 +13,9 @@
 void dmn_enqueue(dmn_srv *s, dmn_model *m, dmn_req *r);
 void dmn_dequeue(dmn_srv *s, dmn_req *r); /* out of its model queue */
 void dmn_ctl_push(dmn_srv *s, dmn_job *j); /* queue a control job (taken) */
+/* True while r's client has a compile left in its realize budget (config realize_compiles_per_s,
+ * realize_compile_burst); else r is answered busy, naming the keys, and false. */
+bool dmn_realize_budget(dmn_srv *s, dmn_req *r);
 /* Run what can run: expire timeouts, pick the next job for the executor (or run it on the
  * loop: it then comes back on the DONE lane at once), arm the timer. */
 void dmn_dispatch(dmn_srv *s);

@@ -1,13 +1,17 @@
-/* exec.c: the executor: one thread owning the engine context of the daemon's device. It runs
- * the jobs the loop hands it, in order, sends the replies they made through their channels,
- * and posts each job back on the inbox's DONE lane. A running job stops early (the engine's
- * abort hook) when every request in it has expired or lost its client, or when the drain's
- * deadline passes. */
+/* exec.c: the executors: threads owning an engine context of the daemon's device each, the
+ * models' and the realize worker's (ad-hoc graphs: its own context, CPU priority and thread
+ * count, so that compiles never delay inference). One runs the jobs the loop hands it, in order,
+ * sends the replies they made through their channels, and posts each job back on the inbox's
+ * DONE lane. A running job stops early (the engine's abort hook) when every request in it has
+ * expired or lost its client, or when the drain's deadline passes. */
 #include "executor.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 void dmn_job_free(dmn_job *j)
 {
@@ -73,8 +77,10 @@ static void run(dmn_exec *e, dmn_job *j)
 	eng_get_stats(e->ctx, &st);
 	eng_get_device_stats(e->ctx, eng_default_device(e->ctx), &ds);
 	pthread_mutex_lock(&e->mu);
-	if (j->kind == DMN_J_REALIZE)
-		e->realize_compiles += st.compiles - e->stats.compiles;
+	if (j->kind == DMN_J_REALIZE) {
+		j->compiles = st.compiles - e->stats.compiles;
+		e->realize_compiles += j->compiles;
+	}
 	e->stats = st;
 	e->dstats = ds;
 	pthread_mutex_unlock(&e->mu);
@@ -99,6 +105,9 @@ static void *exec_main(void *arg)
 {
 	dmn_exec *e = arg;
 	dmn_srv *s = e->srv;
+	/* per thread on Linux, and inherited by the compilers it starts */
+	if (e->nice && setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), e->nice))
+		dmn_log(&s->log, DMN_LOG_WARN, "realize worker: cannot lower its priority to nice %d", e->nice);
 	for (;;) {
 		pthread_mutex_lock(&e->mu);
 		while ((!e->head || e->busy) && !e->stop)
@@ -115,7 +124,10 @@ static void *exec_main(void *arg)
 		pthread_mutex_unlock(&e->mu);
 		j->next = NULL;
 		run(e, j);
-		send_replies(j);
+		/* the realize worker leaves its replies to the loop: a thread at a low priority must
+		 * not hold the transport's locks, which inference's replies take too, when preempted */
+		if (e == &s->exec)
+			send_replies(j);
 		pthread_mutex_lock(&e->mu);
 		e->busy = false;
 		pthread_mutex_unlock(&e->mu);
@@ -126,7 +138,7 @@ static void *exec_main(void *arg)
 
 void dmn_exec_push(dmn_srv *s, dmn_job *j)
 {
-	dmn_exec *e = &s->exec;
+	dmn_exec *e = j->kind == DMN_J_REALIZE ? &s->rexec : &s->exec;
 	j->next = NULL;
 	pthread_mutex_lock(&e->mu);
 	if (e->tail)
@@ -162,31 +174,56 @@ bool dmn_exec_run_here(dmn_srv *s, dmn_job *j)
 void dmn_exec_cancel(dmn_srv *s)
 {
 	eng_cancel(s->exec.ctx);
+	if (s->rexec.ctx)
+		eng_cancel(s->rexec.ctx);
 }
 
+/* Both executors' figures: counters and device figures added up. */
 void dmn_exec_stats(dmn_srv *s, eng_stats *st, eng_device_stats *ds)
 {
 	pthread_mutex_lock(&s->exec.mu);
 	*st = s->exec.stats;
 	*ds = s->exec.dstats;
 	pthread_mutex_unlock(&s->exec.mu);
+	if (!s->rexec.ctx)
+		return;
+	pthread_mutex_lock(&s->rexec.mu);
+	const eng_stats *a = &s->rexec.stats;
+	const eng_device_stats *b = &s->rexec.dstats;
+#define ADD(x) st->x += a->x;
+	ADD(kernels) ADD(flops) ADD(bytes) ADD(kernel_ns) ADD(compiles) ADD(disk_loads) ADD(schedules)
+	ADD(schedule_hits) ADD(searches) ADD(search_hits) ADD(mem_live) ADD(mem_peak) ADD(mem_cached)
+	ADD(allocs) ADD(alloc_hits)
+#undef ADD
+#define ADD(x) ds->x += b->x;
+	ADD(live_bytes) ADD(peak_bytes) ADD(cached_bytes) ADD(allocs) ADD(alloc_hits) ADD(backend_allocs)
+	ADD(backend_frees) ADD(programs) ADD(program_evictions)
+#undef ADD
+	pthread_mutex_unlock(&s->rexec.mu);
 }
 
-int dmn_exec_start(dmn_srv *s, char *err, size_t errlen)
+void dmn_exec_realize_stats(dmn_srv *s, eng_stats *st, eng_device_stats *ds, uint64_t *compiles)
 {
-	dmn_exec *e = &s->exec;
+	memset(st, 0, sizeof(*st));
+	memset(ds, 0, sizeof(*ds));
+	*compiles = 0;
+	if (!s->rexec.ctx)
+		return;
+	pthread_mutex_lock(&s->rexec.mu);
+	*st = s->rexec.stats;
+	*ds = s->rexec.dstats;
+	*compiles = s->rexec.realize_compiles;
+	pthread_mutex_unlock(&s->rexec.mu);
+}
+
+/* Open e's context with o and start its thread. */
+static int exec_open(dmn_srv *s, dmn_exec *e, const eng_ctx_opts *o, const char *what, char *err, size_t errlen)
+{
 	e->srv = s;
-	eng_ctx_opts o;
-	eng_ctx_opts_default(&o);
-	o.debug = 0;
-	o.device = s->cfg.device;
-	o.backend_opts = s->cfg.backend_opts[0] ? s->cfg.backend_opts : NULL;
-	o.cache_dir = s->cfg.cache_dir[0] ? s->cfg.cache_dir : NULL;
-	o.mem_limit = s->cfg.mem_limit_bytes;
 	char eerr[512];
-	e->ctx = eng_ctx_create(&o, eerr, sizeof(eerr));
+	e->ctx = eng_ctx_create(o, eerr, sizeof(eerr));
 	if (!e->ctx) {
-		snprintf(err, errlen, "device %s: %s", s->cfg.device, eerr);
+		snprintf(err, errlen, "%sdevice %s: %s", what, s->cfg.device, eerr);
 		return -1;
 	}
 	eng_set_log(e->ctx, dmn_log_engine, &s->log);
@@ -195,7 +232,7 @@ int dmn_exec_start(dmn_srv *s, char *err, size_t errlen)
 	pthread_mutex_init(&e->mu, NULL);
 	pthread_cond_init(&e->cv, NULL);
 	if (pthread_create(&e->thread, NULL, exec_main, e)) {
-		snprintf(err, errlen, "cannot start the executor thread");
+		snprintf(err, errlen, "cannot start the %sexecutor thread", what);
 		pthread_mutex_destroy(&e->mu);
 		pthread_cond_destroy(&e->cv);
 		eng_ctx_destroy(e->ctx);
@@ -205,24 +242,74 @@ int dmn_exec_start(dmn_srv *s, char *err, size_t errlen)
 	return 0;
 }
 
-void dmn_exec_stop(dmn_srv *s)
+/* Stop e's thread (it runs what is queued first); its context stays for exec_close. */
+static void exec_join(dmn_exec *e)
 {
-	dmn_exec *e = &s->exec;
-	if (!e->ctx)
-		return;
 	pthread_mutex_lock(&e->mu);
 	e->stop = true;
 	pthread_cond_signal(&e->cv);
 	pthread_mutex_unlock(&e->mu);
 	pthread_join(e->thread, NULL);
+}
+
+static void exec_close(dmn_exec *e)
+{
+	eng_ctx_destroy(e->ctx);
+	e->ctx = NULL;
+	pthread_mutex_destroy(&e->mu);
+	pthread_cond_destroy(&e->cv);
+}
+
+int dmn_exec_start(dmn_srv *s, char *err, size_t errlen)
+{
+	eng_ctx_opts o;
+	eng_ctx_opts_default(&o);
+	o.debug = 0;
+	o.device = s->cfg.device;
+	o.backend_opts = s->cfg.backend_opts[0] ? s->cfg.backend_opts : NULL;
+	o.cache_dir = s->cfg.cache_dir[0] ? s->cfg.cache_dir : NULL;
+	o.mem_limit = s->cfg.mem_limit_bytes;
+	if (exec_open(s, &s->exec, &o, "", err, errlen))
+		return -1;
+	/* the realize worker: the same device, its own context; its kernels on its own thread
+	 * (CPU.threads first: the first setting of a key is the one taken) */
+	char opts[1024];
+	if (s->cfg.realize_threads) {
+		int n = snprintf(opts, sizeof(opts), "CPU.threads=%d%s%s", (int)s->cfg.realize_threads,
+				 o.backend_opts ? "," : "", o.backend_opts ? o.backend_opts : "");
+		if (n < 0 || (size_t)n >= sizeof(opts)) {
+			snprintf(err, errlen, "backend_opts: too long to add the realize worker's CPU.threads");
+			goto fail;
+		}
+		o.backend_opts = opts;
+	}
+	o.mem_limit = s->cfg.realize_mem_limit_bytes ? s->cfg.realize_mem_limit_bytes : s->cfg.mem_limit_bytes / 4;
+	o.prog_cache_max = (uint32_t)s->cfg.realize_prog_cache_max;
+	s->rexec.nice = (int)s->cfg.realize_nice;
+	if (exec_open(s, &s->rexec, &o, "realize worker: ", err, errlen))
+		goto fail;
+	return 0;
+fail:
+	exec_join(&s->exec);
+	exec_close(&s->exec);
+	return -1;
+}
+
+void dmn_exec_stop(dmn_srv *s)
+{
+	dmn_exec *e = &s->exec;
+	if (s->rexec.ctx) { /* it owns nothing beyond its context: a running job finishes first */
+		exec_join(&s->rexec);
+		exec_close(&s->rexec);
+	}
+	if (!e->ctx)
+		return;
+	exec_join(e);
 	/* what the executor still owns: the engine side of every model version */
 	for (int i = 0; i < s->nmodels; i++)
 		if (s->models[i]->cur) {
 			dmn_job j = {.kind = DMN_J_FREE, .ver = s->models[i]->cur};
 			dmn_run_free(e, &j);
 		}
-	eng_ctx_destroy(e->ctx);
-	e->ctx = NULL;
-	pthread_mutex_destroy(&e->mu);
-	pthread_cond_destroy(&e->cv);
+	exec_close(e);
 }

@@ -10,18 +10,22 @@
 #define DMN_ONNX_CONST_MAX (1 << 20) /* numbers in one "constants" entry of an ONNX model */
 
 /* ---- exec.c ---- */
+/* Start the models' executor and the realize worker (config realize_*). */
 int dmn_exec_start(dmn_srv *s, char *err, size_t errlen);
-/* Stop the thread, free what it owns (every model version's engine side), the context. */
+/* Stop the threads, free what they own (every model version's engine side), the contexts. */
 void dmn_exec_stop(dmn_srv *s);
-/* Loop: queue j (taken until it comes back on the DONE lane). */
+/* Loop: queue j (taken until it comes back on the DONE lane) on its executor: a REALIZE job on
+ * the realize worker, any other on the models' executor. */
 void dmn_exec_push(dmn_srv *s, dmn_job *j);
 /* Loop: run j on the calling thread, replies sent, when the executor is idle (nothing queued or
  * running); false (nothing done) when it is not. The caller then hands j to the DONE lane. */
 bool dmn_exec_run_here(dmn_srv *s, dmn_job *j);
 void dmn_job_free(dmn_job *j); /* the job and its request array, not the requests; NULL allowed */
-/* The figures the executor published after its last job. */
+/* The figures the executors published after their last jobs, added up. */
 void dmn_exec_stats(dmn_srv *s, eng_stats *st, eng_device_stats *ds);
-void dmn_exec_cancel(dmn_srv *s); /* any thread: stop the running job (eng_cancel) */
+/* The realize worker's alone, and the compiles its jobs caused. */
+void dmn_exec_realize_stats(dmn_srv *s, eng_stats *st, eng_device_stats *ds, uint64_t *compiles);
+void dmn_exec_cancel(dmn_srv *s); /* any thread: stop the running jobs (eng_cancel) */
 
 /* ---- exec_model.c: on the executor ---- */
 void dmn_run_load(dmn_exec *e, dmn_job *j);

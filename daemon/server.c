@@ -63,13 +63,13 @@ static void check_drained(dmn_srv *s)
 	bool late = eng_now_ns() >= s->drain_deadline;
 	if (late) {
 		dmn_flush_queues(s, NULL, TSD_SHUTTING_DOWN, "the daemon stopped before it ran");
-		if (s->exec_busy)
+		if (s->exec_busy || s->rz_job)
 			dmn_exec_cancel(s);
 	}
 	bool queued = s->ctl_len > 0;
 	for (int i = 0; i < s->nmodels && !queued; i++)
 		queued = s->models[i]->queued > 0;
-	if (queued || s->exec_busy || dmn_nng_sending(s->nng) > 0)
+	if (queued || s->exec_busy || s->rz_job || dmn_nng_sending(s->nng) > 0)
 		return;
 	dmn_log(&s->log, DMN_LOG_INFO, "drained%s; exiting", late ? " (at the deadline)" : "");
 	s->exit_code = s->exit_status;
@@ -128,7 +128,8 @@ static void on_hup(uv_signal_t *h, int signum)
 	}
 	/* what needs a restart: a change is logged, and the running value kept */
 #define RESTART_KEYS(X) X(listen) X(tcp_listen) X(device) X(backend_opts) X(max_pending) X(http_listen) \
-	X(cache_dir) X(mem_limit_bytes)
+	X(cache_dir) X(mem_limit_bytes) \
+	X(realize_threads) X(realize_nice) X(realize_mem_limit_bytes) X(realize_prog_cache_max)
 	char *a = dmn_config_json(&s->cfg, false), *b = dmn_config_json(&cfg, false);
 	cJSON *ja = a ? cJSON_Parse(a) : NULL, *jb = b ? cJSON_Parse(b) : NULL;
 #define WARN_CHANGED(k)                                                                                     \

@@ -66,9 +66,15 @@ cJSON *dmn_stats_json(dmn_srv *s)
 		cJSON_AddItemToObject(models, s->models[i]->name, mo);
 	}
 	cJSON_AddNumberToObject(rz, "graphs", (double)s->realize_graphs);
-	pthread_mutex_lock(&s->exec.mu);
-	cJSON_AddNumberToObject(rz, "compiles", (double)s->exec.realize_compiles);
-	pthread_mutex_unlock(&s->exec.mu);
+	eng_stats rs;
+	eng_device_stats rd;
+	uint64_t rc;
+	dmn_exec_realize_stats(s, &rs, &rd, &rc);
+	cJSON_AddNumberToObject(rz, "compiles", (double)rc);
+	cJSON_AddNumberToObject(rz, "over_budget", (double)s->realize_over_budget);
+	cJSON_AddNumberToObject(rz, "programs", (double)rd.programs);
+	cJSON_AddNumberToObject(rz, "program_evictions", (double)rd.program_evictions);
+	cJSON_AddNumberToObject(rz, "mem_live", (double)rs.mem_live);
 	cJSON_AddItemToObject(x, "requests", req);
 	cJSON_AddItemToObject(x, "rejected", rej);
 	cJSON_AddItemToObject(x, "histograms", hs);
@@ -104,9 +110,11 @@ char *dmn_metrics_text(dmn_srv *s)
 		snprintf(name, sizeof(name), "tensord_%s", dmn_hists_name(k));
 		dmn_prom_hist(&p, name, help[k], NULL, 0, dmn_hists_at(&s->hist, k));
 	}
-	eng_stats es;
-	eng_device_stats ds;
+	eng_stats es, rs;
+	eng_device_stats ds, rd;
+	uint64_t rc;
 	dmn_exec_stats(s, &es, &ds);
+	dmn_exec_realize_stats(s, &rs, &rd, &rc);
 	struct { const char *name, *help; double v; bool counter; } e[] = {
 		{"tensord_engine_kernels_total", "Kernel launches", (double)es.kernels, true},
 		{"tensord_engine_compiles_total", "Kernel compilations (cache misses)", (double)es.compiles, true},
@@ -117,6 +125,10 @@ char *dmn_metrics_text(dmn_srv *s)
 		{"tensord_engine_mem_peak_bytes", "Highest live device memory", (double)es.mem_peak, false},
 		{"tensord_engine_mem_cached_bytes", "Freed device memory kept for reuse", (double)es.mem_cached, false},
 		{"tensord_engine_programs", "Compiled programs loaded", (double)ds.programs, false},
+		{"tensord_realize_compiles_total", "Compiler runs caused by realize requests", (double)rc, true},
+		{"tensord_realize_over_budget_total", "Realize requests refused: their client's compile budget was spent",
+		 (double)s->realize_over_budget, true},
+		{"tensord_realize_programs", "Compiled programs the realize worker holds", (double)rd.programs, false},
 	};
 	for (size_t k = 0; k < sizeof(e) / sizeof(*e); k++)
 		(e[k].counter ? dmn_prom_counter : dmn_prom_gauge)(&p, e[k].name, e[k].help, NULL, 0, e[k].v);

@@ -9,7 +9,8 @@
  *   executor one at a time (so priorities decide what runs next), and answers.
  * - The executor thread (exec.c) owns the engine context and everything made on it (a model
  *   version's weights and JITs). It runs a job, sends the replies it made, and posts the job
- *   back onto the inbox.
+ *   back onto the inbox. The realize worker (exec.c, `rexec`) is a second executor with a
+ *   context of its own for ad-hoc realize graphs; the loop sends its replies.
  * A request (dmn_req) belongs to the loop except while its job is on the executor; then only
  * its atomic `gone` flag is written by the loop. */
 #ifndef DMN_TYPES_H
@@ -62,6 +63,9 @@ typedef struct dmn_client {
 	bool gone;      /* the connection closed */
 	int inflight;   /* its requests received and not yet answered */
 	uint64_t uid, gid; /* UINT64_MAX when the transport has none (tcp) */
+	/* its realize compile budget (batcher.c): tokens left as of rz_at (0: never charged, full) */
+	double rz_tokens;
+	uint64_t rz_at;
 	struct dmn_client *next; /* hash chain */
 } dmn_client;
 
@@ -177,10 +181,13 @@ struct dmn_job {
 	tsd_status st;
 	char err[256];
 	uint64_t t_start, t_end;
+	uint64_t compiles;  /* REALIZE: compiler runs it caused (the engine's counter) */
 	struct dmn_job *next; /* executor queue, control queue */
 };
 
-/* The executor: one thread per device, owning its engine context. */
+/* An executor: a thread owning an engine context. The daemon has two: the models' (loads,
+ * infer, train, save) and the realize worker's (ad-hoc graphs, at a low CPU priority), so a
+ * compile never runs on the thread that serves inference. */
 typedef struct dmn_exec {
 	dmn_srv *srv;
 	pthread_t thread;
@@ -190,6 +197,7 @@ typedef struct dmn_exec {
 	bool stop;
 	bool busy;   /* a job is running: on the executor thread, or on the loop's (dmn_exec_run_here) */
 	eng_ctx *ctx;
+	int nice;    /* the thread's CPU priority (0: unchanged) */
 	char name[64];
 	/* the engine's figures after the last job, for stats (under mu) */
 	eng_stats stats;
@@ -228,6 +236,8 @@ struct dmn_srv {
 	dmn_exec exec;
 	bool exec_busy;      /* a job other than FREE is on the executor */
 	dmn_job *cur_job;    /* that job */
+	dmn_exec rexec;      /* the realize worker: ad-hoc graphs, one at a time */
+	dmn_job *rz_job;     /* the realize job on it, or NULL */
 	int preload_pending; /* preload jobs not finished: not ready while > 0 */
 	bool draining;
 	uint64_t drain_deadline;
@@ -239,6 +249,7 @@ struct dmn_srv {
 	uint64_t requests[DMN_V_COUNT + 1][TSD_STATUS_COUNT]; /* last row: undecodable */
 	uint64_t rejected[TSD_STATUS_COUNT];
 	uint64_t realize_graphs;
+	uint64_t realize_over_budget; /* realize requests answered busy: their client's compile budget was spent */
 	dmn_hists hist;
 };
 

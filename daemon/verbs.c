@@ -252,7 +252,7 @@ static void v_train_step(dmn_srv *s, dmn_req *r)
 
 static void v_realize(dmn_srv *s, dmn_req *r)
 {
-	if (!common_fields(s, r))
+	if (!common_fields(s, r) || !dmn_realize_budget(s, r))
 		return;
 	const cJSON *g = cJSON_GetObjectItemCaseSensitive(r->pm.json, "graph");
 	if (!cJSON_IsObject(g)) {

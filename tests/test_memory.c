@@ -1,7 +1,7 @@
 /* test_memory.c: device memory and the caches a long-lived server trims: the caching allocator
  * reuses freed buffers (never a live one), trim gives them back, the context's memory limit
  * fails a graph that needs more before allocating and leaves the context usable, the program
- * cache stays within its bound, and a JIT capture keeps working after everything is trimmed. */
+ * cache stays within its bound (schedule-cache entries giving way past it), and a JIT capture keeps working after everything is trimmed. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -193,7 +193,7 @@ END_TEST
 
 START_TEST(schedule_entries_pin_their_programs)
 {
-	eng_ctx *ctx = ctx_with(0, 1, false);
+	eng_ctx *ctx = ctx_with(0, 8, false);
 	const int64_t n = 256;
 	eng_tensor *a = iota(ctx, n);
 	uint64_t base = dstats(ctx).programs; /* arange's kernel */
@@ -202,8 +202,8 @@ START_TEST(schedule_entries_pin_their_programs)
 		expect_affine(c, n, 10 + k, 0, "first");
 		eng_tensor_free(c);
 	}
-	ck_assert_uint_eq(dstats(ctx).programs, base + 3); /* over the bound of 1, but each is pinned */
-	eng_trim(ctx, ENG_TRIM_PROGRAMS);
+	ck_assert_uint_eq(dstats(ctx).programs, base + 3);
+	eng_trim(ctx, ENG_TRIM_PROGRAMS); /* each is pinned by its schedule-cache entry */
 	ck_assert_uint_eq(dstats(ctx).programs, base + 3);
 	eng_stats s0, s1;
 	eng_get_stats(ctx, &s0);
@@ -217,6 +217,36 @@ START_TEST(schedule_entries_pin_their_programs)
 	c = eng_mul_s(a, 11);
 	expect_affine(c, n, 11, 0, "after trimming schedules and programs");
 	ck_assert_uint_eq(dstats(ctx).programs, 1);
+	tu_ctx_free(ctx);
+}
+END_TEST
+
+/* Past the bound the pins give way: the least recently used schedule-cache entries go with
+ * their programs, so the count stays within it, and their graphs are scheduled again. */
+START_TEST(schedule_entries_give_way_to_the_bound)
+{
+	eng_ctx *ctx = ctx_with(0, 2, false);
+	const int64_t n = 256;
+	eng_tensor *a = iota(ctx, n);
+	for (int k = 0; k < 6; k++) {
+		eng_tensor *c = eng_mul_s(a, 10 + k);
+		expect_affine(c, n, 10 + k, 0, "over the bound");
+		eng_tensor_free(c);
+		ck_assert_uint_le(dstats(ctx).programs, 2);
+	}
+	ck_assert_uint_ge(dstats(ctx).program_evictions, 4);
+	eng_stats s0, s1;
+	eng_get_stats(ctx, &s0);
+	eng_tensor *c = eng_mul_s(a, 15); /* the newest entry stays: a hit */
+	expect_affine(c, n, 15, 0, "the newest graph again");
+	eng_tensor_free(c);
+	c = eng_mul_s(a, 10); /* the oldest went: scheduled and compiled again, right */
+	expect_affine(c, n, 10, 0, "the oldest graph again");
+	eng_tensor_free(c);
+	eng_get_stats(ctx, &s1);
+	ck_assert_uint_eq(s1.schedule_hits, s0.schedule_hits + 1);
+	ck_assert_uint_eq(s1.compiles, s0.compiles + 1);
+	ck_assert_uint_le(dstats(ctx).programs, 2);
 	tu_ctx_free(ctx);
 }
 END_TEST
@@ -277,7 +307,7 @@ Suite *memory_suite(void)
 		reuse_never_aliases_live_buffers,	  trim_gives_cached_buffers_back,
 		limit_fails_before_allocating_and_context_recovers, limit_returns_cached_blocks_to_make_room,
 		program_cache_stays_within_its_bound,	  schedule_entries_pin_their_programs,
-		jit_capture_survives_trim,
+		schedule_entries_give_way_to_the_bound, jit_capture_survives_trim,
 	};
 	return tu_suite("memory", tests, N_OF(tests), TU_TIMEOUT);
 }

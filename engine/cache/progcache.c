@@ -19,7 +19,7 @@ typedef struct entry {
 
 struct eng_progcache {
 	entry *tab[TAB], *ptab[TAB];
-	size_t count;
+	size_t count, pinned; /* entries, and those with pins */
 	uint64_t clock, evictions;
 };
 
@@ -77,8 +77,10 @@ void eng_progcache_pin(eng_progcache *c, const bk_program *prog, int delta)
 {
 	for (entry *e = c->ptab[pslot(prog)]; e; e = e->pnext)
 		if (e->prog == prog) {
-			if (delta > 0 || e->pins > 0)
+			if (delta > 0 || e->pins > 0) {
+				c->pinned += (delta > 0 && e->pins == 0) - (delta < 0 && e->pins == 1);
 				e->pins += (uint32_t)delta;
+			}
 			e->last_use = ++c->clock;
 			return;
 		}
@@ -129,5 +131,6 @@ uint64_t eng_progcache_evict(eng_progcache *c, bk_device *dev, size_t keep)
 }
 
 size_t eng_progcache_count(const eng_progcache *c) { return c->count; }
+size_t eng_progcache_pinned(const eng_progcache *c) { return c->pinned; }
 uint64_t eng_progcache_evictions(const eng_progcache *c) { return c->evictions; }
 void eng_progcache_reset_counts(eng_progcache *c) { c->evictions = 0; }

@@ -26,6 +26,7 @@ void eng_progcache_pin(eng_progcache *c, const bk_program *prog, int delta);
 uint64_t eng_progcache_evict(eng_progcache *c, bk_device *dev, size_t keep);
 /* Programs held now, and programs evicted since the last eng_progcache_reset_counts. */
 size_t eng_progcache_count(const eng_progcache *c);
+size_t eng_progcache_pinned(const eng_progcache *c); /* programs with at least one pin */
 uint64_t eng_progcache_evictions(const eng_progcache *c);
 void eng_progcache_reset_counts(eng_progcache *c);
 

@@ -47,15 +47,22 @@ void eng_device_caches_close(eng_device *d)
 	d->progs = NULL;
 }
 
+/* Past the bound, programs that no schedule-cache entry or JIT capture pins go, least recently
+ * used first. Schedule-cache entries pin their programs, so while the pinned ones alone pass the
+ * bound the least recently used entries go first (a later realize of their graph schedules it
+ * again): the bound holds whatever the graphs, unless JIT captures alone pin more. */
 void eng_device_caches_bound(eng_device *d)
 {
 	uint32_t max = d->ctx->dopts.prog_cache_max ? d->ctx->dopts.prog_cache_max : ENG_PROGCACHE_DEFAULT_MAX;
-	if (d->progs && eng_progcache_count(d->progs) > max) {
-		uint64_t gone = eng_progcache_evict(d->progs, &d->bk, max);
-		if (gone)
-			eng_logmsg(d->ctx, 2, "%s: unloaded %llu least recently used programs (bound %u)", d->name,
-				   (unsigned long long)gone, max);
-	}
+	if (!d->progs || eng_progcache_count(d->progs) <= max)
+		return;
+	int dropped = 0;
+	while (d->scache && eng_progcache_pinned(d->progs) > max && eng_schedcache_evict_lru(d->scache))
+		dropped++;
+	uint64_t gone = eng_progcache_evict(d->progs, &d->bk, max);
+	if (gone || dropped)
+		eng_logmsg(d->ctx, 2, "%s: unloaded %llu least recently used programs, %d schedule-cache entries (bound %u)",
+			   d->name, (unsigned long long)gone, dropped, max);
 }
 
 uint64_t eng_device_caches_trim(eng_device *d, unsigned what)

@@ -287,6 +287,14 @@ static void evict_one(eng_schedcache *c)
 	c->e[old] = c->e[--c->n];
 }
 
+bool eng_schedcache_evict_lru(eng_schedcache *c)
+{
+	if (!c->n)
+		return false;
+	evict_one(c);
+	return true;
+}
+
 bool eng_schedcache_insert(eng_schedcache *c, const eng_schedcache_walk *w, const eng_schedcache_kernel *ks, int nk, const int *empty,
 		   int nempty)
 {

@@ -48,6 +48,10 @@ void eng_schedcache_destroy(eng_schedcache *c);
 /* Drop every entry (their programs are unpinned); returns how many went. */
 int eng_schedcache_clear(eng_schedcache *c);
 
+/* Drop the least recently used entry (its programs are unpinned); false when there is none.
+ * The program cache's bound calls it while pinned programs alone pass the bound. */
+bool eng_schedcache_evict_lru(eng_schedcache *c);
+
 /* The entry for a graph of w's structure, or NULL. Valid until the next insert. */
 const eng_schedcache_entry *eng_schedcache_lookup(eng_schedcache *c, const eng_schedcache_walk *w);
 const eng_schedcache_kernel *eng_schedcache_kernels(const eng_schedcache_entry *e, int *n);

@@ -48,8 +48,10 @@ typedef struct eng_ctx_opts {
 	 * Freed buffers the allocator keeps for reuse count too, but are given back to make room. */
 	uint64_t mem_limit;
 	bool no_alloc_cache; /* true: freed buffers go straight back to the backend (for comparisons) */
-	/* Compiled programs each device keeps in memory; 0: 1024. Past it the least recently used
-	 * programs that no schedule-cache entry or JIT capture uses are unloaded after a realize. */
+	/* Compiled programs each device keeps in memory; 0: 1024. Past it, after a realize, the least
+	 * recently used programs that no JIT capture uses are unloaded (with the schedule-cache
+	 * entries that hold them, least recently used first), so the count stays within it unless
+	 * JIT captures alone hold more. On the CPU an unloaded batch's shared object is dlclosed. */
 	uint32_t prog_cache_max;
 	/* The search over kernel options (tinygrad's BEAM; docs/ENGINE.md, "Kernel search"): each new kernel
 	 * with a reduction is compiled and timed on the device in several variants (tiles, cache
