@@ -5,6 +5,7 @@
  * deadline passes. */
 #include "executor.h"
 
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,18 @@ static bool nobody_waits(void *arg)
 	return true;
 }
 
+/* The idle trim: the allocator's cached free buffers go back to the backend, and malloc's free
+ * memory (the CPU backend's buffers come from it) back to the system. */
+static void run_trim(dmn_exec *e)
+{
+	eng_stats st;
+	eng_get_stats(e->ctx, &st);
+	uint64_t freed = eng_trim(e->ctx, ENG_TRIM_BUFFERS);
+	malloc_trim(0);
+	dmn_log(&e->srv->log, DMN_LOG_DEBUG, "idle: %llu bytes of cached buffers freed (%llu live)",
+		(unsigned long long)freed, (unsigned long long)st.mem_live);
+}
+
 static void run(dmn_exec *e, dmn_job *j)
 {
 	e->running = j;
@@ -62,6 +75,9 @@ static void run(dmn_exec *e, dmn_job *j)
 		break;
 	case DMN_J_SAVE:
 		dmn_run_save(e, j);
+		break;
+	case DMN_J_TRIM:
+		run_trim(e);
 		break;
 	}
 	j->t_end = eng_now_ns();
@@ -182,7 +198,7 @@ int dmn_exec_start(dmn_srv *s, char *err, size_t errlen)
 	o.device = s->cfg.device;
 	o.backend_opts = s->cfg.backend_opts[0] ? s->cfg.backend_opts : NULL;
 	o.cache_dir = s->cfg.cache_dir[0] ? s->cfg.cache_dir : NULL;
-	o.mem_limit = s->cfg.mem_limit_bytes;
+	o.mem_limit = s->mem_limit; /* the effective one (memlimit.c) */
 	char eerr[512];
 	e->ctx = eng_ctx_create(&o, eerr, sizeof(eerr));
 	if (!e->ctx) {

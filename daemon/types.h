@@ -157,7 +157,9 @@ struct dmn_model {
 	uint64_t spec_hash;
 };
 
-typedef enum dmn_job_kind { DMN_J_LOAD, DMN_J_FREE, DMN_J_INFER, DMN_J_REALIZE, DMN_J_TRAIN, DMN_J_SAVE } dmn_job_kind;
+/* DMN_J_TRIM: the idle trim (server.c): the engine's cached buffers and malloc's free memory back
+ * to the system, on the executor that owns the context; no request, never in dispatch's order. */
+typedef enum dmn_job_kind { DMN_J_LOAD, DMN_J_FREE, DMN_J_INFER, DMN_J_REALIZE, DMN_J_TRAIN, DMN_J_SAVE, DMN_J_TRIM } dmn_job_kind;
 
 struct dmn_job {
 	dmn_inbox_node in;  /* first: on the inbox's DONE lane when it comes back */
@@ -240,6 +242,13 @@ struct dmn_srv {
 	uint64_t rejected[TSD_STATUS_COUNT];
 	uint64_t realize_graphs;
 	dmn_hists hist;
+	/* memory (memlimit.c; the idle trim in server.c) */
+	uint64_t mem_limit;      /* the engine's effective limit in bytes; 0: none */
+	uint64_t activity;       /* arrivals and finished jobs, counted */
+	uint64_t last_activity;  /* eng_now_ns() of the last of them */
+	uint64_t activity_trimmed; /* activity when the last idle trim was pushed */
+	bool trim_inflight;      /* a DMN_J_TRIM job is on the executor */
+	uint64_t trims;          /* idle trims done */
 };
 
 
