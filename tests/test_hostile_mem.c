@@ -12,11 +12,24 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <tensord/engine.h>
+
 #include "daemon/memlimit.h"
 #include "daemon_harness.h"
 #include "suites.h"
 
 #define MIB (UINT64_C(1) << 20)
+/* ASan keeps freed memory in its quarantine (256 MiB): a freed message buffer stays resident */
+#if defined(__SANITIZE_ADDRESS__)
+#define FREED_STAYS 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FREED_STAYS 1
+#endif
+#endif
+#ifndef FREED_STAYS
+#define FREED_STAYS 0
+#endif
 #define GIB (UINT64_C(1) << 30)
 
 /* ---- the derivation, on fake files ---- */
@@ -405,8 +418,8 @@ START_TEST(t_no_idle_trim)
 }
 END_TEST
 
-/* A request whose prefix declares a JSON header of hl bytes (all sent: {"verb":"health",
- * "pad":"xxx..."}): too_large on the length, before any copy or parse. */
+/* A request whose prefix declares a JSON header of hl bytes, all sent: {"id":3,"verb":"health",
+ * "pad":[0,0,...]}, the kind of JSON that costs most to parse (~40x its text). */
 static nng_msg *big_header(size_t hl)
 {
 	nng_msg *m;
@@ -415,12 +428,27 @@ static nng_msg *big_header(size_t hl)
 	memcpy(b, "TSD1", 4);
 	for (int i = 0; i < 4; i++)
 		b[4 + i] = (unsigned char)(hl >> (8 * i));
-	const char *head = "{\"id\":3,\"verb\":\"health\",\"pad\":\"";
+	const char *head = "{\"id\":3,\"verb\":\"health\",\"pad\":[";
 	size_t k = strlen(head);
 	memcpy(b + 8, head, k);
-	memset(b + 8 + k, 'x', hl - k - 2);
-	memcpy(b + 8 + hl - 2, "\"}", 2);
+	char *p = (char *)b + 8;
+	for (size_t i = k; i < hl - 2; i++)
+		p[i] = (i - k) % 2 ? ',' : '0';
+	if (p[hl - 3] == ',')
+		p[hl - 3] = ' ';
+	memcpy(p + hl - 2, "]}", 2);
 	return m;
+}
+
+#define TINY_SPEC                                                                                        \
+	"{\"name\":\"tiny\",\"graph\":{\"nodes\":[{\"id\":\"x\",\"op\":\"input\",\"dtype\":\"float32\",\"shape\":[-1,4]}," \
+	"{\"id\":\"w\",\"op\":\"param\",\"dtype\":\"float32\",\"shape\":[4]},"                               \
+	"{\"id\":\"y\",\"op\":\"mul\",\"in\":[\"x\",\"w\"]}],\"outputs\":[\"y\"]}}"
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return (x > y) - (x < y);
 }
 
 START_TEST(t_big_header)
@@ -428,6 +456,9 @@ START_TEST(t_big_header)
 	dh_daemon d = {0};
 	dh_start(&d, NULL);
 	tsd_client *c = dh_client(&d);
+	static const float w[4] = {1, -2, 0.5f, 4};
+	tsd_tensor wt = DH_F32("w", w, 4);
+	dh_load(c, TINY_SPEC, &wt, 1);
 	alive(c, "the start");
 	sleep(2); /* malloc_trim's tick after the start */
 	uint64_t rss0 = rss_of(d.pid);
@@ -437,9 +468,19 @@ START_TEST(t_big_header)
 		dh_async a;
 		uint64_t t0 = (uint64_t)time(NULL);
 		dh_async_send(sock, &a, big_header(sizes[k]));
-		/* another client is served meanwhile */
-		for (int i = 0; i < 5; i++)
-			alive(c, "a big header sent");
+		/* another client is served meanwhile: tiny infers, timed, until the reply came (at least 20) */
+		uint64_t lat[4096];
+		int nl = 0;
+		while (nl < 4096 && (nl < 20 || !atomic_load(&a.order))) {
+			float x[4] = {1, 2, 3, 4}, y[4];
+			char why[256];
+			uint64_t t = eng_now_ns();
+			tsd_status is = dh_infer(c, "tiny", NULL, x, 1, 4, y, 4, why, sizeof(why));
+			lat[nl++] = eng_now_ns() - t;
+			ck_assert_msg(is == TSD_OK && y[1] == -4, "an infer while a big header is sent: %s: %s",
+				      tsd_status_name(is), why);
+		}
+		qsort(lat, (size_t)nl, sizeof(*lat), cmp_u64);
 		proto_msg pm;
 		tsd_status s = dh_async_wait(&a, &pm);
 		uint64_t secs = (uint64_t)time(NULL) - t0;
@@ -453,17 +494,22 @@ START_TEST(t_big_header)
 		proto_msg_free(&pm);
 		dh_async_free(&a);
 		alive(c, "a big header");
-		/* the message's buffer goes with it; malloc's trim tick is each second */
-		uint64_t rss = 0;
+		/* the message's buffer goes with it (malloc's trim tick is each second); parsing would have
+		 * cost ~40x the header (issue 25: 8 MiB -> +335 MB) */
+		uint64_t rss = 0, bound = 8 * MIB + (FREED_STAYS ? 2 * sizes[k] + 8 * MIB : 0); /* ASan: this one and the last */
 		for (int i = 0; i < 40; i++) {
 			rss = rss_of(d.pid);
-			if (rss < rss0 + 8 * MIB)
+			if (rss < rss0 + bound)
 				break;
 			usleep(100000);
 		}
-		fprintf(stderr, "hostilemem: a %zu MiB header: too_large in <= %llu s, RSS %.1f -> %.1f MB\n",
-			sizes[k] >> 20, (unsigned long long)secs, rss0 / 1e6, rss / 1e6);
-		ck_assert_msg(rss < rss0 + 8 * MIB, "RSS %llu -> %llu after a %zu-byte header", (unsigned long long)rss0,
+		fprintf(stderr, "hostilemem: a %zu MiB header: too_large in <= %llu s, RSS %.1f -> %.1f MB; another "
+			"client's %d infers meanwhile: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", sizes[k] >> 20,
+			(unsigned long long)secs, rss0 / 1e6, rss / 1e6, nl, lat[nl / 2] / 1e6, lat[nl * 99 / 100] / 1e6,
+			lat[nl - 1] / 1e6);
+		/* generous: the goal (5 ms p99) is measured and reported, not timed here */
+		ck_assert_msg(lat[nl - 1] < 2000000000ull, "an infer took %.0f ms", lat[nl - 1] / 1e6);
+		ck_assert_msg(rss < rss0 + bound, "RSS %llu -> %llu after a %zu-byte header", (unsigned long long)rss0,
 			      (unsigned long long)rss, sizes[k]);
 	}
 	/* one byte over the default limit is refused, a header at it served */
