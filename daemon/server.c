@@ -19,14 +19,15 @@
 
 static void check_drained(dmn_srv *s);
 
-/* The inbox's handlers: how the layers below reach the loop (registered in setup_loop). */
-/* Something happened: the idle trim waits for idle_trim_ms after the last of these. */
+/* A job came back from the executor: the idle trim waits for idle_trim_ms after the last. Only
+ * jobs count: health or stats polls do not keep the daemon from trimming. */
 static void active(dmn_srv *s)
 {
 	s->activity++;
 	s->last_activity = eng_now_ns();
 }
 
+/* The inbox's handlers: how the layers below reach the loop (registered in setup_loop). */
 static void on_done(void *arg, dmn_inbox_node *n)
 {
 	dmn_srv *s = arg;
@@ -43,7 +44,6 @@ static void on_done(void *arg, dmn_inbox_node *n)
 
 static void on_arrived(void *arg, dmn_inbox_node *n)
 {
-	active(arg);
 	dmn_on_request(arg, (dmn_chan *)n);
 }
 
@@ -94,7 +94,8 @@ static void check_drained(dmn_srv *s)
 	close_all(s);
 }
 
-/* Nothing queued or running, no reply being sent: the executor's context is free for a trim. */
+/* Nothing queued, loading or running, no reply being sent: the executor's context is free for a
+ * trim. */
 static bool idle(dmn_srv *s)
 {
 	if (s->exec_busy || s->ctl_len > 0 || s->draining || s->exit_code >= 0 || dmn_nng_sending(s->nng) > 0)
@@ -117,6 +118,13 @@ static void on_trim(uv_timer_t *t)
 	if (!s->cfg.idle_trim_ms || s->trim_inflight || s->activity == s->activity_trimmed || !idle(s) ||
 	    eng_now_ns() - s->last_activity < (uint64_t)s->cfg.idle_trim_ms * 1000000u)
 		return;
+	eng_stats es;
+	eng_device_stats ds;
+	dmn_exec_stats(s, &es, &ds); /* as the executor published them after its last job */
+	if (!es.mem_cached) {
+		s->activity_trimmed = s->activity; /* nothing to give back */
+		return;
+	}
 	dmn_job *j = calloc(1, sizeof(*j));
 	if (!j)
 		return; /* the next tick tries again */
@@ -171,7 +179,7 @@ static void on_hup(uv_signal_t *h, int signum)
 	}
 	/* what needs a restart: a change is logged, and the running value kept */
 #define RESTART_KEYS(X) X(listen) X(tcp_listen) X(device) X(backend_opts) X(max_pending) X(http_listen) \
-	X(cache_dir) X(mem_limit_bytes)
+	X(cache_dir) X(mem_limit_bytes) X(mem_limit_fraction)
 	char *a = dmn_config_json(&s->cfg, false), *b = dmn_config_json(&cfg, false);
 	cJSON *ja = a ? cJSON_Parse(a) : NULL, *jb = b ? cJSON_Parse(b) : NULL;
 #define WARN_CHANGED(k)                                                                                     \

@@ -244,7 +244,7 @@ struct dmn_srv {
 	dmn_hists hist;
 	/* memory (memlimit.c; the idle trim in server.c) */
 	uint64_t mem_limit;      /* the engine's effective limit in bytes; 0: none */
-	uint64_t activity;       /* arrivals and finished jobs, counted */
+	uint64_t activity;       /* jobs back from the executor, counted */
 	uint64_t last_activity;  /* eng_now_ns() of the last of them */
 	uint64_t activity_trimmed; /* activity when the last idle trim was pushed */
 	bool trim_inflight;      /* a DMN_J_TRIM job is on the executor */

@@ -381,6 +381,7 @@ static void big_then_idle(bool trim)
 	double waited = 0;
 	for (; waited < 20; waited += 0.25) {
 		usleep(250000);
+		alive(c, "the realize"); /* a health poll is no activity: it does not put the trim off */
 		rss2 = rss_of(d.pid);
 		if (rss2 < rss0 + 64 * MIB)
 			break;
