@@ -6,6 +6,7 @@
  * expired or lost its client, or when the drain's deadline passes. */
 #include "executor.h"
 
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,18 @@ static bool nobody_waits(void *arg)
 	return true;
 }
 
+/* The idle trim: the allocator's cached free buffers go back to the backend, and malloc's free
+ * memory (the CPU backend's buffers come from it) back to the system. */
+static void run_trim(dmn_exec *e)
+{
+	eng_stats st;
+	eng_get_stats(e->ctx, &st);
+	uint64_t freed = eng_trim(e->ctx, ENG_TRIM_BUFFERS);
+	malloc_trim(0);
+	dmn_log(&e->srv->log, DMN_LOG_DEBUG, "idle: %llu bytes of cached buffers freed (%llu live)",
+		(unsigned long long)freed, (unsigned long long)st.mem_live);
+}
+
 static void run(dmn_exec *e, dmn_job *j)
 {
 	e->running = j;
@@ -66,6 +79,10 @@ static void run(dmn_exec *e, dmn_job *j)
 		break;
 	case DMN_J_SAVE:
 		dmn_run_save(e, j);
+		break;
+	case DMN_J_TRIM:
+	case DMN_J_RTRIM:
+		run_trim(e);
 		break;
 	}
 	j->t_end = eng_now_ns();
@@ -138,7 +155,7 @@ static void *exec_main(void *arg)
 
 void dmn_exec_push(dmn_srv *s, dmn_job *j)
 {
-	dmn_exec *e = j->kind == DMN_J_REALIZE ? &s->rexec : &s->exec;
+	dmn_exec *e = j->kind == DMN_J_REALIZE || j->kind == DMN_J_RTRIM ? &s->rexec : &s->exec;
 	j->next = NULL;
 	pthread_mutex_lock(&e->mu);
 	if (e->tail)
@@ -260,6 +277,18 @@ static void exec_close(dmn_exec *e)
 	pthread_cond_destroy(&e->cv);
 }
 
+/* The realize worker's share of the engine's limit (s->mem_limit: memlimit.c): its own key, else
+ * a quarter, at most half; the models' context gets the rest, so both together stay within it.
+ * Without a limit, its own key (0: none). */
+static uint64_t realize_mem_limit(const dmn_srv *s)
+{
+	uint64_t r = s->cfg.realize_mem_limit_bytes;
+	if (!s->mem_limit)
+		return r;
+	r = r ? r : s->mem_limit / 4;
+	return r < s->mem_limit / 2 ? r : s->mem_limit / 2;
+}
+
 int dmn_exec_start(dmn_srv *s, char *err, size_t errlen)
 {
 	eng_ctx_opts o;
@@ -268,7 +297,8 @@ int dmn_exec_start(dmn_srv *s, char *err, size_t errlen)
 	o.device = s->cfg.device;
 	o.backend_opts = s->cfg.backend_opts[0] ? s->cfg.backend_opts : NULL;
 	o.cache_dir = s->cfg.cache_dir[0] ? s->cfg.cache_dir : NULL;
-	o.mem_limit = s->cfg.mem_limit_bytes;
+	/* the effective limit (memlimit.c), less the realize worker's share */
+	o.mem_limit = s->mem_limit ? s->mem_limit - realize_mem_limit(s) : 0;
 	if (exec_open(s, &s->exec, &o, "", err, errlen))
 		return -1;
 	/* the realize worker: the same device, its own context; its kernels on its own thread
@@ -283,7 +313,7 @@ int dmn_exec_start(dmn_srv *s, char *err, size_t errlen)
 		}
 		o.backend_opts = opts;
 	}
-	o.mem_limit = s->cfg.realize_mem_limit_bytes ? s->cfg.realize_mem_limit_bytes : s->cfg.mem_limit_bytes / 4;
+	o.mem_limit = realize_mem_limit(s);
 	o.prog_cache_max = (uint32_t)s->cfg.realize_prog_cache_max;
 	s->rexec.nice = (int)s->cfg.realize_nice;
 	if (exec_open(s, &s->rexec, &o, "realize worker: ", err, errlen))

@@ -250,11 +250,36 @@ static bool load_params(dmn_exec *e, dmn_job *j, mexec *me)
 	return ok;
 }
 
+/* Warm-up inputs are host memory the engine uses in place, outside its limit's count: a bucket
+ * whose inputs alone pass what the limit has left is refused before they are allocated. */
+static bool inputs_fit(dmn_exec *e, dmn_job *j, int rows)
+{
+	uint64_t lim = e->srv->mem_limit, need = 0;
+	if (!lim)
+		return true;
+	for (int q = 0; q < j->ver->nin; q++) {
+		int64_t shape[ENG_MAX_DIMS];
+		size_t nb;
+		shape_of(&j->ver->g.nodes[j->ver->in[q].node], rows, shape, &nb);
+		need += nb;
+	}
+	eng_stats st;
+	eng_get_stats(e->ctx, &st);
+	if (need <= lim && st.mem_live <= lim - need)
+		return true;
+	set_err(j, TSD_OUT_OF_MEMORY,
+		"inputs of %llu bytes (bucket %d) would exceed the memory limit of %llu bytes (%llu bytes live)",
+		(unsigned long long)need, rows, (unsigned long long)lim, (unsigned long long)st.mem_live);
+	return false;
+}
+
 /* Capture the inference JIT for every bucket, with zero inputs made the way requests' are. */
 static bool warm(dmn_exec *e, dmn_job *j, mexec *me)
 {
 	const dmn_mver *v = j->ver;
 	for (int b = 0; b < v->nbuckets; b++) {
+		if (!inputs_fit(e, j, v->buckets[b]))
+			return false;
 		eng_scope_begin(e->ctx);
 		eng_tensor *in[PROTO_GRAPH_MAX_OUTPUTS];
 		bool ok = true;

@@ -5,6 +5,8 @@
 #include "server.h"
 #include "leftovers.h"
 
+#include "memlimit.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,10 +20,27 @@
 
 static void check_drained(dmn_srv *s);
 
+/* A job came back from the executor: the idle trim waits for idle_trim_ms after the last. Only
+ * jobs count: health or stats polls do not keep the daemon from trimming. */
+static void active(dmn_srv *s)
+{
+	s->activity++;
+	s->last_activity = eng_now_ns();
+}
+
 /* The inbox's handlers: how the layers below reach the loop (registered in setup_loop). */
 static void on_done(void *arg, dmn_inbox_node *n)
 {
-	dmn_model_job_done(arg, (dmn_job *)n);
+	dmn_srv *s = arg;
+	dmn_job *j = (dmn_job *)n;
+	if (j->kind == DMN_J_TRIM || j->kind == DMN_J_RTRIM) { /* the loop's own: no model, no request */
+		s->trim_inflight--;
+		s->trims += j->kind == DMN_J_TRIM;
+		dmn_job_free(j);
+		return;
+	}
+	active(s);
+	dmn_model_job_done(s, j);
 }
 
 static void on_arrived(void *arg, dmn_inbox_node *n)
@@ -76,12 +95,48 @@ static void check_drained(dmn_srv *s)
 	close_all(s);
 }
 
-/* glibc keeps freed memory in its arenas (one per thread that allocated: the loop, the executor,
- * nng's); a long-running server hands it back so that its RSS follows what it holds. */
+/* Nothing queued, loading or running, no reply being sent: the executor's context is free for a
+ * trim. */
+static bool idle(dmn_srv *s)
+{
+	if (s->exec_busy || s->ctl_len > 0 || s->draining || s->exit_code >= 0 || dmn_nng_sending(s->nng) > 0)
+		return false;
+	for (int i = 0; i < s->nmodels; i++)
+		if (s->models[i]->queued > 0 || s->models[i]->loading > 0)
+			return false;
+	return true;
+}
+
+/* Every second. glibc keeps freed memory in its arenas (one per thread that allocated: the loop,
+ * the executor, nng's); a long-running server hands it back so that its RSS follows what it
+ * holds. And once the daemon has been idle for idle_trim_ms after some activity, a trim job
+ * gives back what the engine keeps only to be faster (its cached free buffers: up to the whole
+ * memory limit after one large request) on the executor, whose context it is. */
 static void on_trim(uv_timer_t *t)
 {
-	(void)t;
+	dmn_srv *s = t->data;
 	malloc_trim(0);
+	if (!s->cfg.idle_trim_ms || s->trim_inflight || s->activity == s->activity_trimmed || !idle(s) ||
+	    eng_now_ns() - s->last_activity < (uint64_t)s->cfg.idle_trim_ms * 1000000u)
+		return;
+	eng_stats es;
+	eng_device_stats ds;
+	dmn_exec_stats(s, &es, &ds); /* as the executor published them after its last job */
+	if (!es.mem_cached) {
+		s->activity_trimmed = s->activity; /* nothing to give back */
+		return;
+	}
+	/* one trim per executor: the models' and the realize worker's (behind its running job) */
+	for (int k = 0; k < (s->rexec.ctx ? 2 : 1); k++) {
+		dmn_job *j = calloc(1, sizeof(*j));
+		if (!j)
+			return; /* the next tick tries again */
+		j->kind = k ? DMN_J_RTRIM : DMN_J_TRIM;
+		j->srv = s;
+		s->trim_inflight++;
+		s->activity_trimmed = s->activity;
+		dmn_exec_push(s, j);
+	}
 }
 
 static void on_drain_tick(uv_timer_t *t)
@@ -128,7 +183,7 @@ static void on_hup(uv_signal_t *h, int signum)
 	}
 	/* what needs a restart: a change is logged, and the running value kept */
 #define RESTART_KEYS(X) X(listen) X(tcp_listen) X(device) X(backend_opts) X(max_pending) X(http_listen) \
-	X(cache_dir) X(mem_limit_bytes) \
+	X(cache_dir) X(mem_limit_bytes) X(mem_limit_fraction) \
 	X(realize_threads) X(realize_nice) X(realize_mem_limit_bytes) X(realize_prog_cache_max)
 	char *a = dmn_config_json(&s->cfg, false), *b = dmn_config_json(&cfg, false);
 	cJSON *ja = a ? cJSON_Parse(a) : NULL, *jb = b ? cJSON_Parse(b) : NULL;
@@ -249,8 +304,19 @@ int dmn_serve(dmn_config *cfg, int argc, char *const *argv)
 	if (setup_loop(s, err, sizeof(err)))
 		goto out;
 	loop_ok = true;
+	dmn_mem_paths mp;
+	dmn_mem_machine mm;
+	char why[800];
+	dmn_mem_paths_default(&mp);
+	dmn_mem_machine_read(&mp, &mm);
+	s->mem_limit = dmn_mem_limit(s->cfg.mem_limit_bytes, s->cfg.mem_limit_fraction, &mm, why, sizeof(why));
 	if (dmn_exec_start(s, err, sizeof(err)))
 		goto out;
+	if (s->mem_limit)
+		dmn_log(&s->log, DMN_LOG_INFO, "engine memory limit %llu bytes (%.2f GiB): %s",
+			(unsigned long long)s->mem_limit, (double)s->mem_limit / (double)(1u << 30), why);
+	else
+		dmn_log(&s->log, DMN_LOG_WARN, "engine memory limit: %s; one request can take all the machine's memory", why);
 	dmn_log(&s->log, DMN_LOG_INFO, "tensord %s: device %s", DMN_VERSION, s->exec.name);
 	if (!(s->nng = dmn_nng_start(&s->cfg, &s->log, s->inbox, err, sizeof(err))) || dmn_http_start(s, err, sizeof(err)))
 		goto out;

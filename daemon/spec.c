@@ -293,7 +293,7 @@ tsd_status dmn_mver_parse(dmn_srv *s, const cJSON *spec, const proto_msg *pm, dm
 	const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(spec, "format");
 	proto_err e;
 	tsd_status st;
-	uint64_t cap = s->cfg.mem_limit_bytes ? s->cfg.mem_limit_bytes : UINT64_C(1) << 40;
+	uint64_t cap = s->mem_limit ? s->mem_limit : UINT64_C(1) << 40;
 	const char *dev = dmn_json_str(spec, "device"), *w = dmn_json_str(spec, "weights");
 	if (fmt && (!cJSON_IsString(fmt) || (strcmp(fmt->valuestring, "graph") && strcmp(fmt->valuestring, "onnx")))) {
 		free(v);

@@ -60,6 +60,8 @@ cJSON *dmn_stats_json(dmn_srv *s)
 	cJSON_AddNumberToObject(eng, "mem_peak", (double)es.mem_peak);
 	cJSON_AddNumberToObject(eng, "mem_cached", (double)es.mem_cached);
 	cJSON_AddNumberToObject(eng, "programs", (double)ds.programs);
+	cJSON_AddNumberToObject(eng, "mem_limit", (double)s->mem_limit);
+	cJSON_AddNumberToObject(eng, "idle_trims", (double)s->trims);
 	for (int i = 0; i < s->nmodels; i++) {
 		cJSON *mo = dmn_counters_json(&s->models[i]->c);
 		cJSON_AddItemToObject(mo, "histograms", dmn_hists_json(&s->models[i]->hist));
@@ -125,6 +127,8 @@ char *dmn_metrics_text(dmn_srv *s)
 		{"tensord_engine_mem_peak_bytes", "Highest live device memory", (double)es.mem_peak, false},
 		{"tensord_engine_mem_cached_bytes", "Freed device memory kept for reuse", (double)es.mem_cached, false},
 		{"tensord_engine_programs", "Compiled programs loaded", (double)ds.programs, false},
+		{"tensord_engine_mem_limit_bytes", "The engine's memory limit (0: none)", (double)s->mem_limit, false},
+		{"tensord_engine_idle_trims_total", "Idle trims of the engine's cached buffers", (double)s->trims, true},
 		{"tensord_realize_compiles_total", "Compiler runs caused by realize requests", (double)rc, true},
 		{"tensord_realize_over_budget_total", "Realize requests refused: their client's compile budget was spent",
 		 (double)s->realize_over_budget, true},

@@ -161,7 +161,11 @@ struct dmn_model {
 	uint64_t spec_hash;
 };
 
-typedef enum dmn_job_kind { DMN_J_LOAD, DMN_J_FREE, DMN_J_INFER, DMN_J_REALIZE, DMN_J_TRAIN, DMN_J_SAVE } dmn_job_kind;
+/* DMN_J_TRIM, DMN_J_RTRIM: the idle trim (server.c): the engine's cached buffers and malloc's free
+ * memory back to the system, on the executor that owns the context (the models', the realize
+ * worker's); no request, never in dispatch's order. */
+typedef enum dmn_job_kind { DMN_J_LOAD, DMN_J_FREE, DMN_J_INFER, DMN_J_REALIZE, DMN_J_TRAIN, DMN_J_SAVE, DMN_J_TRIM,
+			    DMN_J_RTRIM } dmn_job_kind;
 
 struct dmn_job {
 	dmn_inbox_node in;  /* first: on the inbox's DONE lane when it comes back */
@@ -251,6 +255,13 @@ struct dmn_srv {
 	uint64_t realize_graphs;
 	uint64_t realize_over_budget; /* realize requests answered busy: their client's compile budget was spent */
 	dmn_hists hist;
+	/* memory (memlimit.c; the idle trim in server.c) */
+	uint64_t mem_limit;      /* the engine's effective limit in bytes; 0: none */
+	uint64_t activity;       /* jobs back from the executor, counted */
+	uint64_t last_activity;  /* eng_now_ns() of the last of them */
+	uint64_t activity_trimmed; /* activity when the last idle trim was pushed */
+	int trim_inflight;       /* DMN_J_TRIM and DMN_J_RTRIM jobs on the executors */
+	uint64_t trims;          /* idle trims done */
 };
 
 

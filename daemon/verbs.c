@@ -109,6 +109,8 @@ static void v_hello(dmn_srv *s, dmn_req *r)
 	cJSON_AddItemToArray(devs, cJSON_CreateString(s->exec.name));
 	cJSON_AddItemToObject(x, "devices", devs);
 	cJSON_AddNumberToObject(lim, "max_message_bytes", (double)s->cfg.max_message_bytes);
+	cJSON_AddNumberToObject(lim, "max_header_bytes", (double)s->cfg.max_header_bytes);
+	cJSON_AddNumberToObject(lim, "mem_limit_bytes", (double)s->mem_limit);
 	cJSON_AddNumberToObject(lim, "max_tensors", PROTO_MAX_TENSORS);
 	cJSON_AddNumberToObject(lim, "max_graph_nodes", PROTO_GRAPH_MAX_NODES);
 	cJSON_AddNumberToObject(lim, "batch_max", (double)s->cfg.batch_max);
@@ -250,6 +252,20 @@ static void v_train_step(dmn_srv *s, dmn_req *r)
 	dmn_ctl_push(s, j);
 }
 
+/* The bytes of g's outputs as inferred at validation, a batch dimension counted as 1 row. */
+static uint64_t realize_out_bytes(const proto_graph *g)
+{
+	uint64_t total = 0;
+	for (int k = 0; k < g->noutputs; k++) {
+		const proto_gnode *n = &g->nodes[g->outputs[k]];
+		uint64_t b = tsd_dtype_size(n->dtype); /* numel <= 2^40 (validated): no overflow */
+		for (int d = 0; d < n->ndim; d++)
+			b *= n->shape[d] == PROTO_BATCH ? 1 : (uint64_t)n->shape[d];
+		total += b;
+	}
+	return total;
+}
+
 static void v_realize(dmn_srv *s, dmn_req *r)
 {
 	if (!common_fields(s, r) || !dmn_realize_budget(s, r))
@@ -267,6 +283,15 @@ static void v_realize(dmn_srv *s, dmn_req *r)
 	if (st != TSD_OK) {
 		dmn_job_free(j);
 		dmn_fail(s, r, st, "graph: %s", e.msg);
+		return;
+	}
+	/* outputs no reply could carry are refused before they are computed and copied out (each
+	 * would cost its bytes twice outside the engine's limit: the copy and the reply) */
+	uint64_t out_bytes = realize_out_bytes(&j->graph);
+	if (out_bytes > s->cfg.max_message_bytes) {
+		dmn_job_free(j);
+		dmn_fail(s, r, TSD_TOO_LARGE, "graph: outputs of %llu bytes or more, past what a reply may hold (max_message_bytes %llu)",
+			 (unsigned long long)out_bytes, (unsigned long long)s->cfg.max_message_bytes);
 		return;
 	}
 	/* every input and param is given, nothing else */

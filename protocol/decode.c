@@ -186,6 +186,13 @@ static tsd_status decode_json(proto_msg *m, const uint8_t *buf, size_t len, prot
 tsd_status proto_decode(const void *data, size_t len, size_t max_len, proto_kind kind,
 			proto_msg *m, proto_err *err)
 {
+	size_t max_header = kind == PROTO_REQUEST && max_len > PROTO_HEADER_MAX_DEFAULT ? PROTO_HEADER_MAX_DEFAULT : max_len;
+	return proto_decode_hdr(data, len, max_len, max_header, kind, m, err);
+}
+
+tsd_status proto_decode_hdr(const void *data, size_t len, size_t max_len, size_t max_header, proto_kind kind,
+			    proto_msg *m, proto_err *err)
+{
 	const uint8_t *buf = data;
 	memset(m, 0, offsetof(proto_msg, tensors));
 	if (len > max_len)
@@ -195,6 +202,10 @@ tsd_status proto_decode(const void *data, size_t len, size_t max_len, proto_kind
 	if (memcmp(buf, PROTO_MAGIC, 4))
 		return BAD("message: bad magic (not \"TSD1\")");
 	size_t jl = rd_u32(buf + 4);
+	/* before anything is copied or parsed: cJSON's tree costs ~40x the text */
+	if (jl > max_header)
+		return proto_fail(err, TSD_TOO_LARGE, "header: %zu bytes of JSON, at most %zu (max_header_bytes)", jl,
+				  max_header);
 	if (jl > len - PROTO_PREFIX)
 		return BAD("message: JSON length %zu past the end (%zu bytes follow)", jl, len - PROTO_PREFIX);
 	/* a NUL-terminated copy: cJSON reads strings to their NUL; NULs inside the text stop the

@@ -42,6 +42,15 @@ typedef enum proto_kind { PROTO_REQUEST, PROTO_REPLY } proto_kind;
  * several threads must be serialised by the caller (the daemon decodes on its loop thread). */
 tsd_status proto_decode(const void *buf, size_t len, size_t max_len, proto_kind kind,
 			proto_msg *m, proto_err *err);
+/* A JSON header (the prefix's length) over max_header bytes is TSD_TOO_LARGE, checked before
+ * the header is copied or parsed ("header: N bytes of JSON, at most M (max_header_bytes)").
+ * proto_decode uses PROTO_HEADER_MAX_DEFAULT (or max_len if smaller) for a request and max_len
+ * for a reply (the daemon's replies carry tensor descriptors and its figures, and the client
+ * trusts its daemon as far as max_len); proto_decode_hdr takes it explicitly (the daemon passes
+ * its config's max_header_bytes). */
+#define PROTO_HEADER_MAX_DEFAULT ((size_t)1 << 20)
+tsd_status proto_decode_hdr(const void *buf, size_t len, size_t max_len, size_t max_header, proto_kind kind,
+			    proto_msg *m, proto_err *err);
 void proto_msg_free(proto_msg *m); /* m itself is the caller's; NULL json is fine */
 /* The tensor called name, or NULL. */
 const proto_tensor *proto_msg_tensor(const proto_msg *m, const char *name);
