@@ -555,6 +555,7 @@ void dmn_run_save(dmn_exec *e, dmn_job *j)
 		if (s) {
 			cJSON_Delete(x);
 			eng_fail(j, e->ctx, s, NULL);
+			dmn_models_scrub(&j->srv->cfg, j->err); /* the reply names the relative path only */
 			answer_error(j, j->st, j->err);
 			return;
 		}
