@@ -1,15 +1,56 @@
-/* arrival.c: a request's arrival on the loop (the inbox's ARRIVED lane): decoded and checked
- * (size, format, the peer's credentials, the verb, draining, the client's in-flight limit),
- * then handed to its verb's handler (verbs.c). */
+/* arrival.c: a request's arrival on the loop (the inbox's ARRIVED lane): its connection checked
+ * first (a refused peer is answered once, unparsed, and closed; a connection being closed gets
+ * nothing more; one far past its cap is closed), then decoded and checked (size, format, the
+ * verb, draining, the client's in-flight limit), then handed to its verb's handler (verbs.c).
+ * The limits: docs/isolation/connections.md. */
 #include "verbs.h"
 
 #include <stdio.h>
+
+/* Requests in flight plus replies not yet taken past which a connection is closed rather than
+ * answered busy: twice client_inflight_max, with room for 64 busy answers on a small cap (a
+ * client that reads but sent a burst at once gets busy, not a hang-up). */
+static int hangup_at(const dmn_srv *s)
+{
+	int64_t cap = s->cfg.client_inflight_max;
+	return (int)(cap + (cap > 64 ? cap : 64));
+}
 
 void dmn_on_request(dmn_srv *s, dmn_chan *ch)
 {
 	dmn_req *r = dmn_req_new(s, ch);
 	if (!r)
 		return;
+	dmn_client *c = r->client;
+	if (!c) {
+		dmn_fail(s, r, TSD_OUT_OF_MEMORY, "out of memory");
+		return;
+	}
+	if (c->hung_up) { /* closing: nothing more is queued for it */
+		dmn_drop(s, r);
+		return;
+	}
+	if (!c->authorised) {
+		/* before its header is parsed: one answer (with no id), and the connection closes once
+		 * it is sent */
+		c->hung_up = true;
+		s->hangup_refused++;
+		ch->hangup_after = true;
+		dmn_fail(s, r, TSD_UNAUTHORISED, "uid %llu gid %llu is not allowed (config allowed_uids, allowed_gids)",
+			 (unsigned long long)c->uid, (unsigned long long)c->gid);
+		return;
+	}
+	int held = ch->held > c->inflight ? ch->held : c->inflight;
+	if (held > hangup_at(s)) {
+		c->hung_up = true;
+		s->hangup_flood++;
+		dmn_log(&s->log, DMN_LOG_WARN,
+			"closing connection %u: %d requests and replies not taken, past twice client_inflight_max (%lld)",
+			(unsigned)c->conn, held, (long long)s->cfg.client_inflight_max);
+		ch->ops->hangup(ch);
+		dmn_drop(s, r);
+		return;
+	}
 	nng_msg *msg = r->msg;
 	proto_err e;
 	tsd_status st = proto_decode(nng_msg_body(msg), nng_msg_len(msg), (size_t)s->cfg.max_message_bytes,
@@ -20,18 +61,14 @@ void dmn_on_request(dmn_srv *s, dmn_chan *ch)
 	}
 	r->decoded = true;
 	r->verb = dmn_verb_find(r->pm.verb);
-	if (!r->client) {
-		dmn_fail(s, r, TSD_OUT_OF_MEMORY, "out of memory");
-	} else if (!r->client->authorised) {
-		dmn_fail(s, r, TSD_UNAUTHORISED, "uid %llu gid %llu is not allowed (config allowed_uids, allowed_gids)",
-			 (unsigned long long)r->client->uid, (unsigned long long)r->client->gid);
-	} else if (r->verb == DMN_V_COUNT) {
+	if (r->verb == DMN_V_COUNT) {
 		dmn_fail(s, r, TSD_UNKNOWN_VERB, "verb: unknown verb \"%.64s\"", r->pm.verb);
 	} else if (s->draining && r->verb != DMN_V_HEALTH && r->verb != DMN_V_STATS && r->verb != DMN_V_HELLO) {
 		dmn_fail(s, r, TSD_SHUTTING_DOWN, "the daemon is shutting down");
-	} else if (r->client->inflight > s->cfg.client_inflight_max) {
-		dmn_fail(s, r, TSD_BUSY, "this client has %d requests in flight (client_inflight_max)",
-			 r->client->inflight - 1);
+	} else if (held > s->cfg.client_inflight_max) {
+		dmn_fail(s, r, TSD_BUSY,
+			 "this client has %d requests in flight or replies not taken (client_inflight_max %lld)",
+			 held - 1, (long long)s->cfg.client_inflight_max);
 	} else {
 		dmn_verb_run(s, r);
 	}

@@ -61,6 +61,8 @@ typedef struct dmn_client {
 	bool authorised;
 	bool gone;      /* the connection closed */
 	int inflight;   /* its requests received and not yet answered */
+	bool hung_up;   /* its connection is being closed (refused, or flooding): nothing more is
+			 * queued for it, its later requests are dropped unanswered */
 	uint64_t uid, gid; /* UINT64_MAX when the transport has none (tcp) */
 	struct dmn_client *next; /* hash chain */
 } dmn_client;
@@ -239,6 +241,7 @@ struct dmn_srv {
 	uint64_t requests[DMN_V_COUNT + 1][TSD_STATUS_COUNT]; /* last row: undecodable */
 	uint64_t rejected[TSD_STATUS_COUNT];
 	uint64_t realize_graphs;
+	uint64_t hangup_refused, hangup_flood; /* connections closed: refused peer; far past its cap */
 	dmn_hists hist;
 };
 

@@ -11,7 +11,7 @@
 #define TEST_SUITES(X) X(ref, E) X(ops, E) X(api, E) X(nn, E) X(random, E) X(errors, E) X(kernels, E) X(backend, E) \
 	X(nnlayers, E) X(io, E) X(optim, E) X(grad, E) X(jit, E) X(devices, E) X(diskcache, E) X(opencl, E) X(f16, E) \
 	X(cancel, E) X(zerocopy, E) X(memory, E) X(threads, E) X(config, S) X(protocol, S) X(graphbatch, S) X(graphops, S) \
-	X(metrics, S) X(client, S) X(clientlive, S) X(graphbuilder, S) X(daemon, S) X(daemonbad, S) X(onnx, E) \
+	X(metrics, S) X(client, S) X(clientlive, S) X(graphbuilder, S) X(daemon, S) X(daemonbad, S) X(hostileconn, S) X(onnx, E) \
 	X(onnxops, E) X(rows, E) X(daemononnx, S) X(reduceacc, E) X(cudacompile, E) X(beam, E)
 
 /* TEST_PART_E(x) and TEST_PART_S(x) expand to x where that part is built: without
