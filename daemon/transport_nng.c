@@ -81,13 +81,6 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static void close_pipe(uint32_t id)
-{
-	nng_pipe p = NNG_PIPE_INITIALIZER;
-	p.id = id;
-	nng_pipe_close(p);
-}
-
 /* ---- the connections table (any nng thread; under t->mu) ---- */
 
 static conn **conn_find(dmn_nng *t, uint32_t id)
@@ -98,13 +91,13 @@ static conn **conn_find(dmn_nng *t, uint32_t id)
 	return c;
 }
 
-/* One more slot held by connection id; the count with it (1 when the connection is not known:
+/* One more slot held by connection id; the count with it (0 when the connection is not known:
  * it closed already). */
 static int conn_hold(dmn_nng *t, uint32_t id)
 {
 	pthread_mutex_lock(&t->mu);
 	conn *c = *conn_find(t, id);
-	int n = c ? ++c->held : 1;
+	int n = c ? ++c->held : 0;
 	pthread_mutex_unlock(&t->mu);
 	return n;
 }
@@ -180,7 +173,9 @@ static void conn_add(dmn_nng *t, nng_pipe p)
 	free(c);
 }
 
-static void conn_remove(dmn_nng *t, uint32_t id)
+/* Connection id out of the table; true when it was there (then whoever took it out tells the
+ * loop it closed). */
+static bool conn_remove(dmn_nng *t, uint32_t id)
 {
 	pthread_mutex_lock(&t->mu);
 	conn **c = conn_find(t, id), *gone = *c;
@@ -190,6 +185,31 @@ static void conn_remove(dmn_nng *t, uint32_t id)
 	}
 	pthread_mutex_unlock(&t->mu);
 	free(gone);
+	return gone != NULL;
+}
+
+static void post_closed(dmn_nng *t, uint32_t id)
+{
+	dmn_closed *e = calloc(1, sizeof(*e));
+	if (!e)
+		return; /* its requests are then answered into the void: harmless */
+	e->ops = &nng_ops;
+	e->conn = id;
+	dmn_inbox_post(t->ib, DMN_LANE_CLOSED, &e->in);
+}
+
+/* Close connection id ourselves (any thread). It leaves the table and the loop hears of it now,
+ * not at nng's REM_POST: nng 1.5.2's reaper can get stuck for good (docs/isolation/
+ * connections.md), and then a closed pipe's REM_POST never comes; its queued requests are
+ * dropped and it stops counting against peer_connections_max either way. What it had in flight
+ * and arrives later is dropped at arrival (not in the table). */
+static void conn_close(dmn_nng *t, uint32_t id)
+{
+	if (conn_remove(t, id))
+		post_closed(t, id);
+	nng_pipe p = NNG_PIPE_INITIALIZER;
+	p.id = id;
+	nng_pipe_close(p);
 }
 
 /* ---- slots ---- */
@@ -215,15 +235,15 @@ static void slot_cb(void *arg)
 		bool first = conn_release(t, id, rv == NNG_ETIMEDOUT);
 		if (rv == NNG_ETIMEDOUT) {
 			/* its client does not read: it goes, not the slots it would hold */
-			close_pipe(id);
 			if (first) {
 				atomic_fetch_add(&t->reply_timeouts, 1);
 				dmn_log(t->log, DMN_LOG_WARN,
 					"closing connection %u: a reply not taken within %d ms (reply_timeout_ms)", id,
 					(int)t->cfg->reply_timeout_ms);
 			}
+			conn_close(t, id);
 		} else if (sl->chan.hangup_after) {
-			close_pipe(id);
+			conn_close(t, id);
 		}
 		atomic_fetch_sub(&t->sending, 1);
 		if (rv == NNG_ECLOSED)
@@ -241,6 +261,12 @@ static void slot_cb(void *arg)
 	sl->chan.conn = nng_pipe_id(nng_msg_get_pipe(sl->chan.msg));
 	sl->chan.hangup_after = false;
 	sl->chan.held = conn_hold(t, sl->chan.conn);
+	if (!sl->chan.held) { /* from a connection we closed: nobody wants its answer */
+		nng_msg_free(sl->chan.msg);
+		sl->chan.msg = NULL;
+		slot_recv_again(sl);
+		return;
+	}
 	dmn_inbox_post(t->ib, DMN_LANE_ARRIVED, &sl->chan.in);
 }
 
@@ -259,13 +285,13 @@ static void slot_recv(dmn_chan *c)
 	slot *sl = (slot *)c;
 	conn_release(sl->t, c->conn, false);
 	if (c->hangup_after)
-		close_pipe(c->conn);
+		conn_close(sl->t, c->conn);
 	slot_recv_again(sl);
 }
 
 static void slot_hangup(dmn_chan *c)
 {
-	close_pipe(c->conn);
+	conn_close(((slot *)c)->t, c->conn);
 }
 
 /* ipc peers carry credentials; other transports (tcp) none */
@@ -286,15 +312,8 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 		conn_add(t, p);
 		return;
 	}
-	if (ev != NNG_PIPE_EV_REM_POST)
-		return;
-	conn_remove(t, nng_pipe_id(p));
-	dmn_closed *e = calloc(1, sizeof(*e));
-	if (!e)
-		return; /* its requests are then answered into the void: harmless */
-	e->ops = &nng_ops;
-	e->conn = nng_pipe_id(p);
-	dmn_inbox_post(t->ib, DMN_LANE_CLOSED, &e->in);
+	if (ev == NNG_PIPE_EV_REM_POST && conn_remove(t, nng_pipe_id(p)))
+		post_closed(t, nng_pipe_id(p));
 }
 
 /* mkdir -p of the socket's directory (mode 0750 for what we create). */
