@@ -171,7 +171,7 @@ static void on_hup(uv_signal_t *h, int signum)
 	}
 	/* what needs a restart: a change is logged, and the running value kept */
 #define RESTART_KEYS(X) X(listen) X(tcp_listen) X(device) X(backend_opts) X(max_pending) X(http_listen) \
-	X(cache_dir) X(mem_limit_bytes)
+	X(cache_dir) X(mem_limit_bytes) X(reply_timeout_ms) X(peer_connections_max)
 	char *a = dmn_config_json(&s->cfg, false), *b = dmn_config_json(&cfg, false);
 	cJSON *ja = a ? cJSON_Parse(a) : NULL, *jb = b ? cJSON_Parse(b) : NULL;
 #define WARN_CHANGED(k)                                                                                     \

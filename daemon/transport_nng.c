@@ -40,7 +40,8 @@ typedef struct conn {
 #define CONN_BUCKETS 256
 
 struct dmn_nng {
-	const dmn_config *cfg;
+	const dmn_config *cfg; /* the loop's: read at start only (a reload rewrites it) */
+	int reply_timeout_ms, peer_cap; /* copied at start: read on any thread */
 	dmn_logger *log;
 	dmn_inbox *ib;
 	nng_socket sock;
@@ -147,7 +148,7 @@ static void conn_add(dmn_nng *t, nng_pipe p)
 	}
 	c->id = nng_pipe_id(p);
 	peer_key(p, c->peer, sizeof(c->peer));
-	int cap = (int)t->cfg->peer_connections_max, n = 0;
+	int cap = t->peer_cap, n = 0;
 	pthread_mutex_lock(&t->mu);
 	for (int b = 0; cap && b < CONN_BUCKETS && n < cap; b++)
 		for (conn *o = t->conns[b]; o; o = o->next)
@@ -239,7 +240,7 @@ static void slot_cb(void *arg)
 				atomic_fetch_add(&t->reply_timeouts, 1);
 				dmn_log(t->log, DMN_LOG_WARN,
 					"closing connection %u: a reply not taken within %d ms (reply_timeout_ms)", id,
-					(int)t->cfg->reply_timeout_ms);
+					t->reply_timeout_ms);
 			}
 			conn_close(t, id);
 		} else if (sl->chan.hangup_after) {
@@ -276,7 +277,7 @@ static void slot_send(dmn_chan *c, nng_msg *msg)
 	atomic_fetch_add(&sl->t->sending, 1);
 	sl->sending = true;
 	nng_aio_set_msg(sl->aio, msg);
-	nng_aio_set_timeout(sl->aio, (nng_duration)sl->t->cfg->reply_timeout_ms);
+	nng_aio_set_timeout(sl->aio, (nng_duration)sl->t->reply_timeout_ms);
 	nng_ctx_send(sl->ctx, sl->aio);
 }
 
@@ -416,6 +417,8 @@ dmn_nng *dmn_nng_start(const dmn_config *cfg, dmn_logger *log, dmn_inbox *ib, ch
 		return NULL;
 	}
 	t->cfg = cfg;
+	t->reply_timeout_ms = (int)cfg->reply_timeout_ms;
+	t->peer_cap = (int)cfg->peer_connections_max;
 	t->log = log;
 	t->ib = ib;
 	atomic_init(&t->sending, 0);
