@@ -1,6 +1,6 @@
 /* arrival.c: a request's arrival on the loop (the inbox's ARRIVED lane): its connection checked
- * first (a refused peer is answered once, unparsed, and closed; a connection being closed gets
- * nothing more; one far past its cap is closed), then decoded and checked (size, format, the
+ * first (a refused peer is answered unparsed, and closed if it sends more than one at a time; a
+ * connection being closed gets nothing more; one far past its cap is closed), then decoded and checked (size, format, the
  * verb, draining, the client's in-flight limit), then handed to its verb's handler (verbs.c).
  * The limits: docs/isolation/connections.md. */
 #include "verbs.h"
@@ -31,11 +31,17 @@ void dmn_on_request(dmn_srv *s, dmn_chan *ch)
 		return;
 	}
 	if (!c->authorised) {
-		/* before its header is parsed: one answer (with no id), and the connection closes once
-		 * it is sent */
-		c->hung_up = true;
-		s->hangup_refused++;
-		ch->hangup_after = true;
+		/* before its header is parsed. One request at a time (it waits for each answer): each
+		 * is answered unauthorised, with no id. More at once: the connection is closed now and
+		 * they are dropped, nothing queued (closing after every answer would lose the next
+		 * request of a client that sends as soon as it reads) */
+		if (ch->held > 1) {
+			c->hung_up = true;
+			s->hangup_refused++;
+			ch->ops->hangup(ch);
+			dmn_drop(s, r);
+			return;
+		}
 		dmn_fail(s, r, TSD_UNAUTHORISED, "uid %llu gid %llu is not allowed (config allowed_uids, allowed_gids)",
 			 (unsigned long long)c->uid, (unsigned long long)c->gid);
 		return;

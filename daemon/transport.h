@@ -45,9 +45,6 @@ struct dmn_chan {
 	/* Set by the transport at arrival: the channels this connection holds (requests not yet
 	 * answered plus replies not yet taken by the client), this one included; 0: not counted. */
 	int held;
-	/* Set by the loop before send: close the connection once this reply is sent (at once if
-	 * it cannot be). The transport clears it at arrival. */
-	bool hangup_after;
 };
 
 /* A closed connection (DMN_LANE_CLOSED; malloc'd by the transport, freed by the loop). */

@@ -55,7 +55,7 @@ struct dmn_nng {
 	conn *conns[CONN_BUCKETS];
 	int64_t nconns;
 	atomic_llong refused_cap, reply_timeouts;
-	atomic_llong cap_logged_at; /* eng-free clock (ns) of the last refused-connection log line */
+	atomic_llong cap_logged_at; /* CLOCK_MONOTONIC ns of the last refused-connection log line */
 	/* the stop's helper thread */
 	pthread_mutex_t stop_mu;
 	pthread_cond_t stop_cv;
@@ -243,8 +243,6 @@ static void slot_cb(void *arg)
 					t->reply_timeout_ms);
 			}
 			conn_close(t, id);
-		} else if (sl->chan.hangup_after) {
-			conn_close(t, id);
 		}
 		atomic_fetch_sub(&t->sending, 1);
 		if (rv == NNG_ECLOSED)
@@ -260,7 +258,6 @@ static void slot_cb(void *arg)
 	}
 	sl->chan.msg = nng_aio_get_msg(sl->aio);
 	sl->chan.conn = nng_pipe_id(nng_msg_get_pipe(sl->chan.msg));
-	sl->chan.hangup_after = false;
 	sl->chan.held = conn_hold(t, sl->chan.conn);
 	if (!sl->chan.held) { /* from a connection we closed: nobody wants its answer */
 		nng_msg_free(sl->chan.msg);
@@ -285,8 +282,6 @@ static void slot_recv(dmn_chan *c)
 {
 	slot *sl = (slot *)c;
 	conn_release(sl->t, c->conn, false);
-	if (c->hangup_after)
-		conn_close(sl->t, c->conn);
 	slot_recv_again(sl);
 }
 

@@ -36,6 +36,21 @@
 
 static const float tiny_w[4] = {1, -2, 0.5f, 4};
 
+/* Sanitizer builds (CI runs suites under ASan and TSan): compute is 3-10x slower, so latency
+ * bounds scale and the shutdown gets 2 s more; TSan's shadow memory makes RSS meaningless. */
+#if defined(__SANITIZE_THREAD__)
+#define SAN_SLOW 10.0
+#define SAN_RSS false
+#elif defined(__SANITIZE_ADDRESS__)
+#define SAN_SLOW 3.0
+#define SAN_RSS true
+#else
+#define SAN_SLOW 1.0
+#define SAN_RSS true
+#endif
+#define P99_BOUND_MS (100.0 * SAN_SLOW)
+#define EXIT_SLACK_MS (SAN_SLOW > 1.0 ? 4000.0 : 2000.0)
+
 static double now_ms(void)
 {
 	struct timespec ts;
@@ -331,7 +346,8 @@ static void nonreader(const char *req_json, bool big)
 	ck_assert_msg(f.closed >= 1, "the non-reading client's connection was never closed");
 	ck_assert_msg(timeouts + flood >= 1, "stats count no closed non-reader (reply_timeout %.0f, flood %.0f)", timeouts,
 		      flood);
-	ck_assert_msg(p99 < 100.0, "p99 %.2f ms while another client does not read (bound 100 ms)", p99);
+	ck_assert_msg(p99 < P99_BOUND_MS, "p99 %.2f ms while another client does not read (bound %.0f ms)", p99,
+		      P99_BOUND_MS);
 	dh_client_close(c);
 	dh_stop(&d);
 }
@@ -399,21 +415,32 @@ START_TEST(t_refused_unparsed)
 	for (int round = 0; round < 3; round++) {
 		int fd = sp_connect(&d);
 		ck_assert(fd >= 0);
-		ck_assert_int_eq(sp_send(fd, 1, b, len, 5000), 0);
+		int rv = sp_send(fd, 1, b, len, 20000);
+		ck_assert_msg(rv == 0, "round %d: sending the 2 MiB request: %s", round, rv == -1 ? "closed" : "no room for 20 s");
 		/* pipelined after it: never answered, never queued */
 		for (uint32_t i = 2; i < 50; i++)
 			if (sp_send(fd, i, b, 64, 200))
 				break;
+		/* answers (unauthorised, never bad_request: nothing parsed) until the daemon closes
+		 * the connection; not all of them */
+		int answers = 0;
 		size_t rl;
-		unsigned char *r = sp_recv(fd, &rl, 10000);
-		ck_assert_msg(r, "round %d: no answer to a refused peer's request", round);
-		char msg[256];
-		tsd_status st = reply_status(r, rl, msg, sizeof(msg));
-		free(r);
-		ck_assert_msg(st == TSD_UNAUTHORISED, "round %d: %s (%s), want unauthorised without parsing", round,
-			      tsd_status_name(st), msg);
-		ck_assert_msg(strstr(msg, "allowed_uids"), "round %d: message %s", round, msg);
+		unsigned char *r;
+		while ((r = sp_recv(fd, &rl, 10000))) {
+			char msg[256];
+			tsd_status st = reply_status(r, rl, msg, sizeof(msg));
+			free(r);
+			ck_assert_msg(st == TSD_UNAUTHORISED, "round %d: %s (%s), want unauthorised without parsing", round,
+				      tsd_status_name(st), msg);
+			ck_assert_msg(strstr(msg, "allowed_uids"), "round %d: message %s", round, msg);
+			answers++;
+		}
 		ck_assert_msg(sp_closed(fd, 5000), "round %d: a refused peer's connection stayed open", round);
+		printf("hostileconn: refused peer, round %d: 49 requests pipelined (the first with a 2 MiB garbage header): "
+		       "%d answered unauthorised, then closed\n", round, answers);
+		fflush(stdout);
+		ck_assert_msg(answers >= 1 && answers < 49, "round %d: %d answers to a refused peer's 49 requests", round,
+			      answers);
 		close(fd);
 	}
 	free(b);
@@ -472,9 +499,13 @@ START_TEST(t_peer_cap)
 	fds[0] = sp_connect(&d);
 	ck_assert(fds[0] >= 0);
 	wait_open(fds[0], 1); /* the harness's start-up client has gone */
+	char what[64];
 	for (int i = 1; i < CAP; i++) {
 		fds[i] = sp_connect(&d);
 		ck_assert(fds[i] >= 0);
+		/* answered: the daemon has added it (the handshake returns before that) */
+		snprintf(what, sizeof(what), "connection %d of %d", i + 1, CAP);
+		raw_health(fds[i], what);
 	}
 	for (int i = 0; i < EXTRA; i++) {
 		int fd = sp_connect(&d);
@@ -482,7 +513,6 @@ START_TEST(t_peer_cap)
 		if (fd >= 0)
 			close(fd);
 	}
-	char what[64];
 	for (int i = 0; i < CAP; i++) {
 		snprintf(what, sizeof(what), "connection %d of %d", i + 1, CAP);
 		raw_health(fds[i], what);
@@ -550,8 +580,8 @@ START_TEST(t_close_loops)
 		close(fd);
 		printf("hostileconn: round %d: %d close loops, SIGTERM to exit %.0f ms (drain_seconds %d)\n", round, LOOPS,
 		       took, DRAIN_S);
-		ck_assert_msg(took < (DRAIN_S + 2) * 1000.0, "round %d: exit took %.0f ms after SIGTERM, bound %d s", round,
-			      took, DRAIN_S + 2);
+		ck_assert_msg(took < DRAIN_S * 1000.0 + EXIT_SLACK_MS, "round %d: exit took %.0f ms after SIGTERM, bound %.1f s",
+			      round, took, DRAIN_S + EXIT_SLACK_MS / 1000.0);
 	}
 	nng_msg_free(h);
 	nng_msg_free(inf);
@@ -604,8 +634,8 @@ START_TEST(t_half_messages)
 	printf("hostileconn: %d of %d stalling connections kept, each %zu MiB into %zu MiB: RSS +%ld MiB (bound %ld MiB)\n",
 	       open, STALLERS, sent >> 20, announced >> 20, grown >> 20, bound >> 20);
 	ck_assert_msg(open <= CAP - 1, "%d stalling connections accepted past peer_connections_max %d", open, CAP);
-	ck_assert_msg(grown < bound, "RSS grew %ld MiB with half messages stalled, bound %ld MiB", grown >> 20, bound >> 20);
-	ck_assert_msg(p99 < 100.0, "p99 %.2f ms while half messages stall (bound 100 ms)", p99);
+	ck_assert_msg(!SAN_RSS || grown < bound, "RSS grew %ld MiB with half messages stalled, bound %ld MiB", grown >> 20, bound >> 20);
+	ck_assert_msg(p99 < P99_BOUND_MS, "p99 %.2f ms while half messages stall (bound %.0f ms)", p99, P99_BOUND_MS);
 	for (int i = 0; i < STALLERS; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
