@@ -13,7 +13,9 @@
 
 #include <errno.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <sys/timerfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <systemd/sd-daemon.h>
@@ -88,7 +90,9 @@ static void check_drained(dmn_srv *s)
 	bool queued = s->ctl_len > 0;
 	for (int i = 0; i < s->nmodels && !queued; i++)
 		queued = s->models[i]->queued > 0;
-	if (queued || s->exec_busy || s->rz_job || dmn_nng_sending(s->nng) > 0)
+	/* past the deadline, replies still not taken (a client that does not read) are not waited
+	 * for: the close drops them */
+	if (queued || s->exec_busy || s->rz_job || (!late && dmn_nng_sending(s->nng) > 0))
 		return;
 	dmn_log(&s->log, DMN_LOG_INFO, "drained%s; exiting", late ? " (at the deadline)" : "");
 	s->exit_code = s->exit_status;
@@ -144,6 +148,45 @@ static void on_drain_tick(uv_timer_t *t)
 	check_drained(t->data);
 }
 
+/* The shutdown's last resort: whatever still runs (a job that does not stop, nng's close, its
+ * exit handler) at the drain's deadline + 1.5 s, the process exits. It owns its argument (a
+ * copy of what it needs: the server may be freed before it fires). */
+typedef struct watchdog_arg {
+	uint64_t at;   /* eng_now_ns() */
+	int status;
+	dmn_logger log;
+} watchdog_arg;
+
+static void *watchdog_main(void *arg)
+{
+	watchdog_arg *w = arg;
+	struct timespec ts;
+	for (uint64_t now; (now = eng_now_ns()) < w->at;) {
+		uint64_t left = w->at - now;
+		ts.tv_sec = (time_t)(left / 1000000000ull);
+		ts.tv_nsec = (long)(left % 1000000000ull);
+		nanosleep(&ts, NULL);
+	}
+	dmn_log(&w->log, DMN_LOG_ERROR, "shutdown still not finished 1.5 s after the drain's deadline: exiting now");
+	_exit(w->status);
+	return NULL;
+}
+
+static void start_watchdog(dmn_srv *s)
+{
+	watchdog_arg *w = calloc(1, sizeof(*w));
+	if (!w)
+		return;
+	w->at = s->drain_deadline + 1500000000ull;
+	w->status = s->exit_status;
+	dmn_logger_init(&w->log, atomic_load(&s->log.level), s->log.fd);
+	pthread_t th;
+	if (pthread_create(&th, NULL, watchdog_main, w))
+		free(w);
+	else
+		pthread_detach(th);
+}
+
 static void on_term(uv_signal_t *h, int signum)
 {
 	dmn_srv *s = h->data;
@@ -158,6 +201,7 @@ static void on_term(uv_signal_t *h, int signum)
 	sd_notify(0, "STOPPING=1");
 	s->draining = true;
 	s->drain_deadline = eng_now_ns() + (uint64_t)s->cfg.drain_seconds * 1000000000ull;
+	start_watchdog(s);
 	uv_timer_start(&s->drain_timer, on_drain_tick, 10, 10);
 	dmn_dispatch(s);
 	check_drained(s);
@@ -183,7 +227,7 @@ static void on_hup(uv_signal_t *h, int signum)
 	}
 	/* what needs a restart: a change is logged, and the running value kept */
 #define RESTART_KEYS(X) X(listen) X(tcp_listen) X(device) X(backend_opts) X(max_pending) X(http_listen) \
-	X(cache_dir) X(mem_limit_bytes) X(mem_limit_fraction) \
+	X(cache_dir) X(mem_limit_bytes) X(mem_limit_fraction) X(reply_timeout_ms) X(peer_connections_max) \
 	X(realize_threads) X(realize_nice) X(realize_mem_limit_bytes) X(realize_prog_cache_max)
 	char *a = dmn_config_json(&s->cfg, false), *b = dmn_config_json(&cfg, false);
 	cJSON *ja = a ? cJSON_Parse(a) : NULL, *jb = b ? cJSON_Parse(b) : NULL;
@@ -332,7 +376,11 @@ out:
 	if (rc && err[0])
 		dmn_log(&s->log, DMN_LOG_ERROR, "%s", err);
 	dmn_http_stop(s);
-	dmn_nng_stop(s->nng, s->inbox);
+	if (!dmn_nng_stop(s->nng, s->inbox)) {
+		/* nng's threads still hold the inbox and our callbacks: nothing more is freed, and
+		 * nng's exit handler (it would wait for the same close) is not run */
+		_exit(rc);
+	}
 	s->nng = NULL;
 	dmn_exec_stop(s);
 	if (loop_ok) {

@@ -83,6 +83,14 @@ cJSON *dmn_stats_json(dmn_srv *s)
 	cJSON_AddItemToObject(x, "engine", eng);
 	cJSON_AddItemToObject(x, "models", models);
 	cJSON_AddItemToObject(x, "realize", rz);
+	dmn_nng_stats ns;
+	dmn_nng_get_stats(s->nng, &ns);
+	cJSON *co = cJSON_AddObjectToObject(x, "connections");
+	cJSON_AddNumberToObject(co, "open", (double)ns.open);
+	cJSON_AddNumberToObject(co, "refused_peer_cap", (double)ns.refused_cap);
+	cJSON_AddNumberToObject(co, "closed_reply_timeout", (double)ns.reply_timeouts);
+	cJSON_AddNumberToObject(co, "closed_flood", (double)s->hangup_flood);
+	cJSON_AddNumberToObject(co, "closed_refused", (double)s->hangup_refused);
 	cJSON_AddItemToObject(x, "process", process_json());
 	return x;
 }
@@ -134,6 +142,17 @@ char *dmn_metrics_text(dmn_srv *s)
 		 (double)s->realize_over_budget, true},
 		{"tensord_realize_programs", "Compiled programs the realize worker holds", (double)rd.programs, false},
 	};
+	dmn_nng_stats ns;
+	dmn_nng_get_stats(s->nng, &ns);
+	struct { const char *name, *help; double v; bool counter; } cn[] = {
+		{"tensord_connections", "Connections open", (double)ns.open, false},
+		{"tensord_connections_refused_peer_cap_total", "Connections closed at once: their peer had peer_connections_max", (double)ns.refused_cap, true},
+		{"tensord_connections_closed_reply_timeout_total", "Connections closed: a reply not taken within reply_timeout_ms", (double)ns.reply_timeouts, true},
+		{"tensord_connections_closed_flood_total", "Connections closed: far past client_inflight_max", (double)s->hangup_flood, true},
+		{"tensord_connections_closed_refused_total", "Connections of refused peers closed after their answer", (double)s->hangup_refused, true},
+	};
+	for (size_t k = 0; k < sizeof(cn) / sizeof(*cn); k++)
+		(cn[k].counter ? dmn_prom_counter : dmn_prom_gauge)(&p, cn[k].name, cn[k].help, NULL, 0, cn[k].v);
 	for (size_t k = 0; k < sizeof(e) / sizeof(*e); k++)
 		(e[k].counter ? dmn_prom_counter : dmn_prom_gauge)(&p, e[k].name, e[k].help, NULL, 0, e[k].v);
 	/* per-model counters: one family per counter, a series per model */

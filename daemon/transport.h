@@ -31,6 +31,9 @@ typedef struct dmn_chan_ops {
 	/* Loop, once per new connection: the credentials of the peer that sent msg; false when the
 	 * transport carries none (then being configured at all authorises it). */
 	bool (*peer)(nng_msg *msg, uint64_t *uid, uint64_t *gid);
+	/* Loop: close c's connection now (its request is then given up with recv, or answered
+	 * into the void); the transport posts its closing on the CLOSED lane as for any other. */
+	void (*hangup)(dmn_chan *c);
 } dmn_chan_ops;
 
 /* A channel: the part of a transport's context the loop sees. */
@@ -39,6 +42,9 @@ struct dmn_chan {
 	const dmn_chan_ops *ops;
 	nng_msg *msg;             /* the request received (the loop takes it) */
 	uint32_t conn;            /* the connection it came on (an id unique within ops) */
+	/* Set by the transport at arrival: the channels this connection holds (requests not yet
+	 * answered plus replies not yet taken by the client), this one included; 0: not counted. */
+	int held;
 };
 
 /* A closed connection (DMN_LANE_CLOSED; malloc'd by the transport, freed by the loop). */
@@ -53,10 +59,19 @@ typedef struct dmn_nng dmn_nng;
 /* Listen and start receiving into ib (max_pending channels); NULL and err on failure (what
  * was started is stopped). cfg, log and ib must outlive it. */
 dmn_nng *dmn_nng_start(const dmn_config *cfg, dmn_logger *log, dmn_inbox *ib, char *err, size_t errlen);
-/* Close the socket, take back the requests left on ib (the ARRIVED lane), free t. NULL is
- * allowed. */
-void dmn_nng_stop(dmn_nng *t, dmn_inbox *ib);
+/* Close the listeners, then the socket, take back the requests left on ib (the ARRIVED lane),
+ * free t; true. nng's close runs on a helper thread and is given up after a second (nng 1.5's
+ * nng_close can hang for good, nanomsg/nng#1543): then false, t and ib are left as they are
+ * (nng's threads may still use them) and the caller must _exit. NULL is allowed (true). */
+bool dmn_nng_stop(dmn_nng *t, dmn_inbox *ib);
 /* Replies handed to nng and not yet sent (any thread); 0 for NULL. */
 int dmn_nng_sending(const dmn_nng *t);
+/* The transport's connection figures (any thread; zeros for NULL). */
+typedef struct dmn_nng_stats {
+	int64_t open;           /* connections open now */
+	int64_t refused_cap;    /* connections closed at once: their peer had peer_connections_max */
+	int64_t reply_timeouts; /* connections closed: a reply not taken within reply_timeout_ms */
+} dmn_nng_stats;
+void dmn_nng_get_stats(dmn_nng *t, dmn_nng_stats *st);
 
 #endif

@@ -62,6 +62,8 @@ typedef struct dmn_client {
 	bool authorised;
 	bool gone;      /* the connection closed */
 	int inflight;   /* its requests received and not yet answered */
+	bool hung_up;   /* its connection is being closed (refused, or flooding): nothing more is
+			 * queued for it, its later requests are dropped unanswered */
 	uint64_t uid, gid; /* UINT64_MAX when the transport has none (tcp) */
 	/* its realize compile budget (batcher.c): tokens left as of rz_at (0: never charged, full) */
 	double rz_tokens;
@@ -254,6 +256,7 @@ struct dmn_srv {
 	uint64_t rejected[TSD_STATUS_COUNT];
 	uint64_t realize_graphs;
 	uint64_t realize_over_budget; /* realize requests answered busy: their client's compile budget was spent */
+	uint64_t hangup_refused, hangup_flood; /* connections closed: refused peer; far past its cap */
 	dmn_hists hist;
 	/* memory (memlimit.c; the idle trim in server.c) */
 	uint64_t mem_limit;      /* the engine's effective limit in bytes; 0: none */
