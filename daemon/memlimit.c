@@ -81,18 +81,26 @@ static bool has_word(const char *opts, const char *word)
 	return false;
 }
 
+/* The next line of the text at *cur, cut at its newline (*cur moves past it); NULL at the end. */
+static char *next_line(char **cur)
+{
+	char *line = *cur;
+	if (!line || !*line)
+		return NULL;
+	char *nl = strchr(line, '\n');
+	*cur = nl ? nl + 1 : line + strlen(line);
+	if (nl)
+		*nl = 0;
+	return line;
+}
+
 /* The mount point of the v2 hierarchy (v2 true) or of v1's memory controller, into mnt[cap];
  * false when mounts names none. */
 static bool find_mount(const char *mounts, bool v2, char *mnt, size_t cap)
 {
 	char *t = slurp(mounts);
 	bool found = false;
-	for (char *line = t, *next; line && *line && !found; line = next) {
-		next = strchr(line, '\n');
-		if (next)
-			*next++ = 0;
-		else
-			next = line + strlen(line);
+	for (char *cur = t, *line; !found && (line = next_line(&cur));) {
 		char dev[256], dir[512], type[64], opts[1024];
 		if (sscanf(line, "%255s %511s %63s %1023s", dev, dir, type, opts) != 4)
 			continue;
@@ -109,12 +117,7 @@ static bool find_cgroup(const char *self_cgroup, bool v2, char *out, size_t cap)
 {
 	char *t = slurp(self_cgroup);
 	bool found = false;
-	for (char *line = t, *next; line && *line && !found; line = next) {
-		next = strchr(line, '\n');
-		if (next)
-			*next++ = 0;
-		else
-			next = line + strlen(line);
+	for (char *cur = t, *line; !found && (line = next_line(&cur));) {
 		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
 		if (!c2 || c2[1] != '/')
 			continue;
