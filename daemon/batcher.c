@@ -112,6 +112,30 @@ static void ctl_abandon(dmn_srv *s, dmn_job *j, tsd_status st, const char *msg)
 	dmn_job_free(j);
 }
 
+/* A train.step's request checked again when its model was replaced while it waited (the new
+ * version may not train, or take other inputs): TSD_OK, or why not into why. */
+static tsd_status train_recheck(dmn_job *j, char *why, size_t len)
+{
+	const dmn_mver *v = j->model->cur;
+	dmn_req *r = j->reqs[0];
+	if (r->ver == v->version)
+		return TSD_OK;
+	if (!v->trainable) {
+		snprintf(why, len, "the model was replaced while this waited, by a version loaded without \"train\"");
+		return TSD_BAD_REQUEST;
+	}
+	char err[200];
+	int64_t rows;
+	tsd_status st = dmn_check_inputs(v, &r->pm, true, &rows, err, sizeof(err));
+	if (st != TSD_OK) {
+		snprintf(why, len, "the model was replaced while this waited: %s", err);
+		return st;
+	}
+	r->ver = v->version;
+	r->rows = rows;
+	return TSD_OK;
+}
+
 void dmn_flush_queues(dmn_srv *s, dmn_model *only, tsd_status st, const char *msg)
 {
 	for (int i = 0; i < s->nmodels; i++) {
@@ -422,6 +446,12 @@ void dmn_dispatch(dmn_srv *s)
 			ctl_unlink(s, cprev, c);
 			if (c->kind != DMN_J_LOAD && c->model && (c->model->removed || !c->model->cur)) {
 				ctl_abandon(s, c, TSD_UNKNOWN_MODEL, "the model was unloaded");
+				continue;
+			}
+			char why[256];
+			tsd_status st;
+			if (c->kind == DMN_J_TRAIN && (st = train_recheck(c, why, sizeof(why))) != TSD_OK) {
+				ctl_abandon(s, c, st, why);
 				continue;
 			}
 			if (c->kind == DMN_J_TRAIN || c->kind == DMN_J_SAVE)

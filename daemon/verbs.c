@@ -245,6 +245,7 @@ static void v_train_step(dmn_srv *s, dmn_req *r)
 		dmn_fail(s, r, st, "%s", err);
 		return;
 	}
+	r->ver = m->cur->version;
 	dmn_job *j = job_new(s, DMN_J_TRAIN, r);
 	if (!j)
 		return;
