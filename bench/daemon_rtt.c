@@ -10,6 +10,7 @@
  * p50(infer)/p50(echo), stops the daemon with SIGTERM.
  * Usage: bench_daemon_rtt [calls (20000)] [batch_delay_us (500)] */
 #include "daemon_bench.h"
+#include "sp_echo.h"
 
 #define NIN 16
 #define NHID 16
@@ -84,6 +85,21 @@ static int time_echo(nng_socket sk, size_t req_bytes, int warm, int n, uint64_t 
 	return rv ? -1 : 0;
 }
 
+/* n timed socketpair echo round trips (after warm untimed) into t. */
+static int time_sp(db_sp_echo *e, int warm, int n, uint64_t *t)
+{
+	for (int i = -warm; i < n; i++) {
+		uint64_t t0 = db_now_ns();
+		if (db_sp_echo_call(e)) {
+			fprintf(stderr, "socketpair echo: %s\n", strerror(errno));
+			return -1;
+		}
+		if (i >= 0)
+			t[i] = db_now_ns() - t0;
+	}
+	return 0;
+}
+
 /* Histograms from the daemon's stats: cumulative bucket counts (bounds ascending) of the named
  * ones, added into (sign +1) or taken from (-1) acc[h][b]; the bounds into le[h][b]. */
 #define NHIST 3
@@ -143,10 +159,11 @@ int main(int argc, char **argv)
 		db_daemon_stop(&d);
 		return 1;
 	}
-	uint64_t *t = malloc((size_t)n * 3 * sizeof(*t)), *tr = t, *tn = t + n, *te = t + 2 * n;
+	uint64_t *t = malloc((size_t)n * 4 * sizeof(*t)), *tr = t, *tn = t + n, *te = t + 2 * n, *ts = t + 3 * n;
 	tsd_client *c = tsd_client_open(d.url, 10000, NULL, 0);
 	int rc = 1;
-	rtt_result rt, nm, echo;
+	rtt_result rt, nm, echo, spb;
+	db_sp_echo sp = {0};
 	size_t req_bytes = 0, rep_bytes = 0;
 	char echo_url[320], probe_url[320];
 	snprintf(echo_url, sizeof(echo_url), "ipc://%s/echo.sock", d.dir);
@@ -167,6 +184,10 @@ int main(int argc, char **argv)
 	}
 	/* The three kinds alternate in ROUNDS blocks so that they see the same background load;
 	 * context switches per call are counted for the daemon's threads and this process's. */
+	if (db_sp_echo_spawn(&sp, req_bytes, rep_bytes)) {
+		fprintf(stderr, "socketpair echo: cannot start\n");
+		goto out;
+	}
 	if (db_echo_start(&e, echo_url, rep_bytes))
 		goto out;
 	nng_socket sk;
@@ -179,23 +200,25 @@ int main(int argc, char **argv)
 	nng_socket_set_ms(sk, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
 	int warm = n / 10 > 100 ? n / 10 : 100, per = n / ROUNDS;
 	n = per * ROUNDS;
-	long dsw[3] = {0}, ssw[3] = {0};
-	double dcpu[3] = {0}, scpu[3] = {0}; /* CPU seconds: the daemon's, this process's */
+	long dsw[4] = {0}, ssw[4] = {0};
+	double dcpu[4] = {0}, scpu[4] = {0}; /* CPU seconds: the daemon's (or the socketpair echo's), this process's */
 	double hacc[NHIST][NBUCKET] = {{0}}, hle[NHIST][NBUCKET] = {{0}}; /* realtime blocks only */
 	int bad = time_infer(c, "realtime", warm, 0, t) || time_infer(c, "normal", warm, 0, t) ||
-		  time_echo(sk, req_bytes, warm, 0, t);
+		  time_echo(sk, req_bytes, warm, 0, t) || time_sp(&sp, warm, 0, t);
 	for (int k = 0; k < ROUNDS && !bad; k++)
-		for (int w = 0; w < 3 && !bad; w++) {
+		for (int w = 0; w < 4 && !bad; w++) {
 			if (w == 0 && hist_add(c, -1, hacc, hle))
 				bad = 1;
-			long d0 = db_ctxsw(d.pid), s0 = db_ctxsw(getpid());
-			double dc0 = db_cpu_s(d.pid), sc0 = db_cpu_s(getpid());
+			pid_t other = w == 3 ? sp.pid : d.pid;
+			long d0 = db_ctxsw(other), s0 = db_ctxsw(getpid());
+			double dc0 = db_cpu_s(other), sc0 = db_cpu_s(getpid());
 			bad = w == 0   ? time_infer(c, "realtime", 0, per, tr + k * per)
 			      : w == 1 ? time_infer(c, "normal", 0, per, tn + k * per)
-				       : time_echo(sk, req_bytes, 0, per, te + k * per);
-			dsw[w] += db_ctxsw(d.pid) - d0;
+			      : w == 2 ? time_echo(sk, req_bytes, 0, per, te + k * per)
+				       : time_sp(&sp, 0, per, ts + k * per);
+			dsw[w] += db_ctxsw(other) - d0;
 			ssw[w] += db_ctxsw(getpid()) - s0;
-			dcpu[w] += db_cpu_s(d.pid) - dc0;
+			dcpu[w] += db_cpu_s(other) - dc0;
 			scpu[w] += db_cpu_s(getpid()) - sc0;
 			if (w == 0 && !bad && hist_add(c, +1, hacc, hle))
 				bad = 1;
@@ -206,38 +229,41 @@ int main(int argc, char **argv)
 	char proc_url[320];
 	snprintf(proc_url, sizeof(proc_url), "ipc://%s/echo-proc.sock", d.dir);
 	db_echo_proc ep = {0};
-	nng_socket sp;
-	if (!bad && (db_echo_spawn(&ep, proc_url, rep_bytes) || (rv = nng_req0_open(&sp)) ||
-		     (rv = nng_dial(sp, proc_url, NULL, 0)))) {
+	nng_socket sp_nng;
+	if (!bad && (db_echo_spawn(&ep, proc_url, rep_bytes) || (rv = nng_req0_open(&sp_nng)) ||
+		     (rv = nng_dial(sp_nng, proc_url, NULL, 0)))) {
 		fprintf(stderr, "echo process %s: cannot start or dial\n", proc_url);
 		bad = 1;
 	}
 	uint64_t *pi = malloc((size_t)n * sizeof(*pi)), *pe = malloc((size_t)n * sizeof(*pe)),
-		 *pp = malloc((size_t)n * sizeof(*pp));
-	bad = bad || !pi || !pe || !pp || time_echo(sp, req_bytes, warm, 0, pp);
+		 *pp = malloc((size_t)n * sizeof(*pp)), *ps = malloc((size_t)n * sizeof(*ps));
+	bad = bad || !pi || !pe || !pp || !ps || time_echo(sp_nng, req_bytes, warm, 0, pp);
 	for (int i = 0; i < n && !bad; i++)
-		bad = time_infer(c, "realtime", 0, 1, pi + i) || time_echo(sp, req_bytes, 0, 1, pp + i) ||
-		      time_echo(sk, req_bytes, 0, 1, pe + i);
+		bad = time_infer(c, "realtime", 0, 1, pi + i) || time_echo(sp_nng, req_bytes, 0, 1, pp + i) ||
+		      time_echo(sk, req_bytes, 0, 1, pe + i) || time_sp(&sp, 0, 1, ps + i);
 	if (ep.pid > 0) {
-		nng_close(sp);
+		nng_close(sp_nng);
 		db_echo_kill(&ep);
 	}
 	nng_close(sk);
 	db_echo_stop(&e);
-	rtt_result prt = {0}, pec = {0}, ppr = {0};
+	rtt_result prt = {0}, pec = {0}, ppr = {0}, psp = {0};
 	if (!bad) {
 		summarise(pi, n, &prt);
 		summarise(pe, n, &pec);
 		summarise(pp, n, &ppr);
+		summarise(ps, n, &psp);
 	}
 	free(pi);
 	free(pe);
 	free(pp);
+	free(ps);
 	if (bad)
 		goto out;
 	summarise(tr, n, &rt);
 	summarise(tn, n, &nm);
 	summarise(te, n, &echo);
+	summarise(ts, n, &spb);
 	/* the daemon's own view of the realtime calls: medians from the histograms' bucket deltas
 	 * (a bucket's upper bound: 1-2-5 steps) */
 	double hq = hist_median(hacc[0], hle[0], n), hc = hist_median(hacc[1], hle[1], n),
@@ -251,30 +277,40 @@ int main(int argc, char **argv)
 	row("infer realtime", &rt);
 	row("infer normal", &nm);
 	row("nng req/rep echo", &echo);
+	row("socketpair echo", &spb);
 	printf("ratio p50(infer normal)/p50(echo)   %.2f\n", (double)nm.p50 / (double)echo.p50);
 	printf("alternating call by call (%d of each):\n", n);
 	row("infer realtime", &prt);
 	row("echo, own process", &ppr);
 	row("echo, in-process", &pec);
+	row("socketpair echo", &psp);
 	printf("ratio p50(infer realtime)/p50(echo in its own process, as the daemon) %.2f (goal <= 1.5); "
 	       "against the in-process echo %.2f, in blocks %.2f\n", (double)prt.p50 / (double)ppr.p50,
 	       (double)prt.p50 / (double)pec.p50, (double)rt.p50 / (double)echo.p50);
+	printf("against the socketpair echo between two processes (the floor): p50 %.2f (goal <= 1.5), p99 %.2f "
+	       "(goal <= 2)\n", (double)prt.p50 / (double)psp.p50, (double)prt.p99 / (double)psp.p99);
 	printf("daemon's view of the realtime calls, median bucket (upper bound): queue <= %.0f us, compute <= %.0f us, "
 	       "arrival to reply <= %.0f us\n", hq, hc, ht);
 	printf("context switches per call: infer realtime: daemon %.1f, client %.1f | infer normal: daemon %.1f, "
 	       "client %.1f | echo: client + echo thread %.1f\n", (double)dsw[0] / n, (double)ssw[0] / n,
 	       (double)dsw[1] / n, (double)ssw[1] / n, (double)ssw[2] / n);
 	printf("CPU per call: infer realtime: daemon %.1f us, client %.1f us | infer normal: daemon %.1f us, client "
-	       "%.1f us | echo: client + echo thread %.1f us\n", dcpu[0] / n * 1e6, scpu[0] / n * 1e6,
-	       dcpu[1] / n * 1e6, scpu[1] / n * 1e6, scpu[2] / n * 1e6);
+	       "%.1f us | echo: client + echo thread %.1f us | socketpair echo: both processes %.1f us\n",
+	       dcpu[0] / n * 1e6, scpu[0] / n * 1e6, dcpu[1] / n * 1e6, scpu[1] / n * 1e6, scpu[2] / n * 1e6,
+	       (dcpu[3] + scpu[3]) / n * 1e6);
+	double cpu_ratio = (dcpu[0] + scpu[0]) / (dcpu[3] + scpu[3] > 0 ? dcpu[3] + scpu[3] : 1e-9);
+	printf("CPU per decision (client + daemon) / CPU per socketpair round trip (both): %.2f (goal <= 3)\n", cpu_ratio);
 	if (counts)
 		printf("launches per request %.3f (%.0f batches / %.0f requests)\n", bat / req, bat, req);
 	printf("RESULT rtt realtime_p50_us %.1f realtime_p99_us %.1f normal_p50_us %.1f normal_p99_us %.1f "
-	       "echo_p50_us %.1f echo_p99_us %.1f ratio %.2f thread_echo_p50_us %.1f ratio_thread %.2f\n",
+	       "echo_p50_us %.1f echo_p99_us %.1f ratio %.2f thread_echo_p50_us %.1f ratio_thread %.2f "
+	       "sp_p50_us %.1f sp_p99_us %.1f ratio_sp %.2f ratio_sp_p99 %.2f cpu_ratio_sp %.2f\n",
 	       prt.p50 / 1e3, prt.p99 / 1e3, nm.p50 / 1e3, nm.p99 / 1e3, ppr.p50 / 1e3, ppr.p99 / 1e3,
-	       (double)prt.p50 / (double)ppr.p50, pec.p50 / 1e3, (double)prt.p50 / (double)pec.p50);
+	       (double)prt.p50 / (double)ppr.p50, pec.p50 / 1e3, (double)prt.p50 / (double)pec.p50, psp.p50 / 1e3,
+	       psp.p99 / 1e3, (double)prt.p50 / (double)psp.p50, (double)prt.p99 / (double)psp.p99, cpu_ratio);
 	rc = 0;
 out:
+	db_sp_echo_stop(&sp);
 	tsd_client_close(c);
 	free(t);
 	int drc = db_daemon_stop(&d);
