@@ -6,8 +6,10 @@
  * infer request's and reply's sizes (measured through a relay), the three interleaved in rounds
  * so that each sees the same background load (with context switches and CPU per call), then
  * realtime infer and echo alternating call by call, whose p50s give the goal's ratio (a slow
- * wake-up of an idle virtual CPU moves the echo alone by 3x). Prints p50/p99/mean and
- * p50(infer)/p50(echo), stops the daemon with SIGTERM.
+ * wake-up of an idle virtual CPU moves the echo alone by 3x). The floor of issue 26 rides
+ * along: a socketpair echo with a forked process (sp_echo.h, frames as unix:// sends them), in
+ * blocks (its CPU, both processes, against a decision's: the client's plus the daemon's) and in
+ * the alternation. Prints p50/p99/mean and the ratios, stops the daemon with SIGTERM.
  * Usage: bench_daemon_rtt [calls (20000)] [batch_delay_us (500)] */
 #include "daemon_bench.h"
 #include "sp_echo.h"
