@@ -1,58 +1,67 @@
-/* auth.c: the bearer token for tcp listeners: the token file's reading rules and a
- * constant-time compare (no early exit, the length difference folded into the result). */
+/* auth.c: the bearer token of tcp:// on the daemon's side: the token file read into the server,
+ * and a request of a peer without credentials refused unless its "token" matches (constant-time
+ * compare, protocol/token.c); a connection guessing is closed after DMN_TOKEN_TRIES answers. */
 #include "auth.h"
 
-#include <errno.h>
+#include "request.h"
+
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
-int dmn_auth_read_token(const char *path, char *buf, size_t *len, char *err, size_t errlen)
+int dmn_auth_load(dmn_srv *s, char *err, size_t errlen)
 {
-	struct stat st;
-	if (stat(path, &st) != 0) {
-		snprintf(err, errlen, "token file %s: %s", path, strerror(errno));
-		return -1;
+	if (!s->cfg.tcp_token_file[0]) {
+		proto_token_clear(&s->token);
+		return 0;
 	}
-	if (st.st_mode & 0007) {
-		snprintf(err, errlen, "token file %s is accessible by others (mode %03o): chmod o-rwx", path,
-			 (unsigned)(st.st_mode & 0777));
-		return -1;
-	}
-	FILE *f = fopen(path, "r");
-	if (!f) {
-		snprintf(err, errlen, "token file %s: %s", path, strerror(errno));
-		return -1;
-	}
-	char line[DMN_TOKEN_MAX + 2];
-	size_t n = 0;
-	int c;
-	while ((c = fgetc(f)) != EOF && c != '\n' && n < sizeof line - 1)
-		line[n++] = (char)c;
-	fclose(f);
-	while (n > 0 && (line[n - 1] == ' ' || line[n - 1] == '\t' || line[n - 1] == '\r'))
-		n--;
-	if (n > DMN_TOKEN_MAX || (c != EOF && c != '\n')) {
-		snprintf(err, errlen, "token in %s is longer than %d bytes", path, DMN_TOKEN_MAX);
-		return -1;
-	}
-	if (n < DMN_TOKEN_MIN) {
-		snprintf(err, errlen, "token in %s is %zu bytes: at least %d are needed", path, n, DMN_TOKEN_MIN);
-		return -1;
-	}
-	memcpy(buf, line, n);
-	buf[n] = '\0';
-	*len = n;
-	return 0;
+	proto_token t;
+	int rc = proto_token_read(&t, s->cfg.tcp_token_file, err, errlen);
+	if (!rc)
+		s->token = t;
+	proto_token_clear(&t);
+	return rc;
 }
 
-int dmn_auth_token_eq(const char *a, size_t alen, const char *b, size_t blen)
+/* The header's "token" taken out (its bytes overwritten): no verb sees it, keeps it or echoes
+ * it, and model.load's check for unknown fields passes. */
+static void forget_token(dmn_req *r)
 {
-	/* Walks b's length whatever a is; a byte past a's end compares as 0 against b's. */
-	volatile unsigned char diff = (unsigned char)(alen != blen);
-	for (size_t i = 0; i < blen; i++) {
-		unsigned char x = i < alen ? (unsigned char)a[i] : 0;
-		diff |= (unsigned char)(x ^ (unsigned char)b[i]);
+	cJSON *t = cJSON_DetachItemFromObjectCaseSensitive(r->pm.json, "token");
+	if (t && cJSON_IsString(t))
+		explicit_bzero(t->valuestring, strlen(t->valuestring));
+	cJSON_Delete(t);
+}
+
+bool dmn_auth_check(dmn_srv *s, dmn_req *r)
+{
+	dmn_client *c = r->client;
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive(r->pm.json, "token");
+	const char *given = cJSON_IsString(t) ? t->valuestring : NULL;
+	bool ok = c->creds || !s->token.len || (given && proto_token_eq(&s->token, given, strlen(given)));
+	forget_token(r);
+	if (ok)
+		return true;
+	s->auth_refused++;
+	if (c->token_refused >= DMN_TOKEN_TRIES) {
+		c->hung_up = true;
+		s->hangup_token++;
+		dmn_log(&s->log, DMN_LOG_WARN,
+			"closing connection %u: %d requests without the right token (tcp_token_file)",
+			(unsigned)c->conn, c->token_refused + 1);
+		r->chan->ops->hangup(r->chan);
+		dmn_drop(s, r);
+		return false;
 	}
-	return diff == 0;
+	c->token_refused++;
+	if (given)
+		dmn_fail(s, r, TSD_UNAUTHORISED, "token does not match");
+	else
+		dmn_fail(s, r, TSD_UNAUTHORISED, "token missing: tcp:// requests to this daemon carry a \"token\" "
+			 "(clients: TENSORD_TOKEN_FILE or TENSORD_TOKEN)");
+	return false;
+}
+
+void dmn_auth_clear(dmn_srv *s)
+{
+	proto_token_clear(&s->token);
 }

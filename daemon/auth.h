@@ -1,19 +1,23 @@
-/* auth.h: the bearer token for tcp listeners (issue 25, docs/isolation/auth.md): reading the
- * token file and comparing a presented token in constant time. */
+/* auth.h: the bearer token of tcp:// on the daemon's side (issue 25, docs/isolation/auth.md): the
+ * configured token file read at start and at SIGHUP, and each request of a peer without
+ * credentials checked against it right after its header is decoded. */
 #ifndef DMN_AUTH_H
 #define DMN_AUTH_H
 
-#include <stddef.h>
+#include "types.h"
 
-#define DMN_TOKEN_MIN 16
-#define DMN_TOKEN_MAX 4096
+/* Wrong or missing tokens answered on one connection; the next request closes it unanswered. */
+#define DMN_TOKEN_TRIES 3
 
-/* Reads the token from path (first line, trailing whitespace trimmed) into buf (DMN_TOKEN_MAX+1
- * bytes). Refuses a missing file, a token shorter than DMN_TOKEN_MIN or longer than DMN_TOKEN_MAX,
- * and a file readable by others (mode & 0007). Returns 0, or -1 with a message in err. */
-int dmn_auth_read_token(const char *path, char *buf, size_t *len, char *err, size_t errlen);
-
-/* 1 when a (alen bytes) equals b (blen bytes); the time taken depends on blen only. */
-int dmn_auth_token_eq(const char *a, size_t alen, const char *b, size_t blen);
+/* s->token = the token in cfg.tcp_token_file (none when the key is empty); 0, or -1 with a
+ * message naming the file (never the token) and s->token unchanged. */
+int dmn_auth_load(dmn_srv *s, char *err, size_t errlen);
+/* Loop, after r's header is decoded: true when r may go on (its peer has credentials, no token
+ * is configured, or r's "token" matches). Else r is answered unauthorised ("token missing" or
+ * "token does not match"), or, after DMN_TOKEN_TRIES such answers on its connection, dropped
+ * and the connection closed; false, and r is gone. */
+bool dmn_auth_check(dmn_srv *s, dmn_req *r);
+/* Overwrite the token in memory (at exit). */
+void dmn_auth_clear(dmn_srv *s);
 
 #endif
