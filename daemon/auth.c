@@ -26,10 +26,12 @@ int dmn_auth_load(dmn_srv *s, char *err, size_t errlen)
  * it, and model.load's check for unknown fields passes. */
 static void forget_token(dmn_req *r)
 {
-	cJSON *t = cJSON_DetachItemFromObjectCaseSensitive(r->pm.json, "token");
-	if (t && cJSON_IsString(t))
-		explicit_bzero(t->valuestring, strlen(t->valuestring));
-	cJSON_Delete(t);
+	cJSON *t;
+	while ((t = cJSON_DetachItemFromObjectCaseSensitive(r->pm.json, "token"))) { /* each, if repeated */
+		if (cJSON_IsString(t))
+			explicit_bzero(t->valuestring, strlen(t->valuestring));
+		cJSON_Delete(t);
+	}
 }
 
 bool dmn_auth_check(dmn_srv *s, dmn_req *r)
@@ -38,7 +40,8 @@ bool dmn_auth_check(dmn_srv *s, dmn_req *r)
 	const cJSON *t = cJSON_GetObjectItemCaseSensitive(r->pm.json, "token");
 	const char *given = cJSON_IsString(t) ? t->valuestring : NULL;
 	bool ok = c->creds || !s->token.len || (given && proto_token_eq(&s->token, given, strlen(given)));
-	forget_token(r);
+	bool present = given != NULL;
+	forget_token(r); /* given is gone with it */
 	if (ok)
 		return true;
 	s->auth_refused++;
@@ -53,7 +56,7 @@ bool dmn_auth_check(dmn_srv *s, dmn_req *r)
 		return false;
 	}
 	c->token_refused++;
-	if (given)
+	if (present)
 		dmn_fail(s, r, TSD_UNAUTHORISED, "token does not match");
 	else
 		dmn_fail(s, r, TSD_UNAUTHORISED, "token missing: tcp:// requests to this daemon carry a \"token\" "
