@@ -19,7 +19,8 @@ tsd_status tsd_client_token_load(tsd_client *c, char *err, size_t errlen)
 		return TSD_OUT_OF_MEMORY;
 	}
 	int rc = path && path[0] ? proto_token_read(c->token, path, err, errlen)
-				 : proto_token_set(c->token, text, strlen(text), "$TENSORD_TOKEN", err, errlen);
+				 : proto_token_set(c->token, text, strlen(text), "$TENSORD_TOKEN",
+						   err, errlen);
 	if (rc) {
 		free(c->token);
 		c->token = NULL;
@@ -38,7 +39,8 @@ void tsd_client_token_free(tsd_client *c)
 
 tsd_status tsd_client_token_add(tsd_client *c, const cJSON *header, cJSON **copy)
 {
-	if (!c->token || cJSON_GetObjectItemCaseSensitive(header, "token")) /* the caller's own stays */
+	/* a header with a token of its own keeps it */
+	if (!c->token || cJSON_GetObjectItemCaseSensitive(header, "token"))
 		return TSD_OK;
 	if (!*copy && !(*copy = cJSON_Duplicate(header, true)))
 		return tsd_client_fail(c, TSD_OUT_OF_MEMORY, "out of memory");

@@ -26,8 +26,8 @@ int dmn_auth_load(dmn_srv *s, char *err, size_t errlen)
  * it, and model.load's check for unknown fields passes. */
 static void forget_token(dmn_req *r)
 {
-	cJSON *t;
-	while ((t = cJSON_DetachItemFromObjectCaseSensitive(r->pm.json, "token"))) { /* each, if repeated */
+	cJSON *t; /* each, if the field is repeated */
+	while ((t = cJSON_DetachItemFromObjectCaseSensitive(r->pm.json, "token"))) {
 		if (cJSON_IsString(t))
 			explicit_bzero(t->valuestring, strlen(t->valuestring));
 		cJSON_Delete(t);
@@ -39,7 +39,8 @@ bool dmn_auth_check(dmn_srv *s, dmn_req *r)
 	dmn_client *c = r->client;
 	const cJSON *t = cJSON_GetObjectItemCaseSensitive(r->pm.json, "token");
 	const char *given = cJSON_IsString(t) ? t->valuestring : NULL;
-	bool ok = c->creds || !s->token.len || (given && proto_token_eq(&s->token, given, strlen(given)));
+	bool ok = c->creds || !s->token.len ||
+		  (given && proto_token_eq(&s->token, given, strlen(given)));
 	bool present = given != NULL;
 	forget_token(r); /* given is gone with it */
 	if (ok)
@@ -49,7 +50,8 @@ bool dmn_auth_check(dmn_srv *s, dmn_req *r)
 		c->hung_up = true;
 		s->hangup_token++;
 		dmn_log(&s->log, DMN_LOG_WARN,
-			"closing connection %u: %d requests without the right token (tcp_token_file)",
+			"closing connection %u: %d requests without the right token "
+			"(tcp_token_file)",
 			(unsigned)c->conn, c->token_refused + 1);
 		r->chan->ops->hangup(r->chan);
 		dmn_drop(s, r);
@@ -59,7 +61,8 @@ bool dmn_auth_check(dmn_srv *s, dmn_req *r)
 	if (present)
 		dmn_fail(s, r, TSD_UNAUTHORISED, "token does not match");
 	else
-		dmn_fail(s, r, TSD_UNAUTHORISED, "token missing: tcp:// requests to this daemon carry a \"token\" "
+		dmn_fail(s, r, TSD_UNAUTHORISED,
+			 "token missing: tcp:// requests to this daemon carry a \"token\" "
 			 "(clients: TENSORD_TOKEN_FILE or TENSORD_TOKEN)");
 	return false;
 }

@@ -13,17 +13,19 @@ int proto_token_set(proto_token *tok, const char *text, size_t len, const char *
 	while (len > 0 && (text[len - 1] == ' ' || text[len - 1] == '\t' || text[len - 1] == '\r'))
 		len--;
 	if (len > PROTO_TOKEN_MAX) {
-		snprintf(err, errlen, "the token in %s is longer than %d bytes", where, PROTO_TOKEN_MAX);
+		snprintf(err, errlen, "the token in %s is longer than %d bytes", where,
+			 PROTO_TOKEN_MAX);
 		return -1;
 	}
 	if (len < PROTO_TOKEN_MIN) {
-		snprintf(err, errlen, "the token in %s is %zu bytes: at least %d are needed", where, len,
-			 PROTO_TOKEN_MIN);
+		snprintf(err, errlen, "the token in %s is %zu bytes: at least %d are needed", where,
+			 len, PROTO_TOKEN_MIN);
 		return -1;
 	}
 	for (size_t i = 0; i < len; i++)
 		if ((unsigned char)text[i] < 0x20 || text[i] == 0x7f) {
-			snprintf(err, errlen, "the token in %s has a control character at byte %zu", where, i);
+			snprintf(err, errlen, "the token in %s has a control character at byte %zu",
+				 where, i);
 			return -1;
 		}
 	memcpy(tok->text, text, len);
@@ -44,7 +46,8 @@ int proto_token_read(proto_token *tok, const char *path, char *err, size_t errle
 	}
 	if (st.st_mode & 0007) {
 		fclose(f);
-		snprintf(err, errlen, "token file %s is accessible by others (mode %03o): chmod o-rwx %s", path,
+		snprintf(err, errlen,
+			 "token file %s is accessible by others (mode %03o): chmod o-rwx %s", path,
 			 (unsigned)(st.st_mode & 0777), path);
 		return -1;
 	}
@@ -57,7 +60,8 @@ int proto_token_read(proto_token *tok, const char *path, char *err, size_t errle
 	fclose(f);
 	if (n == sizeof line) {
 		explicit_bzero(line, sizeof line);
-		snprintf(err, errlen, "the token in %s is longer than %d bytes", path, PROTO_TOKEN_MAX);
+		snprintf(err, errlen, "the token in %s is longer than %d bytes", path,
+			 PROTO_TOKEN_MAX);
 		return -1;
 	}
 	int rc = proto_token_set(tok, line, n, path, err, errlen);

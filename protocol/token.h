@@ -6,12 +6,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define PROTO_TOKEN_MIN 16   /* bytes: shorter is refused (too easy to guess) */
+#define PROTO_TOKEN_MIN 16 /* bytes: shorter is refused (too easy to guess) */
 #define PROTO_TOKEN_MAX 4096
 
 typedef struct proto_token {
-	size_t len;                      /* 0: none */
-	char text[PROTO_TOKEN_MAX + 1];  /* NUL-terminated */
+	size_t len;			/* 0: none */
+	char text[PROTO_TOKEN_MAX + 1]; /* NUL-terminated */
 } proto_token;
 
 /* tok = text (len bytes) with trailing spaces, tabs and CRs trimmed; refused (-1, a message in
