@@ -295,6 +295,8 @@ static tsd_status submit(tsd_client *c, const cJSON *header, const tsd_tensor *t
 	cJSON *copy;
 	nng_msg *msg = NULL;
 	tsd_status s = request_id(c, header, &copy, k);
+	if (s == TSD_OK) /* tcp: the bearer token */
+		s = tsd_client_token_add(c, copy ? copy : header, &copy);
 	if (s == TSD_OK)
 		s = encode(c, copy ? copy : header, ts, n, &msg);
 	cJSON_Delete(copy);

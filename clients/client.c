@@ -88,6 +88,11 @@ tsd_client *tsd_client_open_wait(const char *url, int timeout_ms, int connect_ms
 		say(err, errlen, "out of memory");
 		return NULL;
 	}
+	if (tsd_client_token_load(c, err, errlen)) {
+		free(c->url);
+		free(c);
+		return NULL;
+	}
 	c->timeout_ms = timeout_ms;
 	atomic_init(&c->next_id, 1);
 	pthread_mutex_init(&c->mu, NULL);
@@ -97,6 +102,7 @@ tsd_client *tsd_client_open_wait(const char *url, int timeout_ms, int connect_ms
 		say(err, errlen, "cannot open a request socket: %s", nng_strerror(rv));
 		pthread_cond_destroy(&c->cv);
 		pthread_mutex_destroy(&c->mu);
+		tsd_client_token_free(c);
 		free(c->url);
 		free(c);
 		return NULL;
@@ -136,6 +142,7 @@ void tsd_client_free(tsd_client *c)
 	nng_close(c->sock);
 	pthread_cond_destroy(&c->cv);
 	pthread_mutex_destroy(&c->mu);
+	tsd_client_token_free(c);
 	free(c->url);
 	free(c);
 }

@@ -12,6 +12,7 @@
 #include <tensord/client.h>
 
 #include "message.h"
+#include "token.h"
 
 /* Functions shared between the library's files only: kept out of libtensord.so's exports
  * (which are the tsd_* names, clients/libtensord.map). */
@@ -30,6 +31,7 @@ struct tsd_client {
 	int timeout_ms;
 	_Atomic int64_t next_id; /* the id of the next request that has none */
 	char *url;
+	proto_token *token;      /* tcp:// only: sent as "token" in every request (token.c); NULL: none */
 	pthread_mutex_t mu;      /* guards what follows */
 	pthread_cond_t cv;       /* a pipe came (tsd_client_open's connect wait) */
 	int npipes;              /* connections now open (0 or 1: one dialer) */
@@ -75,6 +77,13 @@ TSD_HIDDEN cJSON *tsd_client_parse(const char *text);
 TSD_HIDDEN tsd_status tsd_client_fail(const tsd_client *c, tsd_status s, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 TSD_HIDDEN void tsd_client_clear_error(const tsd_client *c);
+/* token.c: for a tcp:// url, c->token from $TENSORD_TOKEN_FILE or $TENSORD_TOKEN (none when
+ * neither is set); a status and err filled when it cannot be read or is refused. */
+TSD_HIDDEN tsd_status tsd_client_token_load(tsd_client *c, char *err, size_t errlen);
+TSD_HIDDEN void tsd_client_token_free(tsd_client *c); /* overwritten, freed */
+/* header plus c's token as "token" when c has one and header has none: *copy is the header to
+ * send (made from header when NULL; the caller deletes it). */
+TSD_HIDDEN tsd_status tsd_client_token_add(tsd_client *c, const cJSON *header, cJSON **copy);
 /* tsd_client_submit run to completion on the calling thread (the synchronous calls): the call
  * in *out is done when TSD_OK is returned. */
 TSD_HIDDEN tsd_status tsd_call_run(tsd_client *c, const cJSON *header, const tsd_tensor *ts, int n,

@@ -9,7 +9,7 @@
 #include "tensorctl.h"
 
 static const char usage_text[] =
-	"usage: tensorctl [--url URL] [--timeout MS] COMMAND [ARGS]\n"
+	"usage: tensorctl [--url URL] [--timeout MS] [--token-file F] COMMAND [ARGS]\n"
 	"       tensorctl COMMAND --help\n"
 	"\n"
 	"commands:\n"
@@ -34,6 +34,9 @@ static const char usage_text[] =
 	"                 ipc:///run/tensord/tensord.sock)\n"
 	"  --timeout MS   bound each request (send and reply) to MS milliseconds (default 60000;\n"
 	"                 0: forever)\n"
+	"  --token-file F tcp:// only: send the token in F's first line with every request\n"
+	"                 (default: $TENSORD_TOKEN_FILE, else $TENSORD_TOKEN itself); F must not\n"
+	"                 be accessible by others\n"
 	"  --help         this text\n"
 	"\n"
 	"exit status:\n"
@@ -87,6 +90,10 @@ int main(int argc, char **argv)
 			return 0;
 		} else if (!strcmp(argv[i], "--url") && i + 1 < argc) {
 			url_opt = argv[++i];
+		} else if (!strcmp(argv[i], "--token-file") && i + 1 < argc) {
+			/* the library reads it when a tcp:// client opens (every client of this run) */
+			if (setenv("TENSORD_TOKEN_FILE", argv[++i], 1))
+				return tctl_usage(NULL, "--token-file: out of memory");
 		} else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) {
 			if (!tctl_parse_long(argv[++i], 0, 86400000, &timeout))
 				return tctl_usage(NULL,

@@ -1,8 +1,10 @@
 /* arrival.c: a request's arrival on the loop (the inbox's ARRIVED lane): its connection checked
  * first (a refused peer is answered unparsed, and closed if it sends more than one at a time; a
- * connection being closed gets nothing more; one far past its cap is closed), then decoded and checked (size, format, the
- * verb, draining, the client's in-flight limit), then handed to its verb's handler (verbs.c).
- * The limits: docs/isolation/connections.md. */
+ * connection being closed gets nothing more; one far past its cap is closed), then decoded and
+ * checked (size, format, the tcp token of a peer without credentials (auth.c), the verb,
+ * draining, the client's in-flight limit), then handed to its verb's handler (verbs.c).
+ * The limits: docs/isolation/connections.md and auth.md. */
+#include "auth.h"
 #include "verbs.h"
 
 #include <stdio.h>
@@ -66,6 +68,8 @@ void dmn_on_request(dmn_srv *s, dmn_chan *ch)
 		return;
 	}
 	r->decoded = true;
+	if (!dmn_auth_check(s, r)) /* a peer without credentials: the tcp token, before anything runs */
+		return;
 	r->verb = dmn_verb_find(r->pm.verb);
 	if (r->verb == DMN_V_COUNT) {
 		dmn_fail(s, r, TSD_UNKNOWN_VERB, "verb: unknown verb \"%.64s\"", r->pm.verb);

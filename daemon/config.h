@@ -97,6 +97,10 @@ void dmn_env_current(dmn_env *env);
  * not fit in cap bytes. */
 dmn_cfg_status dmn_runtime_dir(const char *xdg_runtime_dir, char *out, size_t cap);
 
+/* Whether url (scheme://HOST:PORT, as config_check accepts it) has a loopback host
+ * (127.0.0.0/8, ::1, localhost); false for anything else or unparsable. */
+bool dmn_cfg_url_loopback(const char *url);
+
 const char *dmn_cfg_type_name(dmn_cfg_type type);  /* "string", "int", ... */
 const dmn_cfg_key *dmn_cfg_find(const char *name); /* NULL if no such key */
 /* The config files' one way to fail: the message (printf format) into err[errlen] (either may

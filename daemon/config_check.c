@@ -70,6 +70,32 @@ static bool is_loopback(const char *host)
 	return false;
 }
 
+/* host (cap bytes) = url's host after the scheme's sl bytes (IPv6 without its brackets), *colon
+ * = the port's ':'; false when there is none. */
+static bool split_host(const char *url, size_t sl, char *host, size_t cap, const char **colon)
+{
+	const char *h = url + sl;
+	if (*h == '[') {
+		const char *close = strchr(h, ']');
+		if (!close || close[1] != ':')
+			return false;
+		snprintf(host, cap, "%.*s", (int)(close - h - 1), h + 1);
+		*colon = close + 1;
+	} else {
+		if (!(*colon = strrchr(h, ':')))
+			return false;
+		snprintf(host, cap, "%.*s", (int)(*colon - h), h);
+	}
+	return true;
+}
+
+bool dmn_cfg_url_loopback(const char *url)
+{
+	const char *sep = strstr(url, "://"), *colon;
+	char host[256];
+	return sep && split_host(url, (size_t)(sep - url) + 3, host, sizeof(host), &colon) && is_loopback(host);
+}
+
 /* scheme://HOST:PORT (HOST may be [v6]), the host loopback unless remote is allowed. */
 static dmn_cfg_status check_hostport(const char *where, const char *url, const char *scheme,
 				     bool remote, char *err, size_t errlen)
@@ -78,19 +104,10 @@ static dmn_cfg_status check_hostport(const char *where, const char *url, const c
 	if (strncmp(url, scheme, sl))
 		return dmn_cfg_fail(err, errlen, DMN_CFG_EINVALID, "%s: \"%s\" must start with %s", where,
 			    url, scheme);
-	const char *h = url + sl, *colon;
+	const char *colon;
 	char host[256];
-	if (*h == '[') {
-		const char *close = strchr(h, ']');
-		if (!close || close[1] != ':')
-			goto bad;
-		snprintf(host, sizeof(host), "%.*s", (int)(close - h - 1), h + 1);
-		colon = close + 1;
-	} else {
-		if (!(colon = strrchr(h, ':')))
-			goto bad;
-		snprintf(host, sizeof(host), "%.*s", (int)(colon - h), h);
-	}
+	if (!split_host(url, sl, host, sizeof(host), &colon))
+		goto bad;
 	char *end;
 	long port = strtol(colon + 1, &end, 10);
 	if (!colon[1] || *end || port < 0 || port > 65535 || !host[0])
@@ -105,6 +122,22 @@ bad:
 	return dmn_cfg_fail(err, errlen, DMN_CFG_EINVALID,
 		    "%s: \"%s\" is not %sHOST:PORT (port 0..65535, IPv6 in brackets)", where, url,
 		    scheme);
+}
+
+/* tcp off loopback without a token would be open to anyone on the network. */
+static dmn_cfg_status check_token(const dmn_config *c, char *err, size_t errlen)
+{
+	if (c->tcp_token_file[0] && c->tcp_token_file[0] != '/')
+		return dmn_cfg_fail(err, errlen, DMN_CFG_EINVALID,
+			    "tcp_token_file: \"%s\" must be an absolute path", c->tcp_token_file);
+	for (int i = 0; i < c->tcp_listen.n && !c->tcp_token_file[0]; i++)
+		if (!dmn_cfg_url_loopback(c->tcp_listen.v[i]))
+			return dmn_cfg_fail(err, errlen, DMN_CFG_EINVALID,
+				    "tcp_listen[%d]: \"%s\" is not a loopback address and tcp_allow_remote "
+				    "is set, but tcp_token_file is empty: anyone on the network could use "
+				    "the daemon; set tcp_token_file (docs/isolation/auth.md)",
+				    i, c->tcp_listen.v[i]);
+	return DMN_CFG_OK;
 }
 
 /* A relative path with no ".." component (so it stays inside the directory it is joined to). */
@@ -146,6 +179,8 @@ static dmn_cfg_status check(const dmn_config *c, char *err, size_t errlen)
 	}
 	if (c->http_listen[0] && (st = check_hostport("http_listen", c->http_listen, "http://",
 						      c->tcp_allow_remote, err, errlen)))
+		return st;
+	if ((st = check_token(c, err, errlen)))
 		return st;
 	if (c->cache_dir[0] && c->cache_dir[0] != '/')
 		return dmn_cfg_fail(err, errlen, DMN_CFG_EINVALID,

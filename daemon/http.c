@@ -1,5 +1,6 @@
 /* http.c: the optional metrics listener (config http_listen), on nng's own HTTP server:
- * /metrics (Prometheus text), /healthz (200 while serving), /readyz (200 when ready, else 503).
+ * /metrics (Prometheus text; on a non-loopback address 403 unless metrics_remote), /healthz (200
+ * while serving), /readyz (200 when ready, else 503).
  * nng calls the handlers on its threads; they hand the request to the loop as an inbox call
  * (the loop owns the figures), and the loop completes it. */
 #include "http.h"
@@ -13,7 +14,7 @@
 
 #include <nng/supplemental/http/http.h>
 
-enum { HTTP_METRICS, HTTP_HEALTHZ, HTTP_READYZ };
+enum { HTTP_METRICS, HTTP_HEALTHZ, HTTP_READYZ, HTTP_FORBIDDEN };
 
 /* An HTTP request handed to the loop. */
 typedef struct http_call {
@@ -41,6 +42,10 @@ static void answer(dmn_srv *s, nng_aio *aio, int what)
 		text = dmn_metrics_text(s);
 		code = text ? 200 : 500;
 		nng_http_res_set_header(res, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+	} else if (what == HTTP_FORBIDDEN) {
+		code = 403;
+		text = strdup("/metrics is not served on a non-loopback http_listen unless metrics_remote is true\n");
+		nng_http_res_set_header(res, "Content-Type", "text/plain; charset=utf-8");
 	} else {
 		bool ok = what == HTTP_HEALTHZ ? s->exit_code < 0 : dmn_ready(s);
 		code = ok ? 200 : 503;
@@ -83,6 +88,7 @@ static void handle(nng_aio *aio, int what)
 static void on_metrics(nng_aio *aio) { handle(aio, HTTP_METRICS); }
 static void on_healthz(nng_aio *aio) { handle(aio, HTTP_HEALTHZ); }
 static void on_readyz(nng_aio *aio) { handle(aio, HTTP_READYZ); }
+static void on_forbidden(nng_aio *aio) { handle(aio, HTTP_FORBIDDEN); }
 
 int dmn_http_start(dmn_srv *s, char *err, size_t errlen)
 {
@@ -99,8 +105,10 @@ int dmn_http_start(dmn_srv *s, char *err, size_t errlen)
 		snprintf(err, errlen, "http_listen %s: %s", s->cfg.http_listen, nng_strerror(rv));
 		return -1;
 	}
+	/* off loopback, the figures (model names, loads, clients' errors) only when asked for */
+	bool metrics = s->cfg.metrics_remote || dmn_cfg_url_loopback(s->cfg.http_listen);
 	struct { const char *path; void (*fn)(nng_aio *); } routes[] = {
-		{"/metrics", on_metrics}, {"/healthz", on_healthz}, {"/readyz", on_readyz}};
+		{"/metrics", metrics ? on_metrics : on_forbidden}, {"/healthz", on_healthz}, {"/readyz", on_readyz}};
 	for (size_t k = 0; k < sizeof(routes) / sizeof(*routes); k++) {
 		nng_http_handler *hd;
 		if ((rv = nng_http_handler_alloc(&hd, routes[k].path, routes[k].fn)) ||
@@ -113,7 +121,11 @@ int dmn_http_start(dmn_srv *s, char *err, size_t errlen)
 		snprintf(err, errlen, "http_listen %s: %s", s->cfg.http_listen, nng_strerror(rv));
 		return -1;
 	}
-	dmn_log(&s->log, DMN_LOG_INFO, "metrics on %s/metrics", s->cfg.http_listen);
+	if (metrics)
+		dmn_log(&s->log, DMN_LOG_INFO, "metrics on %s/metrics", s->cfg.http_listen);
+	else
+		dmn_log(&s->log, DMN_LOG_WARN, "%s is not loopback: /metrics answers 403 (metrics_remote is false); "
+			"/healthz and /readyz are served", s->cfg.http_listen);
 	return 0;
 }
 

@@ -32,9 +32,11 @@ static dmn_client *client_get(dmn_srv *s, const dmn_chan *ch, nng_msg *msg)
 		return NULL;
 	c->ops = ch->ops;
 	c->conn = id;
-	/* peers with credentials (ipc) are checked by them; other transports (tcp, loopback unless
-	 * configured) carry none and are allowed by being configured at all */
+	/* peers with credentials (ipc) are checked by them; other transports (tcp) carry none and
+	 * are allowed by being configured at all, each request then checked for the token when
+	 * tcp_token_file is set (auth.c) */
 	if (ch->ops->peer(msg, &c->uid, &c->gid)) {
+		c->creds = true;
 		c->authorised = id_allowed(&s->cfg.allowed_uids, c->uid) || id_allowed(&s->cfg.allowed_gids, c->gid);
 		if (!c->authorised)
 			dmn_log(&s->log, DMN_LOG_WARN, "refusing a peer: uid %llu gid %llu not allowed",

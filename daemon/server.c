@@ -3,6 +3,7 @@
  * drain and exit, SIGHUP reload), readiness and stop notifications to systemd, the drain, and
  * the teardown of what the loop owned. */
 #include "server.h"
+#include "auth.h"
 #include "leftovers.h"
 
 #include "memlimit.h"
@@ -228,7 +229,8 @@ static void on_hup(uv_signal_t *h, int signum)
 	/* what needs a restart: a change is logged, and the running value kept */
 #define RESTART_KEYS(X) X(listen) X(tcp_listen) X(device) X(backend_opts) X(max_pending) X(http_listen) \
 	X(cache_dir) X(mem_limit_bytes) X(mem_limit_fraction) X(reply_timeout_ms) X(peer_connections_max) \
-	X(realize_threads) X(realize_nice) X(realize_mem_limit_bytes) X(realize_prog_cache_max)
+	X(realize_threads) X(realize_nice) X(realize_mem_limit_bytes) X(realize_prog_cache_max) \
+	X(tcp_token_file) X(metrics_remote)
 	char *a = dmn_config_json(&s->cfg, false), *b = dmn_config_json(&cfg, false);
 	cJSON *ja = a ? cJSON_Parse(a) : NULL, *jb = b ? cJSON_Parse(b) : NULL;
 #define WARN_CHANGED(k)                                                                                     \
@@ -248,6 +250,9 @@ static void on_hup(uv_signal_t *h, int signum)
 	s->cfg = cfg;
 	dmn_config_free(&old);
 	atomic_store(&s->log.level, s->cfg.log_level);
+	/* the token file's path needs a restart; its contents are read again (a rotated token) */
+	if (dmn_auth_load(s, err, sizeof(err)))
+		dmn_log(&s->log, DMN_LOG_ERROR, "reload: %s; keeping the running token", err);
 	int n = dmn_preload(s, true);
 	dmn_log(&s->log, DMN_LOG_INFO, "reload: config read, %d model(s) reloading", n);
 	dmn_dispatch(s);
@@ -362,6 +367,10 @@ int dmn_serve(dmn_config *cfg, int argc, char *const *argv)
 	else
 		dmn_log(&s->log, DMN_LOG_WARN, "engine memory limit: %s; one request can take all the machine's memory", why);
 	dmn_log(&s->log, DMN_LOG_INFO, "tensord %s: device %s", DMN_VERSION, s->exec.name);
+	if (dmn_auth_load(s, err, sizeof(err)))
+		goto out;
+	if (s->token.len)
+		dmn_log(&s->log, DMN_LOG_INFO, "tcp requests need the token in %s", s->cfg.tcp_token_file);
 	if (!(s->nng = dmn_nng_start(&s->cfg, &s->log, s->inbox, err, sizeof(err))) || dmn_http_start(s, err, sizeof(err)))
 		goto out;
 	dmn_clean_leftovers(&s->cfg, &s->log); /* a killed daemon's temporary files (before any request runs) */
@@ -393,6 +402,7 @@ out:
 	if (s->tfd > 0)
 		close(s->tfd);
 	free_state(s);
+	dmn_auth_clear(s);
 	dmn_config_free(&s->cfg);
 	free(s);
 	return rc;

@@ -91,6 +91,8 @@ cJSON *dmn_stats_json(dmn_srv *s)
 	cJSON_AddNumberToObject(co, "closed_reply_timeout", (double)ns.reply_timeouts);
 	cJSON_AddNumberToObject(co, "closed_flood", (double)s->hangup_flood);
 	cJSON_AddNumberToObject(co, "closed_refused", (double)s->hangup_refused);
+	cJSON_AddNumberToObject(co, "auth_refused", (double)s->auth_refused);
+	cJSON_AddNumberToObject(co, "closed_token", (double)s->hangup_token);
 	cJSON_AddItemToObject(x, "process", process_json());
 	return x;
 }
@@ -150,6 +152,8 @@ char *dmn_metrics_text(dmn_srv *s)
 		{"tensord_connections_closed_reply_timeout_total", "Connections closed: a reply not taken within reply_timeout_ms", (double)ns.reply_timeouts, true},
 		{"tensord_connections_closed_flood_total", "Connections closed: far past client_inflight_max", (double)s->hangup_flood, true},
 		{"tensord_connections_closed_refused_total", "Connections of refused peers closed after their answer", (double)s->hangup_refused, true},
+		{"tensord_auth_refused_total", "tcp requests refused: token missing or wrong (tcp_token_file)", (double)s->auth_refused, true},
+		{"tensord_connections_closed_token_total", "Connections closed: too many requests without the right token", (double)s->hangup_token, true},
 	};
 	for (size_t k = 0; k < sizeof(cn) / sizeof(*cn); k++)
 		(cn[k].counter ? dmn_prom_counter : dmn_prom_gauge)(&p, cn[k].name, cn[k].help, NULL, 0, cn[k].v);

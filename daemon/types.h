@@ -36,6 +36,7 @@
 #include "log.h"
 #include "message.h"
 #include "metrics.h"
+#include "token.h"
 #include "transport.h"
 
 #define DMN_NAME_MAX 64 /* model names: [A-Za-z0-9_.-]{1,64} */
@@ -65,6 +66,8 @@ typedef struct dmn_client {
 	bool hung_up;   /* its connection is being closed (refused, or flooding): nothing more is
 			 * queued for it, its later requests are dropped unanswered */
 	uint64_t uid, gid; /* UINT64_MAX when the transport has none (tcp) */
+	bool creds;        /* the transport gave credentials (ipc): no token is asked for */
+	int token_refused; /* requests answered unauthorised for their token (auth.c) */
 	/* its realize compile budget (batcher.c): tokens left as of rz_at (0: never charged, full) */
 	double rz_tokens;
 	uint64_t rz_at;
@@ -257,6 +260,9 @@ struct dmn_srv {
 	uint64_t realize_graphs;
 	uint64_t realize_over_budget; /* realize requests answered busy: their client's compile budget was spent */
 	uint64_t hangup_refused, hangup_flood; /* connections closed: refused peer; far past its cap */
+	/* the tcp bearer token (auth.c): len 0 when tcp_token_file is empty */
+	proto_token token;
+	uint64_t auth_refused, hangup_token; /* requests refused for their token; connections closed */
 	dmn_hists hist;
 	/* memory (memlimit.c; the idle trim in server.c) */
 	uint64_t mem_limit;      /* the engine's effective limit in bytes; 0: none */

@@ -223,7 +223,7 @@ void dh_write_safetensors(const dh_daemon *d, const char *rel, int n, const char
 	free(js);
 }
 
-static void write_config(dh_daemon *d, const char *extra_json)
+void dh_write_config(const dh_daemon *d, const char *extra_json)
 {
 	char buf[640];
 	cJSON *c = cJSON_CreateObject(), *l = cJSON_CreateArray();
@@ -263,7 +263,7 @@ void dh_start(dh_daemon *d, const char *extra_json)
 	char bin[PATH_MAX + 32];
 	daemon_path(bin, sizeof(bin));
 	dh_prepare(d);
-	write_config(d, extra_json);
+	dh_write_config(d, extra_json);
 	pid_t parent = getpid();
 	pid_t pid = fork();
 	ck_assert_msg(pid >= 0, "fork: %s", strerror(errno));
@@ -307,6 +307,54 @@ void dh_start(dh_daemon *d, const char *extra_json)
 		}
 		usleep(20000);
 	}
+}
+
+bool dh_file_has(const char *path, const char *needle)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return false;
+	static char buf[1 << 16];
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = 0;
+	fclose(f);
+	return strstr(buf, needle) != NULL;
+}
+
+int dh_run_tensord(const char *cfg, const char *err_path, int timeout_s)
+{
+	char bin[PATH_MAX + 32];
+	daemon_path(bin, sizeof(bin));
+	pid_t pid = fork();
+	ck_assert(pid >= 0);
+	if (pid == 0) {
+		int fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (fd < 0 || dup2(fd, 2) < 0 || dup2(fd, 1) < 0)
+			_exit(127);
+		execl(bin, bin, "--config", cfg, (char *)NULL);
+		_exit(127);
+	}
+	int st;
+	uint64_t t0 = now_ms();
+	while (waitpid(pid, &st, WNOHANG) == 0) {
+		if (now_ms() - t0 > (uint64_t)timeout_s * 1000) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+			return -1;
+		}
+		usleep(10000);
+	}
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+void dh_expect_start_fails(const dh_daemon *d, const char *err_path, const char *needle, const char *what)
+{
+	int rc = dh_run_tensord(d->cfg_path, err_path, 60);
+	if (rc == 0 || rc == -1 || !dh_file_has(err_path, needle))
+		dh_print_tail(err_path);
+	ck_assert_msg(rc != -1, "%s: tensord was still running after 60 s", what);
+	ck_assert_msg(rc != 0, "%s: tensord exited 0", what);
+	ck_assert_msg(dh_file_has(err_path, needle), "%s: its stderr does not say \"%s\"", what, needle);
 }
 
 /* Whether the stderr file has a sanitizer report. */

@@ -49,6 +49,15 @@ void dh_add_test(Suite *s, const char *name, const TTest *t, int timeout_s);
  * models_dir exists before the start: write spec files there first with dh_prepare. */
 void dh_prepare(dh_daemon *d);
 void dh_start(dh_daemon *d, const char *extra_json);
+/* The config dh_start writes (base plus extra_json), at d->cfg_path: for a start that must fail. */
+void dh_write_config(const dh_daemon *d, const char *extra_json);
+/* tensord --config cfg with stderr into err_path: its exit status, or -1 when it was still
+ * running after timeout_s (then killed). */
+int dh_run_tensord(const char *cfg, const char *err_path, int timeout_s);
+/* A start of d's config (dh_write_config) that must fail: non-zero exit, needle in its stderr. */
+void dh_expect_start_fails(const dh_daemon *d, const char *err_path, const char *needle, const char *what);
+/* Whether the file's first 64 KiB hold needle. */
+bool dh_file_has(const char *path, const char *needle);
 /* SIGTERM, waitpid: asserts exit status 0 and a clean stderr (no sanitizer report). */
 void dh_stop(dh_daemon *d);
 /* dh_stop keeping the directory, so that dh_start starts a new daemon on the same address. */

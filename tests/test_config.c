@@ -226,8 +226,15 @@ START_TEST(tcp_and_http_must_be_loopback)
 	       "\"tcp://127.1.2.3:7880\"], \"http_listen\": \"http://127.0.0.1:9090\"}",
 	       DMN_CFG_OK, NULL);
 	expect("{\"tcp_listen\": [\"tcp://0.0.0.0:7878\"], \"http_listen\": \"http://[::]:9090\", "
+	       "\"tcp_allow_remote\": true, \"tcp_token_file\": \"/etc/tensord/token\"}",
+	       DMN_CFG_OK, NULL);
+	/* tcp off loopback needs the token file (the file itself is read at start); http alone not */
+	expect("{\"tcp_listen\": [\"tcp://127.0.0.1:1\", \"tcp://0.0.0.0:7878\"], \"tcp_allow_remote\": true}",
+	       DMN_CFG_EINVALID, "tcp_listen[1]", "tcp_token_file", "tcp_allow_remote", NULL);
+	expect("{\"tcp_listen\": [\"tcp://127.0.0.1:1\"], \"http_listen\": \"http://[::]:9090\", "
 	       "\"tcp_allow_remote\": true}",
 	       DMN_CFG_OK, NULL);
+	expect("{\"tcp_token_file\": \"token\"}", DMN_CFG_EINVALID, "tcp_token_file", "absolute", NULL);
 	/* malformed addresses, whatever tcp_allow_remote says */
 	expect("{\"tcp_listen\": [\"tcp://127.0.0.1\"], \"tcp_allow_remote\": true}",
 	       DMN_CFG_EINVALID, "HOST:PORT", NULL);

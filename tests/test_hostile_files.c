@@ -115,18 +115,6 @@ static int count_deep(const char *dir, const char *part)
 	return n;
 }
 
-static bool file_has(const char *path, const char *needle)
-{
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return false;
-	static char buf[1 << 16];
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	buf[n] = 0;
-	fclose(f);
-	return strstr(buf, needle) != NULL;
-}
-
 /* A pid that was alive a moment ago and is not now (a child that exited, reaped). */
 static pid_t dead_pid(void)
 {
@@ -144,58 +132,6 @@ static void touch(const char *path)
 	ck_assert_msg(fd >= 0, "%s: %s", path, strerror(errno));
 	ck_assert(write(fd, "x", 1) == 1);
 	close(fd);
-}
-
-/* The config dh_start would write, at d->cfg_path (for a start that must fail). */
-static void write_cfg(const dh_daemon *d)
-{
-	FILE *f = fopen(d->cfg_path, "w");
-	ck_assert(f);
-	fprintf(f, "{\"listen\":[\"%s\"],\"models_dir\":\"%s\",\"cache_dir\":\"%s/cache\",\"log_level\":\"warn\"}\n",
-		d->url, d->models_dir, d->dir);
-	ck_assert(fclose(f) == 0);
-}
-
-/* tensord --config cfg with stderr into err_path: its exit status, or -1 when it was still
- * running after timeout_s (then killed). */
-static int run_tensord(const char *cfg, const char *err_path, int timeout_s)
-{
-	char exe[PATH_MAX], bin[PATH_MAX + 32];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	ck_assert(n > 0);
-	exe[n] = 0;
-	snprintf(bin, sizeof(bin), "%s/../bin/tensord", dirname(exe));
-	pid_t pid = fork();
-	ck_assert(pid >= 0);
-	if (pid == 0) {
-		int fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-		if (fd < 0 || dup2(fd, 2) < 0 || dup2(fd, 1) < 0)
-			_exit(127);
-		execl(bin, bin, "--config", cfg, (char *)NULL);
-		_exit(127);
-	}
-	int st;
-	uint64_t t0 = now_ms();
-	while (waitpid(pid, &st, WNOHANG) == 0) {
-		if (now_ms() - t0 > (uint64_t)timeout_s * 1000) {
-			kill(pid, SIGKILL);
-			waitpid(pid, &st, 0);
-			return -1;
-		}
-		usleep(10000);
-	}
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-/* A start of d's config that must fail: non-zero exit, the message in its stderr. */
-static void expect_start_fails(const dh_daemon *d, const char *err_path, const char *needle, const char *what)
-{
-	int rc = run_tensord(d->cfg_path, err_path, 60);
-	if (rc == 0 || rc == -1 || !file_has(err_path, needle))
-		dh_print_tail(err_path);
-	ck_assert_msg(rc != -1, "%s: tensord was still running after 60 s", what);
-	ck_assert_msg(rc != 0, "%s: tensord exited 0", what);
-	ck_assert_msg(file_has(err_path, needle), "%s: its stderr does not say \"%s\"", what, needle);
 }
 
 static void health_ok(const dh_daemon *d, const char *what)
@@ -382,10 +318,10 @@ START_TEST(t_second_daemon)
 	dh_start(&d, NULL);
 	char err2[400], pidtxt[64];
 	snprintf(err2, sizeof(err2), "%s/stderr2", d.dir);
-	expect_start_fails(&d, err2, "another tensord", "a second daemon");
-	ck_assert_msg(file_has(err2, d.url + strlen("ipc://")), "the second daemon's message does not name the socket");
+	dh_expect_start_fails(&d, err2, "another tensord", "a second daemon");
+	ck_assert_msg(dh_file_has(err2, d.url + strlen("ipc://")), "the second daemon's message does not name the socket");
 	snprintf(pidtxt, sizeof(pidtxt), "pid %d", (int)d.pid);
-	ck_assert_msg(file_has(err2, pidtxt), "the second daemon's message does not name the first's %s", pidtxt);
+	ck_assert_msg(dh_file_has(err2, pidtxt), "the second daemon's message does not name the first's %s", pidtxt);
 	ck_assert_msg(exists(d.url + strlen("ipc://")), "the socket file is gone");
 	health_ok(&d, "the first daemon after the second failed");
 	dh_stop(&d);
@@ -406,16 +342,16 @@ START_TEST(t_stale_socket)
 	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	ck_assert_int_eq(listen(fd, 4), 0);
 	/* alive: refused */
-	write_cfg(&d);
+	dh_write_config(&d, NULL);
 	char err2[400];
 	snprintf(err2, sizeof(err2), "%s/stderr2", d.dir);
-	expect_start_fails(&d, err2, "listening on this socket already", "a live listener on the path");
+	dh_expect_start_fails(&d, err2, "listening on this socket already", "a live listener on the path");
 	ck_assert_msg(exists(path), "the live listener's socket file was removed");
 	/* dead: the file stays, and is replaced */
 	close(fd);
 	ck_assert_msg(exists(path), "closing did not leave the socket file");
 	dh_start(&d, NULL);
-	ck_assert_msg(file_has(d.err_path, "removed a stale socket file"), "the removal was not logged");
+	ck_assert_msg(dh_file_has(d.err_path, "removed a stale socket file"), "the removal was not logged");
 	health_ok(&d, "after replacing a stale socket");
 	dh_stop_keep(&d);
 	ck_assert_msg(!exists(path), "the socket file is left after a clean exit");
@@ -429,18 +365,18 @@ START_TEST(t_runtime_dir)
 {
 	dh_daemon d = {0};
 	dh_prepare(&d);
-	write_cfg(&d);
+	dh_write_config(&d, NULL);
 	char err2[400];
 	snprintf(err2, sizeof(err2), "%s/stderr2", d.models_dir); /* not in the directory changed */
 	ck_assert_int_eq(chmod(d.dir, 0777), 0);
-	expect_start_fails(&d, err2, "writable by others", "mode 0777");
+	dh_expect_start_fails(&d, err2, "writable by others", "mode 0777");
 	if (geteuid() == 0) { /* only root can give it away */
 		ck_assert_int_eq(chmod(d.dir, 0770), 0);
 		ck_assert_int_eq(chown(d.dir, 0, 65534), 0);
-		expect_start_fails(&d, err2, "writable by its group", "mode 0770, another group");
+		dh_expect_start_fails(&d, err2, "writable by its group", "mode 0770, another group");
 		ck_assert_int_eq(chmod(d.dir, 0700), 0);
 		ck_assert_int_eq(chown(d.dir, 65534, 65534), 0);
-		expect_start_fails(&d, err2, "belongs to uid 65534", "owned by another uid");
+		dh_expect_start_fails(&d, err2, "belongs to uid 65534", "owned by another uid");
 		ck_assert_int_eq(chown(d.dir, geteuid(), getegid()), 0);
 	}
 	ck_assert_msg(!exists(d.url + strlen("ipc://")), "a refused start left a socket file");
@@ -499,7 +435,7 @@ START_TEST(t_killed_save)
 	ck_assert_msg(!exists(f_dead) && !exists(f_dead2), "a dead pid's save temp is still there");
 	ck_assert_msg(exists(f_live), "a live pid's save temp was removed");
 	ck_assert_msg(exists(f_other), "a file not named as a save's temp was removed");
-	ck_assert_msg(file_has(d.err_path, "m.safetensors.tmp."), "the removal was not logged");
+	ck_assert_msg(dh_file_has(d.err_path, "m.safetensors.tmp."), "the removal was not logged");
 	unlink(f_live);
 	tsd_client *c = dh_client(&d);
 	char msg[600];
@@ -534,7 +470,7 @@ START_TEST(t_killed_save)
 	ck_assert_msg(count_deep(d.models_dir, ".tmp.") == 1, "%d temp files after the restart (want only notes.tmp.*)",
 		      count_deep(d.models_dir, ".tmp."));
 	if (caught)
-		ck_assert_msg(file_has(d.err_path, "big2.safetensors.tmp."), "the removal of the killed save's temp was not logged");
+		ck_assert_msg(dh_file_has(d.err_path, "big2.safetensors.tmp."), "the removal of the killed save's temp was not logged");
 	dh_stop(&d);
 }
 END_TEST
@@ -565,7 +501,7 @@ START_TEST(t_stale_scratch)
 	unsetenv("TMPDIR");
 	ck_assert_msg(!exists(dead_dir), "a dead pid's scratch directory is still there");
 	ck_assert_msg(exists(live_dir) && exists(old_dir), "a scratch directory not a dead pid's was removed");
-	ck_assert_msg(file_has(d.err_path, "tensord-cc-"), "the removal was not logged");
+	ck_assert_msg(dh_file_has(d.err_path, "tensord-cc-"), "the removal was not logged");
 	float x[4] = {1, 1, 1, 1}, y[4];
 	char why[200];
 	tsd_status s = dh_infer(c, "tiny", NULL, x, 1, 4, y, 4, why, sizeof(why));

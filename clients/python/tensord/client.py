@@ -50,6 +50,8 @@ class Client:
     url: an nng address ("ipc:///run/tensord/tensord.sock", "tcp://127.0.0.1:7070"); None: the
     C library's default (TENSORD_URL, else $XDG_RUNTIME_DIR/tensord/tensord.sock, else
     /run/tensord/tensord.sock). timeout_ms bounds each send and each reply (<= 0: forever).
+    tcp:// with a token: the C library reads TENSORD_TOKEN_FILE (else TENSORD_TOKEN) from the
+    environment when the client opens (set os.environ first) and sends it with every request.
     use_numpy: return numpy arrays (default: when numpy can be imported) or Tensor objects.
 
     Threads: a Client may be shared; its calls are serialised by a lock (one request in flight
