@@ -100,6 +100,7 @@ cJSON *dmn_stats_json(dmn_srv *s)
 	cJSON_AddNumberToObject(cu, "closed_frame_timeout", (double)us.frame_timeouts);
 	cJSON_AddNumberToObject(cu, "frames_refused", (double)us.frames_refused);
 	cJSON_AddNumberToObject(cu, "budget_waits", (double)us.budget_waits);
+	cJSON_AddNumberToObject(cu, "pending_waits", (double)us.pending_waits);
 	cJSON_AddNumberToObject(cu, "partial_bytes", (double)us.partial_bytes);
 	cJSON_AddItemToObject(x, "process", process_json());
 	return x;

@@ -110,6 +110,7 @@ typedef struct dmn_unix_stats {
 	int64_t frame_timeouts; /* closed: a frame begun and not complete within frame_timeout_ms */
 	int64_t frames_refused; /* bad length, too large, bad prefix (then closed), fds attached */
 	int64_t budget_waits;   /* frames that waited for partial_bytes_max to have room */
+	int64_t pending_waits;  /* times a connection was not read: max_pending channels were held */
 	int64_t partial_bytes;  /* bytes of frames being received now */
 } dmn_unix_stats;
 void dmn_unix_get_stats(dmn_unix *t, dmn_unix_stats *st); /* zeros for NULL */

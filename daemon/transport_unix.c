@@ -56,6 +56,7 @@ struct uconn {
 	bool closing;         /* conn_close ran: the handle is closing */
 	bool linger;          /* reads nothing more; closes once its queue is written */
 	bool wait_budget;     /* a frame's length is in, no room in partial_bytes_max yet */
+	bool wait_pending;    /* not read: max_pending channels are held, all connections together */
 	unsigned char pre[FRAME_PREFIX];
 	size_t npre;
 	uint32_t flen;        /* the frame's length, once npre == 4 */
@@ -68,6 +69,7 @@ struct uconn {
 	size_t nstash;
 	uconn *prev, *next;   /* t's open connections */
 	uconn *bnext;         /* t's budget waiters */
+	uconn *pnext;         /* t's max_pending waiters */
 	/* under mu */
 	pthread_mutex_t mu;
 	bool closed;          /* the fd is no longer written */
@@ -98,6 +100,7 @@ struct dmn_unix {
 	uint64_t max_msg, max_hdr, partial_max, unsent_max;
 	uint64_t reply_timeout_ns, frame_timeout_ns;
 	int peer_cap;
+	int max_pending;
 	int nlisten;
 	ulisten listen[DMN_CFG_LIST_MAX];
 	uv_async_t wake;      /* writers that need the loop */
@@ -109,12 +112,15 @@ struct dmn_unix {
 	int64_t nopen;
 	uint64_t partial;     /* loop: bytes reserved by frames being received */
 	uconn *bhead, *btail; /* loop: waiting for budget, oldest first */
+	uconn *phead;         /* loop: waiting for max_pending to have room */
 	unsigned char stage[STAGE_BYTES];
 	pthread_mutex_t mu;   /* wake list, every connection */
 	uconn *wake_head;
 	uconn *all;
 	atomic_int sending;
-	atomic_llong refused_cap, reply_timeouts, frame_timeouts, frames_refused, budget_waits;
+	atomic_int pending;       /* counted channels alive: requests not answered, replies not written */
+	atomic_bool pending_wait; /* connections wait for pending to drop: wake the loop when it does */
+	atomic_llong refused_cap, reply_timeouts, frame_timeouts, frames_refused, budget_waits, pending_waits;
 };
 
 static void unix_send(dmn_chan *c, nng_msg *reply);
@@ -172,8 +178,12 @@ static void unlock_maybe_free(uconn *c, bool last)
 /* With c->mu held: q leaves c (its `held` given back); true when c is then to be freed. */
 static bool chan_release_locked(uconn *c, ureq *q)
 {
+	dmn_unix *t = c->t;
 	if (q->counted && c->held > 0)
 		c->held--;
+	if (q->counted && atomic_fetch_sub(&t->pending, 1) <= t->max_pending && atomic_load(&t->pending_wait) &&
+	    atomic_exchange(&t->pending_wait, false))
+		uv_async_send(&t->wake); /* room again: the loop reads the connections that waited */
 	if (q->lprev)
 		q->lprev->lnext = q->lnext;
 	else
@@ -199,6 +209,8 @@ static ureq *chan_new(uconn *c, nng_msg *msg, bool counted)
 	q->chan.conn = c->id;
 	q->c = c;
 	q->counted = counted;
+	if (counted)
+		atomic_fetch_add(&c->t->pending, 1);
 	pthread_mutex_lock(&c->mu);
 	q->chan.held = counted ? ++c->held : 0;
 	q->lnext = c->live;
@@ -341,6 +353,7 @@ static bool unix_peer(const dmn_chan *ch, uint64_t *uid, uint64_t *gid)
 /* ---- the loop's side of a connection ---- */
 
 static void conn_close(uconn *c);
+static void feed(uconn *c, const unsigned char *p, size_t n);
 static void on_conn(uv_poll_t *h, int status, int events);
 static void on_grant(uv_timer_t *h);
 
@@ -363,7 +376,8 @@ static void update_poll(uconn *c)
 	pthread_mutex_lock(&c->mu);
 	bool queued = c->qhead != NULL, full = c->unsent > c->t->unsent_max;
 	pthread_mutex_unlock(&c->mu);
-	int ev = (!c->linger && !c->wait_budget && !full ? UV_READABLE : 0) | (queued ? UV_WRITABLE : 0);
+	int ev = (!c->linger && !c->wait_budget && !c->wait_pending && !full ? UV_READABLE : 0) |
+		 (queued ? UV_WRITABLE : 0);
 	if (ev == c->events)
 		return;
 	c->events = ev;
@@ -419,6 +433,14 @@ static void conn_close(uconn *c)
 		if (t->btail == c)
 			t->btail = last;
 		c->wait_budget = false;
+	}
+	if (c->wait_pending) {
+		uconn **p = &t->phead;
+		while (*p && *p != c)
+			p = &(*p)->pnext;
+		if (*p)
+			*p = c->pnext;
+		c->wait_pending = false;
 	}
 	budget_release(c);
 	if (c->body)
@@ -489,6 +511,23 @@ static void refuse_fds(uconn *c, nng_msg *body)
 	unix_send(&q->chan, m);
 }
 
+/* max_pending channels held, all connections together: c waits (more wait in the socket, as
+ * nng's slots make them); true then. */
+static bool pending_full(uconn *c)
+{
+	dmn_unix *t = c->t;
+	if (c->wait_pending)
+		return true;
+	if (atomic_load(&t->pending) < t->max_pending)
+		return false;
+	c->wait_pending = true;
+	atomic_fetch_add(&t->pending_waits, 1);
+	c->pnext = t->phead;
+	t->phead = c;
+	atomic_store(&t->pending_wait, true);
+	return true;
+}
+
 static void frame_done(uconn *c)
 {
 	nng_msg *body = c->body;
@@ -506,6 +545,7 @@ static void frame_done(uconn *c)
 	ureq *q = chan_new(c, body, true);
 	if (q)
 		dmn_inbox_post(c->t->ib, DMN_LANE_ARRIVED, &q->chan.in);
+	pending_full(c); /* the next frame waits when max_pending is reached */
 }
 
 /* The frame's body allocated (its budget held): false when out of memory (c closed). */
@@ -533,12 +573,43 @@ static bool budget_take(uconn *c)
 	return true;
 }
 
+/* Keep the n bytes read past where c must wait (fed when it resumes); closes c when out of
+ * memory. */
+static void stash_rest(uconn *c, const unsigned char *p, size_t n)
+{
+	if (!n)
+		return;
+	if (!(c->stash = malloc(n))) {
+		conn_close(c);
+		return;
+	}
+	memcpy(c->stash, p, n);
+	c->nstash = n;
+}
+
+/* Feed the bytes c stashed while it waited. */
+static void feed_stash(uconn *c)
+{
+	unsigned char *st = c->stash;
+	size_t nst = c->nstash;
+	c->stash = NULL;
+	c->nstash = 0;
+	if (st)
+		feed(c, st, nst);
+	free(st);
+}
+
 /* Feed n bytes read from c into its frame state machine. Stops early when c closes, lingers
- * (a refused frame: the rest is dropped) or waits for budget (the rest is stashed). */
+ * (a refused frame: the rest is dropped) or waits for budget or max_pending (the rest is
+ * stashed). */
 static void feed(uconn *c, const unsigned char *p, size_t n)
 {
 	dmn_unix *t = c->t;
 	while (n > 0 && !c->closing && !c->linger) {
+		if (c->wait_pending) {
+			stash_rest(c, p, n);
+			return;
+		}
 		if (!c->body) {
 			if (!c->frame_at)
 				c->frame_at = now_ns();
@@ -572,12 +643,7 @@ static void feed(uconn *c, const unsigned char *p, size_t n)
 				else
 					t->bhead = c;
 				t->btail = c;
-				if (n && (c->stash = malloc(n))) {
-					memcpy(c->stash, p, n);
-					c->nstash = n;
-				} else if (n) {
-					conn_close(c);
-				}
+				stash_rest(c, p, n);
 				update_poll(c);
 				return;
 			}
@@ -629,11 +695,13 @@ static bool drop_fds(struct msghdr *mh)
 static void on_readable(uconn *c)
 {
 	dmn_unix *t = c->t;
-	for (int i = 0; i < READS_PER_WAKE && !c->closing && !c->linger && !c->wait_budget; i++) {
+	for (int i = 0; i < READS_PER_WAKE && !c->closing && !c->linger && !c->wait_budget && !c->wait_pending; i++) {
 		pthread_mutex_lock(&c->mu);
 		bool full = c->unsent > t->unsent_max;
 		pthread_mutex_unlock(&c->mu);
 		if (full)
+			break;
+		if (pending_full(c))
 			break;
 		/* a body far from done is read in place; everything else through the stage */
 		bool direct = c->body && c->have >= PROTO_PREFIX && c->flen - c->have >= STAGE_BYTES;
@@ -699,10 +767,29 @@ static void on_conn(uv_poll_t *h, int status, int events)
 		on_readable(c);
 }
 
-/* Writers that need the loop: their queues polled for writing, failed ones closed. */
+/* Room under max_pending (or a tick, in case a wake-up raced): the waiters are read again. */
+static void resume_pending(dmn_unix *t)
+{
+	if (!t->phead || atomic_load(&t->pending) >= t->max_pending)
+		return;
+	uconn *list = t->phead;
+	t->phead = NULL;
+	for (uconn *c = list, *n; c; c = n) {
+		n = c->pnext;
+		c->wait_pending = false;
+		if (c->frame_at)
+			c->frame_at = now_ns(); /* its time waiting was ours, not the client's */
+		feed_stash(c); /* may wait again */
+		update_poll(c);
+	}
+}
+
+/* Writers that need the loop: their queues polled for writing, failed ones closed; and the
+ * connections that waited for max_pending. */
 static void on_wake(uv_async_t *h)
 {
 	dmn_unix *t = h->data;
+	resume_pending(t);
 	pthread_mutex_lock(&t->mu);
 	uconn *list = t->wake_head;
 	t->wake_head = NULL;
@@ -737,13 +824,7 @@ static void on_grant(uv_timer_t *h)
 		c->frame_at = now_ns();
 		if (!frame_begin(c))
 			continue;
-		unsigned char *st = c->stash;
-		size_t nst = c->nstash;
-		c->stash = NULL;
-		c->nstash = 0;
-		if (st)
-			feed(c, st, nst);
-		free(st);
+		feed_stash(c);
 		update_poll(c);
 	}
 }
@@ -754,9 +835,11 @@ static void on_tick(uv_timer_t *h)
 {
 	dmn_unix *t = h->data;
 	uint64_t now = now_ns();
+	resume_pending(t);
 	for (uconn *c = t->open, *n; c; c = n) {
 		n = c->next;
-		if (c->frame_at && !c->wait_budget && !c->linger && now - c->frame_at > t->frame_timeout_ns) {
+		if (c->frame_at && !c->wait_budget && !c->wait_pending && !c->linger &&
+		    now - c->frame_at > t->frame_timeout_ns) {
 			atomic_fetch_add(&t->frame_timeouts, 1);
 			dmn_log(t->log, DMN_LOG_WARN,
 				"closing unix connection %u (uid %llu): a frame begun %llu ms ago is not complete "
@@ -919,13 +1002,17 @@ dmn_unix *dmn_unix_start(const dmn_config *cfg, dmn_logger *log, dmn_inbox *ib, 
 	t->reply_timeout_ns = (uint64_t)cfg->reply_timeout_ms * 1000000u;
 	t->frame_timeout_ns = (uint64_t)cfg->frame_timeout_ms * 1000000u;
 	t->peer_cap = (int)cfg->peer_connections_max;
+	t->max_pending = (int)cfg->max_pending;
 	pthread_mutex_init(&t->mu, NULL);
 	atomic_init(&t->sending, 0);
+	atomic_init(&t->pending, 0);
+	atomic_init(&t->pending_wait, false);
 	atomic_init(&t->refused_cap, 0);
 	atomic_init(&t->reply_timeouts, 0);
 	atomic_init(&t->frame_timeouts, 0);
 	atomic_init(&t->frames_refused, 0);
 	atomic_init(&t->budget_waits, 0);
+	atomic_init(&t->pending_waits, 0);
 	int rv;
 	if ((rv = uv_async_init(loop, &t->wake, on_wake)) || (rv = uv_timer_init(loop, &t->tick)) ||
 	    (rv = uv_timer_init(loop, &t->grant))) {
@@ -1017,5 +1104,6 @@ void dmn_unix_get_stats(dmn_unix *t, dmn_unix_stats *st)
 	st->frame_timeouts = atomic_load(&t->frame_timeouts);
 	st->frames_refused = atomic_load(&t->frames_refused);
 	st->budget_waits = atomic_load(&t->budget_waits);
+	st->pending_waits = atomic_load(&t->pending_waits);
 	st->partial_bytes = (int64_t)t->partial;
 }

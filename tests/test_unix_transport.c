@@ -3,7 +3,8 @@
  * TSD1 message, docs/PROTOCOL.md "unix:// framing"): health and infer with ids matched, 32
  * requests pipelined on one connection, a refused uid, malformed frames (each answered or
  * closed, and the daemon serving the next connection), a frame with a descriptor attached, a
- * client leaving with requests in flight, one that never reads, and close loops then SIGTERM. */
+ * client leaving with requests in flight, one that never reads, max_pending, and close loops
+ * then SIGTERM. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -303,6 +304,77 @@ START_TEST(t_pipeline)
 }
 END_TEST
 
+/* max_pending 4: the transport stops reading past it and reads again as replies go; 32
+ * pipelined requests on each of two connections are all answered */
+START_TEST(t_pending_cap)
+{
+	dh_daemon d = {0};
+	dh_start(&d, "{\"max_pending\": 4}");
+	load_models(&d, false);
+	const float x[4] = {1, 2, 3, 4};
+	int fd[2] = {ux_connect(&d), ux_connect(&d)};
+	for (int i = 0; i < 32; i++)
+		for (int k = 0; k < 2; k++)
+			ck_assert(ux_send_infer(fd[k], i, "tiny", x, 1));
+	for (int k = 0; k < 2; k++) {
+		int seen[32] = {0};
+		for (int i = 0; i < 32; i++) {
+			proto_msg pm;
+			unsigned char *keep;
+			ck_assert_int_eq(ux_reply(fd[k], &pm, &keep), TSD_OK);
+			int id = atoi(pm.id);
+			ck_assert(id >= 0 && id < 32 && !seen[id]++);
+			proto_msg_free(&pm);
+			free(keep);
+		}
+		close(fd[k]);
+	}
+	ck_assert_double_ge(stat_num(&d, "connections.unix.pending_waits"), 1);
+	dh_stop(&d);
+}
+END_TEST
+
+#define WIDE_SPEC                                                                                        \
+	"{\"name\":\"wide\",\"graph\":{\"nodes\":[{\"id\":\"x\",\"op\":\"input\",\"dtype\":\"float32\",\"shape\":[-1,2048]}," \
+	"{\"id\":\"w\",\"op\":\"param\",\"dtype\":\"float32\",\"shape\":[2048]},"                               \
+	"{\"id\":\"y\",\"op\":\"mul\",\"in\":[\"x\",\"w\"]}],\"outputs\":[\"y\"]}}"
+
+/* partial_bytes_max 12000: a frame begun (~8.5 KB declared) holds the budget, so another
+ * connection's frame of the same size waits unread until the first completes; then both are
+ * answered */
+START_TEST(t_partial_budget)
+{
+	dh_daemon d = {0};
+	dh_start(&d, "{\"partial_bytes_max\": 12000}");
+	static float w[2048], x[2048];
+	for (int i = 0; i < 2048; i++)
+		w[i] = x[i] = 1;
+	tsd_client *c = dh_client(&d);
+	tsd_tensor tw = DH_F32("w", w, 2048);
+	dh_load(c, WIDE_SPEC, &tw, 1);
+	dh_client_close(c);
+	tsd_tensor tx = dh_f32("x", x, (const int64_t[]){1, 2048}, 2);
+	nng_msg *ma = req_msg("{\"id\":1,\"verb\":\"infer\",\"model\":\"wide\"}", &tx);
+	int a = ux_connect(&d), b = ux_connect(&d);
+	unsigned char pre[4];
+	le32(pre, (uint32_t)nng_msg_len(ma));
+	ck_assert(ux_write(a, pre, 4) && ux_write(a, nng_msg_body(ma), 100));
+	usleep(100000);
+	ck_assert(ux_send_msg(b, req_msg("{\"id\":2,\"verb\":\"infer\",\"model\":\"wide\"}", &tx)));
+	struct pollfd p = {.fd = b, .events = POLLIN};
+	ck_assert_msg(poll(&p, 1, 400) == 0, "the second frame was read past partial_bytes_max");
+	ck_assert_double_ge(stat_num(&d, "connections.unix.budget_waits"), 1);
+	ck_assert(ux_write(a, (unsigned char *)nng_msg_body(ma) + 100, nng_msg_len(ma) - 100));
+	nng_msg_free(ma);
+	ux_expect(a, TSD_OK, "1", NULL, 0);
+	ux_expect(b, TSD_OK, "2", NULL, 0);
+	close(a);
+	close(b);
+	wait_stat(&d, "connections.unix.partial_bytes", 0, 5000);
+	dh_stop(&d);
+}
+END_TEST
+
 START_TEST(t_refused)
 {
 	dh_daemon d = {0};
@@ -569,6 +641,8 @@ Suite *unixtransport_suite(void)
 	Suite *s = suite_create("unixtransport");
 	dh_add_test(s, "health_infer", t_health_infer, 60);
 	dh_add_test(s, "pipeline", t_pipeline, 60);
+	dh_add_test(s, "pending_cap", t_pending_cap, 60);
+	dh_add_test(s, "partial_budget", t_partial_budget, 60);
 	dh_add_test(s, "refused", t_refused, 60);
 	dh_add_test(s, "malformed", t_malformed, 120);
 	dh_add_test(s, "half_silence", t_half_silence, 60);
