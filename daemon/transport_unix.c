@@ -21,8 +21,9 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
+
+#include <tensord/engine.h>
 
 #define STAGE_BYTES 65536 /* the loop's read buffer; bodies at least this far from done are read in place */
 #define READS_PER_WAKE 64 /* recvmsg calls per readable event: one busy connection cannot hold the loop */
@@ -137,13 +138,6 @@ static const dmn_chan_ops unix_ops = {
 	.hangup = unix_hangup,
 	.close_after = unix_close_after,
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- references and channels (c->mu) ---- */
 
@@ -300,7 +294,7 @@ static void unix_send(dmn_chan *ch, nng_msg *reply)
 	}
 	q->out = reply;
 	q->off = 0;
-	q->queued_at = now_ns();
+	q->queued_at = eng_now_ns();
 	c->unsent += FRAME_PREFIX + nng_msg_len(reply);
 	int rv = 0;
 	if (!c->qhead) {
@@ -612,7 +606,7 @@ static void feed(uconn *c, const unsigned char *p, size_t n)
 		}
 		if (!c->body) {
 			if (!c->frame_at)
-				c->frame_at = now_ns();
+				c->frame_at = eng_now_ns();
 			size_t k = FRAME_PREFIX - c->npre < n ? FRAME_PREFIX - c->npre : n;
 			memcpy(c->pre + c->npre, p, k);
 			c->npre += k;
@@ -733,7 +727,7 @@ static void on_readable(uconn *c)
 			continue;
 		}
 		if (!c->frame_at)
-			c->frame_at = now_ns();
+			c->frame_at = eng_now_ns();
 		c->have += (size_t)n;
 		if (c->have == c->flen)
 			frame_done(c);
@@ -778,7 +772,7 @@ static void resume_pending(dmn_unix *t)
 		n = c->pnext;
 		c->wait_pending = false;
 		if (c->frame_at)
-			c->frame_at = now_ns(); /* its time waiting was ours, not the client's */
+			c->frame_at = eng_now_ns(); /* its time waiting was ours, not the client's */
 		feed_stash(c); /* may wait again */
 		update_poll(c);
 	}
@@ -821,7 +815,7 @@ static void on_grant(uv_timer_t *h)
 		if (!t->bhead)
 			t->btail = NULL;
 		c->wait_budget = false;
-		c->frame_at = now_ns();
+		c->frame_at = eng_now_ns();
 		if (!frame_begin(c))
 			continue;
 		feed_stash(c);
@@ -834,7 +828,7 @@ static void on_grant(uv_timer_t *h)
 static void on_tick(uv_timer_t *h)
 {
 	dmn_unix *t = h->data;
-	uint64_t now = now_ns();
+	uint64_t now = eng_now_ns();
 	resume_pending(t);
 	for (uconn *c = t->open, *n; c; c = n) {
 		n = c->next;
