@@ -44,6 +44,7 @@ void dmn_on_request(dmn_srv *s, dmn_chan *ch)
 			dmn_drop(s, r);
 			return;
 		}
+		ch->ops->close_after(ch); /* a stream transport: answered, then closed */
 		dmn_fail(s, r, TSD_UNAUTHORISED, "uid %llu gid %llu is not allowed (config allowed_uids, allowed_gids)",
 			 (unsigned long long)c->uid, (unsigned long long)c->gid);
 		return;
@@ -64,6 +65,7 @@ void dmn_on_request(dmn_srv *s, dmn_chan *ch)
 	tsd_status st = proto_decode_hdr(nng_msg_body(msg), nng_msg_len(msg), (size_t)s->cfg.max_message_bytes,
 					 (size_t)s->cfg.max_header_bytes, PROTO_REQUEST, &r->pm, &e);
 	if (st != TSD_OK) {
+		ch->ops->close_after(ch); /* a stream transport cannot trust what follows */
 		dmn_fail(s, r, st, "%s", e.msg);
 		return;
 	}

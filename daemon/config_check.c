@@ -160,16 +160,17 @@ static dmn_cfg_status check(const dmn_config *c, char *err, size_t errlen)
 			    "listen and tcp_listen are both empty: nothing to listen on");
 	for (int i = 0; i < c->listen.n; i++) {
 		const char *a = c->listen.v[i];
-		if (strncmp(a, "ipc:///", 7))
+		size_t skip = !strncmp(a, "ipc:///", 7) ? 6 : !strncmp(a, "unix:///", 8) ? 7 : 0;
+		if (!skip)
 			return dmn_cfg_fail(err, errlen, DMN_CFG_EINVALID,
-				    "listen[%d]: \"%s\" is not ipc:// and an absolute path (tcp "
+				    "listen[%d]: \"%s\" is not unix:// or ipc:// and an absolute path (tcp "
 				    "goes in tcp_listen)",
 				    i, a);
-		if (strlen(a + 6) > DMN_IPC_PATH_MAX)
+		if (strlen(a + skip) > DMN_IPC_PATH_MAX)
 			return dmn_cfg_fail(err, errlen, DMN_CFG_EINVALID,
 				    "listen[%d]: the socket path \"%s\" is %zu bytes, a Unix "
 				    "socket path holds at most %d",
-				    i, a + 6, strlen(a + 6), DMN_IPC_PATH_MAX);
+				    i, a + skip, strlen(a + skip), DMN_IPC_PATH_MAX);
 	}
 	for (int i = 0; i < c->tcp_listen.n; i++) {
 		snprintf(where, sizeof(where), "tcp_listen[%d]", i);

@@ -18,9 +18,9 @@ static bool id_allowed(const dmn_intlist *l, uint64_t id)
 	return false;
 }
 
-/* The client of ch's connection (msg: its request, for the credentials), made on first sight;
- * NULL when out of memory. */
-static dmn_client *client_get(dmn_srv *s, const dmn_chan *ch, nng_msg *msg)
+/* The client of ch's connection (ch->msg still set: the transport may read the credentials
+ * from it), made on first sight; NULL when out of memory. */
+static dmn_client *client_get(dmn_srv *s, const dmn_chan *ch)
 {
 	uint32_t id = ch->conn;
 	dmn_client **b = &s->clients[id % DMN_CLIENT_BUCKETS];
@@ -35,7 +35,7 @@ static dmn_client *client_get(dmn_srv *s, const dmn_chan *ch, nng_msg *msg)
 	/* peers with credentials (ipc) are checked by them; other transports (tcp) carry none and
 	 * are allowed by being configured at all, each request then checked for the token when
 	 * tcp_token_file is set (auth.c) */
-	if (ch->ops->peer(msg, &c->uid, &c->gid)) {
+	if (ch->ops->peer(ch, &c->uid, &c->gid)) {
 		c->creds = true;
 		c->authorised = id_allowed(&s->cfg.allowed_uids, c->uid) || id_allowed(&s->cfg.allowed_gids, c->gid);
 		if (!c->authorised)
@@ -185,20 +185,20 @@ dmn_req *dmn_req_new(dmn_srv *s, dmn_chan *ch)
 	} else {
 		r = calloc(1, sizeof(*r));
 	}
-	nng_msg *msg = ch->msg;
-	ch->msg = NULL;
 	if (!r) {
-		nng_msg_free(msg);
+		nng_msg_free(ch->msg);
+		ch->msg = NULL;
 		ch->ops->recv(ch);
 		return NULL;
 	}
 	r->chan = ch;
-	r->msg = msg;
 	r->t_arrive = eng_now_ns();
 	r->verb = DMN_V_COUNT;
 	r->prio = DMN_PRIO_NORMAL;
 	atomic_init(&r->gone, false);
-	r->client = client_get(s, ch, msg);
+	r->client = client_get(s, ch);
+	r->msg = ch->msg;
+	ch->msg = NULL;
 	if (r->client)
 		r->client->inflight++;
 	return r;

@@ -67,6 +67,7 @@ static void after_drain(void *arg)
 
 static void close_all(dmn_srv *s)
 {
+	dmn_unix_close(s->ux); /* its listeners, then its connections (closings posted before the inbox closes) */
 	dmn_inbox_close(s->inbox);
 	uv_close((uv_handle_t *)&s->timer, NULL);
 	uv_close((uv_handle_t *)&s->drain_timer, NULL);
@@ -93,7 +94,7 @@ static void check_drained(dmn_srv *s)
 		queued = s->models[i]->queued > 0;
 	/* past the deadline, replies still not taken (a client that does not read) are not waited
 	 * for: the close drops them */
-	if (queued || s->exec_busy || s->rz_job || (!late && dmn_nng_sending(s->nng) > 0))
+	if (queued || s->exec_busy || s->rz_job || (!late && dmn_nng_sending(s->nng) + dmn_unix_sending(s->ux) > 0))
 		return;
 	dmn_log(&s->log, DMN_LOG_INFO, "drained%s; exiting", late ? " (at the deadline)" : "");
 	s->exit_code = s->exit_status;
@@ -104,7 +105,8 @@ static void check_drained(dmn_srv *s)
  * trim. */
 static bool idle(dmn_srv *s)
 {
-	if (s->exec_busy || s->ctl_len > 0 || s->draining || s->exit_code >= 0 || dmn_nng_sending(s->nng) > 0)
+	if (s->exec_busy || s->ctl_len > 0 || s->draining || s->exit_code >= 0 ||
+	    dmn_nng_sending(s->nng) + dmn_unix_sending(s->ux) > 0)
 		return false;
 	for (int i = 0; i < s->nmodels; i++)
 		if (s->models[i]->queued > 0 || s->models[i]->loading > 0)
@@ -230,7 +232,7 @@ static void on_hup(uv_signal_t *h, int signum)
 #define RESTART_KEYS(X) X(listen) X(tcp_listen) X(device) X(backend_opts) X(max_pending) X(http_listen) \
 	X(cache_dir) X(mem_limit_bytes) X(mem_limit_fraction) X(reply_timeout_ms) X(peer_connections_max) \
 	X(realize_threads) X(realize_nice) X(realize_mem_limit_bytes) X(realize_prog_cache_max) \
-	X(tcp_token_file) X(metrics_remote)
+	X(tcp_token_file) X(metrics_remote) X(frame_timeout_ms) X(partial_bytes_max) X(unsent_bytes_max)
 	char *a = dmn_config_json(&s->cfg, false), *b = dmn_config_json(&cfg, false);
 	cJSON *ja = a ? cJSON_Parse(a) : NULL, *jb = b ? cJSON_Parse(b) : NULL;
 #define WARN_CHANGED(k)                                                                                     \
@@ -371,6 +373,11 @@ int dmn_serve(dmn_config *cfg, int argc, char *const *argv)
 		goto out;
 	if (s->token.len)
 		dmn_log(&s->log, DMN_LOG_INFO, "tcp requests need the token in %s", s->cfg.tcp_token_file);
+	/* partial_bytes_max 0: a quarter of the engine's limit, 1 GiB without one */
+	uint64_t partial = s->cfg.partial_bytes_max ? s->cfg.partial_bytes_max : s->mem_limit ? s->mem_limit / 4 : 1ull << 30;
+	err[0] = 0;
+	if (!(s->ux = dmn_unix_start(&s->cfg, &s->log, s->inbox, &s->loop, partial, err, sizeof(err))) && err[0])
+		goto out;
 	if (!(s->nng = dmn_nng_start(&s->cfg, &s->log, s->inbox, err, sizeof(err))) || dmn_http_start(s, err, sizeof(err)))
 		goto out;
 	dmn_clean_leftovers(&s->cfg, &s->log); /* a killed daemon's temporary files (before any request runs) */
@@ -403,6 +410,8 @@ out:
 		close(s->tfd);
 	free_state(s);
 	dmn_auth_clear(s);
+	dmn_unix_stop(s->ux); /* after the executor stopped and the lost requests were freed */
+	s->ux = NULL;
 	dmn_config_free(&s->cfg);
 	free(s);
 	return rc;

@@ -215,3 +215,22 @@ void dmn_sock_release(const char *path)
 	if (atol(who) == (long)getpid() && !lstat(path, &st) && S_ISSOCK(st.st_mode))
 		unlink(path);
 }
+
+int dmn_sock_make_dirs(const char *path)
+{
+	char buf[4096];
+	snprintf(buf, sizeof(buf), "%s", path);
+	char *slash = strrchr(buf, '/');
+	if (!slash || slash == buf)
+		return 0;
+	*slash = 0;
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = 0;
+		if (mkdir(buf, 0750) && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	return mkdir(buf, 0750) && errno != EEXIST ? -1 : 0;
+}

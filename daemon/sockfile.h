@@ -1,4 +1,4 @@
-/* sockfile.h: the ipc socket file's claim at start and its removal at exit (sockfile.c): the
+/* sockfile.h: the ipc:// and unix:// socket files' claim at start and its removal at exit (sockfile.c): the
  * runtime directory checked, one daemon per socket path, stale files of dead daemons replaced. */
 #ifndef DMN_SOCKFILE_H
 #define DMN_SOCKFILE_H
@@ -16,6 +16,9 @@
  * /proc/net/unix (no connect: see sockfile.c): a live listener (not a tensord's) fails the claim,
  * a dead one's file is removed (logged). 0, or -1 with err saying why (naming the path). */
 int dmn_sock_claim(const char *path, dmn_logger *log, char *err, size_t errlen);
+/* mkdir -p of the socket path's directory (mode 0750 for what it creates): 0, or -1 with
+ * errno. */
+int dmn_sock_make_dirs(const char *path);
 /* At exit, after the listener closed: remove the socket file at path only when this process
  * holds its lock (a daemon whose claim failed leaves the live one's socket alone). */
 void dmn_sock_release(const char *path);

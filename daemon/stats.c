@@ -93,6 +93,17 @@ cJSON *dmn_stats_json(dmn_srv *s)
 	cJSON_AddNumberToObject(co, "closed_refused", (double)s->hangup_refused);
 	cJSON_AddNumberToObject(co, "auth_refused", (double)s->auth_refused);
 	cJSON_AddNumberToObject(co, "closed_token", (double)s->hangup_token);
+	dmn_unix_stats us;
+	dmn_unix_get_stats(s->ux, &us);
+	cJSON *cu = cJSON_AddObjectToObject(co, "unix"); /* the unix:// transport's own (the above: nng's) */
+	cJSON_AddNumberToObject(cu, "open", (double)us.open);
+	cJSON_AddNumberToObject(cu, "refused_peer_cap", (double)us.refused_cap);
+	cJSON_AddNumberToObject(cu, "closed_reply_timeout", (double)us.reply_timeouts);
+	cJSON_AddNumberToObject(cu, "closed_frame_timeout", (double)us.frame_timeouts);
+	cJSON_AddNumberToObject(cu, "frames_refused", (double)us.frames_refused);
+	cJSON_AddNumberToObject(cu, "budget_waits", (double)us.budget_waits);
+	cJSON_AddNumberToObject(cu, "pending_waits", (double)us.pending_waits);
+	cJSON_AddNumberToObject(cu, "partial_bytes", (double)us.partial_bytes);
 	cJSON_AddItemToObject(x, "process", process_json());
 	return x;
 }
@@ -146,7 +157,15 @@ char *dmn_metrics_text(dmn_srv *s)
 	};
 	dmn_nng_stats ns;
 	dmn_nng_get_stats(s->nng, &ns);
+	dmn_unix_stats us;
+	dmn_unix_get_stats(s->ux, &us);
 	struct { const char *name, *help; double v; bool counter; } cn[] = {
+		{"tensord_unix_connections", "unix:// connections open", (double)us.open, false},
+		{"tensord_unix_connections_refused_peer_cap_total", "unix:// connections closed at once: their uid had peer_connections_max", (double)us.refused_cap, true},
+		{"tensord_unix_connections_closed_reply_timeout_total", "unix:// connections closed: a reply not written within reply_timeout_ms", (double)us.reply_timeouts, true},
+		{"tensord_unix_connections_closed_frame_timeout_total", "unix:// connections closed: a frame not complete within frame_timeout_ms", (double)us.frame_timeouts, true},
+		{"tensord_unix_frames_refused_total", "unix:// frames refused by the transport (length, prefix, descriptors)", (double)us.frames_refused, true},
+		{"tensord_unix_partial_bytes", "Bytes of unix:// frames being received", (double)us.partial_bytes, false},
 		{"tensord_connections", "Connections open", (double)ns.open, false},
 		{"tensord_connections_refused_peer_cap_total", "Connections closed at once: their peer had peer_connections_max", (double)ns.refused_cap, true},
 		{"tensord_connections_closed_reply_timeout_total", "Connections closed: a reply not taken within reply_timeout_ms", (double)ns.reply_timeouts, true},

@@ -1,6 +1,6 @@
 /* transport.h: the seam where requests enter the daemon and replies leave it, and the
- * transports behind it (today nng's REP socket, transport_nng.c). A transport owns channels,
- * each carrying one request at a time: it posts a received request onto the inbox's ARRIVED
+ * transports behind it (nng's REP socket, transport_nng.c; unix:// stream sockets on the loop,
+ * transport_unix.c). A transport owns channels, each carrying one request at a time: it posts a received request onto the inbox's ARRIVED
  * lane as its channel, and a closed connection onto the CLOSED lane; the loop decodes, checks
  * and answers, and every reply goes back through the channel's ops (docs/ARCHITECTURE.md,
  * "What a new frontend or transport implements"). */
@@ -12,6 +12,8 @@
 #include <stdint.h>
 
 #include <nng/nng.h>
+
+#include <uv.h>
 
 #include "config.h"
 #include "inbox.h"
@@ -28,12 +30,17 @@ typedef struct dmn_chan_ops {
 	void (*send)(dmn_chan *c, nng_msg *reply);
 	/* Loop: give c's request up without an answer (its client left); c receives the next. */
 	void (*recv)(dmn_chan *c);
-	/* Loop, once per new connection: the credentials of the peer that sent msg; false when the
-	 * transport carries none (then being configured at all authorises it). */
-	bool (*peer)(nng_msg *msg, uint64_t *uid, uint64_t *gid);
+	/* Loop, once per new connection, c->msg still set: the credentials of the peer that sent
+	 * c's request; false when the transport carries none (then being configured at all
+	 * authorises it). */
+	bool (*peer)(const dmn_chan *c, uint64_t *uid, uint64_t *gid);
 	/* Loop: close c's connection now (its request is then given up with recv, or answered
 	 * into the void); the transport posts its closing on the CLOSED lane as for any other. */
 	void (*hangup)(dmn_chan *c);
+	/* Loop, before c is answered: the connection closes once that answer is written and reads
+	 * nothing more meanwhile (a refused peer's first request, an undecodable one: a byte stream
+	 * cannot be trusted to resync). A transport whose messages are delimited may ignore it. */
+	void (*close_after)(dmn_chan *c);
 } dmn_chan_ops;
 
 /* A channel: the part of a transport's context the loop sees. */
@@ -73,5 +80,39 @@ typedef struct dmn_nng_stats {
 	int64_t reply_timeouts; /* connections closed: a reply not taken within reply_timeout_ms */
 } dmn_nng_stats;
 void dmn_nng_get_stats(dmn_nng *t, dmn_nng_stats *st);
+
+/* ---- transport_unix.c: unix:// stream sockets on the loop (docs/PROTOCOL.md "unix:// framing")
+ * Every message is a frame: u32 little-endian length, then one TSD1 message. The loop accepts,
+ * reads (recvmsg) and checks frames and posts each as a channel of its own; replies are written
+ * by the thread that made them when nothing is queued on that connection, else queued and
+ * written by the loop (UV_WRITABLE). ---- */
+typedef struct dmn_unix dmn_unix;
+/* Listen on cfg's unix:// addresses (none: NULL, no error), on loop (the loop thread). partial_max:
+ * the bytes of frames being received, all connections together (partial_bytes_max resolved).
+ * NULL with err set on failure (what was started is closed: run the loop, then dmn_unix_stop).
+ * cfg, log, ib and loop must outlive it. */
+dmn_unix *dmn_unix_start(const dmn_config *cfg, dmn_logger *log, dmn_inbox *ib, uv_loop_t *loop,
+			 uint64_t partial_max, char *err, size_t errlen);
+/* Loop: stop listening, then close every connection (their closing posted on CLOSED; replies
+ * still queued are dropped) and the transport's handles. Idempotent; NULL allowed. */
+void dmn_unix_close(dmn_unix *t);
+/* After the loop ran the closes and no thread sends any more (the executor stopped): free t,
+ * every connection and the channels still held (requests never answered, whose message was
+ * taken or freed already, and those left on the ARRIVED lane with theirs); the socket files.
+ * NULL allowed. */
+void dmn_unix_stop(dmn_unix *t);
+/* Replies queued and not yet written (any thread); 0 for NULL. */
+int dmn_unix_sending(const dmn_unix *t);
+typedef struct dmn_unix_stats {
+	int64_t open;           /* connections open now */
+	int64_t refused_cap;    /* closed at once: their peer (uid) had peer_connections_max */
+	int64_t reply_timeouts; /* closed: a reply not written within reply_timeout_ms */
+	int64_t frame_timeouts; /* closed: a frame begun and not complete within frame_timeout_ms */
+	int64_t frames_refused; /* bad length, too large, bad prefix (then closed), fds attached */
+	int64_t budget_waits;   /* frames that waited for partial_bytes_max to have room */
+	int64_t pending_waits;  /* times a connection was not read: max_pending channels were held */
+	int64_t partial_bytes;  /* bytes of frames being received now */
+} dmn_unix_stats;
+void dmn_unix_get_stats(dmn_unix *t, dmn_unix_stats *st); /* zeros for NULL */
 
 #endif

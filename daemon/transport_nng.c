@@ -65,7 +65,8 @@ struct dmn_nng {
 
 static void slot_send(dmn_chan *c, nng_msg *msg);
 static void slot_recv(dmn_chan *c);
-static bool slot_peer(nng_msg *msg, uint64_t *uid, uint64_t *gid);
+static bool slot_peer(const dmn_chan *c, uint64_t *uid, uint64_t *gid);
+static void slot_close_after(dmn_chan *c);
 static void slot_hangup(dmn_chan *c);
 
 static const dmn_chan_ops nng_ops = {
@@ -74,6 +75,7 @@ static const dmn_chan_ops nng_ops = {
 	.recv = slot_recv,
 	.peer = slot_peer,
 	.hangup = slot_hangup,
+	.close_after = slot_close_after,
 };
 
 static uint64_t now_ns(void)
@@ -292,14 +294,21 @@ static void slot_hangup(dmn_chan *c)
 }
 
 /* ipc peers carry credentials; other transports (tcp) none */
-static bool slot_peer(nng_msg *msg, uint64_t *uid, uint64_t *gid)
+static bool slot_peer(const dmn_chan *c, uint64_t *uid, uint64_t *gid)
 {
-	nng_pipe p = nng_msg_get_pipe(msg);
+	nng_pipe p = nng_msg_get_pipe(c->msg);
 	if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_UID, uid))
 		return false;
 	if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_GID, gid))
 		*gid = UINT64_MAX;
 	return true;
+}
+
+/* nng's messages are delimited: a bad one leaves the connection usable, and a refused peer
+ * sending one request at a time keeps getting its answers (arrival.c) */
+static void slot_close_after(dmn_chan *c)
+{
+	(void)c;
 }
 
 static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
@@ -313,33 +322,13 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 		post_closed(t, nng_pipe_id(p));
 }
 
-/* mkdir -p of the socket's directory (mode 0750 for what we create). */
-static int make_dirs(const char *path)
-{
-	char buf[4096];
-	snprintf(buf, sizeof(buf), "%s", path);
-	char *slash = strrchr(buf, '/');
-	if (!slash || slash == buf)
-		return 0;
-	*slash = 0;
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = 0;
-		if (mkdir(buf, 0750) && errno != EEXIST)
-			return -1;
-		*p = '/';
-	}
-	return mkdir(buf, 0750) && errno != EEXIST ? -1 : 0;
-}
-
 static int listen_on(dmn_nng *t, const char *url, bool ipc, char *err, size_t errlen)
 {
 	nng_listener l;
 	int rv;
 	if (ipc) {
 		const char *path = url + strlen("ipc://");
-		if (make_dirs(path)) {
+		if (dmn_sock_make_dirs(path)) {
 			snprintf(err, errlen, "listen %s: cannot create its directory: %s", url, strerror(errno));
 			return -1;
 		}
@@ -393,8 +382,8 @@ static int start(dmn_nng *t, char *err, size_t errlen)
 		}
 	}
 	for (int i = 0; i < t->cfg->listen.n; i++)
-		if (listen_on(t, t->cfg->listen.v[i], true, err, errlen))
-			return -1;
+		if (!strncmp(t->cfg->listen.v[i], "ipc://", 6) && listen_on(t, t->cfg->listen.v[i], true, err, errlen))
+			return -1; /* unix:// is transport_unix.c's */
 	for (int i = 0; i < t->cfg->tcp_listen.n; i++)
 		if (listen_on(t, t->cfg->tcp_listen.v[i], false, err, errlen))
 			return -1;
@@ -507,11 +496,13 @@ bool dmn_nng_stop(dmn_nng *t, dmn_inbox *ib)
 	for (dmn_inbox_node *n = dmn_inbox_take(ib, DMN_LANE_ARRIVED), *next; n; n = next) {
 		next = n->next;
 		nng_msg_free(((dmn_chan *)n)->msg);
+		((dmn_chan *)n)->msg = NULL; /* a unix:// channel is freed by dmn_unix_stop */
 	}
 	free(t->slots);
 	if (t->slots)
 		for (int i = 0; i < t->cfg->listen.n; i++)
-			dmn_sock_release(t->cfg->listen.v[i] + strlen("ipc://"));
+			if (!strncmp(t->cfg->listen.v[i], "ipc://", 6))
+				dmn_sock_release(t->cfg->listen.v[i] + strlen("ipc://"));
 	for (int b = 0; b < CONN_BUCKETS; b++)
 		for (conn *c = t->conns[b], *n; c; c = n) {
 			n = c->next;

@@ -158,7 +158,8 @@ void dh_prepare(dh_daemon *d)
 	ck_assert(mkdtemp(d->dir));
 	snprintf(d->models_dir, sizeof(d->models_dir), "%s/models", d->dir);
 	ck_assert_int_eq(mkdir(d->models_dir, 0700), 0);
-	snprintf(d->url, sizeof(d->url), "ipc://%s/s.sock", d->dir);
+	snprintf(d->url, sizeof(d->url), "ipc://%s/nng.sock", d->dir);
+	snprintf(d->unix_path, sizeof(d->unix_path), "%s/unix.sock", d->dir);
 	snprintf(d->cfg_path, sizeof(d->cfg_path), "%s/tensord.json", d->dir);
 	snprintf(d->err_path, sizeof(d->err_path), "%s/stderr", d->dir);
 	struct live *l = live_of(NULL);
@@ -227,6 +228,8 @@ void dh_write_config(const dh_daemon *d, const char *extra_json)
 {
 	char buf[640];
 	cJSON *c = cJSON_CreateObject(), *l = cJSON_CreateArray();
+	snprintf(buf, sizeof(buf), "unix://%s", d->unix_path);
+	cJSON_AddItemToArray(l, cJSON_CreateString(buf));
 	cJSON_AddItemToArray(l, cJSON_CreateString(d->url));
 	cJSON_AddItemToObject(c, "listen", l);
 	cJSON_AddStringToObject(c, "models_dir", d->models_dir);

@@ -1,6 +1,6 @@
 /* daemon_harness.h: the daemon integration tests' harness (test_daemon.c, test_daemon_bad.c):
  * the real tensord binary (the build dir's bin/tensord, found from /proc/self/exe) started with
- * fork/exec on an ipc:// address inside a mkdtemp directory with a generated config, waited for
+ * fork/exec on an ipc:// address (nng.sock) and a unix:// one (unix.sock) inside a mkdtemp directory with a generated config, waited for
  * until `health` says ready; clients, model loads from a JSON string and float weights, infer,
  * stats; raw nng REQ contexts for requests in flight together; stop with SIGTERM asserting exit
  * status 0 and no sanitizer report in the daemon's stderr (kept in the tmpdir, its tail printed
@@ -29,7 +29,8 @@
 
 typedef struct dh_daemon {
 	char dir[256];
-	char url[320];
+	char url[320];      /* the nng (ipc://) address clients use */
+	char unix_path[320]; /* the unix:// transport's socket path (listened on beside url) */
 	char cfg_path[320], err_path[320], models_dir[320];
 	pid_t pid;
 	bool running;

@@ -317,7 +317,8 @@ START_TEST(flags_override_the_file)
 	ck_assert_int_eq(c.tcp_listen.n, 2);
 	ck_assert_str_eq(c.tcp_listen.v[1], "tcp://[::1]:2");
 	ck_assert_int_eq(c.log_level, DMN_LOG_DEBUG);
-	ck_assert_str_eq(c.listen.v[0], "ipc:///run/user/77/tensord/tensord.sock");
+	ck_assert_str_eq(c.listen.v[0], "unix:///run/user/77/tensord/tensord.sock");
+	ck_assert_str_eq(c.listen.v[1], "ipc:///run/user/77/tensord/tensord-nng.sock");
 	dmn_config_free(&c);
 	/* a JSON array works as a list flag too, and "" empties a list */
 	char *argv2[] = {"tensord",  "--config", path,		 "--batch_buckets",   "[1, 2, 64]",
@@ -382,7 +383,7 @@ START_TEST(bad_command_lines)
 	char *argv3[] = {"tensord", NULL};
 	ck_assert_int_eq(dmn_config_from_args(&c, &cli, 1, argv3, &env, err, sizeof(err)),
 			 DMN_CFG_OK);
-	ck_assert_str_eq(c.listen.v[0], "ipc:///run/tensord/tensord.sock");
+	ck_assert_str_eq(c.listen.v[0], "unix:///run/tensord/tensord.sock");
 	dmn_config_free(&c);
 }
 END_TEST
@@ -449,7 +450,7 @@ START_TEST(runtime_dir_with_and_without_xdg)
 	env = NO_XDG;
 	ck_assert_int_eq(dmn_config_finish(&c, &env, err, sizeof(err)), DMN_CFG_OK);
 	ck_assert_int_eq(c.allowed_uids.n, 2);
-	ck_assert_str_eq(c.listen.v[0], "ipc:///run/tensord/tensord.sock");
+	ck_assert_str_eq(c.listen.v[0], "unix:///run/tensord/tensord.sock");
 	dmn_config_free(&c);
 }
 END_TEST
