@@ -84,15 +84,18 @@ void tsd_call_finish(tsd_call *k, tsd_status s, tsd_reply *r)
 	k->reply = r;
 	k->state = TSD_CALL_DONE;
 	atomic_store(&k->done, true);
-	if (k->cb) {
+	tsd_call_cb cb = k->cb; /* read under the lock: without a callback, a waiter may free k
+				 * as soon as it is unlocked */
+	void *arg = k->arg;
+	if (cb) {
 		k->in_cb = true;
 		k->cb_thread = pthread_self();
 	}
 	pthread_cond_broadcast(&k->cv);
 	pthread_mutex_unlock(&k->mu);
-	if (!k->cb)
+	if (!cb)
 		return;
-	k->cb(k, k->arg);
+	cb(k, arg);
 	pthread_mutex_lock(&k->mu);
 	k->in_cb = false;
 	bool dead = k->free_after_cb;
