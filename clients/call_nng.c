@@ -136,32 +136,28 @@ static void call_step(void *arg)
 			nng_aio_cancel(k->aio);
 		return;
 	}
-	pthread_mutex_lock(&k->c->mu); /* completing: out of the live list (the close waits on it) */
+	/* completing: out of the live list, counted until done (the close waits for both) */
+	tsd_client *c = k->c;
+	pthread_mutex_lock(&c->mu);
 	tsd_call_unlink_locked(k);
-	pthread_mutex_unlock(&k->c->mu);
-	if (st == TSD_CALL_SEND) {
-		if (rv) {
-			nng_msg_free(nng_aio_get_msg(k->aio)); /* a failed send leaves it ours */
-			nng_aio_set_msg(k->aio, NULL);
-			transport_fail(k, false, rv);
-		} else if (cancelled) {
-			transport_fail(k, true, NNG_ECANCELED);
-		} else {
-			nng_aio_set_timeout(k->aio, time_left(k));
-			nng_ctx_recv(k->ctx, k->aio);
-			/* a cancel that came between the unlock and the receive's start */
-			pthread_mutex_lock(&k->mu);
-			cancelled = k->status == TSD_CANCELLED;
-			pthread_mutex_unlock(&k->mu);
-			if (cancelled)
-				nng_aio_cancel(k->aio);
-		}
-		return;
-	}
-	if (rv)
+	c->finishing++;
+	pthread_mutex_unlock(&c->mu);
+	if (st == TSD_CALL_SEND && rv) {
+		nng_msg_free(nng_aio_get_msg(k->aio)); /* a failed send leaves it ours */
+		nng_aio_set_msg(k->aio, NULL);
+		transport_fail(k, false, rv);
+	} else if (st == TSD_CALL_SEND) {
+		transport_fail(k, true, NNG_ECANCELED);
+	} else if (rv) {
 		transport_fail(k, true, rv);
-	else
+	} else {
 		received(k, nng_aio_get_msg(k->aio));
+	}
+	/* k may be gone now; c is not (the close waits for finishing) */
+	pthread_mutex_lock(&c->mu);
+	if (!--c->finishing)
+		pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mu);
 }
 
 /* The parts of a call of nng's: its context and aio. */
