@@ -55,7 +55,8 @@ tsd_client *tsd_client_open_wait(const char *url, int timeout_ms, int connect_ms
  * Their tsd_call objects stay the caller's, freed with tsd_call_free after the close. */
 void tsd_client_close(tsd_client *c);
 /* Whether c has a connection now, and how many it has made so far (a restart of the daemon
- * makes one more); either pointer may be NULL. */
+ * makes one more); either pointer may be NULL. On unix:// a connection the daemon closed
+ * counts as up until a read or write of the client notices. */
 bool tsd_client_connected(tsd_client *c, uint64_t *connects);
 
 /* Send one request and wait for its reply. header: an object with "verb" and the verb's fields
