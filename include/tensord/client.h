@@ -48,10 +48,12 @@ tsd_client *tsd_client_open(const char *url, int timeout_ms, char *err, size_t e
 tsd_client *tsd_client_open_wait(const char *url, int timeout_ms, int connect_ms, char *err,
 				 size_t errlen);
 /* Close the socket and free c (NULL is fine). Replies already received stay valid. Calls still
- * in flight complete with TSD_CANCELLED ("the client was closed ...") before this returns, within
- * a bound (unix://: at once; nng: the calls are cancelled and their callbacks waited for, at
- * most 1 s, then nng_close, at most 2 s: nng 1.5.2's nng_close can hang, nanomsg/nng#1543;
- * when it does, the socket and c are left allocated rather than freed under nng's threads).
+ * in flight complete before this returns, within a bound: unix:// cancels them at once
+ * (TSD_CANCELLED, "the client was closed ..."); nng lets them be answered for up to 0.5 s,
+ * cancels the rest and waits for their callbacks (at most 1 s), then runs nng_close, waited
+ * for at most 2 s (nng 1.5.2's nng_close can hang, nanomsg/nng#1543, most readily after REQ
+ * contexts were cancelled with requests in flight; when it does, the socket and c are left
+ * allocated rather than freed under nng's threads).
  * Their tsd_call objects stay the caller's, freed with tsd_call_free after the close. */
 void tsd_client_close(tsd_client *c);
 /* Whether c has a connection now, and how many it has made so far (a restart of the daemon
