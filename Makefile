@@ -38,7 +38,8 @@ TEST_SRC   := $(wildcard tests/*.c)
 # nng, libuv or libsystemd): the ARM64 build of check-aarch64.
 TEST_SERVING_SRC := $(addprefix tests/,daemon_harness.c test_client.c test_client_live.c test_config.c test_daemon.c \
 	test_daemon_bad.c test_daemon_onnx.c test_graph_batch.c test_graph_builder.c test_graph_ops.c test_metrics.c test_protocol.c \
-	test_hostile_files.c test_hostile_compile.c test_hostile_mem.c test_hostile_conn.c test_hostile_auth.c test_unix_transport.c)
+	test_hostile_files.c test_hostile_compile.c test_hostile_mem.c test_hostile_conn.c test_hostile_auth.c test_unix_transport.c \
+	test_client_unix.c)
 TESTS      ?= all
 ifeq ($(TESTS),engine)
 TEST_SRC   := $(filter-out $(TEST_SERVING_SRC),$(TEST_SRC))
@@ -239,7 +240,8 @@ asan:
 
 # The threads suite (contexts on several threads, the shared worker pool), the daemon's
 # integration suites (a TSan-built tensord: loop, executor and nng threads) and the client
-# library's live suite (threads sharing a client, asynchronous callbacks) under ThreadSanitizer.
+# library's live suite (threads sharing a client, asynchronous callbacks) and its unix:// suite
+# (the reader role handed between threads, the background reader) under ThreadSanitizer.
 # No suppressions: a report is a bug (the daemon harness fails a test whose daemon printed one).
 # halt_on_error makes the first report fail its test. CK_FORK=yes: each test in a process of its
 # own with its timeout (3x under TSan), so a test stuck in nng 1.5's close (see dh_raw_close in
@@ -251,6 +253,7 @@ tsan:
 	CK_RUN_SUITE=daemon $(TSAN_RUN)
 	CK_RUN_SUITE=daemononnx $(TSAN_RUN)
 	CK_RUN_SUITE=clientlive $(TSAN_RUN)
+	CK_RUN_SUITE=clientunix $(TSAN_RUN)
 	CK_RUN_SUITE=hostilecompile $(TSAN_RUN)
 	CK_RUN_SUITE=unixtransport $(TSAN_RUN)
 

@@ -1,6 +1,6 @@
-/* call.c: one request in flight on its own nng REQ context: encode straight into an nng
- * message, send, receive, decode, check the id echo (an aio state machine); the synchronous
- * calls are a submit and a wait; a client closes here, its calls freed first. */
+/* call.c: what a call is on every transport: its id, the request encoded straight into an nng
+ * message, completion (status, reply, callback), wait, take, cancel, free; the transport's part
+ * (call_nng.c, call_unix.c) sends and receives. A client closes here, its calls freed first. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,8 +8,6 @@
 
 #include "client_impl.h"
 
-#include <nng/protocol/reqrep0/req.h> /* needs nng.h first */
-#include <nng/supplemental/util/platform.h>
 
 /* proto_alloc_fn: the encoded message goes straight into an nng_msg body; arg is nng_msg **. */
 static void *msg_alloc(void *arg, size_t size)
@@ -77,24 +75,27 @@ static tsd_status encode(tsd_client *c, const cJSON *h, const tsd_tensor *ts, in
 	return TSD_OK;
 }
 
-/* Complete k (an nng thread or the submitting one): status, reply or message, then wake the
- * waiters and run the callback. */
-static void finish(tsd_call *k, tsd_status s, tsd_reply *r)
+/* Complete k (claimed; any thread): status, reply or message, then wake the waiters and run
+ * the callback. */
+void tsd_call_finish(tsd_call *k, tsd_status s, tsd_reply *r)
 {
 	pthread_mutex_lock(&k->mu);
 	k->status = s;
 	k->reply = r;
 	k->state = TSD_CALL_DONE;
 	atomic_store(&k->done, true);
-	if (k->cb) {
+	tsd_call_cb cb = k->cb; /* read under the lock: without a callback, a waiter may free k
+				 * as soon as it is unlocked */
+	void *arg = k->arg;
+	if (cb) {
 		k->in_cb = true;
 		k->cb_thread = pthread_self();
 	}
 	pthread_cond_broadcast(&k->cv);
 	pthread_mutex_unlock(&k->mu);
-	if (!k->cb)
+	if (!cb)
 		return;
-	k->cb(k, k->arg);
+	cb(k, arg);
 	pthread_mutex_lock(&k->mu);
 	k->in_cb = false;
 	bool dead = k->free_after_cb;
@@ -111,133 +112,72 @@ static void finish(tsd_call *k, tsd_status s, tsd_reply *r)
 	}
 }
 
-/* Complete k with a failure that got no reply, the message in k->err. */
-static void fail(tsd_call *k, tsd_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void fail(tsd_call *k, tsd_status s, const char *fmt, ...)
+void tsd_call_failf(tsd_call *k, tsd_status s, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(k->err, sizeof(k->err), fmt, ap);
 	va_end(ap);
-	finish(k, s, NULL);
+	tsd_call_finish(k, s, NULL);
 }
 
-/* The nng error rv of the send (sent false) or the receive as k's failure. */
-static void transport_fail(tsd_call *k, bool sent, int rv)
+void tsd_call_link_locked(tsd_call *k)
 {
-	const char *url = k->c->url;
-	if (rv == NNG_ECANCELED)
-		fail(k, TSD_CANCELLED, "cancelled by the caller");
-	else if (rv == NNG_ETIMEDOUT && !sent && !tsd_client_connected(k->c, NULL))
-		fail(k, TSD_TIMEOUT, "no connection to %s within %d ms (is tensord running?)", url,
-		     k->c->timeout_ms);
-	else if (rv == NNG_ETIMEDOUT && !sent)
-		fail(k, TSD_TIMEOUT, "sending to %s: not sent within %d ms (the connection is busy "
-		     "with earlier requests)", url, k->c->timeout_ms);
-	else if (rv == NNG_ETIMEDOUT)
-		fail(k, TSD_TIMEOUT, "waiting for %s: no answer within %d ms", url, k->c->timeout_ms);
-	else if (rv == NNG_ECONNRESET)
-		fail(k, TSD_SHUTTING_DOWN, "connection to %s lost before the reply (the daemon stopped, "
-		     "restarted, or dropped a request over its max_message_bytes); the request was not "
-		     "re-sent and may or may not have run", url);
-	else if (rv == NNG_ENOMEM)
-		fail(k, TSD_OUT_OF_MEMORY, "%s %s: out of memory", sent ? "waiting for" : "sending to",
-		     url);
+	tsd_client *c = k->c;
+	k->lnext = NULL;
+	k->lprev = c->live_tail;
+	if (c->live_tail)
+		c->live_tail->lnext = k;
 	else
-		fail(k, TSD_INTERNAL, "%s %s: %s", sent ? "waiting for" : "sending to", url,
-		     nng_strerror(rv));
+		c->live = k;
+	c->live_tail = k;
+	k->linked = true;
 }
 
-/* The received message as k's reply: decoded, its id checked. */
-static void received(tsd_call *k, nng_msg *msg)
+bool tsd_call_unlink_locked(tsd_call *k)
 {
-	tsd_reply *r;
-	proto_err perr;
-	tsd_status s = tsd_client_decode_reply(msg, &r, &perr);
-	if (s != TSD_OK) {
-		fail(k, s, "undecodable reply from %s: %s", k->c->url, perr.msg);
-		return;
-	}
-	/* a request too broken to have an id is answered with a null one */
-	bool null_id = cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(r->m.json, "id"));
-	if (null_id ? r->m.status == TSD_OK : r->m.id_is_str != k->id_str || strcmp(r->m.id, k->id)) {
-		fail(k, TSD_INTERNAL, "reply from %s has id %s%s%s, the request %s%s%s", k->c->url,
-		     r->m.id_is_str ? "\"" : "", null_id ? "null" : r->m.id, r->m.id_is_str ? "\"" : "",
-		     k->id_str ? "\"" : "", k->id, k->id_str ? "\"" : "");
-		tsd_reply_free(r);
-		return;
-	}
-	finish(k, r->m.status, r);
-}
-
-/* Milliseconds left before k's deadline (at least 1), or NNG_DURATION_INFINITE. */
-static nng_duration time_left(const tsd_call *k)
-{
-	if (!k->deadline_ms)
-		return NNG_DURATION_INFINITE;
-	int64_t left = k->deadline_ms - (int64_t)nng_clock();
-	return left > 0 ? (nng_duration)left : 1;
-}
-
-/* The aio's callback (an nng thread): the send finished, then the receive. */
-static void call_step(void *arg)
-{
-	tsd_call *k = arg;
-	int rv = nng_aio_result(k->aio);
-	pthread_mutex_lock(&k->mu);
-	tsd_call_state st = k->state;
-	bool cancelled = k->status == TSD_CANCELLED;
-	if (st == TSD_CALL_SEND && !rv && !cancelled)
-		k->state = TSD_CALL_RECV;
-	pthread_mutex_unlock(&k->mu);
-	if (st == TSD_CALL_SEND) {
-		if (rv) {
-			nng_msg_free(nng_aio_get_msg(k->aio)); /* a failed send leaves it ours */
-			nng_aio_set_msg(k->aio, NULL);
-			transport_fail(k, false, rv);
-		} else if (cancelled) {
-			transport_fail(k, true, NNG_ECANCELED);
-		} else {
-			nng_aio_set_timeout(k->aio, time_left(k));
-			nng_ctx_recv(k->ctx, k->aio);
-			/* a cancel that came between the unlock and the receive's start */
-			pthread_mutex_lock(&k->mu);
-			cancelled = k->status == TSD_CANCELLED;
-			pthread_mutex_unlock(&k->mu);
-			if (cancelled)
-				nng_aio_cancel(k->aio);
-		}
-		return;
-	}
-	if (rv)
-		transport_fail(k, true, rv);
+	tsd_client *c = k->c;
+	if (!k->linked)
+		return false;
+	if (k->lprev)
+		k->lprev->lnext = k->lnext;
 	else
-		received(k, nng_aio_get_msg(k->aio));
+		c->live = k->lnext;
+	if (k->lnext)
+		k->lnext->lprev = k->lprev;
+	else
+		c->live_tail = k->lprev;
+	k->lprev = k->lnext = NULL;
+	k->linked = false;
+	if (!c->live)
+		pthread_cond_broadcast(&c->cv); /* the close's wait for calls in flight */
+	return true;
 }
 
-/* The parts of a call, before anything is sent. sync: no aio callback, the caller steps it. */
+int64_t tsd_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The parts of a call, before anything is sent. sync: run on the caller's thread. */
 static tsd_call *call_new(tsd_client *c, tsd_call_cb cb, void *arg, bool sync)
 {
 	tsd_call *k = calloc(1, sizeof(*k));
 	if (!k)
 		return NULL;
 	k->c = c;
+	k->ops = c->ops;
 	k->cb = cb;
 	k->arg = arg;
+	k->async = !sync;
 	k->status = TSD_STATUS_COUNT;
 	atomic_init(&k->done, false);
-	if (nng_aio_alloc(&k->aio, sync ? NULL : call_step, sync ? NULL : k)) {
+	if (c->ops->call_init(k, sync)) {
 		free(k);
 		return NULL;
 	}
-	if (nng_ctx_open(&k->ctx, c->sock)) {
-		nng_aio_free(k->aio);
-		free(k);
-		return NULL;
-	}
-	/* contexts copy the socket's (infinite) resend time; set it again to be sure: a request
-	 * whose connection closed must fail, never be re-sent */
-	nng_ctx_set_ms(k->ctx, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
 	pthread_mutex_init(&k->mu, NULL);
 	pthread_cond_init(&k->cv, NULL);
 	return k;
@@ -246,8 +186,7 @@ static tsd_call *call_new(tsd_client *c, tsd_call_cb cb, void *arg, bool sync)
 /* Release k's resources (it is not in flight, no callback runs). */
 static void call_destroy(tsd_call *k)
 {
-	nng_aio_free(k->aio);
-	nng_ctx_close(k->ctx);
+	k->ops->call_destroy(k);
 	tsd_reply_free(k->reply);
 	pthread_cond_destroy(&k->cv);
 	pthread_mutex_destroy(&k->mu);
@@ -273,8 +212,13 @@ void tsd_client_close(tsd_client *c)
 {
 	if (!c)
 		return;
+	/* the transport completes the calls still in flight (cancelled) within a bound */
+	bool closed = c->ops->close(c);
 	tsd_client_reap(c, true);
-	tsd_client_free(c);
+	if (closed)
+		tsd_client_free(c);
+	/* else a thread of nng's still holds c (call_nng.c: nng_close did not return in time):
+	 * c stays allocated rather than freed under it */
 }
 
 static tsd_status submit(tsd_client *c, const cJSON *header, const tsd_tensor *ts, int n,
@@ -305,12 +249,10 @@ static tsd_status submit(tsd_client *c, const cJSON *header, const tsd_tensor *t
 		return s;
 	}
 	if (c->timeout_ms > 0)
-		k->deadline_ms = (int64_t)nng_clock() + c->timeout_ms;
+		k->deadline_ms = tsd_now_ms() + c->timeout_ms;
 	k->state = TSD_CALL_SEND;
-	nng_aio_set_msg(k->aio, msg);
-	nng_aio_set_timeout(k->aio, time_left(k));
-	nng_ctx_send(k->ctx, k->aio);
 	*out = k;
+	c->ops->start(k, msg);
 	return TSD_OK;
 }
 
@@ -324,11 +266,9 @@ tsd_status tsd_call_run(tsd_client *c, const cJSON *header, const tsd_tensor *ts
 			tsd_call **out)
 {
 	tsd_status s = submit(c, header, ts, n, NULL, NULL, true, out);
-	/* each step on this thread, as nng's own blocking send and receive do: no hand-over to an
-	 * nng thread and back */
-	while (s == TSD_OK && !atomic_load(&(*out)->done)) {
-		nng_aio_wait((*out)->aio);
-		call_step(*out);
+	if (s == TSD_OK) {
+		c->ops->run(*out);
+		tsd_call_wait(*out, -1); /* a completion another thread claimed may be finishing */
 	}
 	return s;
 }
@@ -387,7 +327,7 @@ void tsd_call_cancel(tsd_call *k)
 		k->status = TSD_CANCELLED;
 	pthread_mutex_unlock(&k->mu);
 	if (live)
-		nng_aio_cancel(k->aio);
+		k->c->ops->cancel(k);
 }
 
 void tsd_call_free(tsd_call *k)
@@ -408,6 +348,11 @@ void tsd_call_free(tsd_call *k)
 	if (live)
 		tsd_call_cancel(k);
 	tsd_call_wait(k, -1);
-	/* nng_aio_free waits for a callback still running on another thread */
+	/* a callback still running on another thread: nng_aio_free waits for it (nng); the
+	 * reader calls the callback before anything else of k (unix), so wait for it here */
+	pthread_mutex_lock(&k->mu);
+	while (k->in_cb)
+		pthread_cond_wait(&k->cv, &k->mu);
+	pthread_mutex_unlock(&k->mu);
 	call_destroy(k);
 }

@@ -1,5 +1,6 @@
-/* client_impl.h: what the client library's files share: the client and call objects, the reply
- * and its decoding (reply.c), the per-thread error (error.c). Not installed. */
+/* client_impl.h: what the client library's files share: the client and call objects, the
+ * transport table (nng: call_nng.c; unix://: call_unix.c, unix_read.c), the reply and its
+ * decoding (reply.c), the per-thread error (error.c). Not installed. */
 #ifndef TSD_CLIENT_IMPL_H
 #define TSD_CLIENT_IMPL_H
 
@@ -20,12 +21,43 @@
 #define TSD_HIDDEN __attribute__((visibility("hidden")))
 #endif
 
+typedef struct tsd_unix tsd_unix; /* unix://'s connection state (unix_impl.h) */
+
+/* A transport: how calls reach the daemon. Filled with designated initialisers; every member
+ * is required. Locks: c->mu is never held when these are called. */
+typedef struct tsd_transport_ops {
+	const char *name;
+	/* Connect c (url parsed by the transport), connect_ms as tsd_client_open_wait's. 0, or -1
+	 * with err filled. */
+	int (*open)(tsd_client *c, int connect_ms, char *err, size_t errlen);
+	/* Complete every call in flight (cancelled), bounded in time, and release the transport.
+	 * False: the transport could not be closed within its bound and c must be left allocated
+	 * (its threads may still use it). */
+	bool (*close)(tsd_client *c);
+	bool (*connected)(tsd_client *c, uint64_t *connects);
+	/* The transport's part of a new call (sync: run on the caller's thread); 0 or -1. */
+	int (*call_init)(tsd_call *k, bool sync);
+	void (*call_destroy)(tsd_call *k);
+	/* Send k's request msg (taken) and return; completion by tsd_call_finish. */
+	void (*start)(tsd_call *k, nng_msg *msg);
+	/* A sync call started: run it to completion on the calling thread. */
+	void (*run)(tsd_call *k);
+	/* Complete k with TSD_CANCELLED if it is still in flight. */
+	void (*cancel)(tsd_call *k);
+} tsd_transport_ops;
+
+TSD_HIDDEN extern const tsd_transport_ops tsd_nng_ops;
+TSD_HIDDEN extern const tsd_transport_ops tsd_unix_ops;
+
 struct tsd_reply {
 	nng_msg *msg; /* owned: the received bytes the views point into */
 	proto_msg m;  /* the decoded header, owned; its tensors are the reply's */
 };
 
 struct tsd_client {
+	const tsd_transport_ops *ops;
+	size_t max_reply;        /* replies over this are TSD_TOO_LARGE (TSD_CLIENT_MAX_REPLY) */
+	tsd_unix *ux;            /* unix:// only */
 	nng_socket sock;
 	nng_dialer dialer;
 	int timeout_ms;
@@ -35,9 +67,17 @@ struct tsd_client {
 	pthread_mutex_t mu;      /* guards what follows */
 	pthread_cond_t cv;       /* a pipe came (tsd_client_open's connect wait) */
 	int npipes;              /* connections now open (0 or 1: one dialer) */
+	nng_pipe pipe;           /* the last one opened */
 	uint64_t connects;       /* connections made so far */
 	tsd_call *dead;          /* calls freed inside their callback, freed at the next submit */
 	int dying;               /* calls freed inside their callback, not yet in dead */
+	atomic_bool closing;     /* tsd_client_close has begun */
+	bool sock_open;          /* nng: sock was opened */
+	tsd_call *live;          /* calls started and not yet completed (c->mu; tsd_call_link) */
+	tsd_call *live_tail;
+	int finishing;           /* nng: calls unlinked whose completion is still running */
+	tsd_call *all;           /* nng: every call not yet freed (their contexts: the close
+				  * closes them before the socket) */
 };
 
 /* A call's life: SEND (the request waits for a connection or is being written), RECV (sent,
@@ -45,7 +85,8 @@ struct tsd_client {
 typedef enum tsd_call_state { TSD_CALL_SEND, TSD_CALL_RECV, TSD_CALL_DONE } tsd_call_state;
 
 struct tsd_call {
-	tsd_client *c;
+	tsd_client *c;        /* may be freed before k (a call freed after its client's close) */
+	const tsd_transport_ops *ops; /* c's, kept for the free */
 	nng_ctx ctx;
 	nng_aio *aio;
 	bool id_str;
@@ -63,12 +104,29 @@ struct tsd_call {
 	tsd_status status;
 	tsd_reply *reply;     /* owned until taken */
 	char err[512];        /* the message when no reply came */
-	tsd_call *next;       /* in c->dead */
+	tsd_call *next;       /* in c->dead; unix: in a list of calls to complete */
+	/* under c->mu: the live list (tsd_call_link), unix's state of the call */
+	tsd_call *lprev, *lnext;
+	bool linked;          /* in c->live: nobody has claimed its completion yet */
+	bool async;           /* submitted (not a synchronous call) */
+	int ustate;           /* unix: UX_QUEUED (not written), UX_SENT (on connection ugen) */
+	uint64_t ugen;        /* unix: the connection it was written on */
+	uint64_t serial;      /* unix: unique per client, to find a call that may be gone */
+	tsd_status ustatus;   /* unix: the status it completes with once claimed */
+	nng_msg *req;         /* unix: the request until a writer takes it */
+	tsd_call *aprev, *anext; /* nng: in c->all (c->mu) */
+	bool in_all;          /* nng: in c->all; false once the close closed its context */
 };
 
-/* Decode msg as a reply (taking it in every case: kept by the reply, or freed). Returns the
- * reply in *out, or NULL with err filled (TSD_BAD_REQUEST, TSD_TOO_LARGE, TSD_OUT_OF_MEMORY). */
-TSD_HIDDEN tsd_status tsd_client_decode_reply(nng_msg *msg, tsd_reply **out, proto_err *err);
+/* Decode msg as a reply (at most max bytes). Returns the reply in *out (which then owns msg), or
+ * NULL with err filled (TSD_BAD_REQUEST, TSD_TOO_LARGE, TSD_OUT_OF_MEMORY) and msg still the
+ * caller's. */
+TSD_HIDDEN tsd_status tsd_client_decode_reply(nng_msg *msg, size_t max, tsd_reply **out,
+					      proto_err *err);
+/* The id of an encoded message's JSON header (msg: at least its prefix and JSON), as the
+ * string the call keeps (id[PROTO_MAX_ID + 1]) and whether it is a string; false when there
+ * is none readable. */
+TSD_HIDDEN bool tsd_client_peek_id(const void *buf, size_t len, char *id, bool *is_str);
 /* cJSON_Parse under the lock that serialises the library's parsing (cJSON's error position is
  * process-wide); NULL when text is not JSON. */
 TSD_HIDDEN cJSON *tsd_client_parse(const char *text);
@@ -88,11 +146,24 @@ TSD_HIDDEN tsd_status tsd_client_token_add(tsd_client *c, const cJSON *header, c
  * in *out is done when TSD_OK is returned. */
 TSD_HIDDEN tsd_status tsd_call_run(tsd_client *c, const cJSON *header, const tsd_tensor *ts, int n,
 				   tsd_call **out);
+/* Put k in c->live (c->mu held); take it out (c->mu held): false when it was not there, so
+ * exactly one thread claims a call's completion. */
+TSD_HIDDEN void tsd_call_link_locked(tsd_call *k);
+TSD_HIDDEN bool tsd_call_unlink_locked(tsd_call *k);
+/* Complete k (claimed: unlinked by the caller): status, reply or message, then wake the
+ * waiters and run the callback (on the calling thread). */
+TSD_HIDDEN void tsd_call_finish(tsd_call *k, tsd_status s, tsd_reply *r);
+/* The same with the message when no reply came. */
+TSD_HIDDEN void tsd_call_failf(tsd_call *k, tsd_status s, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* The monotonic clock in milliseconds. */
+TSD_HIDDEN int64_t tsd_now_ms(void);
+/* Test hook: replies over max bytes are TSD_TOO_LARGE (not exported from libtensord.so). */
+TSD_HIDDEN void tsd_client_set_max_reply(tsd_client *c, size_t max);
 /* Free the calls freed inside their callbacks (c->dead); all: first wait for those whose
  * callbacks are still returning (tsd_client_close). */
 TSD_HIDDEN void tsd_client_reap(tsd_client *c, bool all);
-/* Close c's socket and free c (client.c); no call of it may be left. tsd_client_close (call.c)
- * is the reap of its calls, then this. */
+/* Free c (client.c) after its transport is closed; no call of it may be left. */
 TSD_HIDDEN void tsd_client_free(tsd_client *c);
 
 /* The CLOCK_REALTIME time ms (>= 0) milliseconds from now, for pthread_cond_timedwait. */

@@ -361,11 +361,11 @@ START_TEST(default_url)
 	ck_assert(tsd_client_default_url("tcp://h:1", "/run/user/5", u, sizeof(u)));
 	ck_assert_str_eq(u, "tcp://h:1");
 	ck_assert(tsd_client_default_url("", "/run/user/5", u, sizeof(u)));
-	ck_assert_str_eq(u, "ipc:///run/user/5/tensord/tensord.sock");
+	ck_assert_str_eq(u, "unix:///run/user/5/tensord/tensord.sock");
 	ck_assert(tsd_client_default_url(NULL, "relative", u, sizeof(u)));
-	ck_assert_str_eq(u, "ipc:///run/tensord/tensord.sock");
+	ck_assert_str_eq(u, "unix:///run/tensord/tensord.sock");
 	ck_assert(tsd_client_default_url(NULL, NULL, u, sizeof(u)));
-	ck_assert_str_eq(u, "ipc:///run/tensord/tensord.sock");
+	ck_assert_str_eq(u, "unix:///run/tensord/tensord.sock");
 	ck_assert(!tsd_client_default_url(NULL, NULL, u, 10));
 }
 END_TEST

@@ -75,7 +75,7 @@ void rb_url(const char *arg, char *out, size_t cap)
 		return;
 	}
 	if (!tsd_client_default_url(getenv("TENSORD_URL"), getenv("XDG_RUNTIME_DIR"), out, cap))
-		snprintf(out, cap, "ipc:///run/tensord/tensord.sock");
+		snprintf(out, cap, "unix:///run/tensord/tensord.sock");
 }
 
 uint64_t rb_now_ns(void)

@@ -1,5 +1,6 @@
-/* client.h: the C client of the tensord daemon (libtensord): one nng REQ socket per client, one
- * nng context per call, so any number of threads and asynchronous calls share a client; replies
+/* client.h: the C client of the tensord daemon (libtensord): over unix:// one stream socket per
+ * client, many calls in flight on it matched by id; over nng's ipc:// and tcp:// one REQ socket
+ * with a context per call. Any number of threads and asynchronous calls share a client; replies
  * decoded into views over the received message (docs/PROTOCOL.md). Typed verbs: verbs.h. */
 #ifndef TSD_CLIENT_H
 #define TSD_CLIENT_H
@@ -20,18 +21,21 @@
 /* A connection to the daemon. Threads: every function on a client may be called from any
  * number of threads at once (each call has its own nng context), except tsd_client_close, which
  * must come after every other call on it returned and every tsd_call of it was freed.
- * Reconnects: after the daemon stops, the client redials by itself (every 50 ms at first, backing
- * off to 1 s) and later calls go to the new daemon. A call whose connection is lost before its
- * reply fails with TSD_SHUTTING_DOWN and a message saying so; it is never re-sent (the daemon
- * may or may not have run it). A call made while no daemon is there waits for one until its
- * timeout (TSD_TIMEOUT, "no connection"). */
+ * Reconnects: after the daemon stops, later calls go to the new daemon (nng: the dialer redials
+ * by itself, every 50 ms at first, backing off to 1 s; unix://: the next call connects again,
+ * every 50 ms while none is there). A call whose connection is lost before its reply fails
+ * with TSD_SHUTTING_DOWN and a message saying so; it is never re-sent (the daemon may or may
+ * not have run it). A call made while no daemon is there waits for one until its timeout
+ * (TSD_TIMEOUT, "no connection"). */
 typedef struct tsd_client tsd_client;
 /* One request in flight (asynchronous form, tsd_client_submit). */
 typedef struct tsd_call tsd_call;
 /* A reply from the daemon: the decoded header and tensor views over the received message. */
 typedef struct tsd_reply tsd_reply;
 
-/* Connect to url (nng address: "ipc:///run/tensord/tensord.sock", "tcp://127.0.0.1:7070").
+/* Connect to url: "unix:///run/tensord/tensord.sock" (an absolute path of at most 107 bytes:
+ * the local transport, length-prefixed frames on an AF_UNIX stream socket), or an nng address
+ * ("ipc:///run/tensord/tensord-nng.sock", "tcp://127.0.0.1:7070").
  * timeout_ms > 0 bounds each call, from its submission (waiting for a connection included) to
  * its reply; <= 0 waits forever. The dial is blocking:
  * a daemon that is not there fails here at once. Returns a client the caller frees with
@@ -44,10 +48,17 @@ tsd_client *tsd_client_open(const char *url, int timeout_ms, char *err, size_t e
 tsd_client *tsd_client_open_wait(const char *url, int timeout_ms, int connect_ms, char *err,
 				 size_t errlen);
 /* Close the socket and free c (NULL is fine). Replies already received stay valid. Calls still
- * in flight must be freed first (tsd_call_free). */
+ * in flight complete before this returns, within a bound: unix:// cancels them at once
+ * (TSD_CANCELLED, "the client was closed ..."); nng lets them be answered for up to 0.5 s,
+ * cancels the rest and waits for their callbacks (at most 1 s), then runs nng_close, waited
+ * for at most 2 s (nng 1.5.2's nng_close can hang, nanomsg/nng#1543, most readily after REQ
+ * contexts were cancelled with requests in flight; when it does, the socket and c are left
+ * allocated rather than freed under nng's threads).
+ * Their tsd_call objects stay the caller's, freed with tsd_call_free after the close. */
 void tsd_client_close(tsd_client *c);
 /* Whether c has a connection now, and how many it has made so far (a restart of the daemon
- * makes one more); either pointer may be NULL. */
+ * makes one more); either pointer may be NULL. On unix:// a connection the daemon closed
+ * counts as up until a read or write of the client notices. */
 bool tsd_client_connected(tsd_client *c, uint64_t *connects);
 
 /* Send one request and wait for its reply. header: an object with "verb" and the verb's fields
@@ -84,10 +95,14 @@ const char *tsd_client_message(const tsd_client *c, const tsd_reply *r);
  * Threads: a call may be polled and waited for from any thread; take its reply and free it from
  * one (or from its callback). */
 
-/* Called once when call completes, on an nng thread (keep it short: it delays other replies).
+/* Called once when call completes: on an nng thread (nng), or on the thread holding the reader
+ * role (unix://: the background reader, or a synchronous caller of the same client reading its
+ * own reply, or the thread that cancelled or timed it out); keep it short, it delays other
+ * replies.
  * It may read the call (tsd_call_status, tsd_call_take, tsd_call_error), submit new calls and
  * free call (the library then frees it after the callback returns); it must not wait for
- * other calls of the same client. */
+ * other calls of the same client, nor make a synchronous call on it (on unix:// the reader
+ * would wait for itself until the call's timeout). */
 typedef void (*tsd_call_cb)(tsd_call *call, void *arg);
 
 /* Encode the request (as tsd_client_call: ts only read, copied into the message before this
@@ -138,7 +153,7 @@ const tsd_tensor *tsd_reply_tensor(const tsd_reply *r, int i);
 const tsd_tensor *tsd_reply_find(const tsd_reply *r, const char *name);
 
 /* The address tensorctl and other clients use by default: tensord_url when non-empty (the
- * TENSORD_URL environment variable), else "ipc://" + the daemon's runtime directory (
+ * TENSORD_URL environment variable), else "unix://" + the daemon's runtime directory (
  * xdg_runtime_dir + "/tensord" when it is absolute, else "/run/tensord") + "/tensord.sock".
  * The environment is passed in (getenv's values, may be NULL). False if it does not fit. */
 bool tsd_client_default_url(const char *tensord_url, const char *xdg_runtime_dir, char *out,

@@ -45,11 +45,12 @@ def _merge(base: Mapping[str, Any] | None, **extra: Any) -> dict[str, Any] | Non
 
 
 class Client:
-    """A connection to tensord (one nng REQ socket of the C library).
+    """A connection to tensord (one client of the C library: a unix socket, or an nng socket).
 
-    url: an nng address ("ipc:///run/tensord/tensord.sock", "tcp://127.0.0.1:7070"); None: the
-    C library's default (TENSORD_URL, else $XDG_RUNTIME_DIR/tensord/tensord.sock, else
-    /run/tensord/tensord.sock). timeout_ms bounds each send and each reply (<= 0: forever).
+    url: "unix:///run/tensord/tensord.sock" (the local transport), or an nng address
+    ("ipc:///run/tensord/tensord-nng.sock", "tcp://127.0.0.1:7070"); None: the C library's
+    default (TENSORD_URL, else unix://$XDG_RUNTIME_DIR/tensord/tensord.sock, else
+    unix:///run/tensord/tensord.sock). timeout_ms bounds each send and each reply (<= 0: forever).
     tcp:// with a token: the C library reads TENSORD_TOKEN_FILE (else TENSORD_TOKEN) from the
     environment when the client opens (set os.environ first) and sends it with every request.
     use_numpy: return numpy arrays (default: when numpy can be imported) or Tensor objects.
