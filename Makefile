@@ -96,7 +96,7 @@ $(BUILD)/pic/protocol/%.o $(BUILD)/pic/clients/%.o: INC := -Iinclude -Iprotocol
 # keep example and bench objects (make would delete them as intermediates)
 .SECONDARY:
 
-.PHONY: all test asan tsan check clean examples bench demo deps train-check conformance layers fuzz live-fuzz run soak install install-check tensorctl-check
+.PHONY: all test test-nng asan tsan check clean examples bench demo deps train-check conformance layers fuzz live-fuzz run soak install install-check tensorctl-check
 all: $(LIB) $(PROTO_LIB) $(CLIENT_LIB) $(SO_LINK) $(DAEMON_BIN) $(CTL_BIN) $(TEST_BIN) $(EXAMPLE_BIN) $(BENCH_BIN)
 
 $(BUILD)/%.o: %.c
@@ -230,6 +230,13 @@ bench: $(BENCH_BIN)
 test: $(TEST_BIN) $(DAEMON_BIN)
 	CK_FORK=yes $(TEST_BIN)
 
+# The daemon and client suites again with their clients on nng's ipc:// (make test runs them on
+# unix://; the daemon listens on both either way, tests/daemon_harness.h). hostileconn tests
+# nng's connections (always on nng), unixtransport and clientunix the unix transport's.
+NNG_SUITES := daemon daemononnx clientlive
+test-nng: $(TEST_BIN) $(DAEMON_BIN)
+	for s in $(NNG_SUITES); do TSD_TEST_TRANSPORT=nng CK_FORK=yes CK_RUN_SUITE=$$s $(TEST_BIN) || exit 1; done
+
 # The same suite under AddressSanitizer, LeakSanitizer and UBSan, in one process (leaks are
 # checked at its exit), bounded to 40 minutes so that a hang fails the run instead of holding CI.
 asan:
@@ -290,7 +297,7 @@ fuzz:
 # training runs, then the backend conformance run (CPU, OpenCL and CUDA; an absent backend is reported
 # SKIPPED), ..., ONNX's backend node tests against tests/onnx/passing.txt, and the engine's suites
 # cross-built for ARM64 under qemu (check-aarch64). The README's test command.
-check: layers test asan live-fuzz tsan fuzz train-check conformance soak install-check python-test tensorctl-check onnx-check check-aarch64
+check: layers test test-nng asan live-fuzz tsan fuzz train-check conformance soak install-check python-test tensorctl-check onnx-check check-aarch64
 
 # The daemon soak (bench/soak.c): SOAK_REQUESTS (default 1,000,000) mixed requests from several
 # clients against one tensord; fails on any unexpected reply status or on daemon RSS growth
@@ -320,6 +327,7 @@ live-fuzz:
 # trips, bench's CSV and SVG, exit codes (tests/tensorctl.sh; ~20 s).
 tensorctl-check: $(CTL_BIN) $(DAEMON_BIN)
 	tests/tensorctl.sh $(BUILD)
+	TSD_TEST_TRANSPORT=nng tests/tensorctl.sh $(BUILD)
 
 # Dependencies point one way (docs/ARCHITECTURE.md, "Layers"): the objects' symbols, every file's
 # include lines (headers too) and the types they name, and no circle between daemon/ files; the
@@ -364,6 +372,7 @@ PY_TEST_ENV = TENSORD_BIN=$(abspath $(DAEMON_BIN)) TENSORD_LIB=$(abspath $(BUILD
 python-test: $(DAEMON_BIN) $(SO_LINK)
 	$(PY_TEST_ENV) $(PYTHON) -m unittest discover -s clients/python/tests -v
 	$(PY_TEST_ENV) TENSORD_NO_NUMPY=1 $(PYTHON) -m unittest discover -s clients/python/tests
+	$(PY_TEST_ENV) TSD_TEST_TRANSPORT=nng $(PYTHON) -m unittest discover -s clients/python/tests
 
 # Install what is missing (apt); demo also builds everything and runs the fusion example (the
 # README's first command is `make run`, which starts the daemon).

@@ -158,8 +158,13 @@ void dh_prepare(dh_daemon *d)
 	ck_assert(mkdtemp(d->dir));
 	snprintf(d->models_dir, sizeof(d->models_dir), "%s/models", d->dir);
 	ck_assert_int_eq(mkdir(d->models_dir, 0700), 0);
-	snprintf(d->url, sizeof(d->url), "ipc://%s/nng.sock", d->dir);
+	snprintf(d->nng_url, sizeof(d->nng_url), "ipc://%s/nng.sock", d->dir);
 	snprintf(d->unix_path, sizeof(d->unix_path), "%s/unix.sock", d->dir);
+	const char *tr = getenv("TSD_TEST_TRANSPORT");
+	if (tr && !strcmp(tr, "nng"))
+		snprintf(d->url, sizeof(d->url), "%s", d->nng_url);
+	else
+		snprintf(d->url, sizeof(d->url), "unix://%s", d->unix_path);
 	snprintf(d->cfg_path, sizeof(d->cfg_path), "%s/tensord.json", d->dir);
 	snprintf(d->err_path, sizeof(d->err_path), "%s/stderr", d->dir);
 	struct live *l = live_of(NULL);
@@ -230,7 +235,7 @@ void dh_write_config(const dh_daemon *d, const char *extra_json)
 	cJSON *c = cJSON_CreateObject(), *l = cJSON_CreateArray();
 	snprintf(buf, sizeof(buf), "unix://%s", d->unix_path);
 	cJSON_AddItemToArray(l, cJSON_CreateString(buf));
-	cJSON_AddItemToArray(l, cJSON_CreateString(d->url));
+	cJSON_AddItemToArray(l, cJSON_CreateString(d->nng_url));
 	cJSON_AddItemToObject(c, "listen", l);
 	cJSON_AddStringToObject(c, "models_dir", d->models_dir);
 	snprintf(buf, sizeof(buf), "%s/cache", d->dir);
@@ -428,12 +433,22 @@ void dh_kill(dh_daemon *d)
 
 /* ---- clients ---- */
 
-tsd_client *dh_client(const dh_daemon *d)
+static tsd_client *client_on(const char *url)
 {
 	char err[256] = "";
-	tsd_client *c = tsd_client_open(d->url, DH_TIMEOUT_MS, err, sizeof(err));
-	ck_assert_msg(c, "open %s: %s", d->url, err);
+	tsd_client *c = tsd_client_open(url, DH_TIMEOUT_MS, err, sizeof(err));
+	ck_assert_msg(c, "open %s: %s", url, err);
 	return c;
+}
+
+tsd_client *dh_client(const dh_daemon *d)
+{
+	return client_on(d->url);
+}
+
+tsd_client *dh_client_nng(const dh_daemon *d)
+{
+	return client_on(d->nng_url);
 }
 
 tsd_tensor dh_f32(const char *name, const float *data, const int64_t *shape, int ndim)
@@ -532,8 +547,8 @@ nng_socket dh_raw_open_dialer(const dh_daemon *d, int timeout_ms, nng_dialer *dl
 	ck_assert_int_eq(nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, timeout_ms), 0);
 	ck_assert_int_eq(nng_socket_set_ms(s, NNG_OPT_REQ_RESENDTIME, 0), 0); /* never resend */
 	ck_assert_int_eq(nng_socket_set_size(s, NNG_OPT_RECVMAXSZ, 0), 0);
-	int rv = nng_dial(s, d->url, dl, 0);
-	ck_assert_msg(rv == 0, "dial %s: %s", d->url, nng_strerror(rv));
+	int rv = nng_dial(s, d->nng_url, dl, 0);
+	ck_assert_msg(rv == 0, "dial %s: %s", d->nng_url, nng_strerror(rv));
 	return s;
 }
 
@@ -610,7 +625,7 @@ pid_t dh_spawn_sender(const dh_daemon *d, nng_msg *req, int n)
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (getppid() != parent)
 			_exit(127);
-		setenv("DH_SENDER_URL", d->url, 1);
+		setenv("DH_SENDER_URL", d->nng_url, 1);
 		setenv("DH_SENDER_MSG", path, 1);
 		setenv("DH_SENDER_N", num, 1);
 		execl(exe, exe, (char *)NULL);

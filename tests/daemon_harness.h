@@ -29,7 +29,9 @@
 
 typedef struct dh_daemon {
 	char dir[256];
-	char url[320];      /* the nng (ipc://) address clients use */
+	char url[336];      /* the address dh_client and the tests' own clients use: unix:// (unix_path),
+			     * or nng_url when TSD_TEST_TRANSPORT=nng (make test-nng) */
+	char nng_url[320];  /* the nng ipc:// address (raw REQ sockets, the sender process) */
 	char unix_path[320]; /* the unix:// transport's socket path (listened on beside url) */
 	char cfg_path[320], err_path[320], models_dir[320];
 	pid_t pid;
@@ -76,6 +78,9 @@ void dh_write_safetensors(const dh_daemon *d, const char *rel, int n, const char
 			  const float *const *data, const int *ndim, const int64_t (*shape)[4]);
 
 tsd_client *dh_client(const dh_daemon *d);
+/* A client on the nng ipc:// address whatever TSD_TEST_TRANSPORT says (tests of nng's own
+ * connections, and of the unix transport's counts without adding to them). */
+tsd_client *dh_client_nng(const dh_daemon *d);
 
 /* A float32 tensor view (nothing copied). */
 tsd_tensor dh_f32(const char *name, const float *data, const int64_t *shape, int ndim);

@@ -36,7 +36,7 @@ same() { if cmp -s "$1" "$2"; then ok; else fail "$1 and $2 differ"; diff "$1" "
 # ---- the daemon ----
 mkdir -p "$DIR/models"
 cat >"$DIR/tensord.json" <<EOF
-{"listen": ["ipc://$DIR/s.sock"], "models_dir": "$DIR/models", "cache_dir": "$DIR/cache",
+{"listen": ["unix://$DIR/u.sock", "ipc://$DIR/s.sock"], "models_dir": "$DIR/models", "cache_dir": "$DIR/cache",
  "log_level": "warn"}
 EOF
 start_daemon() {
@@ -44,7 +44,10 @@ start_daemon() {
 	PID=$!
 	for _ in $(seq 100); do "$CTL" status >/dev/null 2>&1 && break; sleep 0.1; done
 }
-export TENSORD_URL="ipc://$DIR/s.sock"
+# both transports serve; TSD_TEST_TRANSPORT=nng (make tensorctl-check's second run) picks nng's
+if [ "${TSD_TEST_TRANSPORT:-unix}" = nng ]; then export TENSORD_URL="ipc://$DIR/s.sock"
+else export TENSORD_URL="unix://$DIR/u.sock"; fi
+echo "tensorctl.sh: clients on $TENSORD_URL"
 start_daemon
 
 # ---- help, usage errors, exit codes ----
@@ -63,6 +66,7 @@ expect 2 infer tiny
 expect 2 replay /nonexistent.jsonl
 expect 2 bench tiny --concurrency 0:x
 expect 3 --url "ipc://$DIR/nobody.sock" status
+expect 3 --url "unix://$DIR/nobody.sock" status
 
 # ---- status, load, models, infer, stats ----
 expect 0 status

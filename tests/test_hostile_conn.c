@@ -74,7 +74,7 @@ static int sp_connect(const dh_daemon *d)
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	ck_assert(fd >= 0);
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", d->url + strlen("ipc://"));
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", d->nng_url + strlen("ipc://"));
 	ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect %s: %s", sa.sun_path,
 		      strerror(errno));
 	static const unsigned char hs[8] = {0, 'S', 'P', 0, 0x00, 0x30, 0, 0}; /* REQ0 */
@@ -323,7 +323,7 @@ static void nonreader(const char *req_json, bool big)
 {
 	dh_daemon d = {0};
 	dh_start(&d, "{\"reply_timeout_ms\":1000}");
-	tsd_client *c = dh_client(&d);
+	tsd_client *c = dh_client_nng(&d);
 	load_models(c, big);
 	static float bx[BIG_ROWS * 4];
 	tsd_tensor x = DH_F32("x", bx, BIG_ROWS, 4);
@@ -370,7 +370,7 @@ START_TEST(t_reply_timeout)
 {
 	dh_daemon d = {0};
 	dh_start(&d, "{\"reply_timeout_ms\":300,\"client_inflight_max\":4096}");
-	tsd_client *c = dh_client(&d);
+	tsd_client *c = dh_client_nng(&d);
 	load_models(c, true);
 	static float bx[BIG_ROWS * 4];
 	tsd_tensor x = DH_F32("x", bx, BIG_ROWS, 4);
@@ -544,7 +544,7 @@ START_TEST(t_close_loops)
 		dh_daemon d = {0};
 		/* no connection cap: connections leaked by nng (below) must not lock us out */
 		dh_start(&d, "{\"drain_seconds\":1,\"peer_connections_max\":0}");
-		tsd_client *c = dh_client(&d);
+		tsd_client *c = dh_client_nng(&d);
 		load_models(c, true);
 		dh_client_close(c);
 		for (int i = 0; i < LOOPS; i++) {
@@ -601,7 +601,7 @@ START_TEST(t_half_messages)
 	const size_t sent = (size_t)16 << 20, announced = (size_t)64 << 20;
 	dh_daemon d = {0};
 	dh_start(&d, "{\"peer_connections_max\":8}");
-	tsd_client *c = dh_client(&d);
+	tsd_client *c = dh_client_nng(&d);
 	load_models(c, false);
 	/* the harness's start-up client gone: ours is the only connection */
 	double t0 = now_ms();

@@ -319,10 +319,10 @@ START_TEST(t_second_daemon)
 	char err2[400], pidtxt[64];
 	snprintf(err2, sizeof(err2), "%s/stderr2", d.dir);
 	dh_expect_start_fails(&d, err2, "another tensord", "a second daemon");
-	ck_assert_msg(dh_file_has(err2, d.url + strlen("ipc://")), "the second daemon's message does not name the socket");
+	ck_assert_msg(dh_file_has(err2, d.nng_url + strlen("ipc://")), "the second daemon's message does not name the socket");
 	snprintf(pidtxt, sizeof(pidtxt), "pid %d", (int)d.pid);
 	ck_assert_msg(dh_file_has(err2, pidtxt), "the second daemon's message does not name the first's %s", pidtxt);
-	ck_assert_msg(exists(d.url + strlen("ipc://")), "the socket file is gone");
+	ck_assert_msg(exists(d.nng_url + strlen("ipc://")), "the socket file is gone");
 	health_ok(&d, "the first daemon after the second failed");
 	dh_stop(&d);
 }
@@ -334,7 +334,7 @@ START_TEST(t_stale_socket)
 {
 	dh_daemon d = {0};
 	dh_prepare(&d);
-	const char *path = d.url + strlen("ipc://");
+	const char *path = d.nng_url + strlen("ipc://");
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	ck_assert(strlen(path) < sizeof(sa.sun_path));
 	memcpy(sa.sun_path, path, strlen(path) + 1);
@@ -379,7 +379,7 @@ START_TEST(t_runtime_dir)
 		dh_expect_start_fails(&d, err2, "belongs to uid 65534", "owned by another uid");
 		ck_assert_int_eq(chown(d.dir, geteuid(), getegid()), 0);
 	}
-	ck_assert_msg(!exists(d.url + strlen("ipc://")), "a refused start left a socket file");
+	ck_assert_msg(!exists(d.nng_url + strlen("ipc://")), "a refused start left a socket file");
 	/* group-writable by the daemon's own group with no other member (umask 002): accepted */
 	struct group *g = getgrgid(getegid());
 	bool alone = g && (!g->gr_mem[0] || (!g->gr_mem[1] && getpwuid(geteuid()) &&

@@ -220,7 +220,7 @@ static void health_ok(const dh_daemon *d)
 /* stats' number at path, over nng. */
 static double stat_num(const dh_daemon *d, const char *path)
 {
-	tsd_client *c = dh_client(d);
+	tsd_client *c = dh_client_nng(d);
 	double v = dh_stat(c, path);
 	dh_client_close(c);
 	return v;

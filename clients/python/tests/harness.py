@@ -38,9 +38,11 @@ class Daemon:
         self.dir = Path(tempfile.mkdtemp(prefix="tsd_py_"))
         self.models_dir = self.dir / "models"
         self.models_dir.mkdir()
-        self.url = f"ipc://{self.dir}/s.sock"
+        # both transports serve; the clients use unix:// unless TSD_TEST_TRANSPORT=nng
+        self.unix_url, self.nng_url = f"unix://{self.dir}/u.sock", f"ipc://{self.dir}/s.sock"
+        self.url = self.nng_url if os.environ.get("TSD_TEST_TRANSPORT") == "nng" else self.unix_url
         self.log_path = self.dir / "stderr"
-        self.config = {"listen": [self.url], "models_dir": str(self.models_dir),
+        self.config = {"listen": [self.unix_url, self.nng_url], "models_dir": str(self.models_dir),
                        "cache_dir": str(self.dir / "cache"), "log_level": "warn", **(extra_config or {})}
         self.proc: subprocess.Popen[bytes] | None = None
 
