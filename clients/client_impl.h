@@ -88,6 +88,9 @@ TSD_HIDDEN tsd_status tsd_client_token_add(tsd_client *c, const cJSON *header, c
  * in *out is done when TSD_OK is returned. */
 TSD_HIDDEN tsd_status tsd_call_run(tsd_client *c, const cJSON *header, const tsd_tensor *ts, int n,
 				   tsd_call **out);
+/* tsd_call_run with a file descriptor sent beside the request (SCM_RIGHTS; shm.register): unix://
+ * only, TSD_BAD_REQUEST on other transports. fd is not taken. */
+TSD_HIDDEN tsd_status tsd_call_run_fd(tsd_client *c, const cJSON *header, int fd, tsd_reply **out);
 /* Free the calls freed inside their callbacks (c->dead); all: first wait for those whose
  * callbacks are still returning (tsd_client_close). */
 TSD_HIDDEN void tsd_client_reap(tsd_client *c, bool all);
