@@ -1,10 +1,13 @@
 /* call.c: what a call is on every transport: its id, the request encoded straight into an nng
  * message, completion (status, reply, callback), wait, take, cancel, free; the transport's part
  * (call_nng.c, call_unix.c) sends and receives. A client closes here, its calls freed first. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "client_impl.h"
 
@@ -221,8 +224,9 @@ void tsd_client_close(tsd_client *c)
 	 * c stays allocated rather than freed under it */
 }
 
+/* sfd: a descriptor (taken) to send with the request (unix:// only), or -1. */
 static tsd_status submit(tsd_client *c, const cJSON *header, const tsd_tensor *ts, int n,
-			 tsd_call_cb cb, void *arg, bool sync, tsd_call **out)
+			 tsd_call_cb cb, void *arg, bool sync, int sfd, tsd_call **out)
 {
 	*out = NULL;
 	tsd_client_clear_error(c);
@@ -231,11 +235,17 @@ static tsd_status submit(tsd_client *c, const cJSON *header, const tsd_tensor *t
 	pthread_mutex_unlock(&c->mu);
 	if (reap)
 		tsd_client_reap(c, false);
-	if (!cJSON_IsObject(header))
+	if (!cJSON_IsObject(header)) {
+		if (sfd >= 0)
+			close(sfd);
 		return tsd_client_fail(c, TSD_BAD_REQUEST, "the request header is not a JSON object");
+	}
 	tsd_call *k = call_new(c, cb, arg, sync);
-	if (!k)
+	if (!k) {
+		if (sfd >= 0)
+			close(sfd);
 		return tsd_client_fail(c, TSD_OUT_OF_MEMORY, "out of memory for a call");
+	}
 	cJSON *copy;
 	nng_msg *msg = NULL;
 	tsd_status s = request_id(c, header, &copy, k);
@@ -246,8 +256,12 @@ static tsd_status submit(tsd_client *c, const cJSON *header, const tsd_tensor *t
 	cJSON_Delete(copy);
 	if (s != TSD_OK) {
 		call_destroy(k);
+		if (sfd >= 0)
+			close(sfd);
 		return s;
 	}
+	if (sfd >= 0)
+		k->sfd = sfd;
 	if (c->timeout_ms > 0)
 		k->deadline_ms = tsd_now_ms() + c->timeout_ms;
 	k->state = TSD_CALL_SEND;
@@ -259,17 +273,40 @@ static tsd_status submit(tsd_client *c, const cJSON *header, const tsd_tensor *t
 tsd_status tsd_client_submit(tsd_client *c, const cJSON *header, const tsd_tensor *ts, int n,
 			     tsd_call_cb cb, void *arg, tsd_call **out)
 {
-	return submit(c, header, ts, n, cb, arg, false, out);
+	return submit(c, header, ts, n, cb, arg, false, -1, out);
 }
 
 tsd_status tsd_call_run(tsd_client *c, const cJSON *header, const tsd_tensor *ts, int n,
 			tsd_call **out)
 {
-	tsd_status s = submit(c, header, ts, n, NULL, NULL, true, out);
+	tsd_status s = submit(c, header, ts, n, NULL, NULL, true, -1, out);
 	if (s == TSD_OK) {
 		c->ops->run(*out);
 		tsd_call_wait(*out, -1); /* a completion another thread claimed may be finishing */
 	}
+	return s;
+}
+
+tsd_status tsd_call_run_fd(tsd_client *c, const cJSON *header, int fd, tsd_reply **out)
+{
+	*out = NULL;
+	tsd_client_clear_error(c);
+	if (c->ops != &tsd_unix_ops)
+		return tsd_client_fail(c, TSD_BAD_REQUEST, "shared memory needs a unix:// connection (this client is on %s)",
+				       c->url);
+	int dup = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (dup < 0)
+		return tsd_client_fail(c, TSD_BAD_REQUEST, "descriptor %d: %s", fd, strerror(errno));
+	tsd_call *k;
+	tsd_status s = submit(c, header, NULL, 0, NULL, NULL, true, dup, &k);
+	if (s != TSD_OK)
+		return s;
+	c->ops->run(k);
+	tsd_call_wait(k, -1);
+	s = tsd_call_take(k, out);
+	if (!*out)
+		tsd_client_fail(c, s, "%s", k->err);
+	tsd_call_free(k);
 	return s;
 }
 

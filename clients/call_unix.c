@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/socket.h>
 
 #include "unix_impl.h"
@@ -80,12 +81,15 @@ int64_t ux_expire_locked(tsd_client *c, int64_t now, tsd_call **list)
 static int ux_call_init(tsd_call *k, bool sync)
 {
 	(void)sync;
+	k->sfd = -1;
 	return 0;
 }
 
 static void ux_call_destroy(tsd_call *k)
 {
 	nng_msg_free(k->req);
+	if (k->sfd >= 0)
+		close(k->sfd);
 }
 
 /* k in the live list, queued for the writer. */

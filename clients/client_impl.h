@@ -114,6 +114,8 @@ struct tsd_call {
 	uint64_t serial;      /* unix: unique per client, to find a call that may be gone */
 	tsd_status ustatus;   /* unix: the status it completes with once claimed */
 	nng_msg *req;         /* unix: the request until a writer takes it */
+	int sfd;              /* unix: a descriptor sent with the request (owned; taken by the writer with
+			       * req), or -1 */
 	tsd_call *aprev, *anext; /* nng: in c->all (c->mu) */
 	bool in_all;          /* nng: in c->all; false once the close closed its context */
 };
@@ -160,6 +162,9 @@ TSD_HIDDEN void tsd_call_failf(tsd_call *k, tsd_status s, const char *fmt, ...)
 TSD_HIDDEN int64_t tsd_now_ms(void);
 /* Test hook: replies over max bytes are TSD_TOO_LARGE (not exported from libtensord.so). */
 TSD_HIDDEN void tsd_client_set_max_reply(tsd_client *c, size_t max);
+/* tsd_call_run with a file descriptor sent beside the request (SCM_RIGHTS; shm.register): unix://
+ * only, TSD_BAD_REQUEST on other transports. fd is not taken. */
+TSD_HIDDEN tsd_status tsd_call_run_fd(tsd_client *c, const cJSON *header, int fd, tsd_reply **out);
 /* Free the calls freed inside their callbacks (c->dead); all: first wait for those whose
  * callbacks are still returning (tsd_client_close). */
 TSD_HIDDEN void tsd_client_reap(tsd_client *c, bool all);

@@ -122,8 +122,12 @@ void ux_drop(tsd_client *c, tsd_uconn *conn, tsd_status s, const char *fmt, ...)
  * deadline passed before any byte went (conn still usable); 2 when the connection had gone
  * before any byte went (the request was never sent: it may go on the next one); -1 when the
  * connection must be dropped (an error, or the deadline passed mid-frame), with why filled. */
-static int write_frame(tsd_uconn *conn, nng_msg *msg, int64_t deadline, char *why, size_t cap)
+static int write_frame(tsd_uconn *conn, nng_msg *msg, int fd, int64_t deadline, char *why, size_t cap)
 {
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} cm;
 	size_t len = nng_msg_len(msg), sent = 0, total = len + 4;
 	unsigned char pre[4] = {(unsigned char)len, (unsigned char)(len >> 8),
 				(unsigned char)(len >> 16), (unsigned char)(len >> 24)};
@@ -135,6 +139,16 @@ static int write_frame(tsd_uconn *conn, nng_msg *msg, int64_t deadline, char *wh
 		size_t off = sent < 4 ? 0 : sent - 4;
 		iov[n++] = (struct iovec){(char *)nng_msg_body(msg) + off, len - off};
 		struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+		if (fd >= 0 && sent == 0) { /* the descriptor rides with the frame's first bytes */
+			memset(&cm, 0, sizeof(cm));
+			mh.msg_control = cm.buf;
+			mh.msg_controllen = sizeof(cm.buf);
+			struct cmsghdr *h = CMSG_FIRSTHDR(&mh);
+			h->cmsg_level = SOL_SOCKET;
+			h->cmsg_type = SCM_RIGHTS;
+			h->cmsg_len = CMSG_LEN(sizeof(int));
+			memcpy(CMSG_DATA(h), &fd, sizeof(int));
+		}
 		ssize_t w = sendmsg(conn->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (w > 0) {
 			sent += (size_t)w;
@@ -173,7 +187,15 @@ typedef struct pending {
 	uint64_t serial;
 	nng_msg *msg;
 	int64_t deadline;
+	int fd; /* sent with it, or -1; the writer's until written or given back */
 } pending;
+
+static void pending_free(pending *p)
+{
+	nng_msg_free(p->msg);
+	if (p->fd >= 0)
+		close(p->fd);
+}
 
 #define FLUSH_BATCH 16
 
@@ -188,9 +210,10 @@ static void requeue(tsd_client *c, pending *p, int n)
 		if (k) {
 			k->ustate = UX_QUEUED;
 			k->req = p[i].msg;
+			k->sfd = p[i].fd;
 			c->ux->nqueued++;
 		} else {
-			nng_msg_free(p[i].msg);
+			pending_free(&p[i]);
 		}
 	}
 	pthread_mutex_unlock(&c->mu);
@@ -232,8 +255,9 @@ void ux_flush(tsd_client *c)
 			k->ustate = UX_SENT;
 			k->ugen = conn->gen;
 			ux->nqueued--;
-			p[n++] = (pending){k->serial, k->req, k->deadline_ms};
+			p[n++] = (pending){k->serial, k->req, k->deadline_ms, k->sfd};
 			k->req = NULL;
+			k->sfd = -1;
 		}
 		pthread_mutex_unlock(&c->mu);
 		if (!conn)
@@ -241,12 +265,12 @@ void ux_flush(tsd_client *c)
 		char why[256] = "";
 		int i = 0, rc = 0;
 		for (; i < n && rc >= 0 && rc != 2; i++) {
-			rc = write_frame(conn, p[i].msg, p[i].deadline, why, sizeof(why));
+			rc = write_frame(conn, p[i].msg, p[i].fd, p[i].deadline, why, sizeof(why));
 			if (rc == 2)
 				break;
 			if (rc == 1)
 				timed_out_unsent(c, p[i].serial);
-			nng_msg_free(p[i].msg);
+			pending_free(&p[i]);
 		}
 		if (rc == 2) { /* the daemon had closed it: nothing of these went; the next connection */
 			requeue(c, p + i, n - i);
@@ -257,7 +281,7 @@ void ux_flush(tsd_client *c)
 			break;
 		}
 		for (; i < n; i++)
-			nng_msg_free(p[i].msg); /* failed by the drop below */
+			pending_free(&p[i]); /* failed by the drop below */
 		if (rc < 0)
 			ux_drop(c, conn, TSD_SHUTTING_DOWN,
 				"connection to %s lost before the reply (%s); the request was not "

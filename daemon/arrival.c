@@ -73,6 +73,10 @@ void dmn_on_request(dmn_srv *s, dmn_chan *ch)
 	if (!dmn_auth_check(s, r)) /* a peer without credentials: the tcp token, before anything runs */
 		return;
 	r->verb = dmn_verb_find(r->pm.verb);
+	if (r->fd >= 0 && r->verb != DMN_V_SHM_REGISTER) {
+		dmn_fail(s, r, TSD_BAD_REQUEST, "file descriptors are not accepted on this verb (only shm.register takes one)");
+		return;
+	}
 	if (r->verb == DMN_V_COUNT) {
 		dmn_fail(s, r, TSD_UNKNOWN_VERB, "verb: unknown verb \"%.64s\"", r->pm.verb);
 	} else if (s->draining && r->verb != DMN_V_HEALTH && r->verb != DMN_V_STATS && r->verb != DMN_V_HELLO) {

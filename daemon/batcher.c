@@ -18,6 +18,8 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "shm_refs.h"
+
 void dmn_dequeue(dmn_srv *s, dmn_req *r)
 {
 	(void)s;
@@ -343,6 +345,8 @@ static dmn_job *form_batch(dmn_srv *s, dmn_model *m, uint64_t now)
 				char err[256];
 				int64_t b;
 				tsd_status st = dmn_check_inputs(v, &r->pm, false, &b, err, sizeof(err));
+				if (st == TSD_OK)
+					st = dmn_shm_outputs(r, v, err, sizeof(err));
 				if (st != TSD_OK) {
 					dmn_dequeue(s, r);
 					m->c.errors++;

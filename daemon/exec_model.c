@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "shm_refs.h"
+
 #define TRAIN_CAPTURES 8 /* training batch shapes kept captured; the oldest goes first */
 
 typedef struct mexec {
@@ -165,6 +167,40 @@ static eng_tensor *host_input(eng_ctx *ctx, const proto_gnode *n, int64_t rows, 
 	}
 	*data = buf;
 	return t;
+}
+
+/* The outputs of po[0..n) that r asked for in its shared-memory regions: written there (the
+ * region and span were checked on the loop) and described in *extra's "shm_outputs"; the rest
+ * stay in po, compacted; their count is returned. *ok false when out of memory. */
+static int shm_outputs(const dmn_req *r, proto_out *po, int n, cJSON **extra, bool *ok)
+{
+	cJSON *x = cJSON_CreateObject(), *a = x ? cJSON_AddArrayToObject(x, "shm_outputs") : NULL;
+	int kept = 0;
+	for (int q = 0; q < n; q++) {
+		const dmn_shm_out *o = dmn_shm_out_of(r, po[q].name);
+		if (!o) {
+			po[kept++] = po[q];
+			continue;
+		}
+		memcpy(o->dst, po[q].data, o->nbytes);
+		cJSON *e = cJSON_CreateObject();
+		if (!e || !a) {
+			cJSON_Delete(e);
+			*ok = false;
+			continue;
+		}
+		cJSON_AddItemToArray(a, e);
+		cJSON_AddStringToObject(e, "name", o->name);
+		cJSON_AddStringToObject(e, "region", dmn_shm_name(o->g));
+		cJSON_AddNumberToObject(e, "offset", (double)o->offset);
+		cJSON_AddNumberToObject(e, "nbytes", (double)o->nbytes);
+		cJSON_AddStringToObject(e, "dtype", tsd_dtype_name(po[q].dtype));
+		cJSON *sh = cJSON_AddArrayToObject(e, "shape");
+		for (int d = 0; sh && d < po[q].ndim; d++)
+			cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)po[q].shape[d]));
+	}
+	*extra = x;
+	return kept;
 }
 
 /* ---- load and free ---- */
@@ -456,8 +492,14 @@ void dmn_run_infer(dmn_exec *e, dmn_job *j)
 					       (size_t)r->rows * inner);
 				po[q].data = t;
 			}
+			int npo = v->nout;
+			cJSON *extra = NULL;
+			if (ok && r->shm)
+				npo = shm_outputs(r, po, v->nout, &extra, &ok);
 			r->st = ok ? TSD_OK : TSD_OUT_OF_MEMORY;
-			r->reply = ok ? dmn_reply_msg(&r->pm, TSD_OK, NULL, NULL, po, v->nout, 0) : NULL;
+			r->reply = ok ? dmn_reply_msg(&r->pm, TSD_OK, NULL, extra, po, npo, 0) : NULL;
+			if (!ok)
+				cJSON_Delete(extra);
 			if (ok && !r->reply)
 				r->st = TSD_OUT_OF_MEMORY;
 			if (r->st != TSD_OK)

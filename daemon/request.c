@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "shm_refs.h"
 
 /* ---- clients ---- */
 
@@ -56,6 +59,7 @@ static void client_forget(dmn_srv *s, dmn_client *c)
 	for (; *b; b = &(*b)->next)
 		if (*b == c) {
 			*b = c->next;
+			dmn_shm_set_free(c->shm);
 			free(c);
 			return;
 		}
@@ -85,8 +89,19 @@ dmn_client *dmn_client_closed(dmn_srv *s, const dmn_chan_ops *ops, uint32_t conn
 
 /* ---- answering ---- */
 
+/* What r holds besides its memory: a file descriptor it came with, its regions. */
+static void req_release(dmn_req *r)
+{
+	if (r->fd >= 0)
+		close(r->fd);
+	r->fd = -1;
+	dmn_shm_use_free(r->shm);
+	r->shm = NULL;
+}
+
 static void req_free(dmn_srv *s, dmn_req *r)
 {
+	req_release(r);
 	dmn_client_put(s, r->client);
 	proto_msg_free(&r->pm);
 	nng_msg_free(r->msg);
@@ -188,10 +203,15 @@ dmn_req *dmn_req_new(dmn_srv *s, dmn_chan *ch)
 	if (!r) {
 		nng_msg_free(ch->msg);
 		ch->msg = NULL;
+		if (ch->fd >= 0)
+			close(ch->fd);
+		ch->fd = -1;
 		ch->ops->recv(ch);
 		return NULL;
 	}
 	r->chan = ch;
+	r->fd = ch->fd; /* a descriptor that came with it (unix://) is the request's now */
+	ch->fd = -1;
 	r->t_arrive = eng_now_ns();
 	r->verb = DMN_V_COUNT;
 	r->prio = DMN_PRIO_NORMAL;
@@ -206,6 +226,7 @@ dmn_req *dmn_req_new(dmn_srv *s, dmn_chan *ch)
 
 void dmn_req_free_lost(dmn_req *r)
 {
+	req_release(r);
 	proto_msg_free(&r->pm);
 	nng_msg_free(r->msg);
 	if (r->reply)
@@ -224,6 +245,7 @@ void dmn_requests_free(dmn_srv *s)
 	for (int b = 0; b < DMN_CLIENT_BUCKETS; b++) {
 		for (dmn_client *c = s->clients[b], *n; c; c = n) {
 			n = c->next;
+			dmn_shm_set_free(c->shm);
 			free(c);
 		}
 		s->clients[b] = NULL;

@@ -49,6 +49,8 @@ struct dmn_chan {
 	const dmn_chan_ops *ops;
 	nng_msg *msg;             /* the request received (the loop takes it) */
 	uint32_t conn;            /* the connection it came on (an id unique within ops) */
+	int fd;                   /* a descriptor that came with msg (unix://: SCM_RIGHTS), or -1; every
+				   * transport sets it before posting; the loop takes it */
 	/* Set by the transport at arrival: the channels this connection holds (requests not yet
 	 * answered plus replies not yet taken by the client), this one included; 0: not counted. */
 	int held;

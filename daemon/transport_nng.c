@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -268,6 +269,7 @@ static void slot_cb(void *arg)
 		slot_recv_again(sl);
 		return;
 	}
+	sl->chan.fd = -1;
 	dmn_inbox_post(t->ib, DMN_LANE_ARRIVED, &sl->chan.in);
 }
 
@@ -495,8 +497,12 @@ bool dmn_nng_stop(dmn_nng *t, dmn_inbox *ib)
 	/* received, never handled */
 	for (dmn_inbox_node *n = dmn_inbox_take(ib, DMN_LANE_ARRIVED), *next; n; n = next) {
 		next = n->next;
-		nng_msg_free(((dmn_chan *)n)->msg);
-		((dmn_chan *)n)->msg = NULL; /* a unix:// channel is freed by dmn_unix_stop */
+		dmn_chan *ch = (dmn_chan *)n;
+		nng_msg_free(ch->msg);
+		ch->msg = NULL; /* a unix:// channel is freed by dmn_unix_stop */
+		if (ch->fd >= 0)
+			close(ch->fd);
+		ch->fd = -1;
 	}
 	free(t->slots);
 	if (t->slots)

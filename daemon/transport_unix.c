@@ -63,7 +63,15 @@ struct uconn {
 	uint32_t flen;        /* the frame's length, once npre == 4 */
 	nng_msg *body;        /* the frame being received */
 	size_t have;
-	bool fds;             /* descriptors came with the frame being received */
+	bool fds;             /* descriptors came that cannot be given to one frame (more than one, or
+			       * truncated): the frame being received is refused */
+	/* A descriptor received and not yet given to a frame (shm.register sends one with the
+	 * sendmsg that carries its whole frame; the kernel ends a read after the bytes that came
+	 * with descriptors, so it belongs to the frame holding the last byte of its read): rx_fd,
+	 * and rx_own: 0 the frame that completes with the read's last byte, 1 the frame in progress. */
+	int rx_fd;
+	int rx_own;
+	size_t feed_left;     /* bytes of the current read not yet fed, while frame_done runs */
 	uint64_t frame_at;    /* ns: its reading started (0: no frame begun) */
 	size_t reserved;      /* its share of partial_bytes_max */
 	unsigned char *stash; /* bytes read past a frame's length while it waits for budget */
@@ -201,6 +209,7 @@ static ureq *chan_new(uconn *c, nng_msg *msg, bool counted)
 	q->chan.ops = &unix_ops;
 	q->chan.msg = msg;
 	q->chan.conn = c->id;
+	q->chan.fd = -1;
 	q->c = c;
 	q->counted = counted;
 	if (counted)
@@ -396,6 +405,9 @@ static void on_conn_closed(uv_handle_t *h)
 {
 	uconn *c = h->data;
 	close(c->fd);
+	if (c->rx_fd >= 0)
+		close(c->rx_fd);
+	c->rx_fd = -1;
 	pthread_mutex_lock(&c->mu);
 	c->fd = -1;
 	unlock_maybe_free(c, unref_locked(c));
@@ -532,13 +544,24 @@ static void frame_done(uconn *c)
 	c->fds = false;
 	c->frame_at = 0;
 	budget_release(c);
+	int fd = -1;
+	if (c->rx_fd >= 0 && (c->rx_own == 1 || c->feed_left == 0)) {
+		fd = c->rx_fd;
+		c->rx_fd = -1;
+	}
 	if (fds) {
+		if (fd >= 0)
+			close(fd);
 		refuse_fds(c, body);
 		return;
 	}
 	ureq *q = chan_new(c, body, true);
-	if (q)
+	if (q) {
+		q->chan.fd = fd;
 		dmn_inbox_post(c->t->ib, DMN_LANE_ARRIVED, &q->chan.in);
+	} else if (fd >= 0) {
+		close(fd);
+	}
 	pending_full(c); /* the next frame waits when max_pending is reached */
 }
 
@@ -663,15 +686,18 @@ static void feed(uconn *c, const unsigned char *p, size_t n)
 				return;
 			}
 		}
-		if (c->have == c->flen)
+		if (c->have == c->flen) {
+			c->feed_left = n;
 			frame_done(c);
+		}
 	}
 }
 
-/* Close the descriptors that came with a message; true when there were any. */
-static bool drop_fds(struct msghdr *mh)
+/* The descriptors that came with a read: one is kept for its frame (rx_fd), unless one is
+ * already waiting; any other is closed, and then true (the frame is refused). */
+static bool take_fds(uconn *c, struct msghdr *mh)
 {
-	bool any = (mh->msg_flags & MSG_CTRUNC) != 0;
+	bool bad = (mh->msg_flags & MSG_CTRUNC) != 0;
 	for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm)) {
 		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
 			continue;
@@ -679,11 +705,30 @@ static bool drop_fds(struct msghdr *mh)
 		for (int i = 0; i < nfd; i++) {
 			int fd;
 			memcpy(&fd, CMSG_DATA(cm) + (size_t)i * sizeof(int), sizeof(int));
-			close(fd);
+			if (c->rx_fd < 0 && nfd == 1 && !bad) {
+				c->rx_fd = fd;
+				c->rx_own = 0;
+			} else {
+				close(fd);
+				bad = true;
+			}
 		}
-		any = true;
 	}
-	return any;
+	return bad;
+}
+
+/* After a read was fed: a descriptor still waiting belongs to the frame in progress; with none
+ * (that frame was refused) it is closed. Bytes stashed for later are the read's own rest. */
+static void settle_fd(uconn *c)
+{
+	if (c->rx_fd < 0 || c->rx_own == 1 || c->nstash)
+		return;
+	if (c->body || c->npre) {
+		c->rx_own = 1;
+		return;
+	}
+	close(c->rx_fd);
+	c->rx_fd = -1;
 }
 
 static void on_readable(uconn *c)
@@ -716,7 +761,7 @@ static void on_readable(uconn *c)
 				conn_close(c);
 			break;
 		}
-		if (drop_fds(&mh))
+		if (take_fds(c, &mh))
 			c->fds = true; /* the frame in progress, or the one this read begins */
 		if (n == 0) { /* the peer hung up (a half frame with it is dropped) */
 			conn_close(c);
@@ -724,13 +769,16 @@ static void on_readable(uconn *c)
 		}
 		if (!direct) {
 			feed(c, t->stage, (size_t)n);
+			settle_fd(c);
 			continue;
 		}
 		if (!c->frame_at)
 			c->frame_at = eng_now_ns();
 		c->have += (size_t)n;
+		c->feed_left = 0;
 		if (c->have == c->flen)
 			frame_done(c);
+		settle_fd(c);
 	}
 	update_poll(c);
 }
@@ -901,6 +949,7 @@ static void accept_one(dmn_unix *t, int fd)
 	}
 	c->t = t;
 	c->fd = fd;
+	c->rx_fd = -1;
 	c->id = ++t->next_id ? t->next_id : ++t->next_id;
 	c->uid = cr.uid;
 	c->gid = cr.gid;

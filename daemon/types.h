@@ -36,6 +36,7 @@
 #include "log.h"
 #include "message.h"
 #include "metrics.h"
+#include "shm.h"
 #include "token.h"
 #include "transport.h"
 
@@ -71,8 +72,27 @@ typedef struct dmn_client {
 	/* its realize compile budget (batcher.c): tokens left as of rz_at (0: never charged, full) */
 	double rz_tokens;
 	uint64_t rz_at;
+	dmn_shm_set *shm; /* its shared-memory regions (unix:// only), NULL until the first */
 	struct dmn_client *next; /* hash chain */
 } dmn_client;
+
+/* An infer output the client asked for in one of its shared-memory regions: the executor writes
+ * nbytes at dst (checked against the region on the loop) instead of into the reply. */
+typedef struct dmn_shm_out {
+	const char *name;  /* the output's name (into the request's header) */
+	dmn_shm_region *g; /* referenced by the request's dmn_shm_use */
+	uint64_t offset;
+	void *dst;
+	size_t nbytes;
+} dmn_shm_out;
+
+/* The regions a request names (each held once per reference) and its outputs into them. */
+typedef struct dmn_shm_use {
+	int nheld;
+	dmn_shm_region *held[PROTO_MAX_TENSORS + PROTO_GRAPH_MAX_OUTPUTS];
+	int nout;
+	dmn_shm_out out[PROTO_GRAPH_MAX_OUTPUTS];
+} dmn_shm_use;
 
 /* A received request. */
 typedef struct dmn_req {
@@ -82,6 +102,8 @@ typedef struct dmn_req {
 	bool decoded;
 	dmn_verb verb;
 	dmn_client *client;
+	int fd;            /* a file descriptor that came with it (unix://, shm.register), or -1 */
+	dmn_shm_use *shm;  /* infer: its shared-memory references, or NULL */
 	uint64_t t_arrive, t_dispatch, deadline; /* eng_now_ns(); deadline 0: none */
 	int prio;
 	bool latest_only;

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "shm_refs.h"
+
 /* No tensors for a verb that takes none. */
 static bool no_tensors(dmn_srv *s, dmn_req *r)
 {
@@ -214,7 +216,11 @@ static void v_infer(dmn_srv *s, dmn_req *r)
 	if (!m || !common_fields(s, r))
 		return;
 	char err[256];
-	tsd_status st = dmn_check_inputs(m->cur, &r->pm, false, &r->rows, err, sizeof(err));
+	tsd_status st = dmn_shm_refs(r, err, sizeof(err));
+	if (st == TSD_OK)
+		st = dmn_check_inputs(m->cur, &r->pm, false, &r->rows, err, sizeof(err));
+	if (st == TSD_OK)
+		st = dmn_shm_outputs(r, m->cur, err, sizeof(err));
 	if (st != TSD_OK) {
 		m->c.requests++;
 		m->c.errors++;

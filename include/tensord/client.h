@@ -88,6 +88,37 @@ const char *tsd_client_error(const tsd_client *c);
 /* A call's failure message: the reply's (tsd_reply_error) when r is non-NULL, else c's. */
 const char *tsd_client_message(const tsd_client *c, const tsd_reply *r);
 
+/* ---- shared memory (unix:// only; docs/PROTOCOL.md, "Shared memory") ----
+ * A region is a memfd of the client's, sealed so that it cannot shrink or grow, mapped here
+ * read-write and registered with the daemon on c's connection under a name. Infer requests then
+ * name inputs in it (tsd_shm_input) and outputs to be written into it (tsd_shm_output) instead
+ * of carrying their bytes. Who writes when: the client writes an input before it sends the
+ * request and leaves it alone until the reply came; the daemon writes an output region only
+ * between receiving a request that names it and its reply, and nothing else. A region belongs
+ * to its connection: after a reconnect (tsd_client_connected's count moved) register it again
+ * with tsd_region_register. Threads: as for the client. */
+typedef struct tsd_region tsd_region;
+/* Make, map and register a region of size bytes called name (1..64 of [A-Za-z0-9_.-], unique
+ * on the connection); writable lets the daemon write outputs into it (an input region is sent
+ * as a read-only descriptor). NULL with tsd_client_error(c) saying why. */
+tsd_region *tsd_region_create(tsd_client *c, const char *name, size_t size, bool writable);
+/* Register g again on its client's current connection. */
+tsd_status tsd_region_register(tsd_region *g);
+/* Unregister (best effort), unmap and free g; NULL allowed. No request naming it may be in flight. */
+void tsd_region_destroy(tsd_region *g);
+void *tsd_region_data(const tsd_region *g);
+size_t tsd_region_size(const tsd_region *g);
+const char *tsd_region_name(const tsd_region *g);
+/* Add to header's "shm" field: an input tensor name of dtype and shape at offset of g (a
+ * multiple of the dtype's size; the daemon checks it lies inside g); an output name to be
+ * written at offset of g (writable). false when out of memory. */
+bool tsd_shm_input(cJSON *header, const char *name, tsd_dtype dtype, int ndim, const int64_t *shape,
+		   const tsd_region *g, size_t offset);
+bool tsd_shm_output(cJSON *header, const char *name, const tsd_region *g, size_t offset);
+/* The output name that reply r says was written into g: a view into g's mapping in *out (valid
+ * until g is written or destroyed); false when r has no such output or it does not fit g. */
+bool tsd_reply_shm_output(const tsd_reply *r, const tsd_region *g, const char *name, tsd_tensor *out);
+
 /* ---- asynchronous calls ----
  * tsd_client_submit sends a request and returns at once; the reply is collected by polling
  * (tsd_call_done), waiting (tsd_call_wait) or a callback. Any number may be in flight on one

@@ -1,0 +1,22 @@
+/* shm_refs.h: an infer request's references into its client's shared-memory regions
+ * (shm_refs.c; loop thread, except dmn_shm_out_of, which the executor reads). */
+#ifndef DMN_SHM_REFS_H
+#define DMN_SHM_REFS_H
+
+#include "types.h"
+#include "util.h"
+
+/* Resolve r's "shm" field, if any: its inputs appended to r->pm.tensors as views over the
+ * mapped regions (so the model's input checks see them as any other tensor), its outputs
+ * noted in r->shm; every region named is held until r is freed. TSD_BAD_REQUEST with err
+ * naming the reference (an unknown region, bytes outside it, a misaligned offset, a read-only
+ * region for an output, an unknown field). */
+tsd_status dmn_shm_refs(dmn_req *r, char *err, size_t errlen);
+/* Once r's inputs are checked against version v (r->rows known): each output reference sized
+ * and checked against its region. */
+tsd_status dmn_shm_outputs(dmn_req *r, const dmn_mver *v, char *err, size_t errlen);
+/* r's output reference for name, or NULL. */
+const dmn_shm_out *dmn_shm_out_of(const dmn_req *r, const char *name);
+void dmn_shm_use_free(dmn_shm_use *u); /* NULL allowed */
+
+#endif
