@@ -13,10 +13,13 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,11 +38,14 @@ static inline uint64_t db_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* A running daemon: its pid, temporary directory and socket url. */
+/* A running daemon: its pid, temporary directory and socket urls. It listens on both
+ * transports: url is the one the bench's clients use, unix:// unless TSD_BENCH_TRANSPORT=nng;
+ * nng_url is nng's ipc:// (for what needs nng itself, such as the size probe's relay). */
 typedef struct db_daemon {
 	pid_t pid;
 	char dir[256];
-	char url[320];
+	char url[336];
+	char nng_url[320];
 	char cfg[320];
 	char log[320];
 } db_daemon;
@@ -69,7 +75,12 @@ static inline int db_daemon_start(db_daemon *d, const char *extra)
 		perror("mkdtemp");
 		return -1;
 	}
-	snprintf(d->url, sizeof(d->url), "ipc://%s/tensord.sock", d->dir);
+	snprintf(d->nng_url, sizeof(d->nng_url), "ipc://%s/tensord-nng.sock", d->dir);
+	const char *tr = getenv("TSD_BENCH_TRANSPORT");
+	if (tr && !strcmp(tr, "nng"))
+		snprintf(d->url, sizeof(d->url), "%s", d->nng_url);
+	else
+		snprintf(d->url, sizeof(d->url), "unix://%s/tensord.sock", d->dir);
 	snprintf(d->cfg, sizeof(d->cfg), "%s/cfg.json", d->dir);
 	snprintf(d->log, sizeof(d->log), "%s/tensord.log", d->dir);
 	FILE *f = fopen(d->cfg, "w");
@@ -77,8 +88,8 @@ static inline int db_daemon_start(db_daemon *d, const char *extra)
 		perror(d->cfg);
 		return -1;
 	}
-	fprintf(f, "{\"listen\": [\"%s\"], \"log_level\": \"warn\", \"cache_dir\": \"%s/cache\"%s%s}\n", d->url,
-		d->dir, extra && *extra ? ", " : "", extra ? extra : "");
+	fprintf(f, "{\"listen\": [\"unix://%s/tensord.sock\", \"%s\"], \"log_level\": \"warn\", \"cache_dir\": \"%s/cache\"%s%s}\n",
+		d->dir, d->nng_url, d->dir, extra && *extra ? ", " : "", extra ? extra : "");
 	fclose(f);
 	char exe[PATH_MAX];
 	if (db_exe_dir(exe, sizeof(exe) - 16)) {
@@ -474,8 +485,38 @@ static inline void db_echo_kill(db_echo_proc *e)
 
 typedef struct db_probe {
 	nng_socket rep, req;
+	int ux; /* the onward leg when the daemon's url is unix:// (else -1) */
 	size_t req_bytes, rep_bytes;
 } db_probe;
+
+/* n bytes to or from fd, whole. */
+static inline int db_fd_full(int fd, void *buf, size_t n, bool rd)
+{
+	for (uint8_t *b = buf; n;) {
+		ssize_t k = rd ? read(fd, b, n) : write(fd, b, n);
+		if (k <= 0)
+			return -1;
+		b += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+/* The relay's onward leg over unix:// (p->ux, connected): m's bytes as one frame out, the
+ * reply's frame back into a new message. */
+static inline nng_msg *db_probe_unix(int fd, nng_msg *m)
+{
+	uint32_t len = (uint32_t)nng_msg_len(m);
+	nng_msg *r = NULL;
+	int bad = db_fd_full(fd, &len, 4, false) || db_fd_full(fd, nng_msg_body(m), nng_msg_len(m), false) ||
+		  db_fd_full(fd, &len, 4, true) || nng_msg_alloc(&r, len) || db_fd_full(fd, nng_msg_body(r), len, true);
+	nng_msg_free(m);
+	if (bad && r) {
+		nng_msg_free(r);
+		r = NULL;
+	}
+	return r;
+}
 
 static inline void *db_probe_main(void *arg)
 {
@@ -484,8 +525,12 @@ static inline void *db_probe_main(void *arg)
 	if (nng_recvmsg(p->rep, &m, 0))
 		return NULL;
 	p->req_bytes = nng_msg_len(m);
-	if (nng_sendmsg(p->req, m, 0) || nng_recvmsg(p->req, &m, 0))
+	if (p->ux >= 0) {
+		if (!(m = db_probe_unix(p->ux, m)))
+			return NULL;
+	} else if (nng_sendmsg(p->req, m, 0) || nng_recvmsg(p->req, &m, 0)) {
 		return NULL;
+	}
 	p->rep_bytes = nng_msg_len(m);
 	if (nng_sendmsg(p->rep, m, 0))
 		nng_msg_free(m);
@@ -497,11 +542,25 @@ static inline void *db_probe_main(void *arg)
 static inline int db_probe_sizes(const char *url, const char *probe_url, const cJSON *header,
 				 const tsd_tensor *ts, int n, size_t *req, size_t *rep)
 {
-	db_probe p = {0};
+	db_probe p = {.ux = -1};
 	pthread_t th;
 	int rv;
+	if (!strncmp(url, "unix://", 7)) {
+		struct sockaddr_un sa = {.sun_family = AF_UNIX};
+		size_t plen = strlen(url + 7);
+		if (plen >= sizeof(sa.sun_path)) {
+			fprintf(stderr, "probe: %s: path too long\n", url);
+			return -1;
+		}
+		memcpy(sa.sun_path, url + 7, plen + 1);
+		p.ux = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (p.ux < 0 || connect(p.ux, (struct sockaddr *)&sa, sizeof(sa))) {
+			perror("probe: unix connect");
+			return -1;
+		}
+	}
 	if ((rv = nng_rep0_open(&p.rep)) || (rv = nng_listen(p.rep, probe_url, NULL, 0)) ||
-	    (rv = nng_req0_open(&p.req)) || (rv = nng_dial(p.req, url, NULL, 0))) {
+	    (rv = nng_req0_open(&p.req)) || (p.ux < 0 && (rv = nng_dial(p.req, url, NULL, 0)))) {
 		fprintf(stderr, "probe: %s\n", nng_strerror(rv));
 		return -1;
 	}
@@ -514,6 +573,8 @@ static inline int db_probe_sizes(const char *url, const char *probe_url, const c
 	pthread_join(th, NULL);
 	nng_close(p.rep);
 	nng_close(p.req);
+	if (p.ux >= 0)
+		close(p.ux);
 	*req = p.req_bytes;
 	*rep = p.rep_bytes;
 	return st == TSD_OK && p.req_bytes && p.rep_bytes ? 0 : -1;

@@ -273,8 +273,8 @@ int main(int argc, char **argv)
 	double req, bat;
 	bool counts = db_model_counts(c, "rtt", &req, &bat) == 0;
 	printf("daemon_rtt: %d calls each (%d interleaved rounds), model rtt x[1,%d] -> linear %dx%d -> relu -> linear %dx%d, "
-	       "batch_delay_us %d, messages %zu B request / %zu B reply, ipc://\n",
-	       n, ROUNDS, NIN, NIN, NHID, NHID, NOUT, delay_us, req_bytes, rep_bytes);
+	       "batch_delay_us %d, messages %zu B request / %zu B reply, infer over %s\n",
+	       n, ROUNDS, NIN, NIN, NHID, NHID, NOUT, delay_us, req_bytes, rep_bytes, d.url);
 	printf("blocks of %d calls of each kind, in %d rounds:\n", per, ROUNDS);
 	row("infer realtime", &rt);
 	row("infer normal", &nm);

@@ -16,11 +16,13 @@ if [ -n "${TENSORD_URL:-}" ]; then
 else
 	RUN="$D/run"
 	mkdir -p "$RUN"
-	URL="ipc://$RUN/tensord.sock"
+	# both transports; the robots use unix:// (ROBOT_TRANSPORT=nng: nng's ipc://)
+	URL="unix://$RUN/tensord.sock"
+	[ "${ROBOT_TRANSPORT:-unix}" = nng ] && URL="ipc://$RUN/tensord-nng.sock"
 	cat >"$RUN/tensord.json" <<EOC
-{"listen": ["$URL"], "models_dir": "$D", "cache_dir": "$D/cache", "log_level": "warn"}
+{"listen": ["unix://$RUN/tensord.sock", "ipc://$RUN/tensord-nng.sock"], "models_dir": "$D", "cache_dir": "$D/cache", "log_level": "warn"}
 EOC
-	rm -f "$RUN/tensord.sock"
+	rm -f "$RUN/tensord.sock" "$RUN/tensord-nng.sock"
 	"$B/bin/tensord" --config "$RUN/tensord.json" 2>"$RUN/tensord.log" &
 	pid=$!
 	trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null || true' EXIT
