@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The daemon's figures in one table: bench_daemon_rtt (batch-1 round trip, realtime and normal
-# priority, against a plain nng req/rep echo on the same transport) and bench_daemon_throughput
+# The daemon's figures in one table: bench_daemon_rtt (batch-1 round trip over unix://, or nng's
+# ipc:// with TSD_BENCH_TRANSPORT=nng, realtime and normal priority, against a socketpair echo
+# between two processes, the floor, and a plain nng req/rep echo) and bench_daemon_throughput
 # (requests/s at 1, 8, 64 clients, batching on and off, launches per request). Builds both
 # (with tensord) into BUILD (default build), runs them, prints their output and a summary.
 # Usage: bench/compare_daemon.sh [rtt calls (20000)] [throughput seconds per run (3)] [delay_us (1000)]
@@ -31,7 +32,14 @@ printf '%-52s %12s %10s %5s\n' "rtt p50 infer realtime (us)" "$(field realtime_p
 printf '%-52s %12s %10s %5s\n' "rtt p99 infer realtime (us)" "$(field realtime_p99_us "$tmp/rtt")" "" ""
 printf '%-52s %12s %10s %5s\n' "rtt p50 infer normal (us)" "$(field normal_p50_us "$tmp/rtt")" "" ""
 printf '%-52s %12s %10s %5s\n' "rtt p50 nng echo (us)" "$(field echo_p50_us "$tmp/rtt")" "" ""
-printf '%-52s %12s %10s %5s\n' "p50(infer realtime) / p50(echo)" "$r" "<= 1.5" "$(ok "$r" 1.5 le)"
+printf '%-52s %12s %10s %5s\n' "p50(infer realtime) / p50(nng echo)" "$r" "" ""
+printf '%-52s %12s %10s %5s\n' "rtt p50 socketpair echo, two processes (us)" "$(field sp_p50_us "$tmp/rtt")" "" ""
+r=$(field ratio_sp "$tmp/rtt")
+printf '%-52s %12s %10s %5s\n' "p50(infer realtime) / p50(socketpair echo)" "$r" "<= 1.5" "$(ok "$r" 1.5 le)"
+r=$(field ratio_sp_p99 "$tmp/rtt")
+printf '%-52s %12s %10s %5s\n' "p99(infer realtime) / p99(socketpair echo)" "$r" "<= 2" "$(ok "$r" 2 le)"
+r=$(field cpu_ratio_sp "$tmp/rtt")
+printf '%-52s %12s %10s %5s\n' "CPU per decision / per socketpair round trip" "$r" "<= 3" "$(ok "$r" 3 le)"
 for k in on_1 on_8 on_64 off_1 off_8 off_64; do
 	printf '%-52s %12s %10s %5s\n' "requests/s batching ${k%_*}, ${k#*_} client(s)" "$(field "$k" "$tmp/tp")" "" ""
 done
