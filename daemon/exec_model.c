@@ -203,6 +203,39 @@ static int shm_outputs(const dmn_req *r, proto_out *po, int n, cJSON **extra, bo
 	return kept;
 }
 
+static void shm_release(void *arg, void *data)
+{
+	(void)data;
+	dmn_shm_unref(arg);
+}
+
+/* A lone request's input that lies in a shared-memory region and fills the launch (no batch
+ * axis, or its rows are the bucket): the engine reads it where it is, holding the region until
+ * it lets go (no copy of a camera frame). 1 with *out set, 0 when it must be copied, -1 out of
+ * memory. */
+static int shm_input(eng_ctx *ctx, const dmn_job *j, const proto_gnode *n, const char *name, int axis,
+		     eng_tensor **out)
+{
+	const dmn_req *r = j->reqs[0];
+	if (j->nreq != 1 || !r->shm || (axis >= 0 && r->rows != j->bucket))
+		return 0;
+	const proto_tensor *t = proto_msg_tensor(&r->pm, name);
+	dmn_shm_region *g = t ? dmn_shm_region_of(r, t->data) : NULL;
+	if (!g || (uintptr_t)t->data % 64)
+		return 0;
+	int64_t shape[ENG_MAX_DIMS];
+	size_t nbytes;
+	int nd = shape_of(n, j->bucket, shape, &nbytes);
+	if (nbytes != t->nbytes)
+		return 0;
+	dmn_shm_ref(g);
+	if (!(*out = eng_from_host(ctx, n->dtype, nd, shape, (void *)t->data, nbytes, shm_release, g))) {
+		dmn_shm_unref(g);
+		return -1;
+	}
+	return 1;
+}
+
 /* ---- load and free ---- */
 
 static void mexec_free(mexec *me)
@@ -423,6 +456,12 @@ void dmn_run_infer(dmn_exec *e, dmn_job *j)
 	eng_status s = ENG_OK;
 	for (int q = 0; q < v->nin && !s; q++) {
 		const proto_gnode *n = &v->g.nodes[v->in[q].node];
+		int zc = shm_input(ctx, j, n, v->in[q].name, v->in[q].axis, &in[q]);
+		if (zc) {
+			if (zc < 0)
+				s = ENG_ENOMEM;
+			continue;
+		}
 		uint8_t *buf;
 		if (!(in[q] = host_input(ctx, n, j->bucket, (void **)&buf))) {
 			s = ENG_ENOMEM;

@@ -167,6 +167,11 @@ uint64_t dmn_shm_size(const dmn_shm_region *g)
 	return g->size;
 }
 
+const void *dmn_shm_base(const dmn_shm_region *g)
+{
+	return g->base;
+}
+
 bool dmn_shm_writable(const dmn_shm_region *g)
 {
 	return g->writable;

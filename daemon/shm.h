@@ -44,6 +44,8 @@ void dmn_shm_ref(dmn_shm_region *g);
 void dmn_shm_unref(dmn_shm_region *g); /* NULL allowed */
 const char *dmn_shm_name(const dmn_shm_region *g);
 uint64_t dmn_shm_size(const dmn_shm_region *g);
+/* Where g is mapped (its size bytes). */
+const void *dmn_shm_base(const dmn_shm_region *g);
 bool dmn_shm_writable(const dmn_shm_region *g);
 /* [offset, offset + nbytes) of g, when it lies inside g and offset is a multiple of align:
  * its address; else NULL with err naming the reference (what). */

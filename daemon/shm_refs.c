@@ -190,3 +190,13 @@ const dmn_shm_out *dmn_shm_out_of(const dmn_req *r, const char *name)
 			return &r->shm->out[q];
 	return NULL;
 }
+
+dmn_shm_region *dmn_shm_region_of(const dmn_req *r, const void *p)
+{
+	for (int k = 0; r->shm && k < r->shm->nheld; k++) {
+		const uint8_t *b = dmn_shm_base(r->shm->held[k]);
+		if ((const uint8_t *)p >= b && (const uint8_t *)p < b + dmn_shm_size(r->shm->held[k]))
+			return r->shm->held[k];
+	}
+	return NULL;
+}

@@ -18,5 +18,8 @@ tsd_status dmn_shm_outputs(dmn_req *r, const dmn_mver *v, char *err, size_t errl
 /* r's output reference for name, or NULL. */
 const dmn_shm_out *dmn_shm_out_of(const dmn_req *r, const char *name);
 void dmn_shm_use_free(dmn_shm_use *u); /* NULL allowed */
+/* The region r holds that contains address p, or NULL (any thread: r's references are fixed
+ * once it is queued). */
+dmn_shm_region *dmn_shm_region_of(const dmn_req *r, const void *p);
 
 #endif
