@@ -15,10 +15,11 @@ from .errors import (ERRORS, BadRequest, Busy, Cancelled, CompileFailed, DeviceE
                      TensordError, Timeout, TooLarge, Unauthorised, UnknownModel, UnknownVerb,
                      VersionMismatch, error_for)
 from .graph import OPS, Graph, Node
+from .region import Region
 from .tensor import Tensor
 
 __all__ = [
-    "Client", "Reply", "DEFAULT_TIMEOUT_MS", "PROTOCOL_VERSION", "Graph", "Node", "OPS", "Tensor",
+    "Client", "Reply", "Region", "DEFAULT_TIMEOUT_MS", "PROTOCOL_VERSION", "Graph", "Node", "OPS", "Tensor",
     "DType", "DTYPES", "dtype", "TensordError", "LibraryNotFound", "ERRORS", "error_for",
     "BadRequest", "UnknownVerb", "UnknownModel", "ShapeMismatch", "TooLarge", "Busy", "Timeout",
     "Cancelled", "Superseded", "CompileFailed", "DeviceError", "OutOfMemory", "Unauthorised",

@@ -49,6 +49,9 @@ _PROTOTYPES: dict[str, tuple[object, list[object]]] = {
     "tsd_reply_ntensors": (_int, [_vp]),
     "tsd_reply_tensor": (ctypes.POINTER(TsdTensor), [_vp, _int]),
     "tsd_status_name": (_cp, [_int]),
+    "tsd_region_create": (_vp, [_vp, _cp, _sz, ctypes.c_bool]),
+    "tsd_region_data": (_vp, [_vp]),
+    "tsd_region_destroy": (None, [_vp]),
 }
 
 

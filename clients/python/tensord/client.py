@@ -14,6 +14,7 @@ from ._numpy import np as _np
 from .convert import from_wire, to_wire
 from .errors import TensordError, error_for
 from .graph import Graph
+from .region import Region, input_ref, outputs_from
 from .tensor import Tensor
 
 PROTOCOL_VERSION = 1  # TSD_PROTOCOL_VERSION
@@ -69,6 +70,7 @@ class Client:
         if self.use_numpy and _np is None:
             raise TensordError("use_numpy=True but numpy cannot be imported", "bad_request")
         self._lock = threading.Lock()
+        self._regions: list[Region] = []
         err = ctypes.create_string_buffer(512)
         self._c: int | None = self._lib.tsd_client_open(self.url.encode(), int(timeout_ms), err, len(err))
         if not self._c:
@@ -76,7 +78,10 @@ class Client:
 
     # ---- life cycle ----
     def close(self) -> None:
-        """Closes the connection (idempotent)."""
+        """Closes the connection and its regions (idempotent)."""
+        for region in self._regions:
+            region.close()
+        self._regions.clear()
         with self._lock:
             c, self._c = self._c, None
             if c:
@@ -235,13 +240,41 @@ class Client:
         reply = self.call("model.save", {"name": name, "path": path})
         return reply.header["path"] if path is not None else reply.tensors
 
-    def infer(self, model: str, inputs: Tensors, *, priority: str | None = None,
-              timeout_ms: int | None = None, latest_only: bool | None = None) -> dict[str, Any]:
+    def infer(self, model: str, inputs: Tensors | None = None, *, priority: str | None = None,
+              timeout_ms: int | None = None, latest_only: bool | None = None,
+              shm_inputs: Mapping[str, Any] | None = None,
+              shm_outputs: Mapping[str, tuple[Region, int]] | None = None) -> dict[str, Any]:
         """infer: runs the model on inputs {input name: tensor}; returns {output name: tensor}.
         priority: "realtime", "normal" or "bulk"; timeout_ms: the request's deadline in the
-        daemon (0: none); latest_only: a newer latest-only request supersedes this one."""
-        fields = {"model": model, "priority": priority, "timeout_ms": timeout_ms, "latest_only": latest_only}
-        return self.call("infer", fields, inputs).tensors
+        daemon (0: none); latest_only: a newer latest-only request supersedes this one.
+        Shared memory (unix:// only, Client.region): shm_inputs {name: a numpy array over a
+        region, or (region, offset, dtype, shape)} are read where they are; shm_outputs {name:
+        (writable region, offset)} are written there and returned as arrays over the region."""
+        fields: dict[str, Any] = {"model": model, "priority": priority, "timeout_ms": timeout_ms,
+                                  "latest_only": latest_only}
+        if shm_inputs or shm_outputs:
+            fields["shm"] = {
+                "inputs": [input_ref(k, v, self._regions) for k, v in (shm_inputs or {}).items()],
+                "outputs": [{"name": k, "region": r.name, "offset": off} for k, (r, off) in (shm_outputs or {}).items()],
+            }
+        reply = self.call("infer", fields, inputs)
+        out = dict(reply.tensors)
+        if shm_outputs:
+            out.update(outputs_from(reply.header, self._regions))
+        return out
+
+    def region(self, name: str, size: int, writable: bool = False) -> Region:
+        """A shared-memory region of size bytes registered as name on this connection (unix://
+        only; writable: the daemon may write outputs into it). Close it (or the client) when done."""
+        with self._lock:
+            if not self._c:
+                raise TensordError("the client is closed")
+            g = self._lib.tsd_region_create(self._c, name.encode(), int(size), bool(writable))
+            if not g:
+                raise error_for("bad_request", self._lib.tsd_client_error(self._c).decode(errors="replace"))
+        region = Region(self, g, name, int(size), bool(writable))
+        self._regions.append(region)
+        return region
 
     def realize(self, graph: Graph | Mapping[str, Any], inputs: Tensors | None = None, *,
                 timeout_ms: int | None = None) -> dict[str, Any]:
