@@ -30,14 +30,16 @@ const char tctl_load_help[] =
 const char tctl_unload_help[] = "usage: tensorctl unload NAME\n\nUnload a model; requests "
 				"still queued for it are answered cancelled.\n";
 const char tctl_infer_help[] =
-	"usage: tensorctl infer MODEL INPUT... [--out-dir DIR] [--priority P] [--timeout-ms MS]\n"
+	"usage: tensorctl infer MODEL INPUT... [--out-dir DIR] [--priority P] [--timeout-ms MS] [--shm]\n"
 	"       tensorctl infer MODEL --raw FILE --name X [--dtype DT] --shape 1,4\n"
 	"\n"
 	"Run a model once. Each INPUT is INPUT.json ({\"x\": {\"dtype\", \"shape\", \"data\"}, "
 	"...},\n"
 	"every tensor in it) or NAME=FILE.npy (a NumPy array, C order, little-endian; bool,\n"
 	"uint8, int32, int64, float16, float32). Outputs: printed as JSON, or written as\n"
-	"DIR/OUTPUT.npy with --out-dir (the paths printed). --priority: realtime, normal, bulk.\n";
+	"DIR/OUTPUT.npy with --out-dir (the paths printed). --priority: realtime, normal, bulk.\n"
+	"--shm (unix:// only): the inputs go in a shared-memory region registered for the call,\n"
+	"the request names them there instead of carrying their bytes (docs/PROTOCOL.md).\n";
 const char tctl_realize_help[] =
 	"usage: tensorctl realize GRAPH.json INPUT... [--out-dir DIR] [--timeout-ms MS]\n"
 	"\n"
@@ -269,6 +271,7 @@ static int print_outputs(const tsd_reply *r, const char *dir)
 typedef struct run_opts {
 	const char *out_dir, *priority;
 	long timeout_ms;
+	bool shm;
 	const char *raw, *name, *dtype, *shape;
 } run_opts;
 
@@ -292,6 +295,8 @@ static int run_args(const char *cmd, int argc, char **argv, tctl_inputs *in, run
 			if (!tctl_parse_long(argv[++i], 0, 3600000, &o->timeout_ms))
 				return tctl_usage(cmd, "--timeout-ms %s: not in 0..3600000",
 						  argv[i]);
+		} else if (!strcmp(a, "--shm")) {
+			o->shm = true;
 		} else if (a[0] == '-') {
 			return tctl_usage(cmd, "unexpected argument %s", a);
 		} else if (!tctl_inputs_arg(in, a, err, sizeof(err))) {
@@ -321,6 +326,38 @@ static void add_run_fields(cJSON *h, const run_opts *o)
 		cJSON_AddNumberToObject(h, "timeout_ms", (double)o->timeout_ms);
 }
 
+/* infer --shm: in's tensors copied into one shared-memory region (each at a 64-byte offset),
+ * named by reference in h (taken); the outputs printed as without. */
+static int send_shm(tsd_client *c, cJSON *h, const tctl_inputs *in, const char *out_dir)
+{
+	size_t off[TCTL_MAX_TENSORS], len[TCTL_MAX_TENSORS], total = 0;
+	for (int k = 0; k < in->n; k++) {
+		len[k] = tsd_dtype_size(in->t[k].dtype); /* nbytes may be 0 in a tsd_tensor: from the shape */
+		for (int d = 0; d < in->t[k].ndim; d++)
+			len[k] *= (size_t)in->t[k].shape[d];
+		off[k] = total;
+		total += (len[k] + 63) / 64 * 64;
+	}
+	tsd_region *g = tsd_region_create(c, "tensorctl-inputs", total ? total : 64, false);
+	if (!g) {
+		fprintf(stderr, "tensorctl infer --shm: %s\n", tsd_client_error(c));
+		cJSON_Delete(h);
+		return TCTL_EXIT_DAEMON;
+	}
+	bool ok = true;
+	for (int k = 0; k < in->n && ok; k++) {
+		memcpy((unsigned char *)tsd_region_data(g) + off[k], in->t[k].data, len[k]);
+		ok = tsd_shm_input(h, in->t[k].name, in->t[k].dtype, in->t[k].ndim, in->t[k].shape, g, off[k]);
+	}
+	int rc = ok ? send_owned(c, h, NULL, print_outputs, out_dir) : TCTL_EXIT_DAEMON;
+	if (!ok) {
+		fprintf(stderr, "tensorctl infer --shm: out of memory\n");
+		cJSON_Delete(h);
+	}
+	tsd_region_destroy(g);
+	return rc;
+}
+
 int tctl_cmd_infer(tctl_ctx *ctx, int argc, char **argv)
 {
 	if (argc < 1 || argv[0][0] == '-')
@@ -335,7 +372,10 @@ int tctl_cmd_infer(tctl_ctx *ctx, int argc, char **argv)
 		cJSON_AddStringToObject(h, "verb", "infer");
 		cJSON_AddStringToObject(h, "model", argv[0]);
 		add_run_fields(h, &o);
-		rc = send_owned(ctx->c, h, &in, print_outputs, o.out_dir);
+		if (o.shm)
+			rc = send_shm(ctx->c, h, &in, o.out_dir);
+		else
+			rc = send_owned(ctx->c, h, &in, print_outputs, o.out_dir);
 	}
 	tctl_inputs_free(&in);
 	return rc;

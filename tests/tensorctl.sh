@@ -82,6 +82,15 @@ expect 0 infer tiny "$DIR/in.json"
 tr -d ' \t\n' <"$DIR/out" >"$DIR/out1"
 has "$DIR/out1" '"sum":{"dtype":"int32","shape":\[2\],"data":\[36,7\]}'
 has "$DIR/out1" '"mean":{"dtype":"float32","shape":\[2\],"data":\[18,3.5\]}'
+# the same with its inputs in shared memory (unix:// only; on nng a named refusal)
+if [ "${TSD_TEST_TRANSPORT:-unix}" = nng ]; then
+	expect 1 infer tiny "$DIR/in.json" --shm
+	has "$DIR/err" "unix://"
+else
+	expect 0 infer tiny "$DIR/in.json" --shm
+	tr -d ' \t\n' <"$DIR/out" >"$DIR/out2"
+	same "$DIR/out1" "$DIR/out2"
+fi
 expect 1 infer nosuchmodel "$DIR/in.json"
 has "$DIR/err" "unknown_model"
 expect 0 stats
