@@ -1,6 +1,8 @@
 /* live_fuzz.c: the live protocol fuzzer (make live-fuzz; make check runs it on the ASan build).
  * Starts the tensord of its own build directory (bench/daemon_bench.h) with a models_dir, then
- * from LIVE_FUZZ_CONNS connections (one thread each) sends mutations of valid requests of every
+ * from LIVE_FUZZ_CONNS connections (one thread each; even ones on unix://, each message one
+ * frame, reconnecting after the daemon closes a connection that sent an undecodable message; odd ones
+ * on nng's ipc://) sends mutations of valid requests of every
  * verb: the header's values replaced (huge, negative, fractional, wrong types, long strings,
  * paths out of models_dir), members dropped or added, the verb swapped, bits flipped, the
  * message truncated or extended, the JSON length wrong, deep nesting, garbage; a quarter are
@@ -14,6 +16,7 @@
  * (the time), LIVE_FUZZ_CONNS (4), LIVE_FUZZ_REPLY_S (60), LIVE_FUZZ_PLATEAU_PCT (0: off). */
 #include "../../bench/daemon_bench.h"
 
+#include <poll.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 
@@ -297,11 +300,12 @@ static uint8_t *make_request(int k, uint64_t id, const seed_data *d, uint64_t *s
 
 typedef struct fuzz {
 	db_daemon d;
-	char url[320];
+	char url[320];      /* nng's ipc:// (odd connections, health) */
+	char unix_url[320]; /* unix:// (even connections) */
 	uint64_t seed;
 	double seconds, reply_s;
 	atomic_bool stop, failed;
-	atomic_ullong sent, mutated, lost, undecodable, internal;
+	atomic_ullong sent, mutated, lost, undecodable, internal, reconnects;
 	atomic_ullong by_status[TSD_STATUS_COUNT];
 	atomic_ullong intact_ok[S_COUNT]; /* intact seeds answered ok, per seed */
 	atomic_bool intact_told[S_COUNT];
@@ -342,6 +346,73 @@ typedef struct worker {
 	int idx;
 } worker;
 
+/* ---- unix:// (frames: u32 length + the message) ---- */
+
+static int ux_open(const char *url)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	size_t n = strlen(url + 7);
+	if (n >= sizeof(sa.sun_path))
+		return -1;
+	memcpy(sa.sun_path, url + 7, n + 1);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+/* n bytes in or out within timeout_s: 0, -2 closed by the peer, -1 an error or the timeout. */
+static int ux_io(int fd, void *buf, size_t n, bool rd, double timeout_s)
+{
+	uint64_t until = db_now_ns() + (uint64_t)(timeout_s * 1e9);
+	for (uint8_t *b = buf; n;) {
+		ssize_t k = rd ? recv(fd, b, n, MSG_DONTWAIT) : send(fd, b, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (k > 0) {
+			b += k;
+			n -= (size_t)k;
+			continue;
+		}
+		if (k == 0)
+			return -2; /* closed */
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			return -1;
+		uint64_t now = db_now_ns();
+		if (now >= until)
+			return -1;
+		struct pollfd p = {.fd = fd, .events = rd ? POLLIN : POLLOUT};
+		poll(&p, 1, (int)((until - now) / 1000000 + 1));
+	}
+	return 0;
+}
+
+/* One request out and its reply in (malloc'd into *rep): 0, or ux_io's failure. */
+static int ux_call(int fd, const uint8_t *m, size_t len, double timeout_s, void **rep, size_t *rl)
+{
+	uint32_t n = (uint32_t)len;
+	*rep = NULL;
+	uint8_t *fr = malloc(len + 4);
+	if (!fr)
+		return -1;
+	memcpy(fr, &n, 4);
+	memcpy(fr + 4, m, len);
+	/* one write; a frame the daemon refuses from its first bytes is answered, then closed, maybe
+	 * before the rest is written (EPIPE here): its answer is still read */
+	ux_io(fd, fr, len + 4, false, timeout_s);
+	free(fr);
+	int rc = ux_io(fd, &n, 4, true, timeout_s);
+	if (rc)
+		return rc;
+	if (!(*rep = malloc(n ? n : 1)) || (rc = ux_io(fd, *rep, n, true, timeout_s))) {
+		free(*rep);
+		*rep = NULL;
+		return rc ? rc : -1;
+	}
+	*rl = n;
+	return 0;
+}
+
 static void *worker_main(void *arg)
 {
 	worker *w = arg;
@@ -350,33 +421,60 @@ static void *worker_main(void *arg)
 	seed_data d;
 	for (size_t i = 0; i < sizeof(d) / sizeof(float); i++)
 		((float *)&d)[i] = (float)((int)(rnd(&s) % 200) - 100) / 50.0f;
-	nng_socket sock;
-	int rv = open_req(f->url, f->reply_s, &sock);
+	bool ux = w->idx % 2 == 0;
+	nng_socket sock = NNG_SOCKET_INITIALIZER;
+	int fd = -1, rv = ux ? ((fd = ux_open(f->unix_url)) < 0 ? NNG_ECONNREFUSED : 0) : open_req(f->url, f->reply_s, &sock);
 	if (rv) {
 		fail(f, "connection %d: %s", w->idx, nng_strerror(rv));
 		return NULL;
 	}
 	proto_msg *pm = malloc(sizeof(*pm));
+	char last_st[32] = "none", last_id[PROTO_MAX_ID + 1] = "";
+	bool will_close = false;
 	for (uint64_t n = 0; !atomic_load(&f->stop); n++) {
 		size_t len;
 		int mutated, k = RN(&s, S_COUNT);
 		uint64_t id = ((uint64_t)w->idx << 40) | n;
 		uint8_t *m = make_request(k, id, &d, &s, &len, &mutated);
-		rv = nng_send(sock, m, len, 0);
-		free(m);
-		if (rv) {
-			fail(f, "connection %d: send: %s", w->idx, nng_strerror(rv));
-			break;
-		}
-		atomic_fetch_add(&f->sent, 1);
-		atomic_fetch_add(&f->mutated, (unsigned)mutated);
-		void *rep;
-		size_t rl;
-		if ((rv = nng_recv(sock, &rep, &rl, NNG_FLAG_ALLOC))) {
-			atomic_fetch_add(&f->lost, 1);
-			fail(f, "connection %d: no reply to a request of seed %d within %g s: %s", w->idx, k, f->reply_s,
-			     nng_strerror(rv));
-			break;
+		void *rep = NULL;
+		size_t rl = 0;
+		if (ux) {
+			/* a message the daemon cannot decode is answered, then its connection closed:
+			 * decoded here the same way (the daemon's default limits) to know which */
+			proto_err pe;
+			will_close = proto_decode(m, len, (size_t)1 << 28, PROTO_REQUEST, pm, &pe) != TSD_OK;
+			if (!will_close) {
+				will_close = !pm->id[0]; /* no id: answered as undecodable */
+				proto_msg_free(pm);
+			}
+			atomic_fetch_add(&f->sent, 1);
+			atomic_fetch_add(&f->mutated, (unsigned)mutated);
+			rv = ux_call(fd, m, len, f->reply_s, &rep, &rl);
+			if (rv) {
+				atomic_fetch_add(&f->lost, 1);
+				fail(f, "connection %d (unix): no reply to a request of seed %d (%s, %s; %zu bytes, %.8s) within "
+				     "%g s: %s (the previous reply: %s, id \"%s\")", w->idx, k, mutated ? "mutated" : "intact",
+				     will_close ? "undecodable" : "decodable", len, (const char *)m, f->reply_s,
+				     rv == -2 ? "the daemon closed the connection" : "timed out or failed", last_st, last_id);
+				free(m);
+				break;
+			}
+			free(m);
+		} else {
+			rv = nng_send(sock, m, len, 0);
+			free(m);
+			if (rv) {
+				fail(f, "connection %d: send: %s", w->idx, nng_strerror(rv));
+				break;
+			}
+			atomic_fetch_add(&f->sent, 1);
+			atomic_fetch_add(&f->mutated, (unsigned)mutated);
+			if ((rv = nng_recv(sock, &rep, &rl, NNG_FLAG_ALLOC))) {
+				atomic_fetch_add(&f->lost, 1);
+				fail(f, "connection %d: no reply to a request of seed %d within %g s: %s", w->idx, k,
+				     f->reply_s, nng_strerror(rv));
+				break;
+			}
 		}
 		proto_err e;
 		tsd_status st = proto_decode(rep, rl, rl, PROTO_REPLY, pm, &e);
@@ -395,12 +493,32 @@ static void *worker_main(void *arg)
 				fail(f, "seed %d (%s): internal: %s", k, mutated ? "mutated" : "intact",
 				     pm->error ? pm->error : "");
 			}
+			/* unix://: a reply with a null id (the message did not decode) closes the connection */
+			bool reopen = ux && will_close;
+			snprintf(last_st, sizeof(last_st), "%s", tsd_status_name(pm->status));
+			snprintf(last_id, sizeof(last_id), "%s", pm->id);
 			proto_msg_free(pm);
+			if (reopen) {
+				close(fd);
+				if ((fd = ux_open(f->unix_url)) < 0) {
+					fail(f, "connection %d (unix): cannot connect again", w->idx);
+					if (ux)
+						free(rep);
+					break;
+				}
+				atomic_fetch_add(&f->reconnects, 1);
+			}
 		}
-		nng_free(rep, rl);
+		if (ux)
+			free(rep);
+		else
+			nng_free(rep, rl);
 	}
 	free(pm);
-	nng_close(sock);
+	if (ux && fd >= 0)
+		close(fd);
+	else if (!ux)
+		nng_close(sock);
 	return NULL;
 }
 
@@ -466,7 +584,8 @@ int main(void)
 	snprintf(extra, sizeof(extra), "\"models_dir\": \"%s\", \"drain_seconds\": 5", models);
 	if (db_daemon_start(&f.d, extra))
 		return 2;
-	snprintf(f.url, sizeof(f.url), "%s", f.d.url);
+	snprintf(f.url, sizeof(f.url), "%s", f.d.nng_url);
+	snprintf(f.unix_url, sizeof(f.unix_url), "unix://%s/tensord.sock", f.d.dir);
 	printf("live_fuzz: seed %llu, %g s, %d connections, daemon pid %d (log %s)\n", (unsigned long long)f.seed,
 	       f.seconds, conns, (int)f.d.pid, f.d.log);
 	pthread_t th[MAX_CONNS];
@@ -507,6 +626,8 @@ int main(void)
 	       "internal; RSS %ld KiB at start, %ld at a third, %ld peak, %ld at the end\n",
 	       (unsigned long long)f.sent, (unsigned long long)f.mutated, healths, (unsigned long long)f.lost,
 	       (unsigned long long)f.undecodable, (unsigned long long)f.internal, rss0, rss_third, rss_peak, rss);
+	printf("live_fuzz: unix:// connections closed by the daemon after answering an undecodable message, and opened again: %llu\n",
+	       (unsigned long long)f.reconnects);
 	printf("live_fuzz: replies by status:");
 	for (int st = 0; st < TSD_STATUS_COUNT; st++)
 		if (f.by_status[st])
