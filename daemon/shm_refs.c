@@ -48,17 +48,33 @@ static bool offset_of(const cJSON *e, uint64_t *off)
 	return true;
 }
 
+/* e an object of only the fields known[0..n) (what names it): 0, or -1 with err set. */
+static int entry_fields(const cJSON *e, const char *const *known, size_t n, const char *what, char *err, size_t errlen)
+{
+	if (!cJSON_IsObject(e)) {
+		size_t at = (size_t)snprintf(err, errlen, "%s: an object {", what);
+		for (size_t i = 0; i < n && at < errlen; i++)
+			at += (size_t)snprintf(err + at, errlen - at, "%s%s", i ? ", " : "", known[i]);
+		if (at < errlen)
+			snprintf(err + at, errlen - at, "}");
+		return -1;
+	}
+	const char *bad = dmn_json_unknown(e, known, n);
+	if (bad) {
+		BAD("%s: unknown field \"%.32s\"", what, bad);
+		return -1;
+	}
+	return 0;
+}
+
 /* One input reference: a view appended to the request's tensors. */
 static tsd_status input_ref(dmn_req *r, const cJSON *e, int k, char *err, size_t errlen)
 {
 	static const char *const known[] = {"name", "dtype", "shape", "region", "offset"};
 	char what[48];
 	snprintf(what, sizeof(what), "shm.inputs[%d]", k);
-	if (!cJSON_IsObject(e))
-		return BAD("%s: an object {name, dtype, shape, region, offset}", what);
-	const char *bad = dmn_json_unknown(e, known, sizeof(known) / sizeof(known[0]));
-	if (bad)
-		return BAD("%s: unknown field \"%.32s\"", what, bad);
+	if (entry_fields(e, known, 5, what, err, errlen))
+		return TSD_BAD_REQUEST;
 	const char *name = dmn_json_str(e, "name");
 	if (!name || !*name || strlen(name) > PROTO_MAX_NAME)
 		return BAD("%s.name: 1..%d bytes", what, PROTO_MAX_NAME);
@@ -107,11 +123,8 @@ static tsd_status output_ref(dmn_req *r, const cJSON *e, int k, char *err, size_
 	static const char *const known[] = {"name", "region", "offset"};
 	char what[48];
 	snprintf(what, sizeof(what), "shm.outputs[%d]", k);
-	if (!cJSON_IsObject(e))
-		return BAD("%s: an object {name, region, offset}", what);
-	const char *bad = dmn_json_unknown(e, known, sizeof(known) / sizeof(known[0]));
-	if (bad)
-		return BAD("%s: unknown field \"%.32s\"", what, bad);
+	if (entry_fields(e, known, 3, what, err, errlen))
+		return TSD_BAD_REQUEST;
 	const char *name = dmn_json_str(e, "name");
 	if (!name || !*name)
 		return BAD("%s.name: the name of one of the model's outputs", what);

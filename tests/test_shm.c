@@ -242,6 +242,15 @@ START_TEST(test_live_infer)
 			 TSD_BAD_REQUEST);
 	ck_assert_ptr_nonnull(strstr(tsd_reply_error(r), "no region \"nope\""));
 	tsd_reply_free(r);
+	ck_assert_int_eq(tsd_client_call_text(c, "{\"verb\":\"infer\",\"model\":\"tiny\",\"shm\":{\"outputs\":[{\"name\":\"y\","
+					      "\"region\":\"out\",\"size\":4}]}}", NULL, 0, &r),
+			 TSD_BAD_REQUEST);
+	ck_assert_ptr_nonnull(strstr(tsd_reply_error(r), "shm.outputs[0]: unknown field \"size\""));
+	tsd_reply_free(r);
+	ck_assert_int_eq(tsd_client_call_text(c, "{\"verb\":\"infer\",\"model\":\"tiny\",\"shm\":{\"inputs\":[7]}}", NULL, 0, &r),
+			 TSD_BAD_REQUEST);
+	ck_assert_ptr_nonnull(strstr(tsd_reply_error(r), "shm.inputs[0]: an object {name, dtype, shape, region, offset}"));
+	tsd_reply_free(r);
 	/* a second region of the same name, shm.register without a descriptor */
 	ck_assert_ptr_null(tsd_region_create(c, "in", 64, false));
 	ck_assert_ptr_nonnull(strstr(tsd_client_error(c), "registered already"));
