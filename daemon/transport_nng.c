@@ -7,6 +7,7 @@
  * bounded: nng's close runs on a helper thread that is given up after a second. */
 #include "transport.h"
 #include "sockfile.h"
+#include "message.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -225,6 +226,26 @@ static void slot_recv_again(slot *sl)
 	nng_ctx_recv(sl->ctx, sl->aio);
 }
 
+/* A message whose JSON header is over max_header_bytes is refused on the length alone (the
+ * decoder checks it first, arrival.c answers too_large): on nng's thread, keep only its 8-byte
+ * prefix (and its pipe, for the peer's credentials), so that the loop never frees a huge
+ * message (freeing 96 MiB there held every other client up for milliseconds). */
+static void shrink_if_refused(const dmn_nng *t, nng_msg **msg)
+{
+	size_t len = nng_msg_len(*msg);
+	const unsigned char *b = nng_msg_body(*msg);
+	if (len < ((size_t)1 << 20) || memcmp(b, PROTO_MAGIC, 4))
+		return;
+	uint32_t jl = (uint32_t)b[4] | (uint32_t)b[5] << 8 | (uint32_t)b[6] << 16 | (uint32_t)b[7] << 24;
+	nng_msg *small;
+	if (jl <= t->cfg->max_header_bytes || nng_msg_alloc(&small, PROTO_PREFIX))
+		return;
+	memcpy(nng_msg_body(small), b, PROTO_PREFIX);
+	nng_msg_set_pipe(small, nng_msg_get_pipe(*msg));
+	nng_msg_free(*msg);
+	*msg = small;
+}
+
 static void slot_cb(void *arg)
 {
 	slot *sl = arg;
@@ -270,6 +291,7 @@ static void slot_cb(void *arg)
 		return;
 	}
 	sl->chan.fd = -1;
+	shrink_if_refused(t, &sl->chan.msg);
 	dmn_inbox_post(t->ib, DMN_LANE_ARRIVED, &sl->chan.in);
 }
 
