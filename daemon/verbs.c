@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "shm_refs.h"
+#include "verbs_shm.h"
 
 /* No tensors for a verb that takes none. */
 static bool no_tensors(dmn_srv *s, dmn_req *r)

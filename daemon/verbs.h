@@ -19,8 +19,4 @@ void dmn_on_request(dmn_srv *s, dmn_chan *ch);
 /* Run r's verb (r->verb is known and admitted); r is answered now or later. */
 void dmn_verb_run(dmn_srv *s, dmn_req *r);
 
-/* ---- verbs_shm.c: shm.register (the request's fd), shm.unregister ---- */
-void dmn_v_shm_register(dmn_srv *s, dmn_req *r);
-void dmn_v_shm_unregister(dmn_srv *s, dmn_req *r);
-
 #endif

@@ -1,6 +1,6 @@
 /* verbs_shm.c: shm.register and shm.unregister, a connection's shared-memory regions (the fd
  * comes with the request over unix://; docs/PROTOCOL.md, "Shared memory"). Loop thread. */
-#include "verbs.h"
+#include "verbs_shm.h"
 
 #include <unistd.h>
 
