@@ -157,11 +157,16 @@ bool tsd_call_unlink_locked(tsd_call *k)
 	return true;
 }
 
-int64_t tsd_now_ms(void)
+uint64_t tsd_now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int64_t tsd_now_ms(void)
+{
+	return (int64_t)(tsd_now_ns() / 1000000u);
 }
 
 /* The parts of a call, before anything is sent. sync: run on the caller's thread. */

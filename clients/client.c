@@ -38,6 +38,9 @@ tsd_client *tsd_client_open_wait(const char *url, int timeout_ms, int connect_ms
 	}
 	c->ops = strncmp(url, "unix://", 7) ? &tsd_nng_ops : &tsd_unix_ops;
 	c->max_reply = TSD_CLIENT_MAX_REPLY;
+	const char *spin = getenv("TENSORD_CLIENT_SPIN_US");
+	c->spin_us = spin ? atoi(spin) : 0;
+	c->spin_us = c->spin_us < 0 ? 0 : c->spin_us > 10000 ? 10000 : c->spin_us;
 	c->timeout_ms = timeout_ms;
 	atomic_init(&c->next_id, 1);
 	atomic_init(&c->closing, false);

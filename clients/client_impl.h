@@ -57,6 +57,8 @@ struct tsd_reply {
 struct tsd_client {
 	const tsd_transport_ops *ops;
 	size_t max_reply;        /* replies over this are TSD_TOO_LARGE (TSD_CLIENT_MAX_REPLY) */
+	int spin_us;             /* unix://: a waiting call polls this long before it sleeps
+				  * ($TENSORD_CLIENT_SPIN_US, 0..10000; 0: never) */
 	tsd_unix *ux;            /* unix:// only */
 	nng_socket sock;
 	nng_dialer dialer;
@@ -158,8 +160,9 @@ TSD_HIDDEN void tsd_call_finish(tsd_call *k, tsd_status s, tsd_reply *r);
 /* The same with the message when no reply came. */
 TSD_HIDDEN void tsd_call_failf(tsd_call *k, tsd_status s, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-/* The monotonic clock in milliseconds. */
+/* The monotonic clock in milliseconds, and in nanoseconds. */
 TSD_HIDDEN int64_t tsd_now_ms(void);
+TSD_HIDDEN uint64_t tsd_now_ns(void);
 /* Test hook: replies over max bytes are TSD_TOO_LARGE (not exported from libtensord.so). */
 TSD_HIDDEN void tsd_client_set_max_reply(tsd_client *c, size_t max);
 /* tsd_call_run with a file descriptor sent beside the request (SCM_RIGHTS; shm.register): unix://

@@ -19,11 +19,14 @@ typedef enum { RF_NONE, RF_FRAME, RF_BIG, RF_ERR } rf_result;
 /* Read on conn until a frame is in (RF_FRAME: *out, the caller's; RF_BIG: the head of one over
  * max in *out, its length in *len), wait_ms passed (RF_NONE; < 0: no bound) or the connection
  * failed (RF_ERR, why filled). Partial frames stay in conn for the next reader. */
-static rf_result read_frame(tsd_uconn *conn, size_t max, int wait_ms, nng_msg **out,
+static rf_result read_frame(tsd_uconn *conn, size_t max, int wait_ms, int spin_us, nng_msg **out,
 			    uint32_t *len, char *why, size_t cap)
 {
 	unsigned char scratch[4096];
 	int64_t deadline = wait_ms >= 0 ? tsd_now_ms() + wait_ms : 0;
+	/* spin_us > 0: poll without sleeping that long before blocking (the reply then needs no
+	 * wake-up of this thread: on virtual machines that is tens of microseconds) */
+	uint64_t spin_until = spin_us > 0 ? tsd_now_ns() + (uint64_t)spin_us * 1000u : 0;
 	for (;;) {
 		void *dst;
 		size_t want;
@@ -48,6 +51,12 @@ static rf_result read_frame(tsd_uconn *conn, size_t max, int wait_ms, nng_msg **
 			if (errno != EAGAIN && errno != EWOULDBLOCK) {
 				snprintf(why, cap, "reading: %s", strerror(errno));
 				return RF_ERR;
+			}
+			if (spin_until && tsd_now_ns() < spin_until) {
+#if defined(__x86_64__) || defined(__i386__)
+				__builtin_ia32_pause();
+#endif
+				continue;
 			}
 			int left = -1;
 			if (deadline) {
@@ -215,7 +224,7 @@ void ux_read_until(tsd_client *c, tsd_call *k)
 		nng_msg *msg = NULL;
 		uint32_t len = 0;
 		char why[256];
-		switch (read_frame(conn, c->max_reply, wait, &msg, &len, why, sizeof(why))) {
+		switch (read_frame(conn, c->max_reply, wait, k ? c->spin_us : 0, &msg, &len, why, sizeof(why))) {
 		case RF_FRAME:
 			dispatch(c, conn, msg);
 			break;

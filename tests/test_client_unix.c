@@ -382,6 +382,27 @@ START_TEST(sync_calls)
 }
 END_TEST
 
+/* TENSORD_CLIENT_SPIN_US: a waiting call polls before it sleeps; the answers are the same, a
+ * late one (the server delays it past the spin) too. */
+START_TEST(spin_then_block)
+{
+	userv u;
+	userv_start(&u, false);
+	setenv("TENSORD_CLIENT_SPIN_US", "200", 1);
+	tsd_client *c = uopen(&u, TIMEOUT_MS);
+	unsetenv("TENSORD_CLIENT_SPIN_US");
+	for (int i = 0; i < 100; i++)
+		echo_ok(c, i);
+	cJSON *h = req("slow", 500, "\"ms\":20");
+	tsd_reply *r;
+	ck_assert_int_eq(tsd_client_call(c, h, NULL, 0, &r), TSD_OK);
+	tsd_reply_free(r);
+	cJSON_Delete(h);
+	tsd_client_close(c);
+	userv_stop(&u);
+}
+END_TEST
+
 START_TEST(no_server)
 {
 	char err[256] = "";
@@ -759,6 +780,7 @@ Suite *clientunix_suite(void)
 		const TTest *t;
 	} tests[] = {
 		{"sync_calls", sync_calls},
+		{"spin_then_block", spin_then_block},
 		{"no_server", no_server},
 		{"async_out_of_order", async_out_of_order},
 		{"threads_share", threads_share},

@@ -28,6 +28,11 @@
  * not have run it). A call made while no daemon is there waits for one until its timeout
  * (TSD_TIMEOUT, "no connection"). */
 typedef struct tsd_client tsd_client;
+/* Latency on unix:// (read at tsd_client_open): $TENSORD_CLIENT_SPIN_US (0..10000, default 0)
+ * makes a waiting call poll its socket that long before it sleeps. A reply that comes within it
+ * needs no wake-up of the caller's thread, which on a virtual machine can cost tens of
+ * microseconds a round trip; the price is that much CPU per call. For a lone robot's control
+ * loop, not for a fleet sharing a few cores with the daemon. */
 /* One request in flight (asynchronous form, tsd_client_submit). */
 typedef struct tsd_call tsd_call;
 /* A reply from the daemon: the decoded header and tensor views over the received message. */
