@@ -439,8 +439,9 @@ START_TEST(t_refused_unparsed)
 		printf("hostileconn: refused peer, round %d: 49 requests pipelined (the first with a 2 MiB garbage header): "
 		       "%d answered unauthorised, then closed\n", round, answers);
 		fflush(stdout);
-		ck_assert_msg(answers >= 1 && answers < 49, "round %d: %d answers to a refused peer's 49 requests", round,
-			      answers);
+		/* the first is answered; the second, arriving while that answer may still sit in nng's
+		 * queue for the pipe, closes it, and nng drops what it had not written: 0 or 1 come */
+		ck_assert_msg(answers < 49, "round %d: %d answers to a refused peer's 49 requests", round, answers);
 		close(fd);
 	}
 	free(b);
