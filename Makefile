@@ -38,7 +38,7 @@ TEST_SRC   := $(wildcard tests/*.c)
 # nng, libuv or libsystemd): the ARM64 build of check-aarch64.
 TEST_SERVING_SRC := $(addprefix tests/,daemon_harness.c test_client.c test_client_live.c test_config.c test_daemon.c \
 	test_daemon_bad.c test_daemon_onnx.c test_graph_batch.c test_graph_builder.c test_graph_ops.c test_metrics.c test_protocol.c \
-	test_hostile_files.c test_hostile_compile.c test_hostile_mem.c test_hostile_conn.c test_hostile_auth.c test_unix_transport.c \
+	test_hostile_files.c test_hostile_compile.c test_hostile_mem.c test_hostile_conn.c test_hostile_auth.c test_unix_transport.c test_sp_transport.c \
 	test_client_unix.c test_shm.c)
 TESTS      ?= all
 ifeq ($(TESTS),engine)
@@ -232,7 +232,7 @@ test: $(TEST_BIN) $(DAEMON_BIN)
 
 # The daemon and client suites again with their clients on nng's ipc:// (make test runs them on
 # unix://; the daemon listens on both either way, tests/daemon_harness.h). hostileconn tests
-# nng's connections (always on nng), unixtransport and clientunix the unix transport's.
+# nng clients (always on ipc:), unixtransport and clientunix the unix transport's, sptransport the SP framing.
 NNG_SUITES := daemon daemononnx clientlive
 test-nng: $(TEST_BIN) $(DAEMON_BIN)
 	for s in $(NNG_SUITES); do TSD_TEST_TRANSPORT=nng CK_FORK=yes CK_RUN_SUITE=$$s $(TEST_BIN) || exit 1; done
@@ -263,6 +263,7 @@ tsan:
 	CK_RUN_SUITE=clientunix $(TSAN_RUN)
 	CK_RUN_SUITE=hostilecompile $(TSAN_RUN)
 	CK_RUN_SUITE=unixtransport $(TSAN_RUN)
+	CK_RUN_SUITE=sptransport $(TSAN_RUN)
 	CK_RUN_SUITE=shm $(TSAN_RUN)
 
 # libFuzzer targets for the file loaders and the protocol (tests/fuzz/), which take untrusted input: the engine

@@ -100,6 +100,9 @@ dmn_cfg_status dmn_runtime_dir(const char *xdg_runtime_dir, char *out, size_t ca
 /* Whether url (scheme://HOST:PORT, as config_check accepts it) has a loopback host
  * (127.0.0.0/8, ::1, localhost); false for anything else or unparsable. */
 bool dmn_cfg_url_loopback(const char *url);
+/* scheme://HOST:PORT split: HOST without an IPv6 address's brackets; false when url is not of
+ * that form. */
+bool dmn_cfg_url_hostport(const char *url, char *host, size_t hcap, char *port, size_t pcap);
 
 const char *dmn_cfg_type_name(dmn_cfg_type type);  /* "string", "int", ... */
 const dmn_cfg_key *dmn_cfg_find(const char *name); /* NULL if no such key */

@@ -96,6 +96,15 @@ bool dmn_cfg_url_loopback(const char *url)
 	return sep && split_host(url, (size_t)(sep - url) + 3, host, sizeof(host), &colon) && is_loopback(host);
 }
 
+bool dmn_cfg_url_hostport(const char *url, char *host, size_t hcap, char *port, size_t pcap)
+{
+	const char *sep = strstr(url, "://"), *colon;
+	if (!sep || !split_host(url, (size_t)(sep - url) + 3, host, hcap, &colon) || !host[0] || !colon[1])
+		return false;
+	snprintf(port, pcap, "%s", colon + 1);
+	return true;
+}
+
 /* scheme://HOST:PORT (HOST may be [v6]), the host loopback unless remote is allowed. */
 static dmn_cfg_status check_hostport(const char *where, const char *url, const char *scheme,
 				     bool remote, char *err, size_t errlen)

@@ -23,6 +23,8 @@
 
 static void check_drained(dmn_srv *s);
 
+#define DMN_DRAIN_WRITE_GRACE_NS 500000000ull
+
 /* A job came back from the executor: the idle trim waits for idle_trim_ms after the last. Only
  * jobs count: health or stats polls do not keep the daemon from trimming. */
 static void active(dmn_srv *s)
@@ -67,7 +69,7 @@ static void after_drain(void *arg)
 
 static void close_all(dmn_srv *s)
 {
-	dmn_unix_close(s->ux); /* its listeners, then its connections (closings posted before the inbox closes) */
+	dmn_stream_close(s->stream); /* its listeners, then its connections (closings posted before the inbox closes) */
 	dmn_inbox_close(s->inbox);
 	uv_close((uv_handle_t *)&s->timer, NULL);
 	uv_close((uv_handle_t *)&s->drain_timer, NULL);
@@ -83,7 +85,8 @@ static void check_drained(dmn_srv *s)
 {
 	if (!s->draining || s->exit_code >= 0) /* not draining, or already exiting */
 		return;
-	bool late = eng_now_ns() >= s->drain_deadline;
+	uint64_t now = eng_now_ns();
+	bool late = now >= s->drain_deadline;
 	if (late) {
 		dmn_flush_queues(s, NULL, TSD_SHUTTING_DOWN, "the daemon stopped before it ran");
 		if (s->exec_busy || s->rz_job)
@@ -92,9 +95,10 @@ static void check_drained(dmn_srv *s)
 	bool queued = s->ctl_len > 0;
 	for (int i = 0; i < s->nmodels && !queued; i++)
 		queued = s->models[i]->queued > 0;
-	/* past the deadline, replies still not taken (a client that does not read) are not waited
-	 * for: the close drops them */
-	if (queued || s->exec_busy || s->rz_job || (!late && dmn_nng_sending(s->nng) + dmn_unix_sending(s->ux) > 0))
+	/* replies still being written get half a second past the deadline (the answers made at it,
+	 * to clients that read); then what a client did not take is dropped by the close */
+	if (queued || s->exec_busy || s->rz_job ||
+	    (now < s->drain_deadline + DMN_DRAIN_WRITE_GRACE_NS && dmn_stream_sending(s->stream) > 0))
 		return;
 	dmn_log(&s->log, DMN_LOG_INFO, "drained%s; exiting", late ? " (at the deadline)" : "");
 	s->exit_code = s->exit_status;
@@ -106,7 +110,7 @@ static void check_drained(dmn_srv *s)
 static bool idle(dmn_srv *s)
 {
 	if (s->exec_busy || s->ctl_len > 0 || s->draining || s->exit_code >= 0 ||
-	    dmn_nng_sending(s->nng) + dmn_unix_sending(s->ux) > 0)
+	    dmn_stream_sending(s->stream) > 0)
 		return false;
 	for (int i = 0; i < s->nmodels; i++)
 		if (s->models[i]->queued > 0 || s->models[i]->loading > 0)
@@ -376,9 +380,9 @@ int dmn_serve(dmn_config *cfg, int argc, char *const *argv)
 	/* partial_bytes_max 0: a quarter of the engine's limit, 1 GiB without one */
 	uint64_t partial = s->cfg.partial_bytes_max ? s->cfg.partial_bytes_max : s->mem_limit ? s->mem_limit / 4 : 1ull << 30;
 	err[0] = 0;
-	if (!(s->ux = dmn_unix_start(&s->cfg, &s->log, s->inbox, &s->loop, partial, err, sizeof(err))) && err[0])
+	if (!(s->stream = dmn_stream_start(&s->cfg, &s->log, s->inbox, &s->loop, partial, err, sizeof(err))) && err[0])
 		goto out;
-	if (!(s->nng = dmn_nng_start(&s->cfg, &s->log, s->inbox, err, sizeof(err))) || dmn_http_start(s, err, sizeof(err)))
+	if (dmn_http_start(s, err, sizeof(err)))
 		goto out;
 	dmn_clean_leftovers(&s->cfg, &s->log); /* a killed daemon's temporary files (before any request runs) */
 	if (dmn_preload(s, false) < 0) {
@@ -392,12 +396,6 @@ out:
 	if (rc && err[0])
 		dmn_log(&s->log, DMN_LOG_ERROR, "%s", err);
 	dmn_http_stop(s);
-	if (!dmn_nng_stop(s->nng, s->inbox)) {
-		/* nng's threads still hold the inbox and our callbacks: nothing more is freed, and
-		 * nng's exit handler (it would wait for the same close) is not run */
-		_exit(rc);
-	}
-	s->nng = NULL;
 	dmn_exec_stop(s);
 	if (loop_ok) {
 		if (s->exit_code < 0) {
@@ -410,8 +408,8 @@ out:
 		close(s->tfd);
 	free_state(s);
 	dmn_auth_clear(s);
-	dmn_unix_stop(s->ux); /* after the executor stopped and the lost requests were freed */
-	s->ux = NULL;
+	dmn_stream_stop(s->stream); /* after the executor stopped and the lost requests were freed */
+	s->stream = NULL;
 	dmn_config_free(&s->cfg);
 	free(s);
 	return rc;

@@ -6,6 +6,7 @@
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -26,6 +27,19 @@ static cJSON *process_json(void)
 	cJSON_AddNumberToObject(p, "heap_in_use_bytes", (double)(mi.uordblks + mi.hblkhd));
 	cJSON_AddNumberToObject(p, "heap_free_bytes", (double)mi.fordblks);
 	return p;
+}
+
+/* Every kind of address's transport figures, and the totals over them (open, refused_cap,
+ * reply_timeouts) in *sum. */
+static void stream_stats(dmn_srv *s, dmn_stream_stats ks[DMN_ST_KINDS], dmn_stream_stats *sum)
+{
+	memset(sum, 0, sizeof(*sum));
+	for (int k = 0; k < DMN_ST_KINDS; k++) {
+		dmn_stream_get_stats(s->stream, (dmn_stream_kind)k, &ks[k]);
+		sum->open += ks[k].open;
+		sum->refused_cap += ks[k].refused_cap;
+		sum->reply_timeouts += ks[k].reply_timeouts;
+	}
 }
 
 cJSON *dmn_stats_json(dmn_srv *s)
@@ -83,27 +97,27 @@ cJSON *dmn_stats_json(dmn_srv *s)
 	cJSON_AddItemToObject(x, "engine", eng);
 	cJSON_AddItemToObject(x, "models", models);
 	cJSON_AddItemToObject(x, "realize", rz);
-	dmn_nng_stats ns;
-	dmn_nng_get_stats(s->nng, &ns);
+	dmn_stream_stats ks[DMN_ST_KINDS], sum;
+	stream_stats(s, ks, &sum);
 	cJSON *co = cJSON_AddObjectToObject(x, "connections");
-	cJSON_AddNumberToObject(co, "open", (double)ns.open);
-	cJSON_AddNumberToObject(co, "refused_peer_cap", (double)ns.refused_cap);
-	cJSON_AddNumberToObject(co, "closed_reply_timeout", (double)ns.reply_timeouts);
+	cJSON_AddNumberToObject(co, "open", (double)sum.open);
+	cJSON_AddNumberToObject(co, "refused_peer_cap", (double)sum.refused_cap);
+	cJSON_AddNumberToObject(co, "closed_reply_timeout", (double)sum.reply_timeouts);
 	cJSON_AddNumberToObject(co, "closed_flood", (double)s->hangup_flood);
 	cJSON_AddNumberToObject(co, "closed_refused", (double)s->hangup_refused);
 	cJSON_AddNumberToObject(co, "auth_refused", (double)s->auth_refused);
 	cJSON_AddNumberToObject(co, "closed_token", (double)s->hangup_token);
-	dmn_unix_stats us;
-	dmn_unix_get_stats(s->ux, &us);
-	cJSON *cu = cJSON_AddObjectToObject(co, "unix"); /* the unix:// transport's own (the above: nng's) */
-	cJSON_AddNumberToObject(cu, "open", (double)us.open);
-	cJSON_AddNumberToObject(cu, "refused_peer_cap", (double)us.refused_cap);
-	cJSON_AddNumberToObject(cu, "closed_reply_timeout", (double)us.reply_timeouts);
-	cJSON_AddNumberToObject(cu, "closed_frame_timeout", (double)us.frame_timeouts);
-	cJSON_AddNumberToObject(cu, "frames_refused", (double)us.frames_refused);
-	cJSON_AddNumberToObject(cu, "budget_waits", (double)us.budget_waits);
-	cJSON_AddNumberToObject(cu, "pending_waits", (double)us.pending_waits);
-	cJSON_AddNumberToObject(cu, "partial_bytes", (double)us.partial_bytes);
+	for (int k = 0; k < DMN_ST_KINDS; k++) { /* each kind of address's own */
+		cJSON *cu = cJSON_AddObjectToObject(co, dmn_stream_kind_name((dmn_stream_kind)k));
+		cJSON_AddNumberToObject(cu, "open", (double)ks[k].open);
+		cJSON_AddNumberToObject(cu, "refused_peer_cap", (double)ks[k].refused_cap);
+		cJSON_AddNumberToObject(cu, "closed_reply_timeout", (double)ks[k].reply_timeouts);
+		cJSON_AddNumberToObject(cu, "closed_frame_timeout", (double)ks[k].frame_timeouts);
+		cJSON_AddNumberToObject(cu, "frames_refused", (double)ks[k].frames_refused);
+		cJSON_AddNumberToObject(cu, "budget_waits", (double)ks[k].budget_waits);
+		cJSON_AddNumberToObject(cu, "pending_waits", (double)ks[k].pending_waits);
+		cJSON_AddNumberToObject(cu, "partial_bytes", (double)ks[k].partial_bytes);
+	}
 	cJSON_AddItemToObject(x, "process", process_json());
 	return x;
 }
@@ -155,20 +169,26 @@ char *dmn_metrics_text(dmn_srv *s)
 		 (double)s->realize_over_budget, true},
 		{"tensord_realize_programs", "Compiled programs the realize worker holds", (double)rd.programs, false},
 	};
-	dmn_nng_stats ns;
-	dmn_nng_get_stats(s->nng, &ns);
-	dmn_unix_stats us;
-	dmn_unix_get_stats(s->ux, &us);
+	/* per kind of address, one family after another (a family's series must be contiguous) */
+	dmn_stream_stats ks[DMN_ST_KINDS], sum;
+	stream_stats(s, ks, &sum);
+	static const struct { const char *name, *help; size_t off; bool counter; } tk[] = {
+		{"tensord_transport_connections", "Connections open, by kind of address", offsetof(dmn_stream_stats, open), false},
+		{"tensord_transport_closed_frame_timeout_total", "Connections closed: a frame (or SP handshake) not complete within frame_timeout_ms", offsetof(dmn_stream_stats, frame_timeouts), true},
+		{"tensord_transport_frames_refused_total", "Frames refused by the transport (length, prefix, handshake, descriptors)", offsetof(dmn_stream_stats, frames_refused), true},
+		{"tensord_transport_partial_bytes", "Bytes of frames being received", offsetof(dmn_stream_stats, partial_bytes), false},
+	};
+	for (size_t i = 0; i < sizeof(tk) / sizeof(*tk); i++)
+		for (int k = 0; k < DMN_ST_KINDS; k++) {
+			dmn_label l = {"transport", dmn_stream_kind_name((dmn_stream_kind)k)};
+			int64_t v;
+			memcpy(&v, (const char *)&ks[k] + tk[i].off, sizeof(v));
+			(tk[i].counter ? dmn_prom_counter : dmn_prom_gauge)(&p, tk[i].name, tk[i].help, &l, 1, (double)v);
+		}
 	struct { const char *name, *help; double v; bool counter; } cn[] = {
-		{"tensord_unix_connections", "unix:// connections open", (double)us.open, false},
-		{"tensord_unix_connections_refused_peer_cap_total", "unix:// connections closed at once: their uid had peer_connections_max", (double)us.refused_cap, true},
-		{"tensord_unix_connections_closed_reply_timeout_total", "unix:// connections closed: a reply not written within reply_timeout_ms", (double)us.reply_timeouts, true},
-		{"tensord_unix_connections_closed_frame_timeout_total", "unix:// connections closed: a frame not complete within frame_timeout_ms", (double)us.frame_timeouts, true},
-		{"tensord_unix_frames_refused_total", "unix:// frames refused by the transport (length, prefix, descriptors)", (double)us.frames_refused, true},
-		{"tensord_unix_partial_bytes", "Bytes of unix:// frames being received", (double)us.partial_bytes, false},
-		{"tensord_connections", "Connections open", (double)ns.open, false},
-		{"tensord_connections_refused_peer_cap_total", "Connections closed at once: their peer had peer_connections_max", (double)ns.refused_cap, true},
-		{"tensord_connections_closed_reply_timeout_total", "Connections closed: a reply not taken within reply_timeout_ms", (double)ns.reply_timeouts, true},
+		{"tensord_connections", "Connections open", (double)sum.open, false},
+		{"tensord_connections_refused_peer_cap_total", "Connections closed at once: their peer had peer_connections_max", (double)sum.refused_cap, true},
+		{"tensord_connections_closed_reply_timeout_total", "Connections closed: a reply not taken within reply_timeout_ms", (double)sum.reply_timeouts, true},
 		{"tensord_connections_closed_flood_total", "Connections closed: far past client_inflight_max", (double)s->hangup_flood, true},
 		{"tensord_connections_closed_refused_total", "Connections of refused peers closed after their answer", (double)s->hangup_refused, true},
 		{"tensord_auth_refused_total", "tcp requests refused: token missing or wrong (tcp_token_file)", (double)s->auth_refused, true},

@@ -1,6 +1,6 @@
 /* transport.h: the seam where requests enter the daemon and replies leave it, and the
- * transports behind it (nng's REP socket, transport_nng.c; unix:// stream sockets on the loop,
- * transport_unix.c). A transport owns channels, each carrying one request at a time: it posts a received request onto the inbox's ARRIVED
+ * transport behind it (stream sockets on the loop: unix://, and nng's SP wire protocol on
+ * ipc:// and tcp://, transport_stream.c). A transport owns channels, each carrying one request at a time: it posts a received request onto the inbox's ARRIVED
  * lane as its channel, and a closed connection onto the CLOSED lane; the loop decodes, checks
  * and answers, and every reply goes back through the channel's ops (docs/ARCHITECTURE.md,
  * "What a new frontend or transport implements"). */
@@ -63,58 +63,44 @@ typedef struct dmn_closed {
 	uint32_t conn;
 } dmn_closed;
 
-/* ---- transport_nng.c: nng's REP socket on the configured ipc and tcp addresses ---- */
-typedef struct dmn_nng dmn_nng;
-/* Listen and start receiving into ib (max_pending channels); NULL and err on failure (what
- * was started is stopped). cfg, log and ib must outlive it. */
-dmn_nng *dmn_nng_start(const dmn_config *cfg, dmn_logger *log, dmn_inbox *ib, char *err, size_t errlen);
-/* Close the listeners, then the socket, take back the requests left on ib (the ARRIVED lane),
- * free t; true. nng's close runs on a helper thread and is given up after a second (nng 1.5's
- * nng_close can hang for good, nanomsg/nng#1543): then false, t and ib are left as they are
- * (nng's threads may still use them) and the caller must _exit. NULL is allowed (true). */
-bool dmn_nng_stop(dmn_nng *t, dmn_inbox *ib);
-/* Replies handed to nng and not yet sent (any thread); 0 for NULL. */
-int dmn_nng_sending(const dmn_nng *t);
-/* The transport's connection figures (any thread; zeros for NULL). */
-typedef struct dmn_nng_stats {
-	int64_t open;           /* connections open now */
-	int64_t refused_cap;    /* connections closed at once: their peer had peer_connections_max */
-	int64_t reply_timeouts; /* connections closed: a reply not taken within reply_timeout_ms */
-} dmn_nng_stats;
-void dmn_nng_get_stats(dmn_nng *t, dmn_nng_stats *st);
-
-/* ---- transport_unix.c: unix:// stream sockets on the loop (docs/PROTOCOL.md "unix:// framing")
- * Every message is a frame: u32 little-endian length, then one TSD1 message. The loop accepts,
- * reads (recvmsg) and checks frames and posts each as a channel of its own; replies are written
- * by the thread that made them when nothing is queued on that connection, else queued and
- * written by the loop (UV_WRITABLE). ---- */
-typedef struct dmn_unix dmn_unix;
-/* Listen on cfg's unix:// addresses (none: NULL, no error), on loop (the loop thread). partial_max:
- * the bytes of frames being received, all connections together (partial_bytes_max resolved).
- * NULL with err set on failure (what was started is closed: run the loop, then dmn_unix_stop).
- * cfg, log, ib and loop must outlive it. */
-dmn_unix *dmn_unix_start(const dmn_config *cfg, dmn_logger *log, dmn_inbox *ib, uv_loop_t *loop,
-			 uint64_t partial_max, char *err, size_t errlen);
+/* ---- transport_stream.c: the daemon's stream sockets, all on the loop ----
+ * unix:// (AF_UNIX, docs/PROTOCOL.md "unix:// framing": u32 little-endian length, then one TSD1
+ * message), and nng's wire protocol for nng's REQ clients: ipc:// (AF_UNIX) and tcp://, SP
+ * framing (an 8-byte handshake, then per message a length and the request's backtrace; the
+ * body is one TSD1 message). The loop accepts, reads (recvmsg) and checks frames and posts each
+ * as a channel of its own; replies are written by the thread that made them when nothing is
+ * queued on that connection, else queued and written by the loop (UV_WRITABLE). ---- */
+typedef struct dmn_stream dmn_stream;
+/* The kinds of address it serves (the stats are kept per kind). */
+typedef enum dmn_stream_kind { DMN_ST_UNIX, DMN_ST_IPC, DMN_ST_TCP, DMN_ST_KINDS } dmn_stream_kind;
+const char *dmn_stream_kind_name(dmn_stream_kind k); /* "unix", "ipc", "tcp" */
+/* Listen on cfg's unix:// and ipc:// addresses (listen) and tcp:// ones (tcp_listen), on loop
+ * (the loop thread); none: NULL, no error. partial_max: the bytes of frames being received, all
+ * connections together (partial_bytes_max resolved). NULL with err set on failure (what was
+ * started is closed: run the loop, then dmn_stream_stop). cfg, log, ib and loop must outlive it. */
+dmn_stream *dmn_stream_start(const dmn_config *cfg, dmn_logger *log, dmn_inbox *ib, uv_loop_t *loop,
+			     uint64_t partial_max, char *err, size_t errlen);
 /* Loop: stop listening, then close every connection (their closing posted on CLOSED; replies
  * still queued are dropped) and the transport's handles. Idempotent; NULL allowed. */
-void dmn_unix_close(dmn_unix *t);
+void dmn_stream_close(dmn_stream *t);
 /* After the loop ran the closes and no thread sends any more (the executor stopped): free t,
  * every connection and the channels still held (requests never answered, whose message was
  * taken or freed already, and those left on the ARRIVED lane with theirs); the socket files.
  * NULL allowed. */
-void dmn_unix_stop(dmn_unix *t);
+void dmn_stream_stop(dmn_stream *t);
 /* Replies queued and not yet written (any thread); 0 for NULL. */
-int dmn_unix_sending(const dmn_unix *t);
-typedef struct dmn_unix_stats {
+int dmn_stream_sending(const dmn_stream *t);
+typedef struct dmn_stream_stats {
 	int64_t open;           /* connections open now */
-	int64_t refused_cap;    /* closed at once: their peer (uid) had peer_connections_max */
+	int64_t refused_cap;    /* closed at once: their peer (uid, or tcp address) had peer_connections_max */
 	int64_t reply_timeouts; /* closed: a reply not written within reply_timeout_ms */
-	int64_t frame_timeouts; /* closed: a frame begun and not complete within frame_timeout_ms */
-	int64_t frames_refused; /* bad length, too large, bad prefix (then closed), fds attached */
+	int64_t frame_timeouts; /* closed: a frame (or SP handshake) begun and not complete within frame_timeout_ms */
+	int64_t frames_refused; /* bad length, too large, bad prefix or handshake (then closed), fds attached */
 	int64_t budget_waits;   /* frames that waited for partial_bytes_max to have room */
 	int64_t pending_waits;  /* times a connection was not read: max_pending channels were held */
 	int64_t partial_bytes;  /* bytes of frames being received now */
-} dmn_unix_stats;
-void dmn_unix_get_stats(dmn_unix *t, dmn_unix_stats *st); /* zeros for NULL */
+} dmn_stream_stats;
+/* Kind k's figures (any thread); zeros for NULL. */
+void dmn_stream_get_stats(dmn_stream *t, dmn_stream_kind k, dmn_stream_stats *st);
 
 #endif

@@ -255,8 +255,7 @@ struct dmn_srv {
 	uv_timer_t drain_timer;
 	uv_timer_t trim_timer; /* gives freed heap memory back to the system every second */
 	uv_signal_t sig_term, sig_int, sig_hup;
-	dmn_nng *nng;        /* the nng transport (transport_nng.c) */
-	dmn_unix *ux;        /* the unix:// transport (transport_unix.c), NULL without unix:// addresses */
+	dmn_stream *stream;  /* the transport (transport_stream.c): unix://, ipc://, tcp://; NULL without addresses */
 	/* loop-owned */
 	dmn_client *clients[DMN_CLIENT_BUCKETS];
 	dmn_req *spare;      /* freed requests for reuse (request.c) */

@@ -2,19 +2,23 @@
  * tests (daemon_harness.h has the life cycle and the cleanup rules). */
 #include "daemon_harness.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <libgen.h>
 #include <limits.h>
 #include <math.h>
+#include <poll.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -785,4 +789,37 @@ tsd_status dh_raw_call(nng_socket sock, const void *buf, size_t len, proto_msg *
 	if (nng_recvmsg(sock, keep, 0))
 		return TSD_STATUS_COUNT;
 	return decode_reply(*keep, pm);
+}
+
+int dh_free_port(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(fd, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(a);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	close(fd);
+	return ntohs(a.sin_port);
+}
+
+bool dh_recv_all(int fd, void *buf, size_t len, int timeout_ms)
+{
+	unsigned char *b = buf;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	double until = (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6 + timeout_ms;
+	while (len) {
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		int left = (int)(until - ((double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6));
+		struct pollfd p = {fd, POLLIN, 0};
+		if (left <= 0 || poll(&p, 1, left) != 1)
+			return false;
+		ssize_t r = recv(fd, b, len, 0);
+		if (r <= 0)
+			return false;
+		b += r;
+		len -= (size_t)r;
+	}
+	return true;
 }

@@ -81,6 +81,10 @@ tsd_client *dh_client(const dh_daemon *d);
 /* A client on the nng ipc:// address whatever TSD_TEST_TRANSPORT says (tests of nng's own
  * connections, and of the unix transport's counts without adding to them). */
 tsd_client *dh_client_nng(const dh_daemon *d);
+/* A port on 127.0.0.1 free a moment ago (bound to 0 and released). */
+int dh_free_port(void);
+/* Read exactly len bytes from fd within timeout_ms; false on EOF, reset or timeout. */
+bool dh_recv_all(int fd, void *buf, size_t len, int timeout_ms);
 
 /* A float32 tensor view (nothing copied). */
 tsd_tensor dh_f32(const char *name, const float *data, const int64_t *shape, int ndim);

@@ -30,18 +30,6 @@ static void write_file(const char *path, const char *text, mode_t mode)
 	ck_assert_int_eq(chmod(path, mode), 0);
 }
 
-/* A port on 127.0.0.1 free a moment ago (bound to 0 and released). */
-static int free_port(void)
-{
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	ck_assert_int_ge(fd, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(a);
-	ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-	close(fd);
-	return ntohs(a.sin_port);
-}
 
 /* ---- the token's rules ---- */
 
@@ -140,7 +128,7 @@ START_TEST(t_client_sends)
 	write_file(path, TOKEN "\n", 0600);
 	unsetenv("TENSORD_TOKEN");
 	setenv("TENSORD_TOKEN_FILE", path, 1);
-	snprintf(tcp, sizeof tcp, "tcp://127.0.0.1:%d", free_port());
+	snprintf(tcp, sizeof tcp, "tcp://127.0.0.1:%d", dh_free_port());
 	cJSON *h = header_sent(tcp);
 	const cJSON *t = cJSON_GetObjectItemCaseSensitive(h, "token");
 	ck_assert_msg(cJSON_IsString(t) && !strcmp(t->valuestring, TOKEN), "tcp: no token sent");
@@ -150,7 +138,7 @@ START_TEST(t_client_sends)
 	cJSON_Delete(h);
 	unsetenv("TENSORD_TOKEN_FILE");
 	setenv("TENSORD_TOKEN", WRONG, 1);
-	snprintf(tcp, sizeof tcp, "tcp://127.0.0.1:%d", free_port());
+	snprintf(tcp, sizeof tcp, "tcp://127.0.0.1:%d", dh_free_port());
 	h = header_sent(tcp);
 	t = cJSON_GetObjectItemCaseSensitive(h, "token");
 	ck_assert_msg(cJSON_IsString(t) && !strcmp(t->valuestring, WRONG), "tcp: TENSORD_TOKEN not sent");
@@ -179,7 +167,7 @@ static void start_with_token(dh_daemon *d, char *tcp, size_t tcplen, char *path,
 	dh_prepare(d);
 	snprintf(path, pathlen, "%s/token", d->dir);
 	write_file(path, TOKEN "\n", 0600);
-	snprintf(tcp, tcplen, "tcp://127.0.0.1:%d", free_port());
+	snprintf(tcp, tcplen, "tcp://127.0.0.1:%d", dh_free_port());
 	char extra[1024];
 	snprintf(extra, sizeof extra, "{\"tcp_listen\":[\"%s\"],\"tcp_token_file\":\"%s\"}", tcp, path);
 	dh_start(d, extra);
@@ -319,19 +307,19 @@ START_TEST(t_start_refused)
 	snprintf(path, sizeof path, "%s/token", d.dir);
 	snprintf(err2, sizeof err2, "%s/stderr2", d.dir);
 	write_file(path, TOKEN "\n", 0644);
-	snprintf(extra, sizeof extra, "{\"tcp_listen\":[\"tcp://127.0.0.1:%d\"],\"tcp_token_file\":\"%s\"}", free_port(),
+	snprintf(extra, sizeof extra, "{\"tcp_listen\":[\"tcp://127.0.0.1:%d\"],\"tcp_token_file\":\"%s\"}", dh_free_port(),
 		 path);
 	dh_write_config(&d, extra);
 	dh_expect_start_fails(&d, err2, path, "a token file of mode 0644");
 	ck_assert_msg(dh_file_has(err2, "accessible by others"), "the refusal does not say why");
 	ck_assert_msg(!dh_file_has(err2, TOKEN), "the refusal shows the token");
-	snprintf(extra, sizeof extra, "{\"tcp_listen\":[\"tcp://0.0.0.0:%d\"],\"tcp_allow_remote\":true}", free_port());
+	snprintf(extra, sizeof extra, "{\"tcp_listen\":[\"tcp://0.0.0.0:%d\"],\"tcp_allow_remote\":true}", dh_free_port());
 	dh_write_config(&d, extra);
 	dh_expect_start_fails(&d, err2, "tcp_token_file", "tcp on 0.0.0.0 without a token file");
 	ck_assert_msg(dh_file_has(err2, "tcp_allow_remote"), "the refusal does not name tcp_allow_remote");
 	/* loopback tcp needs no token file; a relative one is refused */
 	snprintf(extra, sizeof extra, "{\"tcp_listen\":[\"tcp://127.0.0.1:%d\"],\"tcp_token_file\":\"token\"}",
-		 free_port());
+		 dh_free_port());
 	dh_write_config(&d, extra);
 	dh_expect_start_fails(&d, err2, "absolute", "a relative tcp_token_file");
 }
@@ -363,7 +351,7 @@ START_TEST(t_metrics_remote)
 	for (int remote = 0; remote < 2; remote++) {
 		dh_daemon d = {0};
 		char extra[256];
-		int port = free_port();
+		int port = dh_free_port();
 		snprintf(extra, sizeof extra,
 			 "{\"http_listen\":\"http://0.0.0.0:%d\",\"tcp_allow_remote\":true,\"metrics_remote\":%s}", port,
 			 remote ? "true" : "false");

@@ -139,30 +139,12 @@ static int sp_send(int fd, uint32_t reqid, const void *body, size_t len, int tim
 	return rv ? rv : write_all(fd, body, len, timeout_ms);
 }
 
-/* Read exactly len bytes within timeout_ms; false on EOF, reset or timeout. */
-static bool read_all(int fd, void *buf, size_t len, int timeout_ms)
-{
-	unsigned char *b = buf;
-	double until = now_ms() + timeout_ms;
-	while (len) {
-		struct pollfd p = {fd, POLLIN, 0};
-		int left = (int)(until - now_ms());
-		if (left <= 0 || poll(&p, 1, left) != 1)
-			return false;
-		ssize_t r = recv(fd, b, len, 0);
-		if (r <= 0)
-			return false;
-		b += r;
-		len -= (size_t)r;
-	}
-	return true;
-}
 
 /* One reply (the body after the request id, malloc'd, *len its size), or NULL. */
 static unsigned char *sp_recv(int fd, size_t *len, int timeout_ms)
 {
 	unsigned char h[9];
-	if (!read_all(fd, h, 9, timeout_ms))
+	if (!dh_recv_all(fd, h, 9, timeout_ms))
 		return NULL;
 	uint64_t n = 0;
 	for (int i = 1; i < 9; i++)
@@ -170,7 +152,7 @@ static unsigned char *sp_recv(int fd, size_t *len, int timeout_ms)
 	ck_assert_msg(h[0] == 1 && n >= 4 && n < (1u << 30), "a bad SP frame");
 	unsigned char *b = malloc(n);
 	ck_assert(b);
-	if (!read_all(fd, b, n, timeout_ms)) {
+	if (!dh_recv_all(fd, b, n, timeout_ms)) {
 		free(b);
 		return NULL;
 	}

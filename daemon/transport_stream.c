@@ -1,16 +1,23 @@
-/* transport_unix.c: the unix:// transport: AF_UNIX stream sockets on the daemon's libuv loop,
- * each message a frame (u32 little-endian length + one TSD1 message; docs/PROTOCOL.md "unix://
- * framing"). The loop accepts (SO_PEERCRED kept per connection, peer_connections_max per uid),
- * reads with recvmsg into a frame state machine (length, TSD1 prefix against max_header_bytes,
- * body into an nng_msg used as a plain buffer) under frame_timeout_ms and a total budget for
- * half-received frames (partial_bytes_max), and posts each frame as a channel of its own.
- * Replies are written by the thread that made them while nothing is queued on the connection
- * (under its mutex, non-blocking); the rest is queued and the loop woken to finish it. */
+/* transport_stream.c: the daemon's stream sockets on its libuv loop. unix:// frames each message
+ * as a u32 little-endian length + one TSD1 message (docs/PROTOCOL.md "unix:// framing"); ipc://
+ * (AF_UNIX) and tcp:// speak nng's SP wire protocol for nng's REQ clients: an 8-byte handshake,
+ * then per message its length (ipc: a type byte first), the REQ's backtrace (4-byte words, the
+ * last with its top bit set), the TSD1 message; replies carry the backtrace back. The loop
+ * accepts (SO_PEERCRED kept on AF_UNIX; peer_connections_max per uid, per address on tcp),
+ * reads with recvmsg into a frame state machine (prefix, backtrace, TSD1 prefix against
+ * max_header_bytes, body into an nng_msg used as a plain buffer) under frame_timeout_ms and a
+ * total budget for half-received frames (partial_bytes_max), and posts each frame as a channel
+ * of its own. Replies are written by the thread that made them while nothing is queued on the
+ * connection (under its mutex, non-blocking); the rest is queued and the loop woken for it. */
 #include "transport.h"
 #include "sockfile.h"
 #include "util.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <pthread.h>
@@ -29,7 +36,12 @@
 #define READS_PER_WAKE 64 /* recvmsg calls per readable event: one busy connection cannot hold the loop */
 #define ACCEPTS_PER_WAKE 64
 #define MAX_FDS 16        /* descriptors one recvmsg can take (then closed) */
-#define FRAME_PREFIX 4
+#define PRE_MAX 9         /* a frame's length prefix: unix 4 (LE), SP tcp 8 (BE), SP ipc 1 + 8 */
+#define SP_HELLO 8        /* the SP handshake: 0 'S' 'P' 0, protocol (BE16), 0 0 */
+#define SP_BT_MAX 32      /* a backtrace of at most 8 hops (nng's default ttl) */
+#define SP_SLACK 4096    /* SP bodies up to this far over max_message_bytes reach the decoder (too_large) */
+#define SP_REQ0 0x30
+#define SP_REP0 0x31
 
 typedef struct uconn uconn;
 
@@ -40,6 +52,10 @@ typedef struct ureq {
 	struct ureq *next;    /* the connection's queue of replies being written (under c->mu) */
 	struct ureq *lprev, *lnext; /* the connection's channels alive (under c->mu) */
 	nng_msg *out;         /* the reply queued */
+	unsigned char pre[PRE_MAX + SP_BT_MAX]; /* its length prefix (and SP backtrace) */
+	uint8_t npre;
+	unsigned char bt[SP_BT_MAX]; /* SP: the request's backtrace, sent back with its reply */
+	uint8_t nbt;
 	size_t off;           /* bytes of prefix + body written */
 	uint64_t queued_at;   /* ns */
 	bool close_after;     /* the connection closes once this reply is written */
@@ -47,10 +63,13 @@ typedef struct ureq {
 } ureq;
 
 struct uconn {
-	dmn_unix *t;
+	dmn_stream *t;
 	int fd;
 	uint32_t id;
-	uint64_t uid, gid;
+	dmn_stream_kind kind;
+	bool sp;              /* ipc:// or tcp://: nng's SP framing */
+	uint64_t uid, gid;    /* AF_UNIX: SO_PEERCRED */
+	char peer[64];        /* "uid N", or the tcp peer's address: in logs, peer_connections_max's key */
 	uv_poll_t poll;
 	/* loop only */
 	int events;           /* polled for now */
@@ -58,9 +77,16 @@ struct uconn {
 	bool linger;          /* reads nothing more; closes once its queue is written */
 	bool wait_budget;     /* a frame's length is in, no room in partial_bytes_max yet */
 	bool wait_pending;    /* not read: max_pending channels are held, all connections together */
-	unsigned char pre[FRAME_PREFIX];
+	unsigned char hs[SP_HELLO]; /* SP: the peer's handshake */
+	uint8_t nhs;
+	unsigned char pre[PRE_MAX];
 	size_t npre;
-	uint32_t flen;        /* the frame's length, once npre == 4 */
+	uint64_t plen;        /* SP: the message's length (backtrace + body) */
+	unsigned char bt[SP_BT_MAX]; /* SP: the frame's backtrace */
+	uint8_t nbt;
+	bool bt_done;
+	uint64_t skip;        /* SP: bytes of a cut frame still to be read past */
+	uint64_t flen;        /* the frame's body length, once its prefix (and backtrace) are in */
 	nng_msg *body;        /* the frame being received */
 	size_t have;
 	bool fds;             /* descriptors came that cannot be given to one frame (more than one, or
@@ -95,13 +121,15 @@ struct uconn {
 
 typedef struct ulisten {
 	uv_poll_t poll;
-	struct dmn_unix *t;
+	struct dmn_stream *t;
 	int fd;
+	dmn_stream_kind kind;
 	bool polling;
-	char path[DMN_IPC_PATH_MAX + 1];
+	char path[DMN_IPC_PATH_MAX + 1]; /* AF_UNIX: the socket file (released at the stop) */
+	char url[DMN_IPC_PATH_MAX + 16];
 } ulisten;
 
-struct dmn_unix {
+struct dmn_stream {
 	dmn_logger *log;
 	dmn_inbox *ib;
 	uv_loop_t *loop;
@@ -111,15 +139,16 @@ struct dmn_unix {
 	int peer_cap;
 	int max_pending;
 	int nlisten;
-	ulisten listen[DMN_CFG_LIST_MAX];
+	ulisten listen[2 * DMN_CFG_LIST_MAX];
 	uv_async_t wake;      /* writers that need the loop */
 	uv_timer_t tick;      /* timeouts */
 	uv_timer_t grant;     /* budget given to waiters, outside the callback that freed it */
 	bool handles, closed;
 	uint32_t next_id;
 	uconn *open;          /* loop: open connections */
-	int64_t nopen;
+	int64_t nopen[DMN_ST_KINDS];
 	uint64_t partial;     /* loop: bytes reserved by frames being received */
+	uint64_t partial_k[DMN_ST_KINDS];
 	uconn *bhead, *btail; /* loop: waiting for budget, oldest first */
 	uconn *phead;         /* loop: waiting for max_pending to have room */
 	unsigned char stage[STAGE_BYTES];
@@ -129,8 +158,39 @@ struct dmn_unix {
 	atomic_int sending;
 	atomic_int pending;       /* counted channels alive: requests not answered, replies not written */
 	atomic_bool pending_wait; /* connections wait for pending to drop: wake the loop when it does */
-	atomic_llong refused_cap, reply_timeouts, frame_timeouts, frames_refused, budget_waits, pending_waits;
+	/* per kind */
+	atomic_llong refused_cap[DMN_ST_KINDS], reply_timeouts[DMN_ST_KINDS], frame_timeouts[DMN_ST_KINDS],
+		frames_refused[DMN_ST_KINDS], budget_waits[DMN_ST_KINDS], pending_waits[DMN_ST_KINDS];
 };
+
+static const char *const kind_names[DMN_ST_KINDS] = {"unix", "ipc", "tcp"};
+
+const char *dmn_stream_kind_name(dmn_stream_kind k)
+{
+	return k < DMN_ST_KINDS ? kind_names[k] : "?";
+}
+
+/* The length prefix of a frame of kind k: its bytes. */
+static size_t prefix_len(dmn_stream_kind k)
+{
+	return k == DMN_ST_UNIX ? 4 : k == DMN_ST_IPC ? 9 : 8;
+}
+
+/* Write the length prefix of a frame of len bytes for kind k into out; its bytes. */
+static size_t prefix_make(dmn_stream_kind k, uint64_t len, unsigned char *out)
+{
+	if (k == DMN_ST_UNIX) {
+		for (int i = 0; i < 4; i++)
+			out[i] = (unsigned char)(len >> (8 * i));
+		return 4;
+	}
+	size_t o = 0;
+	if (k == DMN_ST_IPC)
+		out[o++] = 1; /* nng's ipc: message type 1 */
+	for (int i = 0; i < 8; i++)
+		out[o + (size_t)i] = (unsigned char)(len >> (8 * (7 - i)));
+	return o + 8;
+}
 
 static void unix_send(dmn_chan *c, nng_msg *reply);
 static void unix_recv(dmn_chan *c);
@@ -157,7 +217,7 @@ static bool unref_locked(uconn *c)
 
 static void conn_free(uconn *c)
 {
-	dmn_unix *t = c->t;
+	dmn_stream *t = c->t;
 	pthread_mutex_lock(&t->mu);
 	if (c->aprev)
 		c->aprev->anext = c->anext;
@@ -180,7 +240,7 @@ static void unlock_maybe_free(uconn *c, bool last)
 /* With c->mu held: q leaves c (its `held` given back); true when c is then to be freed. */
 static bool chan_release_locked(uconn *c, ureq *q)
 {
-	dmn_unix *t = c->t;
+	dmn_stream *t = c->t;
 	if (q->counted && c->held > 0)
 		c->held--;
 	if (q->counted && atomic_fetch_sub(&t->pending, 1) <= t->max_pending && atomic_load(&t->pending_wait) &&
@@ -212,6 +272,10 @@ static ureq *chan_new(uconn *c, nng_msg *msg, bool counted)
 	q->chan.fd = -1;
 	q->c = c;
 	q->counted = counted;
+	if (c->sp && c->bt_done) {
+		memcpy(q->bt, c->bt, c->nbt);
+		q->nbt = c->nbt;
+	}
 	if (counted)
 		atomic_fetch_add(&c->t->pending, 1);
 	pthread_mutex_lock(&c->mu);
@@ -228,7 +292,7 @@ static ureq *chan_new(uconn *c, nng_msg *msg, bool counted)
 /* With c->mu held: ask the loop to look at c (its queue or its closing). */
 static void wake_locked(uconn *c)
 {
-	dmn_unix *t = c->t;
+	dmn_stream *t = c->t;
 	if (c->on_wake)
 		return;
 	c->on_wake = true;
@@ -245,17 +309,14 @@ static void wake_locked(uconn *c)
 /* Write what fits of q's frame; 1 done, 0 not all of it (EAGAIN), -1 the connection failed. */
 static int write_some(uconn *c, ureq *q)
 {
-	size_t len = nng_msg_len(q->out);
-	uint32_t l32 = (uint32_t)len;
-	unsigned char pre[FRAME_PREFIX] = {(unsigned char)l32, (unsigned char)(l32 >> 8), (unsigned char)(l32 >> 16),
-					   (unsigned char)(l32 >> 24)};
-	size_t total = FRAME_PREFIX + len;
+	size_t len = nng_msg_len(q->out), np = q->npre;
+	size_t total = np + len;
 	while (q->off < total) {
 		struct iovec iov[2];
 		int n = 0;
-		if (q->off < FRAME_PREFIX)
-			iov[n++] = (struct iovec){pre + q->off, FRAME_PREFIX - q->off};
-		size_t boff = q->off < FRAME_PREFIX ? 0 : q->off - FRAME_PREFIX;
+		if (q->off < np)
+			iov[n++] = (struct iovec){q->pre + q->off, np - q->off};
+		size_t boff = q->off < np ? 0 : q->off - np;
 		iov[n++] = (struct iovec){(unsigned char *)nng_msg_body(q->out) + boff, len - boff};
 		struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
 		ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -304,7 +365,10 @@ static void unix_send(dmn_chan *ch, nng_msg *reply)
 	q->out = reply;
 	q->off = 0;
 	q->queued_at = eng_now_ns();
-	c->unsent += FRAME_PREFIX + nng_msg_len(reply);
+	size_t np = prefix_make(c->kind, nng_msg_len(reply) + q->nbt, q->pre);
+	memcpy(q->pre + np, q->bt, q->nbt);
+	q->npre = (uint8_t)(np + q->nbt);
+	c->unsent += q->npre + nng_msg_len(reply);
 	int rv = 0;
 	if (!c->qhead) {
 		/* the fast path: nothing before it, written from this thread, nobody woken */
@@ -350,7 +414,7 @@ static bool unix_peer(const dmn_chan *ch, uint64_t *uid, uint64_t *gid)
 	const uconn *c = ((const ureq *)ch)->c;
 	*uid = c->uid;
 	*gid = c->gid;
-	return true;
+	return c->kind != DMN_ST_TCP; /* tcp carries no credentials (its token is checked instead) */
 }
 
 /* ---- the loop's side of a connection ---- */
@@ -360,7 +424,7 @@ static void feed(uconn *c, const unsigned char *p, size_t n);
 static void on_conn(uv_poll_t *h, int status, int events);
 static void on_grant(uv_timer_t *h);
 
-static void post_closed(dmn_unix *t, uint32_t id)
+static void post_closed(dmn_stream *t, uint32_t id)
 {
 	dmn_closed *e = calloc(1, sizeof(*e));
 	if (!e)
@@ -392,10 +456,11 @@ static void update_poll(uconn *c)
 
 static void budget_release(uconn *c)
 {
-	dmn_unix *t = c->t;
+	dmn_stream *t = c->t;
 	if (!c->reserved)
 		return;
 	t->partial -= c->reserved;
+	t->partial_k[c->kind] -= c->reserved;
 	c->reserved = 0;
 	if (t->bhead && !t->closed)
 		uv_timer_start(&t->grant, on_grant, 0, 0);
@@ -417,7 +482,7 @@ static void on_conn_closed(uv_handle_t *h)
  * freed when it answers or gives them up. */
 static void conn_close(uconn *c)
 {
-	dmn_unix *t = c->t;
+	dmn_stream *t = c->t;
 	if (c->closing)
 		return;
 	c->closing = true;
@@ -427,7 +492,7 @@ static void conn_close(uconn *c)
 		t->open = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
-	t->nopen--;
+	t->nopen[c->kind]--;
 	if (c->wait_budget) {
 		uconn **p = &t->bhead, *last = NULL;
 		while (*p && *p != c) {
@@ -469,7 +534,8 @@ static void conn_close(uconn *c)
 	post_closed(t, c->id);
 }
 
-/* A frame refused by the transport: answered with st and msg (id null), then closed. */
+/* A frame refused by the transport: answered with st and msg (id null), then closed. On SP
+ * before its backtrace is in, an answer could not be addressed: closed at once. */
 static void refuse(uconn *c, tsd_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void refuse(uconn *c, tsd_status st, const char *fmt, ...)
 {
@@ -478,9 +544,12 @@ static void refuse(uconn *c, tsd_status st, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	atomic_fetch_add(&c->t->frames_refused, 1);
-	dmn_log(c->t->log, DMN_LOG_WARN, "closing unix connection %u (uid %llu): %s", c->id,
-		(unsigned long long)c->uid, msg);
+	atomic_fetch_add(&c->t->frames_refused[c->kind], 1);
+	dmn_log(c->t->log, DMN_LOG_WARN, "closing %s connection %u (%s): %s", kind_names[c->kind], c->id, c->peer, msg);
+	if (c->sp && !c->bt_done) {
+		conn_close(c);
+		return;
+	}
 	c->linger = true;
 	nng_msg *m = dmn_reply_msg(NULL, st, msg, NULL, NULL, 0, 0);
 	ureq *q = m ? chan_new(c, m, false) : NULL;
@@ -498,12 +567,12 @@ static void refuse(uconn *c, tsd_status st, const char *fmt, ...)
  * its header decodes; the connection stays (the stream is whole). */
 static void refuse_fds(uconn *c, nng_msg *body)
 {
-	dmn_unix *t = c->t;
+	dmn_stream *t = c->t;
 	proto_msg *pm = calloc(1, sizeof(*pm));
 	proto_err e;
 	bool ok = pm && proto_decode_hdr(nng_msg_body(body), nng_msg_len(body), (size_t)t->max_msg, (size_t)t->max_hdr,
 					 PROTO_REQUEST, pm, &e) == TSD_OK;
-	atomic_fetch_add(&t->frames_refused, 1);
+	atomic_fetch_add(&t->frames_refused[c->kind], 1);
 	nng_msg *m = dmn_reply_msg(ok ? pm : NULL, TSD_BAD_REQUEST, "file descriptors are not accepted on this verb",
 				   NULL, NULL, 0, 0);
 	if (ok)
@@ -521,13 +590,13 @@ static void refuse_fds(uconn *c, nng_msg *body)
  * nng's slots make them); true then. */
 static bool pending_full(uconn *c)
 {
-	dmn_unix *t = c->t;
+	dmn_stream *t = c->t;
 	if (c->wait_pending)
 		return true;
 	if (atomic_load(&t->pending) < t->max_pending)
 		return false;
 	c->wait_pending = true;
-	atomic_fetch_add(&t->pending_waits, 1);
+	atomic_fetch_add(&t->pending_waits[c->kind], 1);
 	c->pnext = t->phead;
 	t->phead = c;
 	atomic_store(&t->pending_wait, true);
@@ -553,9 +622,13 @@ static void frame_done(uconn *c)
 		if (fd >= 0)
 			close(fd);
 		refuse_fds(c, body);
+		c->nbt = 0;
+		c->bt_done = false;
 		return;
 	}
 	ureq *q = chan_new(c, body, true);
+	c->nbt = 0; /* the backtrace went with its channel */
+	c->bt_done = false;
 	if (q) {
 		q->chan.fd = fd;
 		dmn_inbox_post(c->t->ib, DMN_LANE_ARRIVED, &q->chan.in);
@@ -570,7 +643,8 @@ static bool frame_begin(uconn *c)
 {
 	if (nng_msg_alloc(&c->body, c->flen)) {
 		c->body = NULL;
-		dmn_log(c->t->log, DMN_LOG_ERROR, "unix connection %u: out of memory for a %u-byte frame", c->id, c->flen);
+		dmn_log(c->t->log, DMN_LOG_ERROR, "%s connection %u: out of memory for a %llu-byte frame", kind_names[c->kind],
+			c->id, (unsigned long long)c->flen);
 		conn_close(c);
 		return false;
 	}
@@ -582,10 +656,11 @@ static bool frame_begin(uconn *c)
  * else being received (a frame larger than the whole budget still goes, alone). */
 static bool budget_take(uconn *c)
 {
-	dmn_unix *t = c->t;
+	dmn_stream *t = c->t;
 	if (t->partial && t->partial + c->flen > t->partial_max)
 		return false;
 	t->partial += c->flen;
+	t->partial_k[c->kind] += c->flen;
 	c->reserved = c->flen;
 	return true;
 }
@@ -616,13 +691,153 @@ static void feed_stash(uconn *c)
 	free(st);
 }
 
+/* The frame's body length, read: refused (and false) when it cannot hold one TSD1 message or
+ * is over max_message_bytes. SP messages are delimited: a short one goes to the decoder (it
+ * answers bad_request), and so does one up to SP_SLACK over (too_large, as nng's receive limit
+ * let through). */
+static bool flen_ok(uconn *c)
+{
+	if (c->sp) {
+		if (c->flen <= c->t->max_msg + SP_SLACK)
+			return true;
+		refuse(c, TSD_TOO_LARGE, "SP message of %llu bytes: over max_message_bytes (%llu)",
+		       (unsigned long long)c->plen, (unsigned long long)c->t->max_msg);
+		return false;
+	}
+	if (c->flen < PROTO_PREFIX) {
+		refuse(c, TSD_BAD_REQUEST, "frame length %llu: a frame holds one TSD1 message, at least %d bytes",
+		       (unsigned long long)c->flen, PROTO_PREFIX);
+		return false;
+	}
+	if (c->flen > c->t->max_msg) {
+		refuse(c, TSD_TOO_LARGE, "frame length %llu: over max_message_bytes (%llu)", (unsigned long long)c->flen,
+		       (unsigned long long)c->t->max_msg);
+		return false;
+	}
+	return true;
+}
+
+static size_t take(unsigned char *dst, size_t want, const unsigned char **p, size_t *n)
+{
+	size_t k = want < *n ? want : *n;
+	memcpy(dst, *p, k);
+	*p += k;
+	*n -= k;
+	return k;
+}
+
+/* SP: the peer's handshake, as it comes; false when c was closed (not a REQ peer). */
+static bool hello_feed(uconn *c, const unsigned char **p, size_t *n)
+{
+	c->nhs += (uint8_t)take(c->hs + c->nhs, SP_HELLO - c->nhs, p, n);
+	if (c->nhs < SP_HELLO)
+		return true;
+	const unsigned char *h = c->hs;
+	if (h[0] || h[1] != 'S' || h[2] != 'P' || h[3] || h[6] || h[7] || h[4] || h[5] != SP_REQ0) {
+		atomic_fetch_add(&c->t->frames_refused[c->kind], 1);
+		dmn_log(c->t->log, DMN_LOG_WARN, "closing %s connection %u (%s): not an SP REQ peer (handshake %02x %02x %02x "
+			"%02x, protocol 0x%02x%02x; nng's req0 is 0x0030)", kind_names[c->kind], c->id, c->peer, h[0], h[1],
+			h[2], h[3], h[4], h[5]);
+		conn_close(c);
+		return false;
+	}
+	c->frame_at = 0; /* the handshake's time was under frame_timeout_ms too */
+	return true;
+}
+
+/* The frame's head as it comes: the length prefix, and on SP the backtrace; 1 when complete
+ * (flen set and checked), 0 when more is needed, -1 when refused (c closing or lingering). */
+static int head_feed(uconn *c, const unsigned char **p, size_t *n)
+{
+	dmn_stream *t = c->t;
+	size_t want = prefix_len(c->kind);
+	if (c->npre < want) {
+		c->npre += take(c->pre + c->npre, want - c->npre, p, n);
+		if (c->npre < want)
+			return 0;
+		if (!c->sp) {
+			c->flen = (uint64_t)c->pre[0] | (uint64_t)c->pre[1] << 8 | (uint64_t)c->pre[2] << 16 |
+				  (uint64_t)c->pre[3] << 24;
+			return flen_ok(c) ? 1 : -1;
+		}
+		if (c->kind == DMN_ST_IPC && c->pre[0] != 1) {
+			refuse(c, TSD_BAD_REQUEST, "SP message type %u (nng's ipc sends 1)", c->pre[0]);
+			return -1;
+		}
+		c->plen = 0;
+		for (size_t i = want - 8; i < want; i++)
+			c->plen = c->plen << 8 | c->pre[i];
+		if (c->plen < 4) {
+			refuse(c, TSD_BAD_REQUEST, "SP message of %llu bytes: it holds no request id",
+			       (unsigned long long)c->plen);
+			return -1;
+		}
+		if (c->plen > t->max_msg + SP_SLACK + SP_BT_MAX) {
+			refuse(c, TSD_TOO_LARGE, "SP message of %llu bytes: over max_message_bytes (%llu)",
+			       (unsigned long long)c->plen, (unsigned long long)t->max_msg);
+			return -1;
+		}
+	}
+	while (!c->bt_done) {
+		if (!*n)
+			return 0;
+		c->nbt += (uint8_t)take(c->bt + c->nbt, 4 - c->nbt % 4, p, n);
+		if (c->nbt % 4)
+			return 0;
+		if (c->bt[c->nbt - 4] & 0x80)
+			c->bt_done = true;
+		else if (c->nbt == SP_BT_MAX || c->nbt >= c->plen) {
+			refuse(c, TSD_BAD_REQUEST, "SP message: no request id ends its backtrace within %d hops",
+			       c->nbt / 4);
+			return -1;
+		}
+	}
+	c->flen = c->plen - c->nbt;
+	return flen_ok(c) ? 1 : -1;
+}
+
+/* SP: a header over max_header_bytes. The message is delimited, so the connection stays: only
+ * its 8-byte prefix is posted (the loop answers a refused peer unauthorised, anyone else
+ * too_large, from it) and the rest of the frame is skipped as it comes, under frame_timeout_ms. */
+static void header_cut(uconn *c)
+{
+	nng_msg *small;
+	if (nng_msg_alloc(&small, PROTO_PREFIX)) {
+		conn_close(c);
+		return;
+	}
+	memcpy(nng_msg_body(small), nng_msg_body(c->body), PROTO_PREFIX);
+	uint64_t rest = c->flen - c->have;
+	nng_msg_free(c->body);
+	c->body = small;
+	c->flen = c->have = PROTO_PREFIX;
+	c->feed_left = 1; /* a descriptor with this read is not this frame's */
+	frame_done(c);
+	c->skip = rest;
+	if (rest)
+		c->frame_at = eng_now_ns();
+}
+
 /* Feed n bytes read from c into its frame state machine. Stops early when c closes, lingers
  * (a refused frame: the rest is dropped) or waits for budget or max_pending (the rest is
  * stashed). */
 static void feed(uconn *c, const unsigned char *p, size_t n)
 {
-	dmn_unix *t = c->t;
+	dmn_stream *t = c->t;
 	while (n > 0 && !c->closing && !c->linger) {
+		if (c->sp && c->nhs < SP_HELLO) {
+			if (!hello_feed(c, &p, &n))
+				return;
+			continue;
+		}
+		if (c->skip) { /* the rest of a cut frame */
+			size_t k = c->skip < n ? (size_t)c->skip : n;
+			p += k;
+			n -= k;
+			if (!(c->skip -= k))
+				c->frame_at = 0;
+			continue;
+		}
 		if (c->wait_pending) {
 			stash_rest(c, p, n);
 			return;
@@ -630,28 +845,10 @@ static void feed(uconn *c, const unsigned char *p, size_t n)
 		if (!c->body) {
 			if (!c->frame_at)
 				c->frame_at = eng_now_ns();
-			size_t k = FRAME_PREFIX - c->npre < n ? FRAME_PREFIX - c->npre : n;
-			memcpy(c->pre + c->npre, p, k);
-			c->npre += k;
-			p += k;
-			n -= k;
-			if (c->npre < FRAME_PREFIX)
+			if (head_feed(c, &p, &n) <= 0)
 				return;
-			c->flen = (uint32_t)c->pre[0] | (uint32_t)c->pre[1] << 8 | (uint32_t)c->pre[2] << 16 |
-				  (uint32_t)c->pre[3] << 24;
-			if (c->flen < PROTO_PREFIX) {
-				refuse(c, TSD_BAD_REQUEST,
-				       "frame length %u: a frame holds one TSD1 message, at least %d bytes", c->flen,
-				       PROTO_PREFIX);
-				return;
-			}
-			if (c->flen > t->max_msg) {
-				refuse(c, TSD_TOO_LARGE, "frame length %u: over max_message_bytes (%llu)", c->flen,
-				       (unsigned long long)t->max_msg);
-				return;
-			}
 			if (!budget_take(c)) {
-				atomic_fetch_add(&t->budget_waits, 1);
+				atomic_fetch_add(&t->budget_waits[c->kind], 1);
 				c->wait_budget = true;
 				c->frame_at = 0; /* its timeout starts when its reading does */
 				c->bnext = NULL;
@@ -667,20 +864,23 @@ static void feed(uconn *c, const unsigned char *p, size_t n)
 			if (!frame_begin(c))
 				return;
 		}
-		size_t k = c->flen - c->have < n ? c->flen - c->have : n;
 		size_t before = c->have;
-		memcpy((unsigned char *)nng_msg_body(c->body) + c->have, p, k);
-		c->have += k;
-		p += k;
-		n -= k;
+		c->have += take((unsigned char *)nng_msg_body(c->body) + c->have, c->flen - c->have, &p, &n);
 		if (before < PROTO_PREFIX && c->have >= PROTO_PREFIX) {
 			const unsigned char *b = nng_msg_body(c->body);
 			uint32_t jl = (uint32_t)b[4] | (uint32_t)b[5] << 8 | (uint32_t)b[6] << 16 | (uint32_t)b[7] << 24;
-			if (memcmp(b, PROTO_MAGIC, 4)) {
-				refuse(c, TSD_BAD_REQUEST, "frame of %u bytes: not a TSD1 message (bad magic)", c->flen);
+			bool magic = !memcmp(b, PROTO_MAGIC, 4);
+			if (!magic && !c->sp) {
+				refuse(c, TSD_BAD_REQUEST, "frame of %llu bytes: not a TSD1 message (bad magic)",
+				       (unsigned long long)c->flen);
 				return;
 			}
-			if (jl > t->max_hdr) {
+			/* SP: a bad magic goes to the decoder (the message is delimited: it answers) */
+			if (magic && jl > t->max_hdr && c->sp) {
+				header_cut(c);
+				continue;
+			}
+			if (magic && jl > t->max_hdr) {
 				refuse(c, TSD_TOO_LARGE, "header: %u bytes of JSON, at most %llu (max_header_bytes)", jl,
 				       (unsigned long long)t->max_hdr);
 				return;
@@ -733,7 +933,7 @@ static void settle_fd(uconn *c)
 
 static void on_readable(uconn *c)
 {
-	dmn_unix *t = c->t;
+	dmn_stream *t = c->t;
 	for (int i = 0; i < READS_PER_WAKE && !c->closing && !c->linger && !c->wait_budget && !c->wait_pending; i++) {
 		pthread_mutex_lock(&c->mu);
 		bool full = c->unsent > t->unsent_max;
@@ -810,7 +1010,7 @@ static void on_conn(uv_poll_t *h, int status, int events)
 }
 
 /* Room under max_pending (or a tick, in case a wake-up raced): the waiters are read again. */
-static void resume_pending(dmn_unix *t)
+static void resume_pending(dmn_stream *t)
 {
 	if (!t->phead || atomic_load(&t->pending) >= t->max_pending)
 		return;
@@ -830,7 +1030,7 @@ static void resume_pending(dmn_unix *t)
  * connections that waited for max_pending. */
 static void on_wake(uv_async_t *h)
 {
-	dmn_unix *t = h->data;
+	dmn_stream *t = h->data;
 	resume_pending(t);
 	pthread_mutex_lock(&t->mu);
 	uconn *list = t->wake_head;
@@ -854,7 +1054,7 @@ static void on_wake(uv_async_t *h)
 /* Budget freed: the waiters, oldest first, begin their frames while it has room. */
 static void on_grant(uv_timer_t *h)
 {
-	dmn_unix *t = h->data;
+	dmn_stream *t = h->data;
 	while (t->bhead) {
 		uconn *c = t->bhead;
 		if (!budget_take(c))
@@ -875,18 +1075,18 @@ static void on_grant(uv_timer_t *h)
  * reply_timeout_ms: that connection closes. */
 static void on_tick(uv_timer_t *h)
 {
-	dmn_unix *t = h->data;
+	dmn_stream *t = h->data;
 	uint64_t now = eng_now_ns();
 	resume_pending(t);
 	for (uconn *c = t->open, *n; c; c = n) {
 		n = c->next;
 		if (c->frame_at && !c->wait_budget && !c->wait_pending && !c->linger &&
 		    now - c->frame_at > t->frame_timeout_ns) {
-			atomic_fetch_add(&t->frame_timeouts, 1);
+			atomic_fetch_add(&t->frame_timeouts[c->kind], 1);
 			dmn_log(t->log, DMN_LOG_WARN,
-				"closing unix connection %u (uid %llu): a frame begun %llu ms ago is not complete "
-				"(frame_timeout_ms)",
-				c->id, (unsigned long long)c->uid, (unsigned long long)((now - c->frame_at) / 1000000u));
+				"closing %s connection %u (%s): a %s begun %llu ms ago is not complete (frame_timeout_ms)",
+				kind_names[c->kind], c->id, c->peer, c->sp && c->nhs < SP_HELLO ? "handshake" : "frame",
+				(unsigned long long)((now - c->frame_at) / 1000000u));
 			conn_close(c);
 			continue;
 		}
@@ -894,10 +1094,10 @@ static void on_tick(uv_timer_t *h)
 		bool late = c->qhead && now - c->qhead->queued_at > t->reply_timeout_ns;
 		pthread_mutex_unlock(&c->mu);
 		if (late) {
-			atomic_fetch_add(&t->reply_timeouts, 1);
+			atomic_fetch_add(&t->reply_timeouts[c->kind], 1);
 			dmn_log(t->log, DMN_LOG_WARN,
-				"closing unix connection %u (uid %llu): a reply not taken within %llu ms (reply_timeout_ms)",
-				c->id, (unsigned long long)c->uid, (unsigned long long)(t->reply_timeout_ns / 1000000u));
+				"closing %s connection %u (%s): a reply not taken within %llu ms (reply_timeout_ms)",
+				kind_names[c->kind], c->id, c->peer, (unsigned long long)(t->reply_timeout_ns / 1000000u));
 			conn_close(c);
 		}
 	}
@@ -911,6 +1111,8 @@ static void unix_hangup(dmn_chan *ch)
 static void unix_close_after(dmn_chan *ch)
 {
 	ureq *q = (ureq *)ch;
+	if (q->c->sp)
+		return; /* SP messages are delimited: what follows can be read as before (as nng's REP did) */
 	q->close_after = true;
 	if (!q->c->closing) {
 		q->c->linger = true;
@@ -920,39 +1122,80 @@ static void unix_close_after(dmn_chan *ch)
 
 /* ---- listening ---- */
 
-static void accept_one(dmn_unix *t, int fd)
+/* Who is at the other end of fd, into c: uid and gid on AF_UNIX, the address on tcp; false
+ * when it cannot be told. */
+static bool peer_of(uconn *c, int fd)
 {
-	struct ucred cr;
-	socklen_t crl = sizeof(cr);
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl)) {
-		close(fd);
-		return;
+	if (c->kind != DMN_ST_TCP) {
+		struct ucred cr;
+		socklen_t crl = sizeof(cr);
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl))
+			return false;
+		c->uid = cr.uid;
+		c->gid = cr.gid;
+		snprintf(c->peer, sizeof(c->peer), "uid %u", (unsigned)cr.uid);
+		return true;
 	}
+	struct sockaddr_storage sa;
+	socklen_t sl = sizeof(sa);
+	char host[INET6_ADDRSTRLEN] = "?";
+	if (getpeername(fd, (struct sockaddr *)&sa, &sl))
+		return false;
+	if (sa.ss_family == AF_INET)
+		inet_ntop(AF_INET, &((struct sockaddr_in *)&sa)->sin_addr, host, sizeof(host));
+	else if (sa.ss_family == AF_INET6)
+		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&sa)->sin6_addr, host, sizeof(host));
+	snprintf(c->peer, sizeof(c->peer), "%s", host);
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return true;
+}
+
+/* c's peer has peer_connections_max open (its uid on unix:// and ipc:// together, its address on
+ * tcp://): counted, logged now and then, true. */
+static bool over_peer_cap(dmn_stream *t, const uconn *c)
+{
 	int n = 0;
 	for (uconn *o = t->open; t->peer_cap && o && n < t->peer_cap; o = o->next)
-		n += o->uid == (uint64_t)cr.uid;
-	if (t->peer_cap && n >= t->peer_cap) {
-		long long total = atomic_fetch_add(&t->refused_cap, 1) + 1;
-		if (total == 1 || total % 1000 == 0)
-			dmn_log(t->log, DMN_LOG_WARN,
-				"closing a unix connection from uid %u: it has %d open (peer_connections_max); %lld refused "
-				"so far",
-				(unsigned)cr.uid, n, total);
+		n += (o->kind == DMN_ST_TCP) == (c->kind == DMN_ST_TCP) && !strcmp(o->peer, c->peer);
+	if (!t->peer_cap || n < t->peer_cap)
+		return false;
+	long long total = atomic_fetch_add(&t->refused_cap[c->kind], 1) + 1;
+	if (total == 1 || total % 1000 == 0)
+		dmn_log(t->log, DMN_LOG_WARN,
+			"closing a %s connection from %s: it has %d open (peer_connections_max); %lld refused so far",
+			kind_names[c->kind], c->peer, n, total);
+	return true;
+}
+
+static void accept_one(dmn_stream *t, int fd, dmn_stream_kind kind)
+{
+	uconn *c = calloc(1, sizeof(*c));
+	if (!c) {
 		close(fd);
 		return;
 	}
-	uconn *c = calloc(1, sizeof(*c));
-	if (!c || uv_poll_init(t->loop, &c->poll, fd)) {
+	c->kind = kind;
+	c->sp = kind != DMN_ST_UNIX;
+	if (!peer_of(c, fd) || over_peer_cap(t, c)) {
 		free(c);
 		close(fd);
 		return;
 	}
+	/* SP: our handshake first (the socket is empty: 8 bytes fit), the peer's under frame_timeout_ms */
+	static const unsigned char hello[SP_HELLO] = {0, 'S', 'P', 0, 0, SP_REP0, 0, 0};
+	if ((c->sp && send(fd, hello, SP_HELLO, MSG_NOSIGNAL | MSG_DONTWAIT) != SP_HELLO) ||
+	    uv_poll_init(t->loop, &c->poll, fd)) {
+		free(c);
+		close(fd);
+		return;
+	}
+	if (c->sp)
+		c->frame_at = eng_now_ns();
 	c->t = t;
 	c->fd = fd;
 	c->rx_fd = -1;
 	c->id = ++t->next_id ? t->next_id : ++t->next_id;
-	c->uid = cr.uid;
-	c->gid = cr.gid;
 	c->refs = 1;
 	c->poll.data = c;
 	pthread_mutex_init(&c->mu, NULL);
@@ -960,7 +1203,7 @@ static void accept_one(dmn_unix *t, int fd)
 	if (t->open)
 		t->open->prev = c;
 	t->open = c;
-	t->nopen++;
+	t->nopen[kind]++;
 	pthread_mutex_lock(&t->mu);
 	c->anext = t->all;
 	if (t->all)
@@ -982,55 +1225,106 @@ static void on_accept(uv_poll_t *h, int status, int events)
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
-				dmn_log(l->t->log, DMN_LOG_WARN, "accept on %s: %s", l->path, strerror(errno));
+				dmn_log(l->t->log, DMN_LOG_WARN, "accept on %s: %s", l->url, strerror(errno));
 			return;
 		}
-		accept_one(l->t, fd);
+		accept_one(l->t, fd, l->kind);
 	}
 }
 
-static int listen_on(dmn_unix *t, const char *url, char *err, size_t errlen)
+/* l's socket made (l->fd): poll it for connections. */
+static int listen_poll(dmn_stream *t, ulisten *l, char *err, size_t errlen)
 {
-	const char *path = url + strlen("unix://");
-	ulisten *l = &t->listen[t->nlisten];
-	l->t = t;
-	l->fd = -1;
-	snprintf(l->path, sizeof(l->path), "%s", path);
-	if (dmn_sock_make_dirs(path)) {
-		snprintf(err, errlen, "listen %s: cannot create its directory: %s", url, strerror(errno));
+	int rv = uv_poll_init(t->loop, &l->poll, l->fd);
+	if (rv) {
+		snprintf(err, errlen, "listen %s: libuv: %s", l->url, uv_strerror(rv));
 		return -1;
 	}
-	if (dmn_sock_claim(path, t->log, err, errlen)) /* its directory, one daemon, stale files */
+	l->polling = true;
+	l->poll.data = l;
+	uv_poll_start(&l->poll, UV_READABLE, on_accept);
+	dmn_log(t->log, DMN_LOG_INFO, "listening on %s", l->url);
+	return 0;
+}
+
+/* unix:// or ipc://: a socket file (its directory made, one daemon, stale files), mode 0660. */
+static int listen_unix(dmn_stream *t, ulisten *l, const char *path, char *err, size_t errlen)
+{
+	snprintf(l->path, sizeof(l->path), "%s", path);
+	if (dmn_sock_make_dirs(path)) {
+		snprintf(err, errlen, "listen %s: cannot create its directory: %s", l->url, strerror(errno));
+		return -1;
+	}
+	if (dmn_sock_claim(path, t->log, err, errlen))
 		return -1;
 	t->nlisten++; /* claimed: its file is removed at the stop */
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	memcpy(sa.sun_path, path, strlen(path) + 1);
 	if ((l->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) < 0 ||
 	    bind(l->fd, (struct sockaddr *)&sa, sizeof(sa)) || chmod(path, 0660) || listen(l->fd, SOMAXCONN)) {
-		snprintf(err, errlen, "listen %s: %s", url, strerror(errno));
+		snprintf(err, errlen, "listen %s: %s", l->url, strerror(errno));
 		return -1;
 	}
-	int rv = uv_poll_init(t->loop, &l->poll, l->fd);
-	if (rv) {
-		snprintf(err, errlen, "listen %s: libuv: %s", url, uv_strerror(rv));
-		return -1;
-	}
-	l->polling = true;
-	l->poll.data = l;
-	uv_poll_start(&l->poll, UV_READABLE, on_accept);
-	dmn_log(t->log, DMN_LOG_INFO, "listening on %s", url);
-	return 0;
+	return listen_poll(t, l, err, errlen);
 }
 
-dmn_unix *dmn_unix_start(const dmn_config *cfg, dmn_logger *log, dmn_inbox *ib, uv_loop_t *loop,
+/* tcp://HOST:PORT (the config checked its form and the loopback rule): the first address HOST
+ * resolves to that binds. */
+static int listen_tcp(dmn_stream *t, ulisten *l, char *err, size_t errlen)
+{
+	char host[256], port[16];
+	t->nlisten++;
+	if (!dmn_cfg_url_hostport(l->url, host, sizeof(host), port, sizeof(port))) {
+		snprintf(err, errlen, "listen %s: not tcp://HOST:PORT", l->url);
+		return -1;
+	}
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+				 .ai_flags = AI_PASSIVE | AI_NUMERICSERV}, *ai = NULL;
+	int gr = getaddrinfo(!strcmp(host, "*") ? NULL : host, port, &hints, &ai);
+	if (gr) {
+		snprintf(err, errlen, "listen %s: %s", l->url, gai_strerror(gr));
+		return -1;
+	}
+	int e = 0;
+	for (struct addrinfo *a = ai; a && l->fd < 0; a = a->ai_next) {
+		int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol), one = 1;
+		if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+		    bind(fd, a->ai_addr, a->ai_addrlen) || listen(fd, SOMAXCONN)) {
+			e = errno;
+			if (fd >= 0)
+				close(fd);
+			continue;
+		}
+		l->fd = fd;
+	}
+	freeaddrinfo(ai);
+	if (l->fd < 0) {
+		snprintf(err, errlen, "listen %s: %s", l->url, strerror(e ? e : EADDRNOTAVAIL));
+		return -1;
+	}
+	return listen_poll(t, l, err, errlen);
+}
+
+static int listen_on(dmn_stream *t, const char *url, char *err, size_t errlen)
+{
+	ulisten *l = &t->listen[t->nlisten];
+	l->t = t;
+	l->fd = -1;
+	snprintf(l->url, sizeof(l->url), "%s", url);
+	if (!strncmp(url, "tcp://", 6)) {
+		l->kind = DMN_ST_TCP;
+		return listen_tcp(t, l, err, errlen);
+	}
+	l->kind = !strncmp(url, "unix://", 7) ? DMN_ST_UNIX : DMN_ST_IPC;
+	return listen_unix(t, l, strstr(url, "://") + 3, err, errlen);
+}
+
+dmn_stream *dmn_stream_start(const dmn_config *cfg, dmn_logger *log, dmn_inbox *ib, uv_loop_t *loop,
 			 uint64_t partial_max, char *err, size_t errlen)
 {
-	int n = 0;
-	for (int i = 0; i < cfg->listen.n; i++)
-		n += !strncmp(cfg->listen.v[i], "unix://", 7);
-	if (!n)
+	if (!cfg->listen.n && !cfg->tcp_listen.n)
 		return NULL;
-	dmn_unix *t = calloc(1, sizeof(*t));
+	dmn_stream *t = calloc(1, sizeof(*t));
 	if (!t) {
 		snprintf(err, errlen, "out of memory");
 		return NULL;
@@ -1050,16 +1344,18 @@ dmn_unix *dmn_unix_start(const dmn_config *cfg, dmn_logger *log, dmn_inbox *ib, 
 	atomic_init(&t->sending, 0);
 	atomic_init(&t->pending, 0);
 	atomic_init(&t->pending_wait, false);
-	atomic_init(&t->refused_cap, 0);
-	atomic_init(&t->reply_timeouts, 0);
-	atomic_init(&t->frame_timeouts, 0);
-	atomic_init(&t->frames_refused, 0);
-	atomic_init(&t->budget_waits, 0);
-	atomic_init(&t->pending_waits, 0);
+	for (int k = 0; k < DMN_ST_KINDS; k++) {
+		atomic_init(&t->refused_cap[k], 0);
+		atomic_init(&t->reply_timeouts[k], 0);
+		atomic_init(&t->frame_timeouts[k], 0);
+		atomic_init(&t->frames_refused[k], 0);
+		atomic_init(&t->budget_waits[k], 0);
+		atomic_init(&t->pending_waits[k], 0);
+	}
 	int rv;
 	if ((rv = uv_async_init(loop, &t->wake, on_wake)) || (rv = uv_timer_init(loop, &t->tick)) ||
 	    (rv = uv_timer_init(loop, &t->grant))) {
-		/* a handle initialised is closed by dmn_unix_close: all three or none here */
+		/* a handle initialised is closed by dmn_stream_close: all three or none here */
 		snprintf(err, errlen, "libuv: %s", uv_strerror(rv));
 		pthread_mutex_destroy(&t->mu);
 		free(t);
@@ -1072,14 +1368,19 @@ dmn_unix *dmn_unix_start(const dmn_config *cfg, dmn_logger *log, dmn_inbox *ib, 
 	tick = tick < 10 ? 10 : tick > 500 ? 500 : tick;
 	uv_timer_start(&t->tick, on_tick, tick, tick);
 	for (int i = 0; i < cfg->listen.n; i++)
-		if (!strncmp(cfg->listen.v[i], "unix://", 7) && listen_on(t, cfg->listen.v[i], err, errlen)) {
-			dmn_unix_close(t);
+		if (listen_on(t, cfg->listen.v[i], err, errlen)) {
+			dmn_stream_close(t);
+			return NULL;
+		}
+	for (int i = 0; i < cfg->tcp_listen.n; i++)
+		if (listen_on(t, cfg->tcp_listen.v[i], err, errlen)) {
+			dmn_stream_close(t);
 			return NULL;
 		}
 	return t;
 }
 
-void dmn_unix_close(dmn_unix *t)
+void dmn_stream_close(dmn_stream *t)
 {
 	if (!t || t->closed)
 		return;
@@ -1103,7 +1404,7 @@ void dmn_unix_close(dmn_unix *t)
 	}
 }
 
-void dmn_unix_stop(dmn_unix *t)
+void dmn_stream_stop(dmn_stream *t)
 {
 	if (!t)
 		return;
@@ -1126,27 +1427,28 @@ void dmn_unix_stop(dmn_unix *t)
 		free(c);
 	}
 	for (int i = 0; i < t->nlisten; i++)
-		dmn_sock_release(t->listen[i].path);
+		if (t->listen[i].path[0])
+			dmn_sock_release(t->listen[i].path);
 	pthread_mutex_destroy(&t->mu);
 	free(t);
 }
 
-int dmn_unix_sending(const dmn_unix *t)
+int dmn_stream_sending(const dmn_stream *t)
 {
-	return t ? atomic_load(&((dmn_unix *)t)->sending) : 0;
+	return t ? atomic_load(&((dmn_stream *)t)->sending) : 0;
 }
 
-void dmn_unix_get_stats(dmn_unix *t, dmn_unix_stats *st)
+void dmn_stream_get_stats(dmn_stream *t, dmn_stream_kind k, dmn_stream_stats *st)
 {
 	memset(st, 0, sizeof(*st));
-	if (!t)
+	if (!t || k >= DMN_ST_KINDS)
 		return;
-	st->open = t->nopen;
-	st->refused_cap = atomic_load(&t->refused_cap);
-	st->reply_timeouts = atomic_load(&t->reply_timeouts);
-	st->frame_timeouts = atomic_load(&t->frame_timeouts);
-	st->frames_refused = atomic_load(&t->frames_refused);
-	st->budget_waits = atomic_load(&t->budget_waits);
-	st->pending_waits = atomic_load(&t->pending_waits);
-	st->partial_bytes = (int64_t)t->partial;
+	st->open = t->nopen[k];
+	st->refused_cap = atomic_load(&t->refused_cap[k]);
+	st->reply_timeouts = atomic_load(&t->reply_timeouts[k]);
+	st->frame_timeouts = atomic_load(&t->frame_timeouts[k]);
+	st->frames_refused = atomic_load(&t->frames_refused[k]);
+	st->budget_waits = atomic_load(&t->budget_waits[k]);
+	st->pending_waits = atomic_load(&t->pending_waits[k]);
+	st->partial_bytes = (int64_t)t->partial_k[k];
 }
