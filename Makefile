@@ -53,7 +53,9 @@ CLIENT_SRC := $(filter-out clients/tensorctl%,$(wildcard clients/*.c))
 CTL_SRC    := $(wildcard clients/tensorctl*.c)
 NNG_LIBS   := $(shell pkg-config --libs nng 2>/dev/null || echo -lnng)
 # The daemon's event loop and systemd notifications (sd_notify).
-DAEMON_LIBS := $(NNG_LIBS) $(shell pkg-config --libs libuv libsystemd 2>/dev/null || echo -luv -lsystemd)
+# The Open Inference Protocol's HTTP/REST frontend: h2o built on libuv (Debian's libh2o-dev), on the daemon's loop.
+DAEMON_LIBS := $(NNG_LIBS) $(shell pkg-config --libs libuv libsystemd 2>/dev/null || echo -luv -lsystemd) \
+	$(shell pkg-config --libs libh2o 2>/dev/null || echo -lh2o)
 
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
 # The ONNX importer (engine/onnx) parses with C that protoc-c generates at build time from the

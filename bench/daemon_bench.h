@@ -88,8 +88,10 @@ static inline int db_daemon_start(db_daemon *d, const char *extra)
 		perror(d->cfg);
 		return -1;
 	}
-	fprintf(f, "{\"listen\": [\"unix://%s/tensord.sock\", \"%s\"], \"log_level\": \"warn\", \"cache_dir\": \"%s/cache\"%s%s}\n",
-		d->dir, d->nng_url, d->dir, extra && *extra ? ", " : "", extra ? extra : "");
+	/* the Open Inference Protocol's port only when the bench asks for one */
+	fprintf(f, "{\"listen\": [\"unix://%s/tensord.sock\", \"%s\"], \"log_level\": \"warn\", \"cache_dir\": \"%s/cache\"%s%s%s}\n",
+		d->dir, d->nng_url, d->dir, extra && strstr(extra, "oip_http_listen") ? "" : ", \"oip_http_listen\": \"\"",
+		extra && *extra ? ", " : "", extra ? extra : "");
 	fclose(f);
 	char exe[PATH_MAX];
 	if (db_exe_dir(exe, sizeof(exe) - 16)) {

@@ -146,6 +146,12 @@ static dmn_cfg_status check_token(const dmn_config *c, char *err, size_t errlen)
 				    "is set, but tcp_token_file is empty: anyone on the network could use "
 				    "the daemon; set tcp_token_file (docs/isolation/auth.md)",
 				    i, c->tcp_listen.v[i]);
+	if (c->oip_http_listen[0] && !c->tcp_token_file[0] && !dmn_cfg_url_loopback(c->oip_http_listen))
+		return dmn_cfg_fail(err, errlen, DMN_CFG_EINVALID,
+			    "oip_http_listen: \"%s\" is not a loopback address and tcp_allow_remote is set, but "
+			    "tcp_token_file is empty: anyone on the network could use the daemon; set tcp_token_file "
+			    "(its token then goes in \"Authorization: Bearer\", docs/isolation/auth.md)",
+			    c->oip_http_listen);
 	return DMN_CFG_OK;
 }
 
@@ -189,6 +195,9 @@ static dmn_cfg_status check(const dmn_config *c, char *err, size_t errlen)
 	}
 	if (c->http_listen[0] && (st = check_hostport("http_listen", c->http_listen, "http://",
 						      c->tcp_allow_remote, err, errlen)))
+		return st;
+	if (c->oip_http_listen[0] && (st = check_hostport("oip_http_listen", c->oip_http_listen, "http://",
+							  c->tcp_allow_remote, err, errlen)))
 		return st;
 	if ((st = check_token(c, err, errlen)))
 		return st;

@@ -535,6 +535,10 @@ void dmn_run_infer(dmn_exec *e, dmn_job *j)
 			cJSON *extra = NULL;
 			if (ok && r->shm)
 				npo = shm_outputs(r, po, v->nout, &extra, &ok);
+			if (ok && !extra) /* the version that answered (the Open Inference Protocol's model_version) */
+				extra = cJSON_CreateObject();
+			if (extra)
+				cJSON_AddNumberToObject(extra, "version", r->ver);
 			r->st = ok ? TSD_OK : TSD_OUT_OF_MEMORY;
 			r->reply = ok ? dmn_reply_msg(&r->pm, TSD_OK, NULL, extra, po, npo, 0) : NULL;
 			if (!ok)

@@ -6,6 +6,19 @@
 #include <stdio.h>
 #include <string.h>
 
+bool dmn_name_valid(const char *s, size_t n)
+{
+	if (!s || !n || n > DMN_NAME_LEN_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+		      c == '-'))
+			return false;
+	}
+	return true;
+}
+
 tsd_status dmn_bad(char *err, size_t errlen, tsd_status st, const char *fmt, ...)
 {
 	va_list ap;

@@ -8,16 +8,7 @@
 
 bool dmn_name_ok(const char *name)
 {
-	size_t n = name ? strlen(name) : 0;
-	if (!n || n > DMN_NAME_MAX)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = name[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-		      c == '.' || c == '-'))
-			return false;
-	}
-	return true;
+	return name && dmn_name_valid(name, strlen(name));
 }
 
 dmn_model *dmn_model_find(dmn_srv *s, const char *name)

@@ -7,6 +7,7 @@
 #include "leftovers.h"
 
 #include "memlimit.h"
+#include "oip_http.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +71,7 @@ static void after_drain(void *arg)
 static void close_all(dmn_srv *s)
 {
 	dmn_stream_close(s->stream); /* its listeners, then its connections (closings posted before the inbox closes) */
+	dmn_oip_http_close(s->oip);
 	dmn_inbox_close(s->inbox);
 	uv_close((uv_handle_t *)&s->timer, NULL);
 	uv_close((uv_handle_t *)&s->drain_timer, NULL);
@@ -98,7 +100,8 @@ static void check_drained(dmn_srv *s)
 	/* replies still being written get half a second past the deadline (the answers made at it,
 	 * to clients that read); then what a client did not take is dropped by the close */
 	if (queued || s->exec_busy || s->rz_job ||
-	    (now < s->drain_deadline + DMN_DRAIN_WRITE_GRACE_NS && dmn_stream_sending(s->stream) > 0))
+	    (now < s->drain_deadline + DMN_DRAIN_WRITE_GRACE_NS &&
+	     dmn_stream_sending(s->stream) + dmn_oip_http_sending(s->oip) > 0))
 		return;
 	dmn_log(&s->log, DMN_LOG_INFO, "drained%s; exiting", late ? " (at the deadline)" : "");
 	s->exit_code = s->exit_status;
@@ -110,7 +113,7 @@ static void check_drained(dmn_srv *s)
 static bool idle(dmn_srv *s)
 {
 	if (s->exec_busy || s->ctl_len > 0 || s->draining || s->exit_code >= 0 ||
-	    dmn_stream_sending(s->stream) > 0)
+	    dmn_stream_sending(s->stream) > 0 || dmn_oip_http_sending(s->oip) > 0)
 		return false;
 	for (int i = 0; i < s->nmodels; i++)
 		if (s->models[i]->queued > 0 || s->models[i]->loading > 0)
@@ -236,7 +239,8 @@ static void on_hup(uv_signal_t *h, int signum)
 #define RESTART_KEYS(X) X(listen) X(tcp_listen) X(device) X(backend_opts) X(max_pending) X(http_listen) \
 	X(cache_dir) X(mem_limit_bytes) X(mem_limit_fraction) X(reply_timeout_ms) X(peer_connections_max) \
 	X(realize_threads) X(realize_nice) X(realize_mem_limit_bytes) X(realize_prog_cache_max) \
-	X(tcp_token_file) X(metrics_remote) X(frame_timeout_ms) X(partial_bytes_max) X(unsent_bytes_max)
+	X(tcp_token_file) X(metrics_remote) X(frame_timeout_ms) X(partial_bytes_max) X(unsent_bytes_max) \
+	X(oip_http_listen) X(oip_json_max_bytes)
 	char *a = dmn_config_json(&s->cfg, false), *b = dmn_config_json(&cfg, false);
 	cJSON *ja = a ? cJSON_Parse(a) : NULL, *jb = b ? cJSON_Parse(b) : NULL;
 #define WARN_CHANGED(k)                                                                                     \
@@ -382,6 +386,8 @@ int dmn_serve(dmn_config *cfg, int argc, char *const *argv)
 	err[0] = 0;
 	if (!(s->stream = dmn_stream_start(&s->cfg, &s->log, s->inbox, &s->loop, partial, err, sizeof(err))) && err[0])
 		goto out;
+	if (!(s->oip = dmn_oip_http_start(&s->cfg, &s->log, s->inbox, &s->loop, err, sizeof(err))) && err[0])
+		goto out;
 	if (dmn_http_start(s, err, sizeof(err)))
 		goto out;
 	dmn_clean_leftovers(&s->cfg, &s->log); /* a killed daemon's temporary files (before any request runs) */
@@ -410,6 +416,8 @@ out:
 	dmn_auth_clear(s);
 	dmn_stream_stop(s->stream); /* after the executor stopped and the lost requests were freed */
 	s->stream = NULL;
+	dmn_oip_http_stop(s->oip);
+	s->oip = NULL;
 	dmn_config_free(&s->cfg);
 	free(s);
 	return rc;

@@ -57,16 +57,7 @@ uint64_t dmn_shm_set_bytes(const dmn_shm_set *set)
 
 static bool name_ok(const char *s)
 {
-	size_t n = strlen(s);
-	if (n < 1 || n > 64)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
-		      c == '-'))
-			return false;
-	}
-	return true;
+	return dmn_name_valid(s, strlen(s));
 }
 
 dmn_shm_region *dmn_shm_find(const dmn_shm_set *set, const char *name)

@@ -2,10 +2,13 @@
  * owner and mode, a lock beside the socket, a look for a listener on a file already there) and
  * its removal at exit only by the daemon holding the lock. */
 #include "sockfile.h"
+#include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <pwd.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -233,4 +236,43 @@ int dmn_sock_make_dirs(const char *path)
 		*p = '/';
 	}
 	return mkdir(buf, 0750) && errno != EEXIST ? -1 : 0;
+}
+
+int dmn_tcp_listen(const char *url, int *port, char *err, size_t errlen)
+{
+	char host[256], pstr[16];
+	if (!dmn_cfg_url_hostport(url, host, sizeof(host), pstr, sizeof(pstr))) {
+		snprintf(err, errlen, "listen %s: not HOST:PORT", url);
+		return -1;
+	}
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV},
+			*ai = NULL;
+	int gr = getaddrinfo(!strcmp(host, "*") ? NULL : host, pstr, &hints, &ai);
+	if (gr) {
+		snprintf(err, errlen, "listen %s: %s", url, gai_strerror(gr));
+		return -1;
+	}
+	int fd = -1, e = 0;
+	for (struct addrinfo *a = ai; a && fd < 0; a = a->ai_next) {
+		int s = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol), one = 1;
+		if (s < 0 || setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) || bind(s, a->ai_addr, a->ai_addrlen) ||
+		    listen(s, SOMAXCONN)) {
+			e = errno;
+			if (s >= 0)
+				close(s);
+			continue;
+		}
+		fd = s;
+	}
+	freeaddrinfo(ai);
+	if (fd < 0) {
+		snprintf(err, errlen, "listen %s: %s", url, strerror(e ? e : EADDRNOTAVAIL));
+		return -1;
+	}
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	if (port && !getsockname(fd, (struct sockaddr *)&ss, &sl))
+		*port = ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
+						      : ((struct sockaddr_in6 *)&ss)->sin6_port);
+	return fd;
 }

@@ -19,6 +19,11 @@ int dmn_sock_claim(const char *path, dmn_logger *log, char *err, size_t errlen);
 /* mkdir -p of the socket path's directory (mode 0750 for what it creates): 0, or -1 with
  * errno. */
 int dmn_sock_make_dirs(const char *path);
+/* A listening TCP socket (non-blocking, close-on-exec, SO_REUSEADDR) on url's HOST:PORT
+ * (scheme://HOST:PORT as the config checked it; HOST "*": every address), the first address it
+ * resolves to that binds; *port the port bound (the one chosen for 0). The descriptor, or -1
+ * with err naming url. */
+int dmn_tcp_listen(const char *url, int *port, char *err, size_t errlen);
 /* At exit, after the listener closed: remove the socket file at path only when this process
  * holds its lock (a daemon whose claim failed leaves the live one's socket alone). */
 void dmn_sock_release(const char *path);

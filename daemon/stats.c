@@ -78,6 +78,8 @@ cJSON *dmn_stats_json(dmn_srv *s)
 	cJSON_AddNumberToObject(eng, "idle_trims", (double)s->trims);
 	for (int i = 0; i < s->nmodels; i++) {
 		cJSON *mo = dmn_counters_json(&s->models[i]->c);
+		if (s->models[i]->cur)
+			cJSON_AddNumberToObject(mo, "version", s->models[i]->cur->version);
 		cJSON_AddItemToObject(mo, "histograms", dmn_hists_json(&s->models[i]->hist));
 		cJSON_AddItemToObject(models, s->models[i]->name, mo);
 	}

@@ -1272,36 +1272,9 @@ static int listen_unix(dmn_stream *t, ulisten *l, const char *path, char *err, s
  * resolves to that binds. */
 static int listen_tcp(dmn_stream *t, ulisten *l, char *err, size_t errlen)
 {
-	char host[256], port[16];
 	t->nlisten++;
-	if (!dmn_cfg_url_hostport(l->url, host, sizeof(host), port, sizeof(port))) {
-		snprintf(err, errlen, "listen %s: not tcp://HOST:PORT", l->url);
+	if ((l->fd = dmn_tcp_listen(l->url, NULL, err, errlen)) < 0)
 		return -1;
-	}
-	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-				 .ai_flags = AI_PASSIVE | AI_NUMERICSERV}, *ai = NULL;
-	int gr = getaddrinfo(!strcmp(host, "*") ? NULL : host, port, &hints, &ai);
-	if (gr) {
-		snprintf(err, errlen, "listen %s: %s", l->url, gai_strerror(gr));
-		return -1;
-	}
-	int e = 0;
-	for (struct addrinfo *a = ai; a && l->fd < 0; a = a->ai_next) {
-		int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol), one = 1;
-		if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
-		    bind(fd, a->ai_addr, a->ai_addrlen) || listen(fd, SOMAXCONN)) {
-			e = errno;
-			if (fd >= 0)
-				close(fd);
-			continue;
-		}
-		l->fd = fd;
-	}
-	freeaddrinfo(ai);
-	if (l->fd < 0) {
-		snprintf(err, errlen, "listen %s: %s", l->url, strerror(e ? e : EADDRNOTAVAIL));
-		return -1;
-	}
 	return listen_poll(t, l, err, errlen);
 }
 

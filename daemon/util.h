@@ -13,6 +13,9 @@
 #include "message.h"
 
 /* ---- json.c ---- */
+/* A name of a model or region: 1..64 bytes of [A-Za-z0-9_.-] (s[0..n)). */
+#define DMN_NAME_LEN_MAX 64
+bool dmn_name_valid(const char *s, size_t n);
 /* Format a message into err[errlen] and return st (the parsers' error path). */
 tsd_status dmn_bad(char *err, size_t errlen, tsd_status st, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 /* A string field of j, or NULL (a view into j). */

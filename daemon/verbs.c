@@ -216,6 +216,17 @@ static void v_infer(dmn_srv *s, dmn_req *r)
 	dmn_model *m = ready_model(s, r, "model");
 	if (!m || !common_fields(s, r))
 		return;
+	const cJSON *jv = cJSON_GetObjectItemCaseSensitive(r->pm.json, "version");
+	int64_t want = 0;
+	if (jv && !proto_json_int(jv, 1, INT32_MAX, &want)) {
+		dmn_fail(s, r, TSD_BAD_REQUEST, "version: a model version, an integer from 1");
+		return;
+	}
+	if (want && want != m->cur->version) {
+		dmn_fail(s, r, TSD_UNKNOWN_MODEL, "model \"%s\" version %lld is not served (version %d is)", m->name,
+			 (long long)want, m->cur->version);
+		return;
+	}
 	char err[256];
 	tsd_status st = dmn_shm_refs(r, err, sizeof(err));
 	if (st == TSD_OK)
