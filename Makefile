@@ -98,7 +98,7 @@ $(BUILD)/pic/protocol/%.o $(BUILD)/pic/clients/%.o: INC := -Iinclude -Iprotocol
 # keep example and bench objects (make would delete them as intermediates)
 .SECONDARY:
 
-.PHONY: all test test-nng asan tsan check clean examples bench demo deps train-check conformance layers fuzz live-fuzz run soak install install-check tensorctl-check
+.PHONY: all test test-nng asan tsan check oip-check clean examples bench demo deps train-check conformance layers fuzz live-fuzz run soak install install-check tensorctl-check
 all: $(LIB) $(PROTO_LIB) $(CLIENT_LIB) $(SO_LINK) $(DAEMON_BIN) $(CTL_BIN) $(TEST_BIN) $(EXAMPLE_BIN) $(BENCH_BIN)
 
 $(BUILD)/%.o: %.c
@@ -301,7 +301,22 @@ fuzz:
 # training runs, then the backend conformance run (CPU, OpenCL and CUDA; an absent backend is reported
 # SKIPPED), ..., ONNX's backend node tests against tests/onnx/passing.txt, and the engine's suites
 # cross-built for ARM64 under qemu (check-aarch64). The README's test command.
-check: layers test test-nng asan live-fuzz tsan fuzz train-check conformance soak install-check python-test tensorctl-check onnx-check check-aarch64
+# Each step in order, timed: its seconds are printed and kept in $(BUILD)/check-times.txt.
+CHECK_STEPS := layers test test-nng asan live-fuzz tsan fuzz train-check conformance soak install-check python-test \
+	tensorctl-check onnx-check oip-check check-aarch64
+check:
+	@mkdir -p $(BUILD); : >$(BUILD)/check-times.txt; t0=$$(date +%s); \
+	for t in $(CHECK_STEPS); do s=$$(date +%s); $(MAKE) --no-print-directory $$t || exit 1; \
+		echo "check: $$t took $$(( $$(date +%s) - s )) s" | tee -a $(BUILD)/check-times.txt; done; \
+	echo "check: all $(words $(CHECK_STEPS)) steps took $$(( $$(date +%s) - t0 )) s" | tee -a $(BUILD)/check-times.txt
+
+# The Open Inference Protocol with clients nobody here wrote: Triton's tritonclient (pinned, from
+# PyPI into the git-ignored tests/oip/.venv) over HTTP and gRPC against a live tensord, every
+# output equal to TSD1's, bad requests answered with their status; then wrk's HTTP/1.1 load.
+oip-check: $(DAEMON_BIN) $(SO_LINK) $(BUILD)/bin/make_weights
+	tests/oip/setup-venv.sh
+	$(PY_TEST_ENV) tests/oip/.venv/bin/python -m unittest discover -s tests/oip -p 'test_*.py' -v
+	tests/oip/wrk.sh $(BUILD)
 
 # The daemon soak (bench/soak.c): SOAK_REQUESTS (default 1,000,000) mixed requests from several
 # clients against one tensord; fails on any unexpected reply status or on daemon RSS growth

@@ -8,6 +8,8 @@ PKGS=(
 	# libclang-rt-dev: libFuzzer and clang's sanitizer runtimes for make fuzz (clang only recommends it)
 	clang clang-format libasan8 libtsan2 libclang-rt-dev
 	libuv1-dev libnng-dev libcjson-dev libsystemd-dev
+	# the Open Inference Protocol's HTTP frontend: h2o built on libuv (the daemon's loop); wrk: HTTP load in make oip-check
+	libh2o-dev wrk
 	ocl-icd-opencl-dev opencl-headers pocl-opencl-icd
 	dataset-fashion-mnist
 	# python3-numpy: the Python client's numpy tests (make python-test); the client needs none
