@@ -170,9 +170,10 @@ static eng_tensor *host_input(eng_ctx *ctx, const proto_gnode *n, int64_t rows, 
 }
 
 /* The outputs of po[0..n) that r asked for in its shared-memory regions: written there (the
- * region and span were checked on the loop) and described in *extra's "shm_outputs"; the rest
- * stay in po, compacted; their count is returned. *ok false when out of memory. */
-static int shm_outputs(const dmn_req *r, proto_out *po, int n, cJSON **extra, bool *ok)
+ * region and span were checked on the loop; an unsealed one through the SIGBUS guard) and
+ * described in *extra's "shm_outputs"; the rest stay in po, compacted; their count is returned.
+ * *ok false when out of memory; *gone names a region found shrunk. */
+static int shm_outputs(const dmn_req *r, proto_out *po, int n, cJSON **extra, bool *ok, const char **gone)
 {
 	cJSON *x = cJSON_CreateObject(), *a = x ? cJSON_AddArrayToObject(x, "shm_outputs") : NULL;
 	int kept = 0;
@@ -182,7 +183,10 @@ static int shm_outputs(const dmn_req *r, proto_out *po, int n, cJSON **extra, bo
 			po[kept++] = po[q];
 			continue;
 		}
-		memcpy(o->dst, po[q].data, o->nbytes);
+		if (!dmn_shm_unsealed(o->g))
+			memcpy(o->dst, po[q].data, o->nbytes);
+		else if (!dmn_copy_guarded(o->dst, po[q].data, o->nbytes))
+			*gone = dmn_shm_name(o->g);
 		cJSON *e = cJSON_CreateObject();
 		if (!e || !a) {
 			cJSON_Delete(e);
@@ -533,8 +537,9 @@ void dmn_run_infer(dmn_exec *e, dmn_job *j)
 			}
 			int npo = v->nout;
 			cJSON *extra = NULL;
+			const char *gone = NULL;
 			if (ok && r->shm)
-				npo = shm_outputs(r, po, v->nout, &extra, &ok);
+				npo = shm_outputs(r, po, v->nout, &extra, &ok, &gone);
 			if (ok && !extra) /* the version that answered (the Open Inference Protocol's model_version) */
 				extra = cJSON_CreateObject();
 			if (extra)
@@ -545,8 +550,16 @@ void dmn_run_infer(dmn_exec *e, dmn_job *j)
 				cJSON_Delete(extra);
 			if (ok && !r->reply)
 				r->st = TSD_OUT_OF_MEMORY;
-			if (r->st != TSD_OK)
+			if (ok && gone) {
+				if (r->reply)
+					nng_msg_free(r->reply);
+				r->reply = NULL;
+				r->st = TSD_BAD_REQUEST;
+				snprintf(r->err, sizeof(r->err), "shared memory region \"%s\" was shrunk by its owner under the output",
+					 gone);
+			} else if (r->st != TSD_OK) {
 				snprintf(r->err, sizeof(r->err), "out of memory building the reply");
+			}
 			for (int q = 0; q < v->nout; q++)
 				free(tmp[q]);
 		}

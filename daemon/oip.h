@@ -26,6 +26,9 @@ typedef enum dmn_oip_kind {
 	DMN_OIP_STATS,        /* Triton's statistics: stats */
 	DMN_OIP_REPO_INDEX,   /* Triton's repository index: model.list */
 	DMN_OIP_UNLOAD,       /* repository unload: model.unload */
+	DMN_OIP_SHM_REGISTER, /* system shared memory: sysshm.register */
+	DMN_OIP_SHM_STATUS,   /* sysshm.status */
+	DMN_OIP_SHM_UNREGISTER, /* sysshm.unregister */
 	DMN_OIP_INFER,        /* infer */
 } dmn_oip_kind;
 
@@ -90,6 +93,11 @@ nng_msg *dmn_oip_verb_msg(const char *verb, uint64_t id, const char *key, const 
  * (400, 413 past a limit, 503 out of memory) with err naming what was wrong. */
 int dmn_oip_infer_msg(const dmn_oip_limits *lim, const void *body, size_t len, size_t json_len, uint64_t id,
 		      const char *token, dmn_oip_ask *ask, nng_msg **out, char *err, size_t errlen);
+
+/* The TSD1 sysshm.register for a system shared-memory register body ({"key", "offset"?,
+ * "byte_size"}) of region name: 0 with *out, else an HTTP status with err. */
+int dmn_oip_shm_register_msg(const void *body, size_t len, const char *name, uint64_t id, const char *token,
+			     nng_msg **out, char *err, size_t errlen);
 
 /* The answer to ask from its TSD1 reply (oip_resp.c). Parts: the JSON text, then binary parts
  * that point into the reply's bytes or into extra (which must outlive the send). */

@@ -19,6 +19,7 @@
 #include <zlib.h>
 
 #include "oip.h"
+#include "peeruid.h"
 #include "sockfile.h"
 #include "util.h"
 
@@ -579,6 +580,17 @@ static int model_ref(oip_call *q, const segs *g, int i, char *err, size_t errlen
 	return i;
 }
 
+/* A loopback caller's uid from the kernel's socket table, on q's channel (system shared memory
+ * maps only that uid's objects). */
+static void local_uid(oip_call *q)
+{
+	struct sockaddr_storage peer, local;
+	h2o_conn_t *c = q->req->conn;
+	if (!c->callbacks->get_peername(c, (struct sockaddr *)&peer) || !c->callbacks->get_sockname(c, (struct sockaddr *)&local))
+		return;
+	q->chan.has_local_uid = dmn_tcp_peer_uid((struct sockaddr *)&peer, (struct sockaddr *)&local, &q->chan.local_uid);
+}
+
 static bool method_is(const h2o_req_t *req, const char *m)
 {
 	return req->method.len == strlen(m) && !memcmp(req->method.base, m, req->method.len);
@@ -725,6 +737,54 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
 		} else if (q->ask.kind != DMN_OIP_INFER && get) {
 			m = dmn_oip_verb_msg("model.list", id, NULL, NULL, tok);
 		}
+	} else if (seg_is(&g, 0, "systemsharedmemory")) {
+		/* [region/{name}/](status|unregister), region/{name}/register */
+		int i = 1;
+		const char *name = NULL;
+		char nb[DMN_OIP_NAME_MAX + 1];
+		if (seg_is(&g, 1, "region") && g.n == 4) {
+			if (!dmn_name_valid(g.s[2], g.len[2])) {
+				respond_error(q, 400, "region name: 1..%d bytes of [A-Za-z0-9_.-]", DMN_OIP_NAME_MAX);
+				return 0;
+			}
+			memcpy(nb, g.s[2], g.len[2]);
+			nb[g.len[2]] = 0;
+			name = nb;
+			i = 3;
+		}
+		if (i + 1 != g.n) {
+			respond_error(q, 404, "not found: %.*s", (int)(path.len < 200 ? path.len : 200), path.base);
+			return 0;
+		}
+		if (seg_is(&g, i, "status")) {
+			q->ask.kind = DMN_OIP_SHM_STATUS;
+			if (get)
+				m = dmn_oip_verb_msg("sysshm.status", id, name ? "name" : NULL, name, tok);
+		} else if (seg_is(&g, i, "unregister")) {
+			q->ask.kind = DMN_OIP_SHM_UNREGISTER;
+			need = "POST";
+			if (postm)
+				m = dmn_oip_verb_msg("sysshm.unregister", id, name ? "name" : NULL, name, tok);
+		} else if (seg_is(&g, i, "register") && name) {
+			q->ask.kind = DMN_OIP_SHM_REGISTER;
+			need = "POST";
+			if (postm) {
+				int code = take_body(q, err, sizeof(err));
+				if (!code)
+					code = dmn_oip_shm_register_msg(q->body, q->body_len, name, id, tok, &m, err, sizeof(err));
+				if (code) {
+					respond_error(q, code, "%s", err);
+					return 0;
+				}
+				local_uid(q);
+			}
+		} else {
+			respond_error(q, 404, "not found: %.*s", (int)(path.len < 200 ? path.len : 200), path.base);
+			return 0;
+		}
+	} else if (seg_is(&g, 0, "cudasharedmemory")) {
+		respond_error(q, 400, "CUDA shared memory is not served by this server (system shared memory is, with config oip_shm)");
+		return 0;
 	} else if (seg_is(&g, 0, "repository") && g.n == 2 && seg_is(&g, 1, "index")) {
 		q->ask.kind = DMN_OIP_REPO_INDEX;
 		need = "POST";

@@ -12,6 +12,7 @@
 #include <string.h>
 
 typedef struct in_tensor {
+	bool in_shm;          /* in system shared memory: a "sysshm" reference, no bytes here */
 	const char *name;
 	tsd_dtype dt;
 	int ndim;
@@ -24,6 +25,7 @@ typedef struct in_tensor {
 
 typedef struct parse {
 	const dmn_oip_limits *lim;
+	cJSON *shm_in, *shm_out; /* the TSD1 "sysshm" references made (arrays of the header) */
 	char *err;
 	size_t errlen;
 	int code;
@@ -133,7 +135,8 @@ static bool put_data(parse *p, in_tensor *t, const cJSON *a, size_t numel, size_
 static int parse_input(parse *p, const cJSON *e, int idx, in_tensor *t, size_t *bin_total)
 {
 	static const char *const keys[] = {"name", "shape", "datatype", "parameters", "data"};
-	static const char *const pkeys[] = {"binary_data_size"};
+	static const char *const pkeys[] = {"binary_data_size", "shared_memory_region", "shared_memory_byte_size",
+					    "shared_memory_offset"};
 	if (!cJSON_IsObject(e))
 		return fail(p, 400, "inputs[%d]: an object", idx);
 	const char *bad = dmn_json_unknown(e, keys, sizeof(keys) / sizeof(keys[0]));
@@ -174,14 +177,38 @@ static int parse_input(parse *p, const cJSON *e, int idx, in_tensor *t, size_t *
 	if (pa) {
 		if (!cJSON_IsObject(pa))
 			return fail(p, 400, "inputs[%d] \"%s\": parameters: an object", idx, t->name);
-		if (field(pa, "shared_memory_region"))
-			return fail(p, 400, "inputs[%d] \"%s\": shared_memory_region: system shared memory is not enabled "
-				    "on this server (config oip_shm)", idx, t->name);
 		bad = dmn_json_unknown(pa, pkeys, sizeof(pkeys) / sizeof(pkeys[0]));
 		if (bad)
-			return fail(p, 400, "inputs[%d] \"%s\": parameters: unknown \"%.64s\" (binary_data_size)", idx, t->name,
-				    bad);
+			return fail(p, 400, "inputs[%d] \"%s\": parameters: unknown \"%.64s\" (binary_data_size, "
+				    "shared_memory_region, shared_memory_byte_size, shared_memory_offset)", idx, t->name, bad);
 		bs = field(pa, "binary_data_size");
+		const cJSON *reg = field(pa, "shared_memory_region");
+		if (reg) {
+			int64_t size, off = 0;
+			const cJSON *jo = field(pa, "shared_memory_offset");
+			if (data || bs)
+				return fail(p, 400, "inputs[%d] \"%s\": shared_memory_region with data or binary_data_size", idx,
+					    t->name);
+			if (!cJSON_IsString(reg) || !json_int(field(pa, "shared_memory_byte_size"), 0, INT64_MAX / 2, &size) ||
+			    (jo && !json_int(jo, 0, INT64_MAX / 2, &off)))
+				return fail(p, 400, "inputs[%d] \"%s\": shared_memory_region (a name) needs shared_memory_byte_size "
+					    "(and shared_memory_offset, if any: a byte count)", idx, t->name);
+			cJSON *e = cJSON_CreateObject(), *sa = e ? cJSON_AddArrayToObject(e, "shape") : NULL;
+			if (!sa) {
+				cJSON_Delete(e);
+				return fail(p, 503, "out of memory");
+			}
+			cJSON_AddItemToArray(p->shm_in, e);
+			cJSON_AddStringToObject(e, "name", t->name);
+			cJSON_AddStringToObject(e, "dtype", tsd_dtype_name(t->dt));
+			for (int d = 0; d < t->ndim; d++)
+				cJSON_AddItemToArray(sa, cJSON_CreateNumber((double)t->shape[d]));
+			cJSON_AddStringToObject(e, "region", reg->valuestring);
+			cJSON_AddNumberToObject(e, "offset", (double)off);
+			cJSON_AddNumberToObject(e, "byte_size", (double)size);
+			t->in_shm = true;
+			return 0;
+		}
 	}
 	if (bs) {
 		int64_t size;
@@ -212,7 +239,8 @@ static int parse_input(parse *p, const cJSON *e, int idx, in_tensor *t, size_t *
 static int parse_outputs(parse *p, const cJSON *o, dmn_oip_ask *ask)
 {
 	static const char *const keys[] = {"name", "parameters"};
-	static const char *const pkeys[] = {"binary_data", "classification"};
+	static const char *const pkeys[] = {"binary_data", "classification", "shared_memory_region",
+					    "shared_memory_byte_size", "shared_memory_offset"};
 	if (!cJSON_IsArray(o))
 		return fail(p, 400, "outputs: an array");
 	int i = 0;
@@ -237,12 +265,28 @@ static int parse_outputs(parse *p, const cJSON *o, dmn_oip_ask *ask)
 			continue;
 		if (!cJSON_IsObject(pa))
 			return fail(p, 400, "outputs[%d] \"%s\": parameters: an object", i, s->name);
-		if (field(pa, "shared_memory_region"))
-			return fail(p, 400, "outputs[%d] \"%s\": shared_memory_region: system shared memory is not enabled "
-				    "on this server (config oip_shm)", i, s->name);
 		if ((bad = dmn_json_unknown(pa, pkeys, sizeof(pkeys) / sizeof(pkeys[0]))))
-			return fail(p, 400, "outputs[%d] \"%s\": parameters: unknown \"%.64s\" (binary_data, classification)", i,
-				    s->name, bad);
+			return fail(p, 400, "outputs[%d] \"%s\": parameters: unknown \"%.64s\" (binary_data, classification, "
+				    "shared_memory_region, shared_memory_byte_size, shared_memory_offset)", i, s->name, bad);
+		const cJSON *reg = field(pa, "shared_memory_region");
+		if (reg) {
+			int64_t size, off = 0;
+			const cJSON *jo = field(pa, "shared_memory_offset");
+			if (!cJSON_IsString(reg) || !json_int(field(pa, "shared_memory_byte_size"), 1, INT64_MAX / 2, &size) ||
+			    (jo && !json_int(jo, 0, INT64_MAX / 2, &off)))
+				return fail(p, 400, "outputs[%d] \"%s\": shared_memory_region (a name) needs shared_memory_byte_size "
+					    "(and shared_memory_offset, if any: a byte count)", i, s->name);
+			if (field(pa, "classification"))
+				return fail(p, 400, "outputs[%d] \"%s\": classification into shared memory is not served", i, s->name);
+			cJSON *e = cJSON_CreateObject();
+			if (!e)
+				return fail(p, 503, "out of memory");
+			cJSON_AddItemToArray(p->shm_out, e);
+			cJSON_AddStringToObject(e, "name", s->name);
+			cJSON_AddStringToObject(e, "region", reg->valuestring);
+			cJSON_AddNumberToObject(e, "offset", (double)off);
+			cJSON_AddNumberToObject(e, "byte_size", (double)size);
+		}
 		const cJSON *b = field(pa, "binary_data"), *c = field(pa, "classification");
 		if (b) {
 			if (!cJSON_IsBool(b))
@@ -346,6 +390,15 @@ int dmn_oip_infer_msg(const dmn_oip_limits *lim, const void *body, size_t len, s
 		cJSON_AddStringToObject(h, "token", token);
 	if ((v = field(j, "parameters")) && (rc = parse_params(&p, v, ask, h)))
 		goto done;
+	cJSON *shm = cJSON_CreateObject();
+	p.shm_in = shm ? cJSON_AddArrayToObject(shm, "inputs") : NULL;
+	p.shm_out = shm ? cJSON_AddArrayToObject(shm, "outputs") : NULL;
+	if (!p.shm_out) {
+		cJSON_Delete(shm);
+		rc = fail(&p, 503, "out of memory");
+		goto done;
+	}
+	cJSON_AddItemToObject(h, "sysshm", shm); /* taken out again below when empty */
 	if ((v = field(j, "outputs")) && (rc = parse_outputs(&p, v, ask)))
 		goto done;
 	const cJSON *ins = field(j, "inputs");
@@ -376,22 +429,28 @@ int dmn_oip_infer_msg(const dmn_oip_limits *lim, const void *body, size_t len, s
 			  len - json_len, bin_total);
 		goto done;
 	}
+	if (!cJSON_GetArraySize(p.shm_in) && !cJSON_GetArraySize(p.shm_out))
+		cJSON_DeleteItemFromObjectCaseSensitive(h, "sysshm");
 	proto_out po[PROTO_MAX_TENSORS];
+	int npo = 0;
 	const uint8_t *at = (const uint8_t *)body + json_len;
 	for (int k = 0; k < nt; k++) {
+		if (ts[k].in_shm)
+			continue;
 		if (!ts[k].data) {
 			ts[k].bin = at;
 			at += ts[k].nbytes;
 		}
-		po[k] = (proto_out){.name = ts[k].name, .dtype = ts[k].dt, .ndim = ts[k].ndim, .shape = ts[k].shape,
-				    .data = ts[k].data ? ts[k].owned : ts[k].bin};
-		if (!po[k].data) /* an empty tensor */
-			po[k].data = "";
+		po[npo] = (proto_out){.name = ts[k].name, .dtype = ts[k].dt, .ndim = ts[k].ndim, .shape = ts[k].shape,
+				      .data = ts[k].data ? ts[k].owned : ts[k].bin};
+		if (!po[npo].data) /* an empty tensor */
+			po[npo].data = "";
+		npo++;
 	}
 	void *mb;
 	size_t mlen;
 	proto_err pe;
-	tsd_status st = proto_encode(h, po, nt, lim->max_message, dmn_oip_msg_alloc, out, &mb, &mlen, &pe);
+	tsd_status st = proto_encode(h, po, npo, lim->max_message, dmn_oip_msg_alloc, out, &mb, &mlen, &pe);
 	if (st != TSD_OK) {
 		if (*out)
 			nng_msg_free(*out);
@@ -401,6 +460,49 @@ int dmn_oip_infer_msg(const dmn_oip_limits *lim, const void *body, size_t len, s
 done:
 	for (int k = 0; k < nt; k++)
 		free(ts[k].owned);
+	cJSON_Delete(h);
+	cJSON_Delete(j);
+	return rc;
+}
+
+int dmn_oip_shm_register_msg(const void *body, size_t len, const char *name, uint64_t id, const char *token,
+			     nng_msg **out, char *err, size_t errlen)
+{
+	static const char *const keys[] = {"key", "offset", "byte_size"};
+	parse p = {.err = err, .errlen = errlen};
+	*out = NULL;
+	if (len > 65536)
+		return fail(&p, 413, "the register request is %zu bytes, at most 65536", len);
+	cJSON *j = cJSON_ParseWithLength(body, len), *h = cJSON_CreateObject();
+	const char *bad = cJSON_IsObject(j) ? dmn_json_unknown(j, keys, 3) : NULL;
+	const cJSON *k = field(j, "key"), *o = field(j, "offset"), *b = field(j, "byte_size");
+	int64_t off = 0, size;
+	int rc = 0;
+	if (!cJSON_IsObject(j) || bad || !cJSON_IsString(k) || (o && !json_int(o, 0, INT64_MAX / 2, &off)) ||
+	    !json_int(b, 1, INT64_MAX / 2, &size)) {
+		rc = fail(&p, 400, "register: a JSON object {\"key\": a POSIX shm name, \"offset\": bytes, \"byte_size\": bytes}%s%.64s",
+			  bad ? "; unknown field " : "", bad ? bad : "");
+	} else if (!h) {
+		rc = fail(&p, 503, "out of memory");
+	} else {
+		cJSON_AddNumberToObject(h, "id", (double)id);
+		cJSON_AddStringToObject(h, "verb", "sysshm.register");
+		cJSON_AddStringToObject(h, "name", name);
+		cJSON_AddStringToObject(h, "key", k->valuestring);
+		cJSON_AddNumberToObject(h, "offset", (double)off);
+		cJSON_AddNumberToObject(h, "byte_size", (double)size);
+		if (token)
+			cJSON_AddStringToObject(h, "token", token);
+		void *mb;
+		size_t ml;
+		proto_err pe;
+		if (proto_encode(h, NULL, 0, 0, dmn_oip_msg_alloc, out, &mb, &ml, &pe) != TSD_OK) {
+			if (*out)
+				nng_msg_free(*out);
+			*out = NULL;
+			rc = fail(&p, 400, "%s", pe.msg);
+		}
+	}
 	cJSON_Delete(h);
 	cJSON_Delete(j);
 	return rc;

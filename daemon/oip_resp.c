@@ -176,14 +176,58 @@ static void put_shape(dmn_buf *b, const int64_t *shape, int ndim, int64_t last)
 	dmn_buf_str(b, "]");
 }
 
+static long long num(const cJSON *o, const char *k);
+
+/* The reply's "shm_outputs" entry for output name (written into system shared memory), or NULL. */
+static const cJSON *shm_output(const proto_msg *m, const char *name)
+{
+	const cJSON *e;
+	cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(m->json, "shm_outputs"))
+	{
+		const cJSON *n = cJSON_GetObjectItemCaseSensitive(e, "name");
+		if (cJSON_IsString(n) && !strcmp(n->valuestring, name))
+			return e;
+	}
+	return NULL;
+}
+
+/* An output the daemon wrote into a shared-memory region: its description, no data. */
+static void put_shm_output(dmn_buf *b, const cJSON *e, bool first)
+{
+	const cJSON *n = cJSON_GetObjectItemCaseSensitive(e, "name"), *sh = cJSON_GetObjectItemCaseSensitive(e, "shape"), *d;
+	const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype"), *rg = cJSON_GetObjectItemCaseSensitive(e, "region");
+	tsd_dtype t = TSD_F32;
+	tsd_dtype_parse(cJSON_IsString(dt) ? dt->valuestring : "", &t);
+	dmn_buf_str(b, first ? "{\"name\":" : ",{\"name\":");
+	dmn_buf_json(b, n->valuestring, strlen(n->valuestring));
+	dmn_buf_printf(b, ",\"datatype\":\"%s\",\"shape\":[", dmn_oip_dtype(t));
+	bool f = true;
+	cJSON_ArrayForEach(d, sh)
+	{
+		dmn_buf_printf(b, "%s%lld", f ? "" : ",", (long long)d->valuedouble);
+		f = false;
+	}
+	dmn_buf_str(b, "],\"parameters\":{\"shared_memory_region\":");
+	const char *r = cJSON_IsString(rg) ? rg->valuestring : "";
+	dmn_buf_json(b, r, strlen(r));
+	dmn_buf_printf(b, ",\"shared_memory_byte_size\":%lld,\"shared_memory_offset\":%lld}}", num(e, "nbytes"),
+		       num(e, "offset"));
+}
+
 static void infer_answer(const dmn_oip_ask *ask, const proto_msg *m, dmn_oip_answer *a)
 {
 	const proto_tensor *out[PROTO_GRAPH_MAX_OUTPUTS];
 	const dmn_oip_sel *sel[PROTO_GRAPH_MAX_OUTPUTS];
-	int n = 0;
+	const cJSON *in_shm[PROTO_GRAPH_MAX_OUTPUTS];
+	int n = 0, nshm = 0;
 	if (ask->nsel) {
 		for (int i = 0; i < ask->nsel; i++) {
 			const proto_tensor *t = proto_msg_tensor(m, ask->sel[i].name);
+			const cJSON *e = t ? NULL : shm_output(m, ask->sel[i].name);
+			if (e) {
+				in_shm[nshm++] = e;
+				continue;
+			}
 			if (!t) {
 				dmn_oip_answer_error(a, 400, "unexpected inference output '%s' for model '%s'", ask->sel[i].name,
 						     ask->model);
@@ -196,6 +240,12 @@ static void infer_answer(const dmn_oip_ask *ask, const proto_msg *m, dmn_oip_ans
 		for (int i = 0; i < m->ntensors && i < PROTO_GRAPH_MAX_OUTPUTS; i++) {
 			out[n] = &m->tensors[i];
 			sel[n++] = NULL;
+		}
+		const cJSON *e;
+		cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(m->json, "shm_outputs"))
+		{
+			if (nshm < PROTO_GRAPH_MAX_OUTPUTS && cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "name")))
+				in_shm[nshm++] = e;
 		}
 	}
 	/* where each binary part lies: into the reply (extra_off < 0) or a->extra */
@@ -256,6 +306,8 @@ static void infer_answer(const dmn_oip_ask *ask, const proto_msg *m, dmn_oip_ans
 			dmn_buf_str(b, "]}");
 		}
 	}
+	for (int i = 0; i < nshm; i++)
+		put_shm_output(b, in_shm[i], !n && !i);
 	dmn_buf_str(b, "]}");
 	for (int i = 0; i < a->nparts; i++)
 		if (extra_off[i] >= 0)
@@ -478,7 +530,7 @@ void dmn_oip_answer_make(const dmn_oip_ask *ask, const void *reply, size_t len, 
 		break;
 	case DMN_OIP_SERVER_META:
 		dmn_buf_printf(b, "{\"name\":\"tensord\",\"version\":\"%s\",\"extensions\":[\"binary_tensor_data\","
-			       "\"classification\",\"model_configuration\",\"statistics\",\"parameters\"]}", DMN_VERSION);
+			       "\"classification\",\"model_configuration\",\"statistics\",\"parameters\",\"system_shared_memory\"]}", DMN_VERSION);
 		break;
 	case DMN_OIP_MODEL_READY:
 		a->empty = true;
@@ -517,8 +569,26 @@ void dmn_oip_answer_make(const dmn_oip_ask *ask, const void *reply, size_t len, 
 		break;
 	}
 	case DMN_OIP_UNLOAD:
+	case DMN_OIP_SHM_REGISTER:
+	case DMN_OIP_SHM_UNREGISTER:
 		a->empty = true;
 		break;
+	case DMN_OIP_SHM_STATUS: {
+		bool first = true;
+		dmn_buf_str(b, "[");
+		cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(m->json, "regions"))
+		{
+			const char *n = str(e, "name"), *k = str(e, "key");
+			dmn_buf_str(b, first ? "{\"name\":" : ",{\"name\":");
+			first = false;
+			dmn_buf_json(b, n, strlen(n));
+			dmn_buf_str(b, ",\"key\":");
+			dmn_buf_json(b, k, strlen(k));
+			dmn_buf_printf(b, ",\"offset\":%lld,\"byte_size\":%lld}", num(e, "offset"), num(e, "byte_size"));
+		}
+		dmn_buf_str(b, "]");
+		break;
+	}
 	}
 	if (a->json.oom || a->extra.oom)
 		dmn_oip_answer_error(a, 503, "out of memory");

@@ -240,7 +240,7 @@ static void on_hup(uv_signal_t *h, int signum)
 	X(cache_dir) X(mem_limit_bytes) X(mem_limit_fraction) X(reply_timeout_ms) X(peer_connections_max) \
 	X(realize_threads) X(realize_nice) X(realize_mem_limit_bytes) X(realize_prog_cache_max) \
 	X(tcp_token_file) X(metrics_remote) X(frame_timeout_ms) X(partial_bytes_max) X(unsent_bytes_max) \
-	X(oip_http_listen) X(oip_json_max_bytes)
+	X(oip_http_listen) X(oip_json_max_bytes) X(oip_shm)
 	char *a = dmn_config_json(&s->cfg, false), *b = dmn_config_json(&cfg, false);
 	cJSON *ja = a ? cJSON_Parse(a) : NULL, *jb = b ? cJSON_Parse(b) : NULL;
 #define WARN_CHANGED(k)                                                                                     \
@@ -339,6 +339,8 @@ static void free_state(dmn_srv *s)
 	}
 	dmn_batcher_free(s);
 	dmn_registry_free(s);
+	dmn_shm_set_free(s->sysshm); /* requests freed above held their own references */
+	s->sysshm = NULL;
 	dmn_requests_free(s);
 }
 
@@ -386,6 +388,10 @@ int dmn_serve(dmn_config *cfg, int argc, char *const *argv)
 	err[0] = 0;
 	if (!(s->stream = dmn_stream_start(&s->cfg, &s->log, s->inbox, &s->loop, partial, err, sizeof(err))) && err[0])
 		goto out;
+	if (s->cfg.oip_shm && !(s->sysshm = dmn_shm_set_new())) {
+		snprintf(err, sizeof(err), "out of memory");
+		goto out;
+	}
 	if (!(s->oip = dmn_oip_http_start(&s->cfg, &s->log, s->inbox, &s->loop, err, sizeof(err))) && err[0])
 		goto out;
 	if (dmn_http_start(s, err, sizeof(err)))

@@ -35,6 +35,22 @@ uint64_t dmn_shm_set_bytes(const dmn_shm_set *set);
  * with err naming what was wrong. */
 tsd_status dmn_shm_register(dmn_shm_set *set, const dmn_shm_limits *lim, const char *name, int fd, bool writable,
 			    uint64_t *size, char *err, size_t errlen);
+/* Triton's system shared memory: map [offset, offset + size) of the POSIX shm object key
+ * ("/name", shm_open) read-write as region name, when the object belongs to caller_uid (the
+ * daemon maps only what its caller could), within lim. Such an object cannot be sealed: its owner
+ * may shrink it at any time, so its bytes are touched only through dmn_copy_guarded. Statuses
+ * as dmn_shm_register (TSD_UNAUTHORISED: another uid's object). */
+#define DMN_SHM_KEY_MAX 255
+tsd_status dmn_shm_register_key(dmn_shm_set *set, const dmn_shm_limits *lim, const char *name, const char *key,
+				uint64_t offset, uint64_t size, uint32_t caller_uid, char *err, size_t errlen);
+/* Up to max of set's regions into out (newest first); their count. */
+int dmn_shm_set_list(const dmn_shm_set *set, const dmn_shm_region **out, int max);
+bool dmn_shm_unsealed(const dmn_shm_region *g);   /* a POSIX shm object's: copies guarded */
+const char *dmn_shm_key(const dmn_shm_region *g, uint64_t *offset); /* its key and offset ("" for a memfd) */
+/* Copy n bytes from src to dst where one of them may lie in an unsealed region: false (the copy
+ * partial) when the region was shrunk under it (SIGBUS, caught on this thread only). Any thread. */
+bool dmn_copy_guarded(void *dst, const void *src, size_t n);
+
 /* Forget name (requests in flight that named it keep their mapping). */
 tsd_status dmn_shm_unregister(dmn_shm_set *set, const char *name, char *err, size_t errlen);
 /* The region called name (not referenced for the caller), or NULL. */

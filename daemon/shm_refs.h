@@ -6,12 +6,14 @@
 #include "types.h"
 #include "util.h"
 
-/* Resolve r's "shm" field, if any: its inputs appended to r->pm.tensors as views over the
- * mapped regions (so the model's input checks see them as any other tensor), its outputs
- * noted in r->shm; every region named is held until r is freed. TSD_BAD_REQUEST with err
+/* Resolve r's "shm" field (regions of its connection) and "sysshm" field (sys: the server's
+ * system shared memory, Triton's; NULL when off), if any: their inputs appended to
+ * r->pm.tensors as views over the mapped regions (an unsealed region's bytes copied out under
+ * the SIGBUS guard instead), so the model's input checks see them as any other tensor, their
+ * outputs noted in r->shm; every region named is held until r is freed. TSD_BAD_REQUEST with err
  * naming the reference (an unknown region, bytes outside it, a misaligned offset, a read-only
- * region for an output, an unknown field). */
-tsd_status dmn_shm_refs(dmn_req *r, char *err, size_t errlen);
+ * region for an output, a byte_size that disagrees, an unknown field). */
+tsd_status dmn_shm_refs(dmn_req *r, const dmn_shm_set *sys, char *err, size_t errlen);
 /* Once r's inputs are checked against version v (r->rows known): each output reference sized
  * and checked against its region. */
 tsd_status dmn_shm_outputs(dmn_req *r, const dmn_mver *v, char *err, size_t errlen);

@@ -54,6 +54,10 @@ struct dmn_chan {
 	/* Set by the transport at arrival: the channels this connection holds (requests not yet
 	 * answered plus replies not yet taken by the client), this one included; 0: not counted. */
 	int held;
+	/* A peer's uid the transport found without vouching for it as credentials (a loopback tcp
+	 * peer in the kernel's socket table): system shared memory maps only that uid's objects. */
+	bool has_local_uid;
+	uint32_t local_uid;
 };
 
 /* A closed connection (DMN_LANE_CLOSED; malloc'd by the transport, freed by the loop). */

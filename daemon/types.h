@@ -82,6 +82,7 @@ typedef struct dmn_shm_out {
 	const char *name;  /* the output's name (into the request's header) */
 	dmn_shm_region *g; /* referenced by the request's dmn_shm_use */
 	uint64_t offset;
+	uint64_t cap;      /* "byte_size" given with it (system shared memory): the bytes it may take; 0: the region's */
 	void *dst;
 	size_t nbytes;
 } dmn_shm_out;
@@ -92,6 +93,8 @@ typedef struct dmn_shm_use {
 	dmn_shm_region *held[PROTO_MAX_TENSORS + PROTO_GRAPH_MAX_OUTPUTS];
 	int nout;
 	dmn_shm_out out[PROTO_GRAPH_MAX_OUTPUTS];
+	int ncopies; /* inputs in unsealed regions, copied out under the SIGBUS guard (owned) */
+	void *copies[PROTO_MAX_TENSORS];
 } dmn_shm_use;
 
 /* A received request. */
@@ -257,6 +260,7 @@ struct dmn_srv {
 	uv_signal_t sig_term, sig_int, sig_hup;
 	dmn_stream *stream;  /* the transport (transport_stream.c): unix://, ipc://, tcp://; NULL without addresses */
 	struct dmn_oip_http *oip; /* the Open Inference Protocol over HTTP (oip_http.c); NULL when off */
+	dmn_shm_set *sysshm; /* Triton's system shared memory (verbs_sysshm.c); NULL unless oip_shm */
 	/* loop-owned */
 	dmn_client *clients[DMN_CLIENT_BUCKETS];
 	dmn_req *spare;      /* freed requests for reuse (request.c) */

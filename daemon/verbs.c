@@ -10,6 +10,7 @@
 
 #include "shm_refs.h"
 #include "verbs_shm.h"
+#include "verbs_sysshm.h"
 
 /* No tensors for a verb that takes none. */
 static bool no_tensors(dmn_srv *s, dmn_req *r)
@@ -228,7 +229,7 @@ static void v_infer(dmn_srv *s, dmn_req *r)
 		return;
 	}
 	char err[256];
-	tsd_status st = dmn_shm_refs(r, err, sizeof(err));
+	tsd_status st = dmn_shm_refs(r, s->sysshm, err, sizeof(err));
 	if (st == TSD_OK)
 		st = dmn_check_inputs(m->cur, &r->pm, false, &r->rows, err, sizeof(err));
 	if (st == TSD_OK)

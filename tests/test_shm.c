@@ -249,7 +249,7 @@ START_TEST(test_live_infer)
 	tsd_reply_free(r);
 	ck_assert_int_eq(tsd_client_call_text(c, "{\"verb\":\"infer\",\"model\":\"tiny\",\"shm\":{\"inputs\":[7]}}", NULL, 0, &r),
 			 TSD_BAD_REQUEST);
-	ck_assert_ptr_nonnull(strstr(tsd_reply_error(r), "shm.inputs[0]: an object {name, dtype, shape, region, offset}"));
+	ck_assert_ptr_nonnull(strstr(tsd_reply_error(r), "shm.inputs[0]: an object {name, dtype, shape, region, offset, byte_size}"));
 	tsd_reply_free(r);
 	/* a second region of the same name, shm.register without a descriptor */
 	ck_assert_ptr_null(tsd_region_create(c, "in", 64, false));

@@ -26,6 +26,7 @@ sys.path.insert(0, str(REPO / "clients" / "python" / "tests"))
 import harness  # noqa: E402  (the tensord package of this checkout comes with it)
 import tensord  # noqa: E402
 import tritonclient.http as httpclient  # noqa: E402
+import tritonclient.utils.shared_memory as shm  # noqa: E402
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
 ONNX_MODEL = Path("/usr/share/libonnx-testdata/data/pytorch-converted/test_Conv2d/model.onnx")
@@ -46,7 +47,7 @@ class OIPTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls) -> None:
         cls.port = free_port()
-        cls.d = harness.Daemon({"oip_http_listen": f"http://127.0.0.1:{cls.port}"})
+        cls.d = harness.Daemon({"oip_http_listen": f"http://127.0.0.1:{cls.port}", "oip_shm": True})
         try:
             shutil.copy(REPO / "examples" / "models" / "mlp.json", cls.d.models_dir / "mlp.json")
             subprocess.run([str(Path(harness.daemon_binary()).parent / "make_weights"),
@@ -223,6 +224,81 @@ class OIPTest(unittest.TestCase):
         self.assertEqual(allm, {"mlp", "conv"})
         with self.assertRaises(InferenceServerException):
             self.http.get_inference_statistics("nope")
+
+    # ---- system shared memory ----
+    def test_system_shared_memory(self) -> None:
+        x = np.random.default_rng(5).standard_normal((2, 16)).astype(np.float32)
+        want = self.tsd.infer("mlp", {"x": x})
+        key_in, key_out = f"/tsd_oip_in_{os.getpid()}", f"/tsd_oip_out_{os.getpid()}"
+        h_in = shm.create_shared_memory_region("in0", key_in, 256)
+        h_out = shm.create_shared_memory_region("out0", key_out, 256)
+        try:
+            shm.set_shared_memory_region(h_in, [x], offset=64)
+            self.http.unregister_system_shared_memory()
+            self.http.register_system_shared_memory("in0", key_in, 256)
+            self.http.register_system_shared_memory("out0", key_out, 256)
+            status = {r["name"]: r for r in self.http.get_system_shared_memory_status()}
+            self.assertEqual(status["in0"]["key"], key_in)
+            self.assertEqual(int(status["out0"]["byte_size"]), 256)
+            inp = httpclient.InferInput("x", [2, 16], "FP32")
+            inp.set_shared_memory("in0", x.nbytes, offset=64)
+            out = httpclient.InferRequestedOutput("y")
+            out.set_shared_memory("out0", 2 * 4 * 4, offset=32)
+            r = self.http.infer("mlp", [inp], outputs=[out, httpclient.InferRequestedOutput("p", binary_data=True)])
+            got = shm.get_contents_as_numpy(h_out, np.float32, [2, 4], offset=32)
+            np.testing.assert_array_equal(got, want["y"])
+            np.testing.assert_array_equal(r.as_numpy("p"), want["p"])
+            meta = r.get_output("y")
+            self.assertEqual(meta["parameters"]["shared_memory_region"], "out0")
+            # out of range, unknown region, a byte size that disagrees: 400, nothing run
+            bad = httpclient.InferInput("x", [2, 16], "FP32")
+            bad.set_shared_memory("in0", x.nbytes, offset=200)
+            for b, words in ((bad, "outside region"),):
+                with self.assertRaises(InferenceServerException) as e:
+                    self.http.infer("mlp", [b])
+                self.assertIn(words, str(e.exception))
+            bad.set_shared_memory("nope", x.nbytes)
+            with self.assertRaises(InferenceServerException) as e:
+                self.http.infer("mlp", [bad])
+            self.assertIn("no region", str(e.exception))
+            bad.set_shared_memory("in0", 100)
+            with self.assertRaises(InferenceServerException) as e:
+                self.http.infer("mlp", [bad])
+            self.assertIn("byte_size", str(e.exception))
+            with self.assertRaises(InferenceServerException) as e:  # past the object's end
+                self.http.register_system_shared_memory("big", key_in, 4096)
+            self.assertIn("past its", str(e.exception))
+            with self.assertRaises(InferenceServerException):  # a name taken
+                self.http.register_system_shared_memory("in0", key_in, 64)
+            # the owner shrinks the object under the mapping: the request fails, the daemon lives
+            fd = os.open(f"/dev/shm{key_in}", os.O_RDWR)
+            os.ftruncate(fd, 0)
+            os.close(fd)
+            with self.assertRaises(InferenceServerException) as e:
+                self.http.infer("mlp", [inp])
+            self.assertIn("shrunk", str(e.exception))
+            self.http.unregister_system_shared_memory("in0")
+            self.assertEqual([r["name"] for r in self.http.get_system_shared_memory_status()], ["out0"])
+            self.http.unregister_system_shared_memory()
+            self.assertEqual(self.http.get_system_shared_memory_status(), [])
+        finally:
+            shm.destroy_shared_memory_region(h_in)
+            shm.destroy_shared_memory_region(h_out)
+        self.assert_serving()
+
+    @unittest.skipUnless(os.geteuid() == 0, "needs root to make an object another uid owns")
+    def test_system_shared_memory_of_another_uid(self) -> None:
+        key = f"/tsd_oip_other_{os.getpid()}"
+        fd = os.open(f"/dev/shm{key}", os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            os.ftruncate(fd, 4096)
+            os.fchown(fd, 65534, 65534)
+            with self.assertRaises(InferenceServerException) as e:
+                self.http.register_system_shared_memory("other", key, 4096)
+            self.assertIn("not by the caller", str(e.exception))
+        finally:
+            os.close(fd)
+            os.unlink(f"/dev/shm{key}")
 
     # ---- bad input: the documented status, and the daemon keeps serving ----
     def test_bad_requests(self) -> None:
