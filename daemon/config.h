@@ -40,6 +40,8 @@ typedef enum dmn_cfg_type {
 
 /* log_level's values, in the order of its choices in config.def. */
 enum { DMN_LOG_ERROR, DMN_LOG_WARN, DMN_LOG_INFO, DMN_LOG_DEBUG };
+/* repository's values, likewise. */
+enum { DMN_REPO_OFF, DMN_REPO_ALL, DMN_REPO_EXPLICIT };
 
 typedef struct dmn_strlist {
 	int n;

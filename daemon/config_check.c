@@ -204,6 +204,9 @@ static dmn_cfg_status check(const dmn_config *c, char *err, size_t errlen)
 	if (c->cache_dir[0] && c->cache_dir[0] != '/')
 		return dmn_cfg_fail(err, errlen, DMN_CFG_EINVALID,
 			    "cache_dir: \"%s\" must be an absolute path", c->cache_dir);
+	if (c->repository != DMN_REPO_OFF && !c->models_dir[0])
+		return dmn_cfg_fail(err, errlen, DMN_CFG_EINVALID, "repository: \"%s\" needs models_dir (the repository's directory)",
+			    c->repository == DMN_REPO_ALL ? "all" : "explicit");
 	if (c->models_dir[0] && c->models_dir[0] != '/')
 		return dmn_cfg_fail(err, errlen, DMN_CFG_EINVALID,
 			    "models_dir: \"%s\" must be an absolute path", c->models_dir);

@@ -104,7 +104,10 @@ static void load_done(dmn_srv *s, dmn_job *j)
 	m->loading--;
 	if (j->st == TSD_OK && !m->removed) {
 		dmn_mver *old = m->cur;
-		j->ver->version = ++m->next_version; /* numbered when ready: a failed load uses none */
+		/* numbered when ready: a failed load uses none; a repository's keeps its directory's */
+		j->ver->version = j->ver->fixed_version ? j->ver->fixed_version : ++m->next_version;
+		if (j->ver->version > m->next_version)
+			m->next_version = j->ver->version;
 		m->cur = j->ver;
 		j->ver = NULL;
 		if (old)
@@ -144,7 +147,7 @@ static void load_done(dmn_srv *s, dmn_job *j)
 			s->drain_deadline = 0;
 		}
 	}
-	if (j->preload == 1 && --s->preload_pending == 0 && !s->draining) {
+	if ((j->preload == 1 || j->preload == 3) && --s->preload_pending == 0 && !s->draining) {
 		dmn_log(&s->log, DMN_LOG_INFO, "ready");
 		sd_notify(0, "READY=1");
 	}

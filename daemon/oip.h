@@ -24,7 +24,8 @@ typedef enum dmn_oip_kind {
 	DMN_OIP_MODEL_READY,  /* model ready: model.list */
 	DMN_OIP_MODEL_CONFIG, /* Triton's model configuration: model.list */
 	DMN_OIP_STATS,        /* Triton's statistics: stats */
-	DMN_OIP_REPO_INDEX,   /* Triton's repository index: model.list */
+	DMN_OIP_REPO_INDEX,   /* Triton's repository index: repo.index */
+	DMN_OIP_LOAD,         /* repository load: repo.load */
 	DMN_OIP_UNLOAD,       /* repository unload: model.unload */
 	DMN_OIP_SHM_REGISTER, /* system shared memory: sysshm.register */
 	DMN_OIP_SHM_STATUS,   /* sysshm.status */

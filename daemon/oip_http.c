@@ -789,7 +789,7 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
 		q->ask.kind = DMN_OIP_REPO_INDEX;
 		need = "POST";
 		if (postm || get)
-			m = dmn_oip_verb_msg("model.list", id, NULL, NULL, tok);
+			m = dmn_oip_verb_msg("repo.index", id, NULL, NULL, tok);
 	} else if (seg_is(&g, 0, "repository") && g.n == 4 && seg_is(&g, 1, "models") &&
 		   (seg_is(&g, 3, "load") || seg_is(&g, 3, "unload"))) {
 		need = "POST";
@@ -797,14 +797,10 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
 			respond_error(q, 400, "%s", err);
 			return 0;
 		}
-		if (postm && seg_is(&g, 3, "load")) {
-			respond_error(q, 501, "model load: this server loads models through model.load (TSD1) and its "
-				      "config's preload; the repository's load is not implemented yet");
-			return 0;
-		}
-		q->ask.kind = DMN_OIP_UNLOAD;
+		bool load = seg_is(&g, 3, "load");
+		q->ask.kind = load ? DMN_OIP_LOAD : DMN_OIP_UNLOAD;
 		if (postm)
-			m = dmn_oip_verb_msg("model.unload", id, "name", q->ask.model, tok);
+			m = dmn_oip_verb_msg(load ? "repo.load" : "model.unload", id, "name", q->ask.model, tok);
 	} else {
 		respond_error(q, 404, "not found: %.*s", (int)(path.len < 200 ? path.len : 200), path.base);
 		return 0;

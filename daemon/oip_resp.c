@@ -530,7 +530,7 @@ void dmn_oip_answer_make(const dmn_oip_ask *ask, const void *reply, size_t len, 
 		break;
 	case DMN_OIP_SERVER_META:
 		dmn_buf_printf(b, "{\"name\":\"tensord\",\"version\":\"%s\",\"extensions\":[\"binary_tensor_data\","
-			       "\"classification\",\"model_configuration\",\"statistics\",\"parameters\",\"system_shared_memory\"]}", DMN_VERSION);
+			       "\"classification\",\"model_configuration\",\"model_repository\",\"statistics\",\"parameters\",\"system_shared_memory\"]}", DMN_VERSION);
 		break;
 	case DMN_OIP_MODEL_READY:
 		a->empty = true;
@@ -563,12 +563,20 @@ void dmn_oip_answer_make(const dmn_oip_ask *ask, const void *reply, size_t len, 
 			dmn_buf_str(b, first ? "{\"name\":" : ",{\"name\":");
 			first = false;
 			dmn_buf_json(b, n, strlen(n));
-			dmn_buf_printf(b, ",\"version\":\"%lld\",\"state\":\"READY\"}", num(e, "version"));
+			if (cJSON_GetObjectItemCaseSensitive(e, "version"))
+				dmn_buf_printf(b, ",\"version\":\"%lld\"", num(e, "version"));
+			const char *st = str(e, "state"), *why = str(e, "reason");
+			dmn_buf_str(b, ",\"state\":");
+			dmn_buf_json(b, st, strlen(st));
+			dmn_buf_str(b, ",\"reason\":");
+			dmn_buf_json(b, why, strlen(why));
+			dmn_buf_str(b, "}");
 		}
 		dmn_buf_str(b, "]");
 		break;
 	}
 	case DMN_OIP_UNLOAD:
+	case DMN_OIP_LOAD:
 	case DMN_OIP_SHM_REGISTER:
 	case DMN_OIP_SHM_UNREGISTER:
 		a->empty = true;

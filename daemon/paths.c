@@ -64,7 +64,9 @@ static tsd_status resolve_error(int e, const char *what, const char *kind, char 
 	}
 }
 
-tsd_status dmn_models_path(const dmn_config *cfg, const char *rel, char *out, size_t cap, char *err, size_t errlen)
+/* rel resolved under models_dir; a directory when dir, else anything but one. */
+static tsd_status resolve(const dmn_config *cfg, const char *rel, bool dir, char *out, size_t cap, char *err,
+			  size_t errlen)
 {
 	char root[PATH_MAX], full[2 * PATH_MAX + 2], real[PATH_MAX];
 	tsd_status st = check_rel(cfg, rel, root, err, errlen);
@@ -74,16 +76,26 @@ tsd_status dmn_models_path(const dmn_config *cfg, const char *rel, char *out, si
 	/* every component resolved: a symbolic link anywhere (a directory or the file) may point
 	 * anywhere inside models_dir, never out of it */
 	if (!realpath(full, real))
-		return resolve_error(errno, rel, "file", err, errlen);
+		return resolve_error(errno, rel, dir ? "directory" : "file", err, errlen);
 	if (!under(real, root))
 		return BAD("\"%.200s\" leads out of models_dir", rel);
 	struct stat sb;
-	if (!stat(real, &sb) && S_ISDIR(sb.st_mode))
-		return BAD("\"%.200s\" is a directory", rel);
+	if (!stat(real, &sb) && S_ISDIR(sb.st_mode) != dir)
+		return BAD("\"%.200s\" is %sa directory", rel, dir ? "not " : "");
 	if (strlen(real) >= cap)
 		return dmn_bad(err, errlen, TSD_TOO_LARGE, "\"%.200s\": path too long", rel);
 	snprintf(out, cap, "%s", real);
 	return TSD_OK;
+}
+
+tsd_status dmn_models_path(const dmn_config *cfg, const char *rel, char *out, size_t cap, char *err, size_t errlen)
+{
+	return resolve(cfg, rel, false, out, cap, err, errlen);
+}
+
+tsd_status dmn_models_dir(const dmn_config *cfg, const char *rel, char *out, size_t cap, char *err, size_t errlen)
+{
+	return resolve(cfg, rel, true, out, cap, err, errlen);
 }
 
 tsd_status dmn_models_path_new(const dmn_config *cfg, const char *rel, char *out, size_t cap, char *err, size_t errlen)

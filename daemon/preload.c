@@ -2,6 +2,7 @@
  * when their spec file (or the weights file it names) changed; and the daemon's readiness
  * (every preload done, not draining). */
 #include "models.h"
+#include "repository.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -56,9 +57,39 @@ out:
 	return j;
 }
 
+/* At start with repository "all": every model of the repository, counted for readiness (a
+ * failure is logged, the others serve). */
+static int repo_preload(dmn_srv *s)
+{
+	char(*names)[DMN_NAME_LEN_MAX + 1] = malloc(DMN_REPO_MAX * sizeof(*names));
+	int n = names ? dmn_repo_names(&s->cfg, names, DMN_REPO_MAX) : 0, queued = 0;
+	for (int i = 0; i < n; i++) {
+		char err[600];
+		cJSON *spec;
+		int v;
+		dmn_model *m;
+		tsd_status st = dmn_repo_spec(&s->cfg, names[i], &spec, &v, err, sizeof(err));
+		if (st == TSD_OK)
+			st = dmn_load(s, spec, NULL, 3, err, sizeof(err), &m);
+		cJSON_Delete(spec);
+		if (st != TSD_OK) {
+			dmn_log(&s->log, DMN_LOG_ERROR, "repository model %s: %s: %s", names[i], tsd_status_name(st), err);
+			continue;
+		}
+		s->preload_pending++;
+		queued++;
+	}
+	if (n)
+		dmn_log(&s->log, DMN_LOG_INFO, "repository %s: %d model(s) found, %d loading", s->cfg.models_dir, n, queued);
+	free(names);
+	return queued;
+}
+
 int dmn_preload(dmn_srv *s, bool reload)
 {
 	int queued = 0;
+	if (!reload && s->cfg.repository == DMN_REPO_ALL)
+		queued += repo_preload(s);
 	for (int i = 0; i < s->cfg.preload.n; i++) {
 		char path[4096], err[600];
 		uint64_t h = 0;

@@ -282,13 +282,18 @@ tsd_status dmn_mver_parse(dmn_srv *s, const cJSON *spec, const proto_msg *pm, dm
 {
 	static const char *const known[] = {"verb", "id", "tensors", "name", "graph", "weights", "inputs",
 					    "outputs", "device", "batching", "train", "format", "file", "shapes",
-					    "constants", "f64_as_f32"};
+					    "constants", "f64_as_f32", "version"};
 	const char *unknown = dmn_json_unknown(spec, known, sizeof(known) / sizeof(*known));
 	if (unknown)
 		return BAD("%.64s: unknown field of model.load", unknown);
+	const cJSON *jv = cJSON_GetObjectItemCaseSensitive(spec, "version");
+	int64_t fixed = 0;
+	if (jv && !proto_json_int(jv, 1, INT32_MAX, &fixed))
+		return BAD("version: the number it serves under, an integer from 1 (a repository's version directory)");
 	dmn_mver *v = calloc(1, sizeof(*v));
 	if (!v)
 		return dmn_bad(err, errlen, TSD_OUT_OF_MEMORY, "out of memory");
+	v->fixed_version = (int)fixed;
 	const cJSON *g = cJSON_GetObjectItemCaseSensitive(spec, "graph");
 	const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(spec, "format");
 	proto_err e;

@@ -135,6 +135,7 @@ typedef struct dmn_port {
  * executor owns `eng` (weights, JITs). Freed by a FREE job, then by the loop when it returns. */
 struct dmn_mver {
 	int version;
+	int fixed_version;        /* model.load's "version" (a repository's directory number), or 0: the next */
 	int device;               /* index into the server's devices */
 	proto_graph g;
 	int nin, nout;
@@ -207,7 +208,8 @@ struct dmn_job {
 	dmn_req **reqs;     /* INFER: the batch; other kinds: one (NULL for a preload or FREE) */
 	int bucket;         /* INFER: rows launched */
 	int prio;           /* for dispatch */
-	int preload;        /* LOAD: 1 a preload at start, 2 at a reload, 0 a request */
+	int preload;        /* LOAD: 1 a preload at start, 2 at a reload, 3 a repository model at start
+			     * (counted for readiness; a failure is logged, not fatal), 0 a request */
 	uint64_t t_arrive;  /* of its oldest request */
 	proto_graph graph;  /* REALIZE: validated on the loop */
 	char save_path[4096]; /* SAVE: absolute, or "" to send the weights back */

@@ -38,6 +38,8 @@ nng_msg *dmn_reply_msg(const proto_msg *req, tsd_status st, const char *err, cJS
  * directory. Its resolved absolute path into out[cap]; else the status and err, which names
  * rel only (never the server's absolute path). */
 tsd_status dmn_models_path(const dmn_config *cfg, const char *rel, char *out, size_t cap, char *err, size_t errlen);
+/* The same for a directory under models_dir (a model repository's). */
+tsd_status dmn_models_dir(const dmn_config *cfg, const char *rel, char *out, size_t cap, char *err, size_t errlen);
 /* The same for a file to create (model.save): its directory must exist, resolve inside
  * models_dir and be writable; the file need not exist (if it does, it is not a directory).
  * The directory's resolved path plus rel's last component into out[cap]. */

@@ -10,6 +10,7 @@
 
 #include "shm_refs.h"
 #include "verbs_shm.h"
+#include "verbs_repo.h"
 #include "verbs_sysshm.h"
 
 /* No tensors for a verb that takes none. */
