@@ -98,7 +98,7 @@ $(BUILD)/pic/protocol/%.o $(BUILD)/pic/clients/%.o: INC := -Iinclude -Iprotocol
 # keep example and bench objects (make would delete them as intermediates)
 .SECONDARY:
 
-.PHONY: all test test-nng asan tsan check oip-check clean examples bench demo deps train-check conformance layers fuzz live-fuzz run soak install install-check tensorctl-check
+.PHONY: all test test-nng asan tsan check oip-check docs-check clean examples bench demo deps train-check conformance layers fuzz live-fuzz run soak install install-check tensorctl-check
 all: $(LIB) $(PROTO_LIB) $(CLIENT_LIB) $(SO_LINK) $(DAEMON_BIN) $(CTL_BIN) $(TEST_BIN) $(EXAMPLE_BIN) $(BENCH_BIN)
 
 $(BUILD)/%.o: %.c
@@ -302,13 +302,17 @@ fuzz:
 # SKIPPED), ..., ONNX's backend node tests against tests/onnx/passing.txt, and the engine's suites
 # cross-built for ARM64 under qemu (check-aarch64). The README's test command.
 # Each step in order, timed: its seconds are printed and kept in $(BUILD)/check-times.txt.
-CHECK_STEPS := layers test test-nng asan live-fuzz tsan fuzz train-check conformance soak install-check python-test \
+CHECK_STEPS := layers docs-check test test-nng asan live-fuzz tsan fuzz train-check conformance soak install-check python-test \
 	tensorctl-check onnx-check oip-check check-aarch64
 check:
 	@mkdir -p $(BUILD); : >$(BUILD)/check-times.txt; t0=$$(date +%s); \
 	for t in $(CHECK_STEPS); do s=$$(date +%s); $(MAKE) --no-print-directory $$t || exit 1; \
 		echo "check: $$t took $$(( $$(date +%s) - s )) s" | tee -a $(BUILD)/check-times.txt; done; \
 	echo "check: all $(words $(CHECK_STEPS)) steps took $$(( $$(date +%s) - t0 )) s" | tee -a $(BUILD)/check-times.txt
+
+# docs/USAGE.md's configuration table is tensord --help's (scripts/config-table.py --write regenerates it).
+docs-check: $(DAEMON_BIN)
+	python3 scripts/config-table.py $(DAEMON_BIN) --check docs/USAGE.md
 
 # The Open Inference Protocol with clients nobody here wrote: Triton's tritonclient (pinned, from
 # PyPI into the git-ignored tests/oip/.venv) over HTTP and gRPC against a live tensord, every
