@@ -67,21 +67,46 @@ void dmn_buf_printf(dmn_buf *b, const char *fmt, ...)
 	b->len += (size_t)n;
 }
 
+/* The length of the well-formed UTF-8 sequence at s[0..n) (n > 0, s[0] >= 0x80), or 0. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+	size_t len = s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3 : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
+	if (!len || len > n)
+		return 0;
+	for (size_t k = 1; k < len; k++)
+		if ((s[k] & 0xc0) != 0x80)
+			return 0;
+	/* no overlong forms, surrogates or code points past U+10FFFF */
+	if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] > 0x9f) || (s[0] == 0xf0 && s[1] < 0x90) ||
+	    (s[0] == 0xf4 && s[1] > 0x8f))
+		return 0;
+	return len;
+}
+
 void dmn_buf_json(dmn_buf *b, const char *s, size_t n)
 {
 	dmn_buf_put(b, "\"", 1);
 	size_t run = 0;
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n;) {
 		unsigned char c = (unsigned char)s[i];
-		if (c >= 0x20 && c != '"' && c != '\\')
+		size_t u = c >= 0x80 ? utf8_len((const unsigned char *)s + i, n - i) : 0;
+		if (u) { /* well-formed: as it is */
+			i += u;
 			continue;
+		}
+		if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+			i++;
+			continue;
+		}
 		dmn_buf_put(b, s + run, i - run);
-		run = i + 1;
+		run = ++i;
 		if (c == '"' || c == '\\') {
 			char e[2] = {'\\', (char)c};
 			dmn_buf_put(b, e, 2);
-		} else {
+		} else if (c < 0x20) {
 			dmn_buf_printf(b, "\\u%04x", c);
+		} else { /* a byte of no UTF-8 sequence (a client's text quoted in a message) */
+			dmn_buf_str(b, "\\ufffd");
 		}
 	}
 	dmn_buf_put(b, s + run, n - run);
