@@ -2,6 +2,7 @@
  * reason, latency and batch-size histograms, the engine's counters and memory, per-model
  * counters; as the `stats` JSON and as Prometheus text for /metrics. */
 #include "stats.h"
+#include "oip_http.h"
 
 #include <malloc.h>
 #include <stdio.h>
@@ -40,6 +41,10 @@ static void stream_stats(dmn_srv *s, dmn_stream_stats ks[DMN_ST_KINDS], dmn_stre
 		sum->refused_cap += ks[k].refused_cap;
 		sum->reply_timeouts += ks[k].reply_timeouts;
 	}
+	dmn_oip_http_stats hs;
+	dmn_oip_http_get_stats(s->oip, &hs);
+	sum->open += hs.open;
+	sum->refused_cap += hs.refused_cap;
 }
 
 cJSON *dmn_stats_json(dmn_srv *s)
@@ -120,6 +125,14 @@ cJSON *dmn_stats_json(dmn_srv *s)
 		cJSON_AddNumberToObject(cu, "pending_waits", (double)ks[k].pending_waits);
 		cJSON_AddNumberToObject(cu, "partial_bytes", (double)ks[k].partial_bytes);
 	}
+	dmn_oip_http_stats hst;
+	dmn_oip_http_get_stats(s->oip, &hst);
+	cJSON *ch = cJSON_AddObjectToObject(co, "http"); /* the Open Inference Protocol's */
+	cJSON_AddNumberToObject(ch, "open", (double)hst.open);
+	cJSON_AddNumberToObject(ch, "accepted", (double)hst.accepted);
+	cJSON_AddNumberToObject(ch, "refused_peer_cap", (double)hst.refused_cap);
+	cJSON_AddNumberToObject(ch, "requests", (double)hst.requests);
+	cJSON_AddNumberToObject(ch, "frontend_errors", (double)hst.errors);
 	cJSON_AddItemToObject(x, "process", process_json());
 	return x;
 }
@@ -187,7 +200,13 @@ char *dmn_metrics_text(dmn_srv *s)
 			memcpy(&v, (const char *)&ks[k] + tk[i].off, sizeof(v));
 			(tk[i].counter ? dmn_prom_counter : dmn_prom_gauge)(&p, tk[i].name, tk[i].help, &l, 1, (double)v);
 		}
+	dmn_oip_http_stats hst;
+	dmn_oip_http_get_stats(s->oip, &hst);
 	struct { const char *name, *help; double v; bool counter; } cn[] = {
+		{"tensord_oip_http_connections", "Open Inference Protocol HTTP connections open", (double)hst.open, false},
+		{"tensord_oip_http_requests_total", "Open Inference Protocol HTTP requests received", (double)hst.requests, true},
+		{"tensord_oip_http_frontend_errors_total", "Open Inference Protocol HTTP requests the frontend refused before the daemon saw them",
+		 (double)hst.errors, true},
 		{"tensord_connections", "Connections open", (double)sum.open, false},
 		{"tensord_connections_refused_peer_cap_total", "Connections closed at once: their peer had peer_connections_max", (double)sum.refused_cap, true},
 		{"tensord_connections_closed_reply_timeout_total", "Connections closed: a reply not taken within reply_timeout_ms", (double)sum.reply_timeouts, true},

@@ -224,6 +224,9 @@ class OIPTest(unittest.TestCase):
         self.assertEqual(allm, {"mlp", "conv"})
         with self.assertRaises(InferenceServerException):
             self.http.get_inference_statistics("nope")
+        conns = self.tsd.stats()["connections"]["http"]  # the frontend's own figures, over TSD1
+        self.assertGreater(conns["requests"], 0)
+        self.assertGreaterEqual(conns["accepted"], conns["open"])
 
     # ---- system shared memory ----
     def test_system_shared_memory(self) -> None:
