@@ -52,6 +52,8 @@ DAEMON_SRC := $(wildcard daemon/*.c)
 CLIENT_SRC := $(filter-out clients/tensorctl%,$(wildcard clients/*.c))
 CTL_SRC    := $(wildcard clients/tensorctl*.c)
 NNG_LIBS   := $(shell pkg-config --libs nng 2>/dev/null || echo -lnng)
+# tensorctl bench --protocol http: libcurl
+CURL_LIBS  := $(shell pkg-config --libs libcurl 2>/dev/null || echo -lcurl)
 # The daemon's event loop and systemd notifications (sd_notify).
 # The Open Inference Protocol's HTTP/REST frontend: h2o built on libuv (Debian's libh2o-dev), on the daemon's loop.
 DAEMON_LIBS := $(NNG_LIBS) $(shell pkg-config --libs libuv libsystemd 2>/dev/null || echo -luv -lsystemd) \
@@ -163,7 +165,7 @@ endif
 
 $(CTL_BIN): $(CTL_OBJ) $(CLIENT_LIB) $(PROTO_LIB) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(CTL_OBJ) $(CLIENT_LIB) $(PROTO_LIB) $(LIB) $(NNG_LIBS) $(LDLIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(CTL_OBJ) $(CLIENT_LIB) $(PROTO_LIB) $(LIB) $(NNG_LIBS) $(CURL_LIBS) $(LDLIBS)
 
 $(DAEMON_BIN): $(DAEMON_OBJ) $(PROTO_LIB) $(LIB)
 	@mkdir -p $(dir $@)

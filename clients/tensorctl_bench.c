@@ -13,13 +13,14 @@
 #include <unistd.h>
 
 #include "tensorctl.h"
+#include "tensorctl_oip.h"
 #include "tensorctl_plot.h"
 
 const char tctl_bench_help[] =
 	"usage: tensorctl bench MODEL [INPUT...] [--batch N] [--concurrency LEVELS]\n"
 	"                       [--rate LEVELS] [--window-ms MS] [--stability PCT]\n"
 	"                       [--max-windows N] [--priority P] [--csv FILE] [--plot FILE.svg]\n"
-	"                       [--progress|--no-progress]\n"
+	"                       [--progress|--no-progress] [--protocol tsd|http] [--http-url URL]\n"
 	"\n"
 	"Load the daemon with infer requests of MODEL and measure, level after level:\n"
 	"  --concurrency LEVELS  closed loop: that many requests in flight, one connection each.\n"
@@ -36,6 +37,10 @@ const char tctl_bench_help[] =
 	"                        throughput and p50 latency, at most --max-windows (default 10)\n"
 	"  --csv FILE            one line per level (header first)\n"
 	"  --plot FILE.svg       latency percentiles and throughput against the levels\n"
+	"  --protocol P          tsd (the default: tensord's own, over --url) or http: the Open\n"
+	"                        Inference Protocol (KServe v2, binary tensor data) over one\n"
+	"                        keep-alive connection per worker to --http-url (default\n"
+	"                        http://127.0.0.1:8000); the daemon's figures still over --url\n"
 	"Per level: throughput (requests/s, rows/s), latency p50 p90 p95 p99 and mean (ms, at the\n"
 	"client), the daemon's mean queue and compute time per request (stats deltas), errors.\n"
 	"SIGINT stops after the current window (the level so far kept, exit 5). Exit 4 when\n"
@@ -54,6 +59,7 @@ typedef struct bworker {
 	bench *b;
 	pthread_t th;
 	tsd_client *c;
+	tctl_oip *o;   /* --protocol http: its connection instead of c */
 	pthread_mutex_t mu;
 	rec *r;
 	size_t n, cap;
@@ -72,6 +78,7 @@ struct bench {
 	atomic_bool stop;
 	tctl_ctx *ctx;
 	bool progress; /* a status line on stderr while a level is measured */
+	const char *http_url; /* --protocol http: the OIP frontend's; NULL: TSD1 */
 };
 
 /* One level's results. */
@@ -123,15 +130,27 @@ static void *bworker_main(void *arg)
 			if (atomic_load(&b->stop))
 				break;
 		}
-		tsd_reply *r;
-		double t = tctl_now();
-		tsd_status s = tsd_client_call(w->c, h, b->in.t, b->in.n, &r);
-		double e = tctl_now();
-		tsd_reply_free(r);
-		record(w, e, e - t, s == TSD_OK);
-		if (!r) { /* no reply: the connection is gone or timed out; try once more later */
-			snprintf(w->why, sizeof(w->why), "%s: %s", tsd_status_name(s),
-				 tsd_client_error(w->c));
+		bool ok, lost;
+		double t = tctl_now(), e;
+		if (w->o) {
+			char why[sizeof(w->why)];
+			ok = tctl_oip_infer(w->o, why, sizeof(why));
+			e = tctl_now();
+			lost = !ok && !strncmp(why, "http:", 5); /* no answer at all */
+			if (!ok)
+				snprintf(w->why, sizeof(w->why), "%s", why);
+		} else {
+			tsd_reply *r;
+			tsd_status s = tsd_client_call(w->c, h, b->in.t, b->in.n, &r);
+			e = tctl_now();
+			ok = s == TSD_OK;
+			lost = !r;
+			tsd_reply_free(r);
+			if (lost)
+				snprintf(w->why, sizeof(w->why), "%s: %s", tsd_status_name(s), tsd_client_error(w->c));
+		}
+		record(w, e, e - t, ok);
+		if (lost) { /* no reply: the connection is gone or timed out; try once more later */
 			struct timespec ts = {0, 100000000};
 			nanosleep(&ts, NULL);
 		}
@@ -206,9 +225,12 @@ static int run_level(bench *b, int n, double rate, long window_ms, double stabil
 		bworker *w = &ws[started];
 		w->b = b;
 		pthread_mutex_init(&w->mu, NULL);
-		if (!(w->c = tsd_client_open(b->ctx->url, b->ctx->timeout_ms, err, sizeof(err))) ||
-		    pthread_create(&w->th, NULL, bworker_main, w)) {
+		bool conn = b->http_url ? !!(w->o = tctl_oip_open(b->http_url, b->model, &b->in, b->ctx->timeout_ms, err,
+									sizeof(err)))
+					: !!(w->c = tsd_client_open(b->ctx->url, b->ctx->timeout_ms, err, sizeof(err)));
+		if (!conn || pthread_create(&w->th, NULL, bworker_main, w)) {
 			tsd_client_close(w->c);
+			tctl_oip_close(w->o);
 			pthread_mutex_destroy(&w->mu);
 			break;
 		}
@@ -299,6 +321,7 @@ static int run_level(bench *b, int n, double rate, long window_ms, double stabil
 	for (int i = 0; i < started; i++) {
 		pthread_join(ws[i].th, NULL);
 		tsd_client_close(ws[i].c);
+		tctl_oip_close(ws[i].o);
 		if (ws[i].oom)
 			rc = TCTL_EXIT_IO;
 		if (ws[i].why[0] && !rc)
@@ -417,7 +440,7 @@ static void print_level(FILE *f, const level *l, bool csv)
 int tctl_cmd_bench(tctl_ctx *ctx, int argc, char **argv)
 {
 	bench b = {.ctx = ctx, .rows = 1, .progress = isatty(2)};
-	const char *conc = NULL, *rates = NULL, *csv = NULL, *plot = NULL;
+	const char *conc = NULL, *rates = NULL, *csv = NULL, *plot = NULL, *http_url = NULL;
 	long window_ms = 2000, max_windows = 10;
 	double stability = 10;
 	char err[512], *end;
@@ -437,6 +460,15 @@ int tctl_cmd_bench(tctl_ctx *ctx, int argc, char **argv)
 			b.progress = a[2] == 'p';
 		else if (!strcmp(a, "--priority") && has)
 			b.priority = argv[++i];
+		else if (!strcmp(a, "--protocol") && has) {
+			const char *p = argv[++i];
+			if (!strcmp(p, "http"))
+				b.http_url = b.http_url ? b.http_url : "http://127.0.0.1:8000";
+			else if (strcmp(p, "tsd"))
+				rc = tctl_usage("bench", "--protocol %s: tsd or http (grpc is not in tensorctl yet)", p);
+		} else if (!strcmp(a, "--http-url") && has) {
+			http_url = argv[++i];
+		}
 		else if (!strcmp(a, "--batch") && has) {
 			if (!tctl_parse_long(argv[++i], 1, 4096, &b.rows))
 				rc = tctl_usage("bench", "--batch %s: not in 1..4096", argv[i]);
@@ -461,6 +493,10 @@ int tctl_cmd_bench(tctl_ctx *ctx, int argc, char **argv)
 			rc = TCTL_EXIT_USAGE;
 		}
 	}
+	if (b.http_url && http_url)
+		b.http_url = http_url;
+	if (!rc && b.http_url && b.priority)
+		rc = tctl_usage("bench", "--priority: TSD1 only (over http the request's parameters would carry it)");
 	double cl[MAX_LEVELS], rl[MAX_LEVELS];
 	int ncl = 0, nrl = 0;
 	if (!rc && !b.model)
@@ -505,7 +541,19 @@ int tctl_cmd_bench(tctl_ctx *ctx, int argc, char **argv)
 	cJSON_Delete(h);
 	rc = tctl_outcome(ctx->c, s, r);
 	tsd_reply_free(r);
+	if (!rc && b.http_url) { /* and once over HTTP: the frontend is there and takes it */
+		tctl_oip *o = tctl_oip_global(err, sizeof(err))
+				      ? tctl_oip_open(b.http_url, b.model, &b.in, ctx->timeout_ms, err, sizeof(err))
+				      : NULL;
+		if (!o || !tctl_oip_infer(o, err, sizeof(err))) {
+			fprintf(stderr, "tensorctl bench: %s: %s\n", b.http_url, err);
+			rc = TCTL_EXIT_TRANSPORT;
+		}
+		tctl_oip_close(o);
+	}
 	if (rc) {
+		if (b.http_url)
+			tctl_oip_global_end();
 		tctl_inputs_free(&b.in);
 		return rc;
 	}
@@ -533,6 +581,8 @@ int tctl_cmd_bench(tctl_ctx *ctx, int argc, char **argv)
 		fflush(stdout);
 		errors += lv[done].errors;
 	}
+	if (b.http_url)
+		tctl_oip_global_end();
 	tctl_inputs_free(&b.in);
 	if (csv) {
 		FILE *f = fopen(csv, "w");

@@ -10,6 +10,8 @@ PKGS=(
 	libuv1-dev libnng-dev libcjson-dev libsystemd-dev
 	# the Open Inference Protocol's HTTP frontend: h2o built on libuv (the daemon's loop); wrk: HTTP load in make oip-check
 	libh2o-dev wrk
+	# tensorctl bench --protocol http (an HTTP client as the tools a user has: libcurl)
+	libcurl4-openssl-dev
 	ocl-icd-opencl-dev opencl-headers pocl-opencl-icd
 	dataset-fashion-mnist
 	# python3-numpy: the Python client's numpy tests (make python-test); the client needs none

@@ -35,9 +35,10 @@ same() { if cmp -s "$1" "$2"; then ok; else fail "$1 and $2 differ"; diff "$1" "
 
 # ---- the daemon ----
 mkdir -p "$DIR/models"
+HTTP_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 cat >"$DIR/tensord.json" <<EOF
 {"listen": ["unix://$DIR/u.sock", "ipc://$DIR/s.sock"], "models_dir": "$DIR/models", "cache_dir": "$DIR/cache",
- "log_level": "warn", "oip_http_listen": ""}
+ "log_level": "warn", "oip_http_listen": "http://127.0.0.1:$HTTP_PORT"}
 EOF
 start_daemon() {
 	"$TSD" --config "$DIR/tensord.json" 2>>"$DIR/tensord.log" &
@@ -278,6 +279,16 @@ EOF
 expect 0 bench tiny --rate 50,100 --concurrency 2 --window-ms 50 --max-windows 3 --csv "$DIR/b2.csv"
 has "$DIR/b2.csv" "^rate,throughput_rps"
 expect 1 bench nosuchmodel --window-ms 50
+# over the Open Inference Protocol's HTTP frontend: the same sweep, no errors
+expect 0 bench tiny --protocol http --http-url "http://127.0.0.1:$HTTP_PORT" --concurrency 1:2 --window-ms 50 --max-windows 3 --csv "$DIR/b3.csv"
+python3 - "$DIR/b3.csv" <<'EOF' && ok || fail "bench --protocol http CSV"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert [r["concurrency"] for r in rows] == ["1", "2"], rows
+assert all(float(r["throughput_rps"]) > 0 and r["errors"] == "0" for r in rows), rows
+EOF
+expect 3 bench tiny --protocol http --http-url "http://127.0.0.1:1" --window-ms 50
+expect 2 bench tiny --protocol grpc
 
 # ---- train (Fashion-MNIST), save, unload ----
 python3 "$HERE/tensorctl/npy.py" "$DIR/w.npy" '<f4' 10,784 0
