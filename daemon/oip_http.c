@@ -384,19 +384,20 @@ static void ch_send(dmn_chan *c, nng_msg *reply)
 {
 	oip_call *q = (oip_call *)c;
 	dmn_oip_http *t = q->t;
-	q->counted_sending = true;
-	atomic_fetch_add(&t->sending, 1);
 	if (on_loop(t)) {
+		q->counted_sending = true;
+		atomic_fetch_add(&t->sending, 1);
 		finish(q, reply);
 		return;
 	}
 	pthread_mutex_lock(&t->mu);
-	if (t->closed_flag) { /* the loop is gone: freed at stop */
+	if (t->closed_flag) { /* the loop is closing: q is left to stop (untouched here: the loop may dispose its request) */
 		pthread_mutex_unlock(&t->mu);
 		nng_msg_free(reply);
-		q->daemon_done = true;
 		return;
 	}
+	q->counted_sending = true;
+	atomic_fetch_add(&t->sending, 1);
 	q->reply = reply;
 	q->next = NULL;
 	if (t->done_tail)

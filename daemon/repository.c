@@ -98,10 +98,14 @@ int dmn_repo_names(const dmn_config *cfg, char (*names)[DMN_NAME_LEN_MAX + 1], i
 {
 	int n = 0, vs[1];
 	DIR *d = cfg->models_dir[0] ? opendir(cfg->models_dir) : NULL;
-	for (struct dirent *e; d && n < max && (e = readdir(d));)
-		if (e->d_name[0] != '.' && dmn_name_valid(e->d_name, strlen(e->d_name)) && is(cfg, e->d_name, S_IFDIR) &&
-		    versions_of(cfg, e->d_name, vs, 1) > 0)
-			snprintf(names[n++], DMN_NAME_LEN_MAX + 1, "%s", e->d_name);
+	for (struct dirent *e; d && n < max && (e = readdir(d));) {
+		size_t len = strlen(e->d_name); /* a valid name: at most DMN_NAME_LEN_MAX */
+		if (e->d_name[0] != '.' && dmn_name_valid(e->d_name, len) && is(cfg, e->d_name, S_IFDIR) &&
+		    versions_of(cfg, e->d_name, vs, 1) > 0) {
+			memcpy(names[n], e->d_name, len + 1);
+			n++;
+		}
+	}
 	if (d)
 		closedir(d);
 	return n;
