@@ -100,7 +100,7 @@ $(BUILD)/pic/protocol/%.o $(BUILD)/pic/clients/%.o: INC := -Iinclude -Iprotocol
 # keep example and bench objects (make would delete them as intermediates)
 .SECONDARY:
 
-.PHONY: all test test-nng asan tsan check oip-check docs-check clean examples bench demo deps train-check conformance layers fuzz live-fuzz run soak install install-check tensorctl-check
+.PHONY: all test test-nng asan tsan check oip-check oip-san docs-check clean examples bench demo deps train-check conformance layers fuzz live-fuzz run soak install install-check tensorctl-check
 all: $(LIB) $(PROTO_LIB) $(CLIENT_LIB) $(SO_LINK) $(DAEMON_BIN) $(CTL_BIN) $(TEST_BIN) $(EXAMPLE_BIN) $(BENCH_BIN)
 
 $(BUILD)/%.o: %.c
@@ -305,7 +305,7 @@ fuzz:
 # cross-built for ARM64 under qemu (check-aarch64). The README's test command.
 # Each step in order, timed: its seconds are printed and kept in $(BUILD)/check-times.txt.
 CHECK_STEPS := layers docs-check test test-nng asan live-fuzz tsan fuzz train-check conformance soak install-check python-test \
-	tensorctl-check onnx-check oip-check check-aarch64
+	tensorctl-check onnx-check oip-check oip-san check-aarch64
 check:
 	@mkdir -p $(BUILD); : >$(BUILD)/check-times.txt; t0=$$(date +%s); \
 	for t in $(CHECK_STEPS); do s=$$(date +%s); $(MAKE) --no-print-directory $$t || exit 1; \
@@ -323,6 +323,18 @@ oip-check: $(DAEMON_BIN) $(SO_LINK) $(BUILD)/bin/make_weights
 	tests/oip/setup-venv.sh
 	$(PY_TEST_ENV) tests/oip/.venv/bin/python -m unittest discover -s tests/oip -p 'test_*.py' -v
 	tests/oip/wrk.sh $(BUILD)
+# The same suites against the ASan and the TSan daemon (make check built both already): the HTTP
+# frontend's hand-over of answers from the executor to the loop, h2o's memory, the SIGBUS guard.
+oip-san: $(SO_LINK)
+	$(MAKE) -j2 BUILD=build-asan OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+		LDFLAGS="-fsanitize=address,undefined" build-asan/bin/tensord build-asan/bin/make_weights
+	$(MAKE) -j2 BUILD=build-tsan OPT="-O1 -g -fsanitize=thread" LDFLAGS="-fsanitize=thread" build-tsan/bin/tensord build-tsan/bin/make_weights
+	tests/oip/setup-venv.sh
+	ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
+		UBSAN_OPTIONS=print_stacktrace=1 TENSORD_BIN=$(abspath build-asan/bin/tensord) TENSORD_LIB=$(abspath $(BUILD)/lib/libtensord.so) \
+		tests/oip/.venv/bin/python -m unittest discover -s tests/oip -p 'test_*.py'
+	TSAN_OPTIONS="halt_on_error=1 exitcode=66" TENSORD_BIN=$(abspath build-tsan/bin/tensord) TENSORD_LIB=$(abspath $(BUILD)/lib/libtensord.so) \
+		tests/oip/.venv/bin/python -m unittest discover -s tests/oip -p 'test_*.py'
 
 # The daemon soak (bench/soak.c): SOAK_REQUESTS (default 1,000,000) mixed requests from several
 # clients against one tensord; fails on any unexpected reply status or on daemon RSS growth
