@@ -420,3 +420,36 @@ class OIPTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class OIPLimits(unittest.TestCase):
+    def test_peer_connections_max(self) -> None:
+        """Past peer_connections_max connections from one address, the next is closed at once
+        (and counted); the ones kept are served."""
+        port = free_port()
+        d = harness.Daemon({"oip_http_listen": f"http://127.0.0.1:{port}", "peer_connections_max": 2})
+        try:
+            d.start()
+            kept = [http.client.HTTPConnection("127.0.0.1", port, timeout=10) for _ in range(2)]
+            for c in kept:
+                c.request("GET", "/v2/health/live")
+                r = c.getresponse()
+                r.read()
+                self.assertEqual(r.status, 200)
+            extra = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            with self.assertRaises((ConnectionError, http.client.HTTPException, OSError)):
+                extra.request("GET", "/v2/health/live")
+                extra.getresponse().read()
+            extra.close()
+            for c in kept:
+                c.request("GET", "/v2/health/live")
+                r = c.getresponse()
+                r.read()
+                self.assertEqual(r.status, 200)
+                c.close()
+            with tensord.Client(d.url) as t:
+                self.assertGreaterEqual(t.stats()["connections"]["http"]["refused_peer_cap"], 1)
+            d.stop()
+        except Exception:
+            d.cleanup()
+            raise
