@@ -195,6 +195,22 @@ class OIPTest(unittest.TestCase):
             for o in m["outputs"]:
                 np.testing.assert_array_equal(r.as_numpy(o["name"]), want[o["name"]])
 
+    def test_response_compression(self) -> None:
+        """An answer of 1 KiB or more comes back gzip'd to a client that accepts it, and as is
+        to one that does not."""
+        m = self.http.get_model_metadata("conv")
+        (inp,) = m["inputs"]
+        x = np.full(inp["shape"], 0.25, np.float32)
+        body = json.dumps({"inputs": [{"name": inp["name"], "shape": inp["shape"], "datatype": "FP32",
+                                       "data": x.ravel().tolist()}]}).encode()
+        st, hdr, zipped = self.raw("POST", "/v2/models/conv/infer", body, {"Accept-Encoding": "gzip"})
+        self.assertEqual(st, 200)
+        self.assertEqual(hdr.get("content-encoding"), "gzip")
+        st, hdr, plain = self.raw("POST", "/v2/models/conv/infer", body)
+        self.assertNotIn("content-encoding", hdr)
+        self.assertGreater(len(plain), 1024)
+        self.assertEqual(json.loads(gzip.decompress(zipped)), json.loads(plain))
+
     def test_raw_binary_request(self) -> None:
         x = np.arange(32, dtype=np.float32).reshape(2, 16) / 32
         want = self.tsd.infer("mlp", {"x": x})
