@@ -8,8 +8,9 @@ PKGS=(
 	# libclang-rt-dev: libFuzzer and clang's sanitizer runtimes for make fuzz (clang only recommends it)
 	clang clang-format libasan8 libtsan2 libclang-rt-dev
 	libuv1-dev libnng-dev libcjson-dev libsystemd-dev
-	# the Open Inference Protocol's HTTP frontend: h2o built on libuv (the daemon's loop); wrk: HTTP load in make oip-check
-	libh2o-dev wrk
+	# the Open Inference Protocol's HTTP frontend: h2o built on libuv (the daemon's loop); wrk: HTTP load in make oip-check,
+	# curl: its HTTP/2 check there
+	libh2o-dev wrk curl
 	# tensorctl bench --protocol http (an HTTP client as the tools a user has: libcurl)
 	libcurl4-openssl-dev
 	ocl-icd-opencl-dev opencl-headers pocl-opencl-icd

@@ -39,6 +39,14 @@ run() { # name, wrk arguments...
 run "health/ready" "http://127.0.0.1:$PORT/v2/health/ready"
 WRK_BODY=json run "infer (JSON)" -s tests/oip/infer.lua "http://127.0.0.1:$PORT/v2/models/mlp/infer"
 WRK_BODY=binary run "infer (binary)" -s tests/oip/infer.lua "http://127.0.0.1:$PORT/v2/models/mlp/infer"
+# HTTP/2 (prior knowledge, cleartext): the same infer answered
+out=$(curl -sS --http2-prior-knowledge -o "$DIR/h2.json" -w '%{http_version} %{http_code}' -X POST \
+	-H 'Content-Type: application/json' --data '{"inputs":[{"name":"x","shape":[1,16],"datatype":"FP32","data":[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15]}]}' \
+	"http://127.0.0.1:$PORT/v2/models/mlp/infer")
+if [ "$out" != "2 200" ] || ! grep -q '"outputs"' "$DIR/h2.json"; then
+	echo "wrk.sh: HTTP/2 infer failed: $out"; cat "$DIR/h2.json"; exit 1
+fi
+echo "wrk.sh: HTTP/2 infer: 200"
 kill -TERM $pid
 wait $pid
 trap 'rm -rf "$DIR"' EXIT
