@@ -30,7 +30,18 @@ static bool hex_of(const struct sockaddr *a, char *out, size_t cap)
 	return false;
 }
 
-bool dmn_tcp_peer_uid(const struct sockaddr *peer, const struct sockaddr *local, uint32_t *uid)
+/* a v4 address as the v4-mapped v6 one (::ffff:a.b.c.d): how a dual-stack v6 socket's table
+ * entry shows a v4 connection */
+static struct sockaddr_in6 mapped(const struct sockaddr *a)
+{
+	const struct sockaddr_in *v4 = (const struct sockaddr_in *)a;
+	struct sockaddr_in6 m = {.sin6_family = AF_INET6, .sin6_port = v4->sin_port};
+	m.sin6_addr.s6_addr[10] = m.sin6_addr.s6_addr[11] = 0xff;
+	memcpy(&m.sin6_addr.s6_addr[12], &v4->sin_addr, 4);
+	return m;
+}
+
+static bool lookup(const struct sockaddr *peer, const struct sockaddr *local, uint32_t *uid)
 {
 	char want_l[64], want_r[64];
 	if (!hex_of(peer, want_l, sizeof(want_l)) || !hex_of(local, want_r, sizeof(want_r)))
@@ -50,4 +61,15 @@ bool dmn_tcp_peer_uid(const struct sockaddr *peer, const struct sockaddr *local,
 		}
 	fclose(f);
 	return found;
+}
+
+bool dmn_tcp_peer_uid(const struct sockaddr *peer, const struct sockaddr *local, uint32_t *uid)
+{
+	if (lookup(peer, local, uid))
+		return true;
+	if (peer->sa_family != AF_INET || local->sa_family != AF_INET)
+		return false;
+	/* a client's dual-stack v6 socket that dialled a v4 address (gRPC's) is in tcp6 */
+	struct sockaddr_in6 p6 = mapped(peer), l6 = mapped(local);
+	return lookup((const struct sockaddr *)&p6, (const struct sockaddr *)&l6, uid);
 }
