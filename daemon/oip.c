@@ -155,6 +155,35 @@ int dmn_oip_http_code(tsd_status st)
 	}
 }
 
+int dmn_oip_grpc_code(tsd_status st)
+{
+	switch (st) {
+	case TSD_OK:
+		return 0;
+	case TSD_BAD_REQUEST:
+	case TSD_SHAPE_MISMATCH:
+	case TSD_TOO_LARGE:
+		return 3; /* INVALID_ARGUMENT */
+	case TSD_UNKNOWN_MODEL:
+		return 5; /* NOT_FOUND */
+	case TSD_BUSY:
+	case TSD_TIMEOUT:
+	case TSD_SHUTTING_DOWN:
+	case TSD_OUT_OF_MEMORY:
+	case TSD_CANCELLED:
+		return 14; /* UNAVAILABLE */
+	case TSD_UNAUTHORISED:
+		return 16; /* UNAUTHENTICATED */
+	default:
+		return 13; /* INTERNAL */
+	}
+}
+
+const char *dmn_oip_priority(uint64_t p)
+{
+	return p == 1 ? "realtime" : p < 3 ? "normal" : "bulk";
+}
+
 void *dmn_oip_msg_alloc(void *arg, size_t size)
 {
 	nng_msg **m = arg;

@@ -273,10 +273,9 @@ static int parse_params(parse *p, const cJSON *pa, dmn_oip_ask *ask, cJSON *h)
 			ask->binary_out = cJSON_IsTrue(c);
 		} else if (!strcmp(c->string, "priority")) {
 			/* Triton's: 1 the highest, 0 the model's default; tensord has three levels */
-			static const char *const names[] = {"normal", "realtime", "normal"};
 			if (!json_int(c, 0, INT64_MAX, &v))
 				return fail(p, 400, "parameters: priority: an integer >= 0 (1 the highest, 0 the default)");
-			cJSON_AddStringToObject(h, "priority", v < 3 ? names[v] : "bulk");
+			cJSON_AddStringToObject(h, "priority", dmn_oip_priority((uint64_t)v));
 		} else if (!strcmp(c->string, "timeout")) {
 			if (!json_int(c, 0, (int64_t)3600000 * 1000, &v))
 				return fail(p, 400, "parameters: timeout: microseconds, an integer in [0, 3600 s]");

@@ -257,6 +257,7 @@ struct dmn_srv {
 	uv_signal_t sig_term, sig_int, sig_hup;
 	dmn_stream *stream;  /* the transport (transport_stream.c): unix://, ipc://, tcp://; NULL without addresses */
 	struct dmn_oip_http *oip; /* the Open Inference Protocol over HTTP (oip_http.c); NULL when off */
+	struct dmn_oip_grpc *oip_grpc; /* the Open Inference Protocol over gRPC (oip_grpc.c); NULL when off */
 	/* loop-owned */
 	dmn_client *clients[DMN_CLIENT_BUCKETS];
 	dmn_req *spare;      /* freed requests for reuse (request.c) */

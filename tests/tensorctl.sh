@@ -37,7 +37,7 @@ same() { if cmp -s "$1" "$2"; then ok; else fail "$1 and $2 differ"; diff "$1" "
 mkdir -p "$DIR/models"
 cat >"$DIR/tensord.json" <<EOF
 {"listen": ["unix://$DIR/u.sock", "ipc://$DIR/s.sock"], "models_dir": "$DIR/models", "cache_dir": "$DIR/cache",
- "log_level": "warn", "oip_http_listen": ""}
+ "log_level": "warn", "oip_http_listen": "", "oip_grpc_listen": ""}
 EOF
 start_daemon() {
 	"$TSD" --config "$DIR/tensord.json" 2>>"$DIR/tensord.log" &
