@@ -192,6 +192,19 @@ void *dmn_oip_msg_alloc(void *arg, size_t size)
 	return nng_msg_body(*m);
 }
 
+cJSON *dmn_oip_infer_header(uint64_t id, const dmn_oip_ask *ask, const char *token)
+{
+	cJSON *h = cJSON_CreateObject();
+	if (!h || !cJSON_AddNumberToObject(h, "id", (double)id) || !cJSON_AddStringToObject(h, "verb", "infer") ||
+	    !cJSON_AddStringToObject(h, "model", ask->model) ||
+	    (ask->version && !cJSON_AddNumberToObject(h, "version", (double)ask->version)) ||
+	    (token && !cJSON_AddStringToObject(h, "token", token))) {
+		cJSON_Delete(h);
+		return NULL;
+	}
+	return h;
+}
+
 nng_msg *dmn_oip_verb_msg(const char *verb, uint64_t id, const char *key, const char *val, const char *token)
 {
 	cJSON *h = cJSON_CreateObject();

@@ -90,6 +90,10 @@ void *dmn_oip_msg_alloc(void *arg, size_t size);
  * ["token": token]}. NULL when out of memory. */
 nng_msg *dmn_oip_verb_msg(const char *verb, uint64_t id, const char *key, const char *val, const char *token);
 
+/* The header of a TSD1 infer request for ask: {"id": id, "verb": "infer", "model", ["version",]
+ * ["token": token]}; the caller adds to it and owns it (cJSON_Delete). NULL when out of memory. */
+cJSON *dmn_oip_infer_header(uint64_t id, const dmn_oip_ask *ask, const char *token);
+
 /* The TSD1 infer request for an OIP infer body (oip_req.c): body[0..len), json_len the JSON
  * part's length (Inference-Header-Content-Length; len when the header is absent; 0: a raw
  * binary request, which oip_http.c turns into a JSON one first). ask->model and version are

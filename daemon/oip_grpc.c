@@ -778,6 +778,18 @@ int dmn_oip_grpc_port(const dmn_oip_grpc *t)
 	return t ? t->port : 0;
 }
 
+/* Answers of calls already over go (at close and stop, when answers were given up). */
+static void drop_over(dmn_oip_grpc *t)
+{
+	for (gcall *c = t->calls, *next; c; c = next) {
+		next = c->lnext;
+		if (c->over) {
+			drop_ready(c);
+			call_maybe_free(c);
+		}
+	}
+}
+
 void dmn_oip_grpc_close(dmn_oip_grpc *t)
 {
 	if (!t || t->closing)
@@ -794,13 +806,7 @@ void dmn_oip_grpc_close(dmn_oip_grpc *t)
 		q->ready = true;
 		q->code = DMN_GRPC_UNAVAILABLE;
 	}
-	for (gcall *c = t->calls, *next; c; c = next) {
-		next = c->lnext;
-		if (c->over) {
-			drop_ready(c);
-			call_maybe_free(c);
-		}
-	}
+	drop_over(t);
 	pthread_mutex_unlock(&t->mu);
 	if (t->wake_live)
 		uv_close((uv_handle_t *)&t->wake, NULL);
@@ -822,13 +828,7 @@ void dmn_oip_grpc_stop(dmn_oip_grpc *t)
 			q->ready = true;
 			q->code = DMN_GRPC_UNAVAILABLE;
 		}
-	for (gcall *c = t->calls, *next; c; c = next) {
-		next = c->lnext;
-		if (c->over) {
-			drop_ready(c);
-			call_maybe_free(c);
-		}
-	}
+	drop_over(t);
 	pthread_mutex_unlock(&t->mu);
 	if (t->thr_live) {
 		uv_thread_join(&t->thr);

@@ -54,7 +54,7 @@ static int model_ref(const char *name, const char *version, dmn_oip_ask *ask, ch
 	if (version[0]) {
 		char *end;
 		long long v = strtoll(version, &end, 10);
-		if (*end || v < 1 || v > ((long long)1 << 53) || version[0] == '+')
+		if (*end || v < 1 || v > ((long long)1 << 53) || version[0] < '0' || version[0] > '9')
 			return fail(err, errlen, DMN_GRPC_INVALID_ARGUMENT, "model version \"%.32s\": a version number (1, 2, ...)",
 				    version);
 		ask->version = v;
@@ -265,16 +265,9 @@ static int infer_msg(const dmn_oip_limits *lim, const Inference__ModelInferReque
 			    r->n_raw_input_contents, r->n_inputs);
 	if ((rc = infer_outputs(r, ask, err, errlen)))
 		return rc;
-	cJSON *h = cJSON_CreateObject();
+	cJSON *h = dmn_oip_infer_header(id, ask, token);
 	if (!h)
 		return fail(err, errlen, DMN_GRPC_UNAVAILABLE, "out of memory");
-	cJSON_AddNumberToObject(h, "id", (double)id);
-	cJSON_AddStringToObject(h, "verb", "infer");
-	cJSON_AddStringToObject(h, "model", ask->model);
-	if (ask->version)
-		cJSON_AddNumberToObject(h, "version", (double)ask->version);
-	if (token)
-		cJSON_AddStringToObject(h, "token", token);
 	in_tensor *ts = calloc(r->n_inputs, sizeof(*ts));
 	proto_out *po = calloc(r->n_inputs, sizeof(*po));
 	size_t nt = 0;

@@ -311,7 +311,7 @@ int dmn_oip_infer_msg(const dmn_oip_limits *lim, const void *body, size_t len, s
 	}
 	in_tensor ts[PROTO_MAX_TENSORS];
 	int nt = 0;
-	cJSON *h = cJSON_CreateObject();
+	cJSON *h = dmn_oip_infer_header(id, ask, token);
 	int rc = 0;
 	if (!h) {
 		rc = fail(&p, 503, "out of memory");
@@ -336,13 +336,6 @@ int dmn_oip_infer_msg(const dmn_oip_limits *lim, const void *body, size_t len, s
 		snprintf(ask->id, sizeof(ask->id), "%s", v->valuestring);
 		ask->has_id = true;
 	}
-	cJSON_AddNumberToObject(h, "id", (double)id);
-	cJSON_AddStringToObject(h, "verb", "infer");
-	cJSON_AddStringToObject(h, "model", ask->model);
-	if (ask->version)
-		cJSON_AddNumberToObject(h, "version", (double)ask->version);
-	if (token)
-		cJSON_AddStringToObject(h, "token", token);
 	if ((v = field(j, "parameters")) && (rc = parse_params(&p, v, ask, h)))
 		goto done;
 	if ((v = field(j, "outputs")) && (rc = parse_outputs(&p, v, ask)))

@@ -238,15 +238,18 @@ class GRPCTest(unittest.TestCase):
             # a bad request on the stream is answered with error_message; the stream goes on
             self.client.async_stream_infer("nope", [mlp_input(xs["s-0"])], request_id="bad")
             self.client.async_stream_infer("mlp", [mlp_input(xs["s-1"])], request_id="after")
-            answers, errors = {}, []
+            answers, errors, order = {}, [], []
             for _ in range(len(xs) + 2):
                 result, error = got.get(timeout=30)
                 if error is not None:
                     errors.append(error)
+                    order.append("bad")
                 else:
                     answers[result.get_response().id] = result
+                    order.append(result.get_response().id)
         finally:
             self.client.stop_stream()
+        self.assertEqual(order, [*xs, "bad", "after"])  # in the order sent
         self.assertEqual(set(answers), set(xs) | {"after"})
         self.assertEqual(len(errors), 1)
         self.assertIn("nope", str(errors[0]))
