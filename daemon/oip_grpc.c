@@ -304,6 +304,12 @@ static void pump(gcall *c)
 	if (grpc_call_start_batch(c->call, ops, n, &c->op_send, NULL) != GRPC_CALL_OK) {
 		c->send_busy = false;
 		c->over = true; /* cannot be answered: treated as gone */
+		if (c->sbuf)
+			grpc_byte_buffer_destroy(c->sbuf);
+		c->sbuf = NULL;
+		if (c->has_status)
+			grpc_slice_unref(c->status);
+		c->has_status = false;
 		if (c->sent) {
 			item_free(c->sent);
 			c->sent = NULL;
