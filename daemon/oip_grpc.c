@@ -733,13 +733,16 @@ dmn_oip_grpc *dmn_oip_grpc_start(const dmn_config *cfg, dmn_logger *log, dmn_inb
 	pthread_mutex_init(&t->mu, NULL);
 	grpc_init();
 	t->cq = grpc_completion_queue_create_for_next(NULL);
-	/* a request message past max_message_bytes is refused by gRPC (RESOURCE_EXHAUSTED); the port
-	 * is this daemon's alone (gRPC would share it with SO_REUSEPORT) */
+	/* a request message past max_message_bytes is refused by gRPC (RESOURCE_EXHAUSTED); calls at
+	 * once on one connection are client_inflight_max (HTTP/2 holds the next ones at the client
+	 * rather than the daemon answering them busy); the port is this daemon's alone (gRPC would
+	 * share it with SO_REUSEPORT) */
 	grpc_arg args[] = {
 		{.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
 		 .value.integer = cfg->max_message_bytes > INT_MAX ? INT_MAX : (int)cfg->max_message_bytes},
 		{.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, .value.integer = -1},
 		{.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_ALLOW_REUSEPORT, .value.integer = 0},
+		{.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_CONCURRENT_STREAMS, .value.integer = t->stream_max},
 	};
 	grpc_channel_args ca = {.num_args = sizeof(args) / sizeof(args[0]), .args = args};
 	t->server = grpc_server_create(&ca, NULL);

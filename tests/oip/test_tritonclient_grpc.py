@@ -294,6 +294,28 @@ class GRPCTest(unittest.TestCase):
                            grpc.StatusCode.UNIMPLEMENTED, "unknown method")
         self.assert_serving()
 
+    def test_stream_cancelled(self) -> None:
+        """A stream cancelled with its requests in flight: the daemon forgets them and keeps serving."""
+        x = np.ones((8, 16), np.float32)
+        for _ in range(3):
+            self.client.start_stream(callback=lambda result, error: None)
+            for i in range(40):
+                self.client.async_stream_infer("mlp", [mlp_input(x)], request_id=str(i))
+            self.client.stop_stream(cancel_requests=True)
+        self.assert_serving()
+
+    def test_concurrent_unary(self) -> None:
+        """More calls at once than client_inflight_max (64) on one connection: all answered."""
+        xs = [np.full((1, 16), i / 10, np.float32) for i in range(150)]
+        got: queue.Queue = queue.Queue()
+        for i, x in enumerate(xs):
+            self.client.async_infer("mlp", [mlp_input(x)], request_id=str(i),
+                                    callback=lambda result, error, i=i: got.put((i, result, error)))
+        for _ in xs:
+            i, r, e = got.get(timeout=60)
+            self.assertIsNone(e)
+            np.testing.assert_array_equal(r.as_numpy("y"), self.tsd.infer("mlp", {"x": xs[i]})["y"])
+
     def test_unload_unknown(self) -> None:
         with self.assertRaises(InferenceServerException) as e:
             self.client.unload_model("nope")
