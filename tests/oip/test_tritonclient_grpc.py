@@ -285,6 +285,10 @@ class GRPCTest(unittest.TestCase):
         # over max_message_bytes: refused by gRPC before anything is read
         big = np.zeros((MAX_MESSAGE // 64 + 1, 16), np.float32)
         self.assert_status(lambda: infer(raw_request("mlp", big)), grpc.StatusCode.RESOURCE_EXHAUSTED, "")
+        # bytes that are no ModelInferRequest
+        garbage = self.channel.unary_unary("/inference.GRPCInferenceService/ModelInfer",
+                                           request_serializer=lambda b: b, response_deserializer=lambda b: b)
+        self.assert_status(lambda: garbage(b"\xff\xff\xff\xff"), INVALID, "does not parse")
         # not implemented yet, said so
         self.assert_status(lambda: self.stub.RepositoryModelLoad(service_pb2.RepositoryModelLoadRequest(model_name="mlp")),
                            grpc.StatusCode.UNIMPLEMENTED, "not implemented")
