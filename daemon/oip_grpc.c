@@ -743,9 +743,20 @@ dmn_oip_grpc *dmn_oip_grpc_start(const dmn_config *cfg, dmn_logger *log, dmn_inb
 		{.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, .value.integer = -1},
 		{.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_ALLOW_REUSEPORT, .value.integer = 0},
 		{.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_CONCURRENT_STREAMS, .value.integer = t->stream_max},
+		{.type = GRPC_ARG_POINTER}, /* the quota, if any */
 	};
-	grpc_channel_args ca = {.num_args = sizeof(args) / sizeof(args[0]), .args = args};
+	grpc_channel_args ca = {.num_args = sizeof(args) / sizeof(args[0]) - 1, .args = args};
+	/* partial_bytes_max, when set, bounds the memory gRPC's connections take, all together */
+	grpc_resource_quota *quota = NULL;
+	if (cfg->partial_bytes_max) {
+		quota = grpc_resource_quota_create("tensord-oip-grpc");
+		grpc_resource_quota_resize(quota, (size_t)cfg->partial_bytes_max);
+		args[ca.num_args++] = (grpc_arg){.type = GRPC_ARG_POINTER, .key = GRPC_ARG_RESOURCE_QUOTA,
+						 .value.pointer = {.p = quota, .vtable = grpc_resource_quota_arg_vtable()}};
+	}
 	t->server = grpc_server_create(&ca, NULL);
+	if (quota)
+		grpc_resource_quota_unref(quota); /* the server holds it */
 	grpc_server_register_completion_queue(t->server, t->cq, NULL);
 	const char *addr = !strncmp(url, "grpc://", 7) ? url + 7 : url;
 	grpc_server_credentials *cr = grpc_insecure_server_credentials_create();
