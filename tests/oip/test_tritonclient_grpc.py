@@ -365,6 +365,27 @@ class GRPCLifeTest(unittest.TestCase):
         c.close()
         other.close()
 
+    def test_sigterm_with_requests_in_flight(self) -> None:
+        """drain_seconds 0 and SIGTERM while a stream and unary calls have requests in the daemon:
+        it exits 0, the clients get answers or UNAVAILABLE, nothing hangs."""
+        d, port, tsd = start_daemon({"drain_seconds": 0})
+        try:
+            c = grpcclient.InferenceServerClient(url=f"127.0.0.1:{port}")
+            got: queue.Queue = queue.Queue()
+            c.start_stream(callback=lambda result, error: got.put((result, error)))
+            x = np.ones((32, 16), np.float32)
+            for i in range(60):
+                c.async_stream_infer("mlp", [mlp_input(x)], request_id=str(i))
+            for i in range(20):
+                c.async_infer("mlp", [mlp_input(x)], callback=lambda result, error: got.put((result, error)))
+            tsd.close()
+            d.stop()  # SIGTERM; fails unless it exits 0
+        except Exception:
+            d.cleanup()
+            raise
+        c.stop_stream(cancel_requests=True)
+        c.close()
+
 
 if __name__ == "__main__":
     unittest.main()
