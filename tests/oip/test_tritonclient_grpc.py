@@ -184,6 +184,10 @@ class GRPCTest(unittest.TestCase):
         resp = r.get_response()
         self.assertEqual(resp.id, "r-1")
         self.assertEqual(resp.model_version, "1")
+        # a compressed request (gRPC's own message compression)
+        for algo in ("gzip", "deflate"):
+            z = self.client.infer("mlp", [mlp_input(x)], compression_algorithm=algo)
+            np.testing.assert_array_equal(z.as_numpy("y"), want["y"], err_msg=algo)
         # every output when none is named; one when one is
         self.assertEqual({o.name for o in self.client.infer("mlp", [mlp_input(x)]).get_response().outputs}, {"y", "p"})
         only = self.client.infer("mlp", [mlp_input(x)], outputs=[grpcclient.InferRequestedOutput("p")])
