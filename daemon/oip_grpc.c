@@ -76,7 +76,7 @@ struct gcall {
 	grpc_slice status;
 	bool has_status;
 	int cancelled;
-	bool started, recv_busy, send_busy, close_busy, md_sent, half_closed, status_sent, over, recv_paused;
+	bool recv_busy, send_busy, close_busy, md_sent, half_closed, status_sent, over, recv_paused;
 	gitem *sent;          /* the item being sent */
 	int queued;           /* items received and not yet sent */
 	gitem *qhead, *qtail; /* in the order they came */
@@ -91,7 +91,6 @@ struct dmn_oip_grpc {
 	uv_thread_t loop_tid;
 	grpc_server *server;
 	grpc_completion_queue *cq;
-	bool started;       /* grpc_server_start ran */
 	uv_thread_t thr;
 	bool thr_live;
 	int port;
@@ -467,8 +466,10 @@ static void start_recv(gcall *c)
 	op.data.recv_message.recv_message = &c->rbuf;
 	c->recv_busy = true;
 	c->recv_paused = false;
-	if (grpc_call_start_batch(c->call, &op, 1, &c->op_recv, NULL) != GRPC_CALL_OK)
+	if (grpc_call_start_batch(c->call, &op, 1, &c->op_recv, NULL) != GRPC_CALL_OK) {
 		c->recv_busy = false;
+		grpc_call_cancel_with_status(c->call, GRPC_STATUS_INTERNAL, "the request could not be read", NULL);
+	}
 }
 
 /* An answer made by the frontend itself: an error (on a stream, an error response). */
@@ -518,7 +519,6 @@ static void on_new(dmn_oip_grpc *t, gcall *c, bool ok)
 	if (t->calls)
 		t->calls->lprev = c;
 	t->calls = c;
-	c->started = true;
 	c->rpc = dmn_grpc_rpc_find((const char *)GRPC_SLICE_START_PTR(c->details.method), GRPC_SLICE_LENGTH(c->details.method));
 	c->stream = c->rpc == DMN_GRPC_STREAM_INFER;
 	take_token(c);
@@ -774,7 +774,6 @@ dmn_oip_grpc *dmn_oip_grpc_start(const dmn_config *cfg, dmn_logger *log, dmn_inb
 	t->wake.data = t;
 	t->wake_live = true;
 	grpc_server_start(t->server);
-	t->started = true;
 	pthread_mutex_lock(&t->mu);
 	for (int i = 0; i < NEW_CALLS; i++)
 		new_call(t);
