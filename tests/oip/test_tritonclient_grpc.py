@@ -205,6 +205,10 @@ class GRPCTest(unittest.TestCase):
             np.testing.assert_array_equal(got[n], want[n])
         req.inputs[0].contents.fp32_contents.pop()
         self.assert_status(lambda: self.stub.ModelInfer(req), grpc.StatusCode.INVALID_ARGUMENT, "contents has 31")
+        # FP16 has no typed contents: raw only
+        half = service_pb2.ModelInferRequest(model_name="mlp")
+        half.inputs.add(name="x", datatype="FP16", shape=[1, 2]).contents.fp32_contents.extend([1.0, 2.0])
+        self.assert_status(lambda: self.stub.ModelInfer(half), grpc.StatusCode.INVALID_ARGUMENT, "raw_input_contents")
 
     def test_classification(self) -> None:
         x = np.random.default_rng(3).standard_normal((4, 16)).astype(np.float32)
