@@ -58,6 +58,8 @@ CURL_LIBS  := $(shell pkg-config --libs libcurl 2>/dev/null || echo -lcurl)
 # The Open Inference Protocol's HTTP/REST frontend: h2o built on libuv (Debian's libh2o-dev), on the daemon's loop.
 DAEMON_LIBS := $(NNG_LIBS) $(shell pkg-config --libs libuv libsystemd 2>/dev/null || echo -luv -lsystemd) \
 	$(shell pkg-config --libs libh2o 2>/dev/null || echo -lh2o)
+# The Open Inference Protocol's gRPC frontend: gRPC's C core (Debian's libgrpc-dev), on a thread of its own.
+DAEMON_LIBS += $(shell pkg-config --libs grpc 2>/dev/null || echo -lgrpc -lgpr)
 
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
 # The ONNX importer (engine/onnx) parses with C that protoc-c generates at build time from the
@@ -68,7 +70,11 @@ ENGINE_OBJ   += $(ONNX_GEN_OBJ)
 LDLIBS       += $(shell pkg-config --libs libprotobuf-c 2>/dev/null || echo -lprotobuf-c)
 PROTO_OBJ  := $(PROTO_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ   := $(TEST_SRC:%.c=$(BUILD)/%.o)
-DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/%.o)
+# The gRPC frontend's messages: C that protoc-c generates at build time from the project's own
+# protocol/grpc_service.proto into $(BUILD)/gen (not committed), linked into the daemon and the tests.
+GRPC_PROTO   := protocol/grpc_service.proto
+GRPC_GEN_OBJ := $(BUILD)/daemon/gen/grpc_service.pb-c.o
+DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/%.o) $(GRPC_GEN_OBJ)
 DAEMON_LIB_OBJ := $(filter-out $(BUILD)/daemon/main.o,$(DAEMON_OBJ))
 CLIENT_OBJ := $(CLIENT_SRC:%.c=$(BUILD)/%.o)
 CTL_OBJ    := $(CTL_SRC:%.c=$(BUILD)/%.o)
@@ -114,6 +120,18 @@ $(BUILD)/gen/onnx%pb-c.c $(BUILD)/gen/onnx%pb-c.h: $(ONNX_PROTO)
 $(ONNX_GEN_OBJ): $(BUILD)/gen/onnx.pb-c.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -I$(BUILD)/gen -c $< -o $@
+
+$(BUILD)/gen/grpc_service%pb-c.c $(BUILD)/gen/grpc_service%pb-c.h: $(GRPC_PROTO)
+	@mkdir -p $(BUILD)/gen
+	protoc-c --c_out=$(BUILD)/gen --proto_path=$(dir $(GRPC_PROTO)) $(GRPC_PROTO)
+
+$(GRPC_GEN_OBJ): $(BUILD)/gen/grpc_service.pb-c.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -I$(BUILD)/gen -c $< -o $@
+
+GRPC_MSG_OBJ := $(addprefix $(BUILD)/daemon/,oip_grpc.o oip_grpc_req.o oip_grpc_resp.o)
+$(GRPC_MSG_OBJ): INC += -I$(BUILD)/gen
+$(GRPC_MSG_OBJ): | $(BUILD)/gen/grpc_service.pb-c.h
 
 ONNX_TEST_OBJ := $(addprefix $(BUILD)/tests/,test_onnx.o test_onnx_ops.o onnx_mb.o test_daemon_onnx.o)
 $(BUILD)/engine/onnx/%.o $(ONNX_TEST_OBJ): INC += -I$(BUILD)/gen

@@ -89,8 +89,9 @@ static inline int db_daemon_start(db_daemon *d, const char *extra)
 		return -1;
 	}
 	/* the Open Inference Protocol's port only when the bench asks for one */
-	fprintf(f, "{\"listen\": [\"unix://%s/tensord.sock\", \"%s\"], \"log_level\": \"warn\", \"cache_dir\": \"%s/cache\"%s%s%s}\n",
+	fprintf(f, "{\"listen\": [\"unix://%s/tensord.sock\", \"%s\"], \"log_level\": \"warn\", \"cache_dir\": \"%s/cache\"%s%s%s%s}\n",
 		d->dir, d->nng_url, d->dir, extra && strstr(extra, "oip_http_listen") ? "" : ", \"oip_http_listen\": \"\"",
+		extra && strstr(extra, "oip_grpc_listen") ? "" : ", \"oip_grpc_listen\": \"\"",
 		extra && *extra ? ", " : "", extra ? extra : "");
 	fclose(f);
 	char exe[PATH_MAX];

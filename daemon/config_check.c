@@ -152,6 +152,12 @@ static dmn_cfg_status check_token(const dmn_config *c, char *err, size_t errlen)
 			    "tcp_token_file is empty: anyone on the network could use the daemon; set tcp_token_file "
 			    "(its token then goes in \"Authorization: Bearer\", docs/isolation/auth.md)",
 			    c->oip_http_listen);
+	if (c->oip_grpc_listen[0] && !c->tcp_token_file[0] && !dmn_cfg_url_loopback(c->oip_grpc_listen))
+		return dmn_cfg_fail(err, errlen, DMN_CFG_EINVALID,
+			    "oip_grpc_listen: \"%s\" is not a loopback address and tcp_allow_remote is set, but "
+			    "tcp_token_file is empty: anyone on the network could use the daemon; set tcp_token_file "
+			    "(its token then goes in the \"authorization: Bearer\" metadata, docs/isolation/auth.md)",
+			    c->oip_grpc_listen);
 	return DMN_CFG_OK;
 }
 
@@ -197,6 +203,9 @@ static dmn_cfg_status check(const dmn_config *c, char *err, size_t errlen)
 						      c->tcp_allow_remote, err, errlen)))
 		return st;
 	if (c->oip_http_listen[0] && (st = check_hostport("oip_http_listen", c->oip_http_listen, "http://",
+							  c->tcp_allow_remote, err, errlen)))
+		return st;
+	if (c->oip_grpc_listen[0] && (st = check_hostport("oip_grpc_listen", c->oip_grpc_listen, "grpc://",
 							  c->tcp_allow_remote, err, errlen)))
 		return st;
 	if ((st = check_token(c, err, errlen)))

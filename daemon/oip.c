@@ -180,12 +180,54 @@ int dmn_oip_http_code(tsd_status st)
 	}
 }
 
+int dmn_oip_grpc_code(tsd_status st)
+{
+	switch (st) {
+	case TSD_OK:
+		return 0;
+	case TSD_BAD_REQUEST:
+	case TSD_SHAPE_MISMATCH:
+	case TSD_TOO_LARGE:
+		return 3; /* INVALID_ARGUMENT */
+	case TSD_UNKNOWN_MODEL:
+		return 5; /* NOT_FOUND */
+	case TSD_BUSY:
+	case TSD_TIMEOUT:
+	case TSD_SHUTTING_DOWN:
+	case TSD_OUT_OF_MEMORY:
+	case TSD_CANCELLED:
+		return 14; /* UNAVAILABLE */
+	case TSD_UNAUTHORISED:
+		return 16; /* UNAUTHENTICATED */
+	default:
+		return 13; /* INTERNAL */
+	}
+}
+
+const char *dmn_oip_priority(uint64_t p)
+{
+	return p == 1 ? "realtime" : p < 3 ? "normal" : "bulk";
+}
+
 void *dmn_oip_msg_alloc(void *arg, size_t size)
 {
 	nng_msg **m = arg;
 	if (nng_msg_alloc(m, size))
 		return NULL;
 	return nng_msg_body(*m);
+}
+
+cJSON *dmn_oip_infer_header(uint64_t id, const dmn_oip_ask *ask, const char *token)
+{
+	cJSON *h = cJSON_CreateObject();
+	if (!h || !cJSON_AddNumberToObject(h, "id", (double)id) || !cJSON_AddStringToObject(h, "verb", "infer") ||
+	    !cJSON_AddStringToObject(h, "model", ask->model) ||
+	    (ask->version && !cJSON_AddNumberToObject(h, "version", (double)ask->version)) ||
+	    (token && !cJSON_AddStringToObject(h, "token", token))) {
+		cJSON_Delete(h);
+		return NULL;
+	}
+	return h;
 }
 
 nng_msg *dmn_oip_verb_msg(const char *verb, uint64_t id, const char *key, const char *val, const char *token)

@@ -80,12 +80,23 @@ bool dmn_oip_dtype_parse(const char *name, tsd_dtype *dt, const char **why);
 /* The HTTP status of a TSD1 status (Triton's mapping: 400 bad input, 404 unknown model, 503
  * busy, timed out or shutting down, 500 internal). */
 int dmn_oip_http_code(tsd_status st);
+/* The gRPC status code of a TSD1 status (grpc_status_code's numbers: 3 bad input, 5 unknown
+ * model, 14 busy, timed out, shutting down, out of memory or cancelled, 16 unauthorised, 13
+ * otherwise; 0 for ok). */
+int dmn_oip_grpc_code(tsd_status st);
+/* Triton's priority parameter as tensord's level: 1 "realtime", 0 (the default) or 2 "normal",
+ * 3 and more "bulk". */
+const char *dmn_oip_priority(uint64_t p);
 
 /* proto_encode's allocator into an nng_msg (arg: nng_msg **). */
 void *dmn_oip_msg_alloc(void *arg, size_t size);
 /* The TSD1 request for one that carries no tensors: {"id": id, "verb": verb, [key: val,]
  * ["token": token]}. NULL when out of memory. */
 nng_msg *dmn_oip_verb_msg(const char *verb, uint64_t id, const char *key, const char *val, const char *token);
+
+/* The header of a TSD1 infer request for ask: {"id": id, "verb": "infer", "model", ["version",]
+ * ["token": token]}; the caller adds to it and owns it (cJSON_Delete). NULL when out of memory. */
+cJSON *dmn_oip_infer_header(uint64_t id, const dmn_oip_ask *ask, const char *token);
 
 /* The TSD1 infer request for an OIP infer body (oip_req.c): body[0..len), json_len the JSON
  * part's length (Inference-Header-Content-Length; len when the header is absent; 0: a raw
@@ -111,6 +122,7 @@ typedef struct dmn_oip_answer {
 	const void *part[DMN_OIP_PARTS];
 	size_t part_len[DMN_OIP_PARTS];
 	bool empty;          /* no body at all (health/ready, model ready) */
+	tsd_status status;   /* the TSD1 reply's status (TSD_OK also when the answer is an error of its own) */
 } dmn_oip_answer;
 /* reply: the TSD1 reply message (decoded here, on the loop; only read). */
 void dmn_oip_answer_make(const dmn_oip_ask *ask, const void *reply, size_t len, dmn_oip_answer *a);

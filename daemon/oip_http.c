@@ -891,14 +891,7 @@ static int raw_binary_infer(oip_call *q, const nng_msg *list, char *err, size_t 
 		shape[var] = (int64_t)(q->body_len / (fixed * esz));
 	q->ask.binary_out = true;
 	q->ask.nsel = 0;
-	cJSON *h = cJSON_CreateObject();
-	cJSON_AddNumberToObject(h, "id", (double)++q->t->next_id);
-	cJSON_AddStringToObject(h, "verb", "infer");
-	cJSON_AddStringToObject(h, "model", q->ask.model);
-	if (q->ask.version)
-		cJSON_AddNumberToObject(h, "version", (double)q->ask.version);
-	if (q->token[0])
-		cJSON_AddStringToObject(h, "token", q->token);
+	cJSON *h = dmn_oip_infer_header(++q->t->next_id, &q->ask, q->token[0] ? q->token : NULL);
 	proto_out po = {.name = nm->valuestring, .dtype = dt, .ndim = nd, .shape = shape,
 			.data = q->body_len ? (const void *)q->body : ""};
 	nng_msg *m = NULL;

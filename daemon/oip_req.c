@@ -317,10 +317,9 @@ static int parse_params(parse *p, const cJSON *pa, dmn_oip_ask *ask, cJSON *h)
 			ask->binary_out = cJSON_IsTrue(c);
 		} else if (!strcmp(c->string, "priority")) {
 			/* Triton's: 1 the highest, 0 the model's default; tensord has three levels */
-			static const char *const names[] = {"normal", "realtime", "normal"};
 			if (!json_int(c, 0, INT64_MAX, &v))
 				return fail(p, 400, "parameters: priority: an integer >= 0 (1 the highest, 0 the default)");
-			cJSON_AddStringToObject(h, "priority", v < 3 ? names[v] : "bulk");
+			cJSON_AddStringToObject(h, "priority", dmn_oip_priority((uint64_t)v));
 		} else if (!strcmp(c->string, "timeout")) {
 			if (!json_int(c, 0, (int64_t)3600000 * 1000, &v))
 				return fail(p, 400, "parameters: timeout: microseconds, an integer in [0, 3600 s]");
@@ -356,7 +355,7 @@ int dmn_oip_infer_msg(const dmn_oip_limits *lim, const void *body, size_t len, s
 	}
 	in_tensor ts[PROTO_MAX_TENSORS];
 	int nt = 0;
-	cJSON *h = cJSON_CreateObject();
+	cJSON *h = dmn_oip_infer_header(id, ask, token);
 	int rc = 0;
 	if (!h) {
 		rc = fail(&p, 503, "out of memory");
@@ -381,13 +380,6 @@ int dmn_oip_infer_msg(const dmn_oip_limits *lim, const void *body, size_t len, s
 		snprintf(ask->id, sizeof(ask->id), "%s", v->valuestring);
 		ask->has_id = true;
 	}
-	cJSON_AddNumberToObject(h, "id", (double)id);
-	cJSON_AddStringToObject(h, "verb", "infer");
-	cJSON_AddStringToObject(h, "model", ask->model);
-	if (ask->version)
-		cJSON_AddNumberToObject(h, "version", (double)ask->version);
-	if (token)
-		cJSON_AddStringToObject(h, "token", token);
 	if ((v = field(j, "parameters")) && (rc = parse_params(&p, v, ask, h)))
 		goto done;
 	cJSON *shm = cJSON_CreateObject();

@@ -508,6 +508,7 @@ void dmn_oip_answer_make(const dmn_oip_ask *ask, const void *reply, size_t len, 
 		dmn_oip_answer_error(a, 500, "the daemon's reply did not decode: %s", pe.msg);
 		return;
 	}
+	a->status = m->status;
 	if (m->status != TSD_OK) {
 		if (ask->kind == DMN_OIP_READY || ask->kind == DMN_OIP_MODEL_READY)
 			a->empty = true;

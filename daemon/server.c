@@ -7,6 +7,7 @@
 #include "leftovers.h"
 
 #include "memlimit.h"
+#include "oip_grpc.h"
 #include "oip_http.h"
 
 #include <stdio.h>
@@ -72,6 +73,7 @@ static void close_all(dmn_srv *s)
 {
 	dmn_stream_close(s->stream); /* its listeners, then its connections (closings posted before the inbox closes) */
 	dmn_oip_http_close(s->oip);
+	dmn_oip_grpc_close(s->oip_grpc);
 	dmn_inbox_close(s->inbox);
 	uv_close((uv_handle_t *)&s->timer, NULL);
 	uv_close((uv_handle_t *)&s->drain_timer, NULL);
@@ -101,7 +103,7 @@ static void check_drained(dmn_srv *s)
 	 * to clients that read); then what a client did not take is dropped by the close */
 	if (queued || s->exec_busy || s->rz_job ||
 	    (now < s->drain_deadline + DMN_DRAIN_WRITE_GRACE_NS &&
-	     dmn_stream_sending(s->stream) + dmn_oip_http_sending(s->oip) > 0))
+	     dmn_stream_sending(s->stream) + dmn_oip_http_sending(s->oip) + dmn_oip_grpc_sending(s->oip_grpc) > 0))
 		return;
 	dmn_log(&s->log, DMN_LOG_INFO, "drained%s; exiting", late ? " (at the deadline)" : "");
 	s->exit_code = s->exit_status;
@@ -113,7 +115,8 @@ static void check_drained(dmn_srv *s)
 static bool idle(dmn_srv *s)
 {
 	if (s->exec_busy || s->ctl_len > 0 || s->draining || s->exit_code >= 0 ||
-	    dmn_stream_sending(s->stream) > 0 || dmn_oip_http_sending(s->oip) > 0)
+	    dmn_stream_sending(s->stream) > 0 || dmn_oip_http_sending(s->oip) > 0 ||
+	    dmn_oip_grpc_sending(s->oip_grpc) > 0)
 		return false;
 	for (int i = 0; i < s->nmodels; i++)
 		if (s->models[i]->queued > 0 || s->models[i]->loading > 0)
@@ -240,7 +243,7 @@ static void on_hup(uv_signal_t *h, int signum)
 	X(cache_dir) X(mem_limit_bytes) X(mem_limit_fraction) X(reply_timeout_ms) X(peer_connections_max) \
 	X(realize_threads) X(realize_nice) X(realize_mem_limit_bytes) X(realize_prog_cache_max) \
 	X(tcp_token_file) X(metrics_remote) X(frame_timeout_ms) X(partial_bytes_max) X(unsent_bytes_max) \
-	X(oip_http_listen) X(oip_json_max_bytes) X(oip_shm)
+	X(oip_http_listen) X(oip_json_max_bytes) X(oip_shm) X(oip_grpc_listen)
 	char *a = dmn_config_json(&s->cfg, false), *b = dmn_config_json(&cfg, false);
 	cJSON *ja = a ? cJSON_Parse(a) : NULL, *jb = b ? cJSON_Parse(b) : NULL;
 #define WARN_CHANGED(k)                                                                                     \
@@ -394,6 +397,8 @@ int dmn_serve(dmn_config *cfg, int argc, char *const *argv)
 	}
 	if (!(s->oip = dmn_oip_http_start(&s->cfg, &s->log, s->inbox, &s->loop, err, sizeof(err))) && err[0])
 		goto out;
+	if (!(s->oip_grpc = dmn_oip_grpc_start(&s->cfg, &s->log, s->inbox, &s->loop, err, sizeof(err))) && err[0])
+		goto out;
 	if (dmn_http_start(s, err, sizeof(err)))
 		goto out;
 	dmn_clean_leftovers(&s->cfg, &s->log); /* a killed daemon's temporary files (before any request runs) */
@@ -424,6 +429,8 @@ out:
 	s->stream = NULL;
 	dmn_oip_http_stop(s->oip);
 	s->oip = NULL;
+	dmn_oip_grpc_stop(s->oip_grpc);
+	s->oip_grpc = NULL;
 	dmn_config_free(&s->cfg);
 	free(s);
 	return rc;

@@ -263,6 +263,7 @@ struct dmn_srv {
 	dmn_stream *stream;  /* the transport (transport_stream.c): unix://, ipc://, tcp://; NULL without addresses */
 	struct dmn_oip_http *oip; /* the Open Inference Protocol over HTTP (oip_http.c); NULL when off */
 	dmn_shm_set *sysshm; /* Triton's system shared memory (verbs_sysshm.c); NULL unless oip_shm */
+	struct dmn_oip_grpc *oip_grpc; /* the Open Inference Protocol over gRPC (oip_grpc.c); NULL when off */
 	/* loop-owned */
 	dmn_client *clients[DMN_CLIENT_BUCKETS];
 	dmn_req *spare;      /* freed requests for reuse (request.c) */

@@ -20,6 +20,8 @@ PKGS=(
 	# ONNX import: protoc-c generates the parser from libonnx-dev's onnx.proto at build time;
 	# libonnx-testdata (6 MB download, 21 MB installed) holds ONNX's backend node tests (make onnx-check)
 	protobuf-c-compiler libprotobuf-c-dev libonnx-dev libonnx-testdata
+	# the Open Inference Protocol's gRPC frontend (daemon/oip_grpc.c): gRPC's C core
+	libgrpc-dev
 	# the ARM64 check (make check-aarch64): the cross compiler (also the kernels' compiler inside
 	# the emulated process) and qemu-aarch64
 	gcc-aarch64-linux-gnu qemu-user

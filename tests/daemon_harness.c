@@ -246,6 +246,7 @@ void dh_write_config(const dh_daemon *d, const char *extra_json)
 	cJSON_AddStringToObject(c, "cache_dir", buf);
 	cJSON_AddStringToObject(c, "log_level", "warn");
 	cJSON_AddStringToObject(c, "oip_http_listen", ""); /* port 8000 is not this test's; oip tests set one */
+	cJSON_AddStringToObject(c, "oip_grpc_listen", ""); /* nor 8001 */
 	if (extra_json) {
 		cJSON *x = cJSON_Parse(extra_json);
 		ck_assert_msg(cJSON_IsObject(x), "extra config is not a JSON object: %s", extra_json);

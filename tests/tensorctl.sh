@@ -38,7 +38,7 @@ mkdir -p "$DIR/models"
 HTTP_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 cat >"$DIR/tensord.json" <<EOF
 {"listen": ["unix://$DIR/u.sock", "ipc://$DIR/s.sock"], "models_dir": "$DIR/models", "cache_dir": "$DIR/cache",
- "log_level": "warn", "oip_http_listen": "http://127.0.0.1:$HTTP_PORT"}
+ "log_level": "warn", "oip_http_listen": "http://127.0.0.1:$HTTP_PORT", "oip_grpc_listen": ""}
 EOF
 start_daemon() {
 	"$TSD" --config "$DIR/tensord.json" 2>>"$DIR/tensord.log" &

@@ -249,6 +249,23 @@ START_TEST(tcp_and_http_must_be_loopback)
 }
 END_TEST
 
+/* the gRPC frontend's address: grpc://HOST:PORT, loopback unless tcp_allow_remote, then with the token */
+START_TEST(oip_grpc_listen_checked)
+{
+	expect("{\"oip_grpc_listen\": \"grpc://127.0.0.1:0\"}", DMN_CFG_OK, NULL);
+	expect("{\"oip_grpc_listen\": \"\"}", DMN_CFG_OK, NULL);
+	expect("{\"oip_grpc_listen\": \"http://127.0.0.1:8001\"}", DMN_CFG_EINVALID, "oip_grpc_listen",
+	       "must start with grpc://", NULL);
+	expect("{\"oip_grpc_listen\": \"grpc://127.0.0.1\"}", DMN_CFG_EINVALID, "HOST:PORT", NULL);
+	expect("{\"oip_grpc_listen\": \"grpc://0.0.0.0:8001\"}", DMN_CFG_EINVALID, "oip_grpc_listen", "loopback", NULL);
+	expect("{\"oip_grpc_listen\": \"grpc://[::]:8001\", \"tcp_allow_remote\": true}", DMN_CFG_EINVALID,
+	       "oip_grpc_listen", "tcp_token_file", NULL);
+	expect("{\"oip_grpc_listen\": \"grpc://[::]:8001\", \"tcp_allow_remote\": true, "
+	       "\"tcp_token_file\": \"/etc/tensord/token\"}",
+	       DMN_CFG_OK, NULL);
+}
+END_TEST
+
 START_TEST(buckets_checked_against_batch_max)
 {
 	expect("{\"batch_buckets\": [1, 8, 4, 32]}", DMN_CFG_EINVALID, "batch_buckets[2]",
@@ -496,6 +513,7 @@ Suite *config_suite(void)
 		malformed_json_and_duplicates,
 		a_rejected_file_changes_nothing,
 		tcp_and_http_must_be_loopback,
+		oip_grpc_listen_checked,
 		buckets_checked_against_batch_max,
 		paths_are_checked,
 		flags_override_the_file,

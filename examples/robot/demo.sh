@@ -20,7 +20,7 @@ else
 	URL="unix://$RUN/tensord.sock"
 	[ "${ROBOT_TRANSPORT:-unix}" = nng ] && URL="ipc://$RUN/tensord-nng.sock"
 	cat >"$RUN/tensord.json" <<EOC
-{"listen": ["unix://$RUN/tensord.sock", "ipc://$RUN/tensord-nng.sock"], "models_dir": "$D", "cache_dir": "$D/cache", "log_level": "warn", "oip_http_listen": ""}
+{"listen": ["unix://$RUN/tensord.sock", "ipc://$RUN/tensord-nng.sock"], "models_dir": "$D", "cache_dir": "$D/cache", "log_level": "warn", "oip_http_listen": "", "oip_grpc_listen": ""}
 EOC
 	rm -f "$RUN/tensord.sock" "$RUN/tensord-nng.sock"
 	"$B/bin/tensord" --config "$RUN/tensord.json" 2>"$RUN/tensord.log" &

@@ -26,7 +26,7 @@ else
 	[ "${ROBOT_TRANSPORT:-unix}" = nng ] && URL="ipc://$RUN/tensord-nng.sock"
 	cat >"$RUN/tensord.json" <<EOC
 {"listen": ["unix://$RUN/tensord.sock", "ipc://$RUN/tensord-nng.sock"], "models_dir": "$D", "cache_dir": "$D/cache", "log_level": "warn",
- "oip_http_listen": "", "preload": ["brain.json"]}
+ "oip_http_listen": "", "oip_grpc_listen": "", "preload": ["brain.json"]}
 EOC
 	rm -f "$RUN/tensord.sock" "$RUN/tensord-nng.sock"
 	"$B/bin/tensord" --config "$RUN/tensord.json" 2>"$RUN/tensord.log" &

@@ -10,7 +10,7 @@ echo "install-check: cc check.c $flags"
 # shellcheck disable=SC2086
 $CC -std=c11 -Wall -Wextra -Werror -o "$dir/check" "$here/check.c" $flags -lm
 mkdir -p "$dir/run"
-printf '{"listen": ["ipc://%s/run/d.sock"], "log_level": "warn", "oip_http_listen": "", "cache_dir": "%s/run/cache"}\n' \
+printf '{"listen": ["ipc://%s/run/d.sock"], "log_level": "warn", "oip_http_listen": "", "oip_grpc_listen": "", "cache_dir": "%s/run/cache"}\n' \
 	"$dir" "$dir" > "$dir/run/tensord.json"
 "$dir/usr/bin/tensord" --config "$dir/run/tensord.json" 2> "$dir/run/tensord.err" &
 pid=$!

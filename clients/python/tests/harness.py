@@ -43,7 +43,7 @@ class Daemon:
         self.url = self.nng_url if os.environ.get("TSD_TEST_TRANSPORT") == "nng" else self.unix_url
         self.log_path = self.dir / "stderr"
         self.config = {"listen": [self.unix_url, self.nng_url], "models_dir": str(self.models_dir),
-                       "cache_dir": str(self.dir / "cache"), "log_level": "warn", "oip_http_listen": "",
+                       "cache_dir": str(self.dir / "cache"), "log_level": "warn", "oip_http_listen": "", "oip_grpc_listen": "",
                        **(extra_config or {})}
         self.proc: subprocess.Popen[bytes] | None = None
 
