@@ -337,9 +337,6 @@ int dmn_grpc_request(dmn_grpc_rpc rpc, const dmn_oip_limits *lim, const void *bo
 	if ((unsigned)rpc >= DMN_GRPC_RPC_COUNT)
 		return fail(err, errlen, DMN_GRPC_UNIMPLEMENTED, "not a method of inference.GRPCInferenceService");
 	switch (rpc) {
-	case DMN_GRPC_REPO_LOAD:
-		return fail(err, errlen, DMN_GRPC_UNIMPLEMENTED, "model load: this server loads models through model.load "
-			    "(TSD1) and its config's preload; the repository's load is not implemented yet");
 	case DMN_GRPC_SHM_STATUS:
 	case DMN_GRPC_SHM_REGISTER:
 	case DMN_GRPC_SHM_UNREGISTER:
@@ -384,8 +381,15 @@ int dmn_grpc_request(dmn_grpc_rpc rpc, const dmn_oip_limits *lim, const void *bo
 	}
 	case DMN_GRPC_REPO_INDEX:
 		ask->kind = DMN_OIP_REPO_INDEX;
-		*out = verb("model.list", id, NULL, NULL, token);
+		*out = verb("repo.index", id, NULL, NULL, token);
 		break;
+	case DMN_GRPC_REPO_LOAD: { /* the model repository's (config repository): answered when it serves */
+		const Inference__RepositoryModelLoadRequest *q = (const Inference__RepositoryModelLoadRequest *)m;
+		ask->kind = DMN_OIP_LOAD;
+		if (!(rc = model_ref(q->model_name, "", ask, err, errlen)))
+			*out = verb("repo.load", id, "name", ask->model, token);
+		break;
+	}
 	case DMN_GRPC_REPO_UNLOAD: {
 		const Inference__RepositoryModelUnloadRequest *q = (const Inference__RepositoryModelUnloadRequest *)m;
 		ask->kind = DMN_OIP_UNLOAD;

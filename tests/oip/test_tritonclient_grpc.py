@@ -297,9 +297,9 @@ class GRPCTest(unittest.TestCase):
         garbage = self.channel.unary_unary("/inference.GRPCInferenceService/ModelInfer",
                                            request_serializer=lambda b: b, response_deserializer=lambda b: b)
         self.assert_status(lambda: garbage(b"\xff\xff\xff\xff"), INVALID, "does not parse")
-        # not implemented yet, said so
+        # a repository load on a daemon without a model repository; not implemented yet, said so
         self.assert_status(lambda: self.stub.RepositoryModelLoad(service_pb2.RepositoryModelLoadRequest(model_name="mlp")),
-                           grpc.StatusCode.UNIMPLEMENTED, "not implemented")
+                           INVALID, "no model repository")
         self.assert_status(lambda: self.stub.SystemSharedMemoryStatus(service_pb2.SystemSharedMemoryStatusRequest()),
                            grpc.StatusCode.UNIMPLEMENTED, "system shared memory is not enabled")
         self.assert_status(lambda: self.stub.CudaSharedMemoryStatus(service_pb2.CudaSharedMemoryStatusRequest()),
