@@ -5,6 +5,7 @@
  * the loop (decoded there) and sent as the response. RPCs and statuses: docs/OIP_GRPC.md. */
 #include "oip_grpc.h"
 
+#include <arpa/inet.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #include <grpc/support/time.h>
 
 #include "oip_grpc_msg.h"
+#include "peeruid.h"
 
 #define NEW_CALLS 8 /* calls asked of gRPC at a time */
 
@@ -118,6 +120,48 @@ static bool on_loop(const dmn_oip_grpc *t)
 {
 	uv_thread_t self = uv_thread_self();
 	return uv_thread_equal(&self, &t->loop_tid);
+}
+
+/* A loopback caller's uid from the kernel's socket table, on q's channel (system shared memory
+ * maps only that uid's objects): gRPC names the peer "ipv4:A:P" or "ipv6:[A]:P"; our end of a
+ * loopback connection is the address it dialled (taken as the peer's own) at our port. */
+static void local_uid(const dmn_oip_grpc *t, const gpeer *p, gitem *q)
+{
+	char host[64];
+	const char *a = p->addr;
+	bool v6 = !strncmp(a, "ipv6:[", 6);
+	if (!v6 && strncmp(a, "ipv4:", 5))
+		return;
+	const char *h = a + (v6 ? 6 : 5), *end = v6 ? strchr(h, ']') : strrchr(h, ':');
+	if (!end || (size_t)(end - h) >= sizeof(host))
+		return;
+	memcpy(host, h, (size_t)(end - h));
+	host[end - h] = 0;
+	const char *ps = v6 ? strrchr(end, ':') : end;
+	long port = ps ? strtol(ps + 1, NULL, 10) : 0;
+	if (v6 && !strncmp(host, "::ffff:", 7) && strchr(host + 7, '.')) { /* a v4 peer on a dual-stack listener */
+		memmove(host, host + 7, strlen(host + 7) + 1);
+		v6 = false;
+	}
+	struct sockaddr_storage peer = {0}, local = {0};
+	if (v6) {
+		struct sockaddr_in6 *pa = (struct sockaddr_in6 *)&peer, *la = (struct sockaddr_in6 *)&local;
+		pa->sin6_family = la->sin6_family = AF_INET6;
+		if (inet_pton(AF_INET6, host, &pa->sin6_addr) != 1)
+			return;
+		la->sin6_addr = pa->sin6_addr;
+		pa->sin6_port = htons((uint16_t)port);
+		la->sin6_port = htons((uint16_t)t->port);
+	} else {
+		struct sockaddr_in *pa = (struct sockaddr_in *)&peer, *la = (struct sockaddr_in *)&local;
+		pa->sin_family = la->sin_family = AF_INET;
+		if (inet_pton(AF_INET, host, &pa->sin_addr) != 1)
+			return;
+		la->sin_addr = pa->sin_addr;
+		pa->sin_port = htons((uint16_t)port);
+		la->sin_port = htons((uint16_t)t->port);
+	}
+	q->chan.has_local_uid = dmn_tcp_peer_uid((struct sockaddr *)&peer, (struct sockaddr *)&local, &q->chan.local_uid);
 }
 
 /* ---- peers (t->mu held) ---- */
@@ -621,6 +665,8 @@ static void on_recv(dmn_oip_grpc *t, gcall *c)
 		item_error(c, q, DMN_GRPC_UNAVAILABLE, "the server is shutting down");
 	} else {
 		q->chan.msg = m;
+		if (c->rpc == DMN_GRPC_SHM_REGISTER)
+			local_uid(t, c->peer, q);
 		q->chan.conn = c->peer->id;
 		q->chan.held = c->peer->held;
 		q->in_daemon = true;

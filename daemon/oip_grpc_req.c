@@ -78,6 +78,53 @@ static bool param_uint(const Inference__InferParameter *p, uint64_t *v)
 	return false;
 }
 
+/* A tensor's system shared-memory reference (Triton's shared_memory_region, _byte_size,
+ * _offset parameters) as a TSD1 "sysshm" entry appended to list; 0 when it has none (*has
+ * false), else a gRPC status with err. what: how err names the tensor. */
+#define SHM_PARAMS_MAX 64
+static int shm_ref(const char *const *keys, const Inference__InferParameter *const *vals, size_t n, const char *what,
+		   cJSON *list, cJSON **entry, char *err, size_t errlen)
+{
+	const char *region = NULL;
+	uint64_t size = 0, off = 0;
+	bool has_size = false;
+	*entry = NULL;
+	for (size_t k = 0; k < n; k++) {
+		const char *key = keys[k];
+		const Inference__InferParameter *p = vals[k];
+		if (!strcmp(key, "shared_memory_region")) {
+			if (!p || p->parameter_choice_case != INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM)
+				return fail(err, errlen, DMN_GRPC_INVALID_ARGUMENT, "%s: shared_memory_region: a region name (string_param)",
+					    what);
+			region = p->string_param;
+		} else if (!strcmp(key, "shared_memory_byte_size")) {
+			if (!param_uint(p, &size))
+				return fail(err, errlen, DMN_GRPC_INVALID_ARGUMENT, "%s: shared_memory_byte_size: a byte count", what);
+			has_size = true;
+		} else if (!strcmp(key, "shared_memory_offset")) {
+			if (!param_uint(p, &off))
+				return fail(err, errlen, DMN_GRPC_INVALID_ARGUMENT, "%s: shared_memory_offset: a byte count", what);
+		} else if (!strncmp(key, "shared_memory_", 14)) {
+			return fail(err, errlen, DMN_GRPC_INVALID_ARGUMENT, "%s: %.64s: not a shared-memory parameter (region, byte_size, offset)",
+				    what, key);
+		}
+	}
+	if (!region)
+		return has_size ? fail(err, errlen, DMN_GRPC_INVALID_ARGUMENT, "%s: shared_memory_byte_size without shared_memory_region", what)
+				: DMN_GRPC_OK;
+	if (!has_size)
+		return fail(err, errlen, DMN_GRPC_INVALID_ARGUMENT, "%s: shared_memory_region needs shared_memory_byte_size", what);
+	cJSON *e = cJSON_CreateObject();
+	if (!e)
+		return fail(err, errlen, DMN_GRPC_UNAVAILABLE, "out of memory");
+	cJSON_AddItemToArray(list, e);
+	cJSON_AddStringToObject(e, "region", region);
+	cJSON_AddNumberToObject(e, "offset", (double)off);
+	cJSON_AddNumberToObject(e, "byte_size", (double)size);
+	*entry = e;
+	return DMN_GRPC_OK;
+}
+
 /* The request's parameters: priority, timeout (Triton's); sequences are not served. */
 static int infer_params(const Inference__ModelInferRequest *r, cJSON *h, char *err, size_t errlen)
 {
@@ -106,7 +153,8 @@ static int infer_params(const Inference__ModelInferRequest *r, cJSON *h, char *e
 }
 
 /* The requested outputs into ask->sel (every one as raw contents; classification's top k). */
-static int infer_outputs(const Inference__ModelInferRequest *r, dmn_oip_ask *ask, char *err, size_t errlen)
+static int infer_outputs(const Inference__ModelInferRequest *r, dmn_oip_ask *ask, cJSON *shm_out, char *err,
+			 size_t errlen)
 {
 	if (r->n_outputs > PROTO_GRAPH_MAX_OUTPUTS)
 		return fail(err, errlen, DMN_GRPC_INVALID_ARGUMENT, "outputs: at most %d", PROTO_GRAPH_MAX_OUTPUTS);
@@ -122,11 +170,25 @@ static int infer_outputs(const Inference__ModelInferRequest *r, dmn_oip_ask *ask
 		memcpy(s->name, o->name, n + 1);
 		s->binary = 1;
 		s->classes = 0;
+		if (o->n_parameters > SHM_PARAMS_MAX)
+			return fail(err, errlen, DMN_GRPC_INVALID_ARGUMENT, "outputs[%zu] \"%s\": at most %d parameters", i, s->name,
+				    SHM_PARAMS_MAX);
+		const char *keys[SHM_PARAMS_MAX];
+		const Inference__InferParameter *vals[SHM_PARAMS_MAX];
+		for (size_t k = 0; k < o->n_parameters; k++) {
+			keys[k] = o->parameters[k]->key;
+			vals[k] = o->parameters[k]->value;
+		}
+		char what[200];
+		snprintf(what, sizeof(what), "outputs[%zu] \"%s\"", i, s->name);
+		cJSON *e;
+		int rc = shm_ref(keys, vals, o->n_parameters, what, shm_out, &e, err, errlen);
+		if (rc)
+			return rc;
+		if (e)
+			cJSON_AddStringToObject(e, "name", s->name);
 		for (size_t k = 0; k < o->n_parameters; k++) {
 			uint64_t v;
-			if (!strncmp(o->parameters[k]->key, "shared_memory_", 14))
-				return fail(err, errlen, DMN_GRPC_INVALID_ARGUMENT, "outputs[%zu] \"%s\": %.64s: system shared "
-					    "memory is not enabled", i, s->name, o->parameters[k]->key);
 			if (strcmp(o->parameters[k]->key, "classification"))
 				continue;
 			if (!param_uint(o->parameters[k]->value, &v) || v < 1 || v > (1u << 20))
@@ -185,13 +247,15 @@ static int typed_contents(const Inference__InferTensorContents *c, const char *n
 }
 
 typedef struct in_tensor {
+	bool in_shm; /* in system shared memory: a "sysshm" entry, no proto_out */
 	int64_t shape[TSD_MAX_DIMS];
 	void *owned; /* typed contents written out */
 } in_tensor;
 
-/* Input i of r checked into po[i] (its data raw or written out into t->owned). */
-static int infer_input(const dmn_oip_limits *lim, const Inference__ModelInferRequest *r, size_t i, in_tensor *t,
-		       proto_out *po, char *err, size_t errlen)
+/* Input i of r checked into po[i] (its data raw or written out into t->owned), or, in system
+ * shared memory, into an entry of shm_in (t->in_shm). */
+static int infer_input(const dmn_oip_limits *lim, const Inference__ModelInferRequest *r, size_t i, size_t raw_i,
+		       in_tensor *t, proto_out *po, cJSON *shm_in, char *err, size_t errlen)
 {
 	const Inference__ModelInferRequest__InferInputTensor *in = r->inputs[i];
 	size_t n = strlen(in->name);
@@ -220,21 +284,43 @@ static int infer_input(const dmn_oip_limits *lim, const Inference__ModelInferReq
 		numel *= (size_t)v;
 		t->shape[d] = v;
 	}
-	for (size_t k = 0; k < in->n_parameters; k++)
-		if (!strncmp(in->parameters[k]->key, "shared_memory_", 14))
-			return fail(err, errlen, DMN_GRPC_INVALID_ARGUMENT, "input \"%s\": %.64s: system shared memory is "
-				    "not enabled", in->name, in->parameters[k]->key);
+	if (in->n_parameters > SHM_PARAMS_MAX)
+		return fail(err, errlen, DMN_GRPC_INVALID_ARGUMENT, "input \"%s\": at most %d parameters", in->name,
+			    SHM_PARAMS_MAX);
+	const char *keys[SHM_PARAMS_MAX];
+	const Inference__InferParameter *vals[SHM_PARAMS_MAX];
+	for (size_t k = 0; k < in->n_parameters; k++) {
+		keys[k] = in->parameters[k]->key;
+		vals[k] = in->parameters[k]->value;
+	}
+	char what[200];
+	snprintf(what, sizeof(what), "input \"%s\"", in->name);
+	cJSON *e;
+	int src = shm_ref(keys, vals, in->n_parameters, what, shm_in, &e, err, errlen);
+	if (src)
+		return src;
+	if (e) { /* its bytes are in the region: no contents here */
+		if (in->contents)
+			return fail(err, errlen, DMN_GRPC_INVALID_ARGUMENT, "input \"%s\": shared_memory_region and contents", in->name);
+		cJSON *sh = cJSON_AddArrayToObject(e, "shape");
+		cJSON_AddStringToObject(e, "name", in->name);
+		cJSON_AddStringToObject(e, "dtype", tsd_dtype_name(dt));
+		for (size_t d = 0; sh && d < in->n_shape; d++)
+			cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)in->shape[d]));
+		t->in_shm = true;
+		return DMN_GRPC_OK;
+	}
 	*po = (proto_out){.name = in->name, .dtype = dt, .ndim = (int)in->n_shape, .shape = t->shape};
 	size_t nbytes = numel * esz;
 	if (r->n_raw_input_contents) {
 		if (in->contents)
 			return fail(err, errlen, DMN_GRPC_INVALID_ARGUMENT, "input \"%s\": both contents and raw_input_contents",
 				    in->name);
-		const ProtobufCBinaryData *raw = &r->raw_input_contents[i];
+		const ProtobufCBinaryData *raw = &r->raw_input_contents[raw_i];
 		if (raw->len != nbytes)
 			return fail(err, errlen, DMN_GRPC_INVALID_ARGUMENT,
 				    "input \"%s\": raw_input_contents[%zu] has %zu bytes, but shape and datatype %s make %zu",
-				    in->name, i, raw->len, dmn_oip_dtype(dt), nbytes);
+				    in->name, raw_i, raw->len, dmn_oip_dtype(dt), nbytes);
 		po->data = raw->len ? (const void *)raw->data : "";
 		return DMN_GRPC_OK;
 	}
@@ -260,14 +346,27 @@ static int infer_msg(const dmn_oip_limits *lim, const Inference__ModelInferReque
 	ask->binary_out = true;
 	if (!r->n_inputs || r->n_inputs > PROTO_MAX_TENSORS)
 		return fail(err, errlen, DMN_GRPC_INVALID_ARGUMENT, "inputs: 1..%d tensors, not %zu", PROTO_MAX_TENSORS, r->n_inputs);
-	if (r->n_raw_input_contents && r->n_raw_input_contents != r->n_inputs)
-		return fail(err, errlen, DMN_GRPC_INVALID_ARGUMENT, "raw_input_contents: %zu, for %zu inputs (one each, or none)",
-			    r->n_raw_input_contents, r->n_inputs);
-	if ((rc = infer_outputs(r, ask, err, errlen)))
-		return rc;
-	cJSON *h = dmn_oip_infer_header(id, ask, token);
-	if (!h)
+	size_t in_shm = 0; /* inputs in system shared memory take no raw contents (Triton's rule) */
+	for (size_t i = 0; i < r->n_inputs; i++) {
+		bool has = false;
+		for (size_t k = 0; k < r->inputs[i]->n_parameters; k++)
+			has = has || !strcmp(r->inputs[i]->parameters[k]->key, "shared_memory_region");
+		in_shm += has;
+	}
+	if (r->n_raw_input_contents && r->n_raw_input_contents != r->n_inputs - in_shm)
+		return fail(err, errlen, DMN_GRPC_INVALID_ARGUMENT,
+			    "raw_input_contents: %zu, for %zu inputs not in shared memory (one each, or none)",
+			    r->n_raw_input_contents, r->n_inputs - in_shm);
+	cJSON *h = dmn_oip_infer_header(id, ask, token), *shm = h ? cJSON_AddObjectToObject(h, "sysshm") : NULL;
+	cJSON *shm_in = shm ? cJSON_AddArrayToObject(shm, "inputs") : NULL, *shm_out = shm_in ? cJSON_AddArrayToObject(shm, "outputs") : NULL;
+	if (!shm_out) {
+		cJSON_Delete(h);
 		return fail(err, errlen, DMN_GRPC_UNAVAILABLE, "out of memory");
+	}
+	if ((rc = infer_outputs(r, ask, shm_out, err, errlen))) {
+		cJSON_Delete(h);
+		return rc;
+	}
 	in_tensor *ts = calloc(r->n_inputs, sizeof(*ts));
 	proto_out *po = calloc(r->n_inputs, sizeof(*po));
 	size_t nt = 0;
@@ -277,15 +376,20 @@ static int infer_msg(const dmn_oip_limits *lim, const Inference__ModelInferReque
 	}
 	if ((rc = infer_params(r, h, err, errlen)))
 		goto done;
-	for (; nt < r->n_inputs; nt++)
-		if ((rc = infer_input(lim, r, nt, &ts[nt], &po[nt], err, errlen))) {
+	size_t npo = 0;
+	for (; nt < r->n_inputs; nt++) {
+		if ((rc = infer_input(lim, r, nt, npo, &ts[nt], &po[npo], shm_in, err, errlen))) {
 			nt++;
 			goto done;
 		}
+		npo += !ts[nt].in_shm;
+	}
+	if (!cJSON_GetArraySize(shm_in) && !cJSON_GetArraySize(shm_out))
+		cJSON_DeleteItemFromObjectCaseSensitive(h, "sysshm");
 	void *mb;
 	size_t ml;
 	proto_err pe;
-	tsd_status st = proto_encode(h, po, (int)nt, lim->max_message, dmn_oip_msg_alloc, out, &mb, &ml, &pe);
+	tsd_status st = proto_encode(h, po, (int)npo, lim->max_message, dmn_oip_msg_alloc, out, &mb, &ml, &pe);
 	if (st != TSD_OK) {
 		if (*out)
 			nng_msg_free(*out);
@@ -337,10 +441,6 @@ int dmn_grpc_request(dmn_grpc_rpc rpc, const dmn_oip_limits *lim, const void *bo
 	if ((unsigned)rpc >= DMN_GRPC_RPC_COUNT)
 		return fail(err, errlen, DMN_GRPC_UNIMPLEMENTED, "not a method of inference.GRPCInferenceService");
 	switch (rpc) {
-	case DMN_GRPC_SHM_STATUS:
-	case DMN_GRPC_SHM_REGISTER:
-	case DMN_GRPC_SHM_UNREGISTER:
-		return fail(err, errlen, DMN_GRPC_UNIMPLEMENTED, "system shared memory is not enabled");
 	default:
 		break;
 	}
@@ -395,6 +495,39 @@ int dmn_grpc_request(dmn_grpc_rpc rpc, const dmn_oip_limits *lim, const void *bo
 		ask->kind = DMN_OIP_UNLOAD;
 		if (!(rc = model_ref(q->model_name, "", ask, err, errlen)))
 			*out = verb("model.unload", id, "name", ask->model, token);
+		break;
+	}
+	case DMN_GRPC_SHM_STATUS:
+	case DMN_GRPC_SHM_UNREGISTER: { /* both {name = 1}; "" every region */
+		const char *name = ((const Inference__SystemSharedMemoryStatusRequest *)m)->name;
+		ask->kind = rpc == DMN_GRPC_SHM_STATUS ? DMN_OIP_SHM_STATUS : DMN_OIP_SHM_UNREGISTER;
+		if (name[0] && !dmn_name_valid(name, strlen(name)))
+			rc = fail(err, errlen, DMN_GRPC_INVALID_ARGUMENT, "name: 1..64 bytes of [A-Za-z0-9_.-]");
+		else
+			*out = verb(rpc == DMN_GRPC_SHM_STATUS ? "sysshm.status" : "sysshm.unregister", id, name[0] ? "name" : NULL,
+				    name, token);
+		break;
+	}
+	case DMN_GRPC_SHM_REGISTER: {
+		const Inference__SystemSharedMemoryRegisterRequest *q = (const Inference__SystemSharedMemoryRegisterRequest *)m;
+		ask->kind = DMN_OIP_SHM_REGISTER;
+		cJSON *h = cJSON_CreateObject();
+		if (h && cJSON_AddNumberToObject(h, "id", (double)id) && cJSON_AddStringToObject(h, "verb", "sysshm.register") &&
+		    cJSON_AddStringToObject(h, "name", q->name) && cJSON_AddStringToObject(h, "key", q->key) &&
+		    cJSON_AddNumberToObject(h, "offset", (double)q->offset) &&
+		    cJSON_AddNumberToObject(h, "byte_size", (double)q->byte_size) &&
+		    (!token || cJSON_AddStringToObject(h, "token", token))) {
+			void *mb;
+			size_t ml;
+			proto_err pe;
+			if (proto_encode(h, NULL, 0, 0, dmn_oip_msg_alloc, out, &mb, &ml, &pe) != TSD_OK) {
+				if (*out)
+					nng_msg_free(*out);
+				*out = NULL;
+				rc = fail(err, errlen, DMN_GRPC_INVALID_ARGUMENT, "%s", pe.msg);
+			}
+		}
+		cJSON_Delete(h);
 		break;
 	}
 	default: /* INFER, STREAM_INFER */

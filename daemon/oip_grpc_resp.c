@@ -243,10 +243,40 @@ static int pack_json(const ProtobufCMessageDescriptor *d, const cJSON *j, dmn_bu
 	return DMN_GRPC_OK;
 }
 
+/* An output's plain parameters (the HTTP answer's: shared_memory_region, _byte_size, _offset)
+ * as InferParameter objects; binary_data_size, which raw contents replace, dropped. */
+static void output_params(cJSON *j)
+{
+	cJSON *o;
+	cJSON_ArrayForEach(o, cJSON_GetObjectItemCaseSensitive(j, "outputs"))
+	{
+		cJSON *ps = cJSON_GetObjectItemCaseSensitive(o, "parameters");
+		if (!cJSON_IsObject(ps))
+			continue;
+		cJSON_DeleteItemFromObjectCaseSensitive(ps, "binary_data_size");
+		for (cJSON *p = ps->child; p; p = p->next) {
+			cJSON *w = cJSON_CreateObject();
+			if (!w)
+				continue;
+			if (cJSON_IsString(p))
+				cJSON_AddStringToObject(w, "string_param", p->valuestring);
+			else if (cJSON_IsNumber(p))
+				cJSON_AddNumberToObject(w, "int64_param", p->valuedouble);
+			else if (cJSON_IsBool(p))
+				cJSON_AddBoolToObject(w, "bool_param", cJSON_IsTrue(p));
+			w->string = p->string; /* the key moves with it (the replacement does not copy it) */
+			p->string = NULL;
+			cJSON_ReplaceItemViaPointer(ps, p, w);
+			p = w;
+		}
+	}
+}
+
 /* ModelInferResponse: the answer's JSON (outputs without their data) and each output's bytes
  * as raw_output_contents (field 6, in the outputs' order). */
-static int infer_response(const cJSON *j, const dmn_oip_answer *a, dmn_buf *out, char *err, size_t errlen)
+static int infer_response(cJSON *j, const dmn_oip_answer *a, dmn_buf *out, char *err, size_t errlen)
 {
+	output_params(j);
 	int rc = pack_json(&inference__model_infer_response__descriptor, j, out, err, errlen);
 	for (int i = 0; !rc && i < a->nparts; i++)
 		put_field(out, 6, a->part[i], a->part_len[i]);
@@ -327,6 +357,19 @@ static int answer(dmn_grpc_rpc rpc, const dmn_oip_ask *ask, const dmn_oip_answer
 	case DMN_GRPC_MODEL_STATS:
 		rc = pack_json(&inference__model_statistics_response__descriptor, j, out, err, errlen);
 		break;
+	case DMN_GRPC_SHM_STATUS: { /* [{name, key, offset, byte_size}] into the map regions */
+		cJSON *w = cJSON_CreateObject(), *rg = w ? cJSON_AddObjectToObject(w, "regions") : NULL, *e;
+		cJSON_ArrayForEach(e, j)
+		{
+			const cJSON *n = cJSON_GetObjectItemCaseSensitive(e, "name");
+			if (rg && cJSON_IsString(n))
+				cJSON_AddItemReferenceToObject(rg, n->valuestring, e);
+		}
+		rc = rg ? pack_json(&inference__system_shared_memory_status_response__descriptor, w, out, err, errlen)
+			: DMN_GRPC_UNAVAILABLE;
+		cJSON_Delete(w);
+		break;
+	}
 	case DMN_GRPC_REPO_INDEX: {
 		cJSON *w = cJSON_CreateObject();
 		if (w)

@@ -86,7 +86,7 @@ class GRPCTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls) -> None:
-        cls.d, cls.port, cls.tsd = start_daemon()
+        cls.d, cls.port, cls.tsd = start_daemon({"oip_shm": True})
         cls.client = grpcclient.InferenceServerClient(url=f"127.0.0.1:{cls.port}")
         cls.channel = grpc.insecure_channel(f"127.0.0.1:{cls.port}",
                                             options=[("grpc.max_send_message_length", 64 << 20)])
@@ -194,6 +194,46 @@ class GRPCTest(unittest.TestCase):
         self.assertEqual([o.name for o in only.get_response().outputs], ["p"])
         np.testing.assert_array_equal(only.as_numpy("p"), want["p"])
 
+    def test_system_shared_memory(self) -> None:
+        """Inputs and outputs in POSIX shared memory registered over gRPC, outputs equal to TSD1's;
+        status and unregister; an input out of its region's range refused."""
+        import os
+        import tritonclient.utils.shared_memory as shm
+        x = np.random.default_rng(9).standard_normal((2, 16)).astype(np.float32)
+        want = self.tsd.infer("mlp", {"x": x})
+        key_in, key_out = f"/tsd_grpc_in_{os.getpid()}", f"/tsd_grpc_out_{os.getpid()}"
+        h_in = shm.create_shared_memory_region("gin", key_in, 256)
+        h_out = shm.create_shared_memory_region("gout", key_out, 256)
+        try:
+            shm.set_shared_memory_region(h_in, [x])
+            self.client.unregister_system_shared_memory()
+            self.client.register_system_shared_memory("gin", key_in, 256)
+            self.client.register_system_shared_memory("gout", key_out, 256)
+            status = self.client.get_system_shared_memory_status(as_json=True)["regions"]
+            self.assertEqual(status["gin"]["key"], key_in)
+            self.assertEqual(int(status["gout"]["byte_size"]), 256)
+            inp = grpcclient.InferInput("x", [2, 16], "FP32")
+            inp.set_shared_memory("gin", x.nbytes)
+            out = grpcclient.InferRequestedOutput("y")
+            out.set_shared_memory("gout", 2 * 4 * 4, offset=64)
+            r = self.client.infer("mlp", [inp], outputs=[out, grpcclient.InferRequestedOutput("p")])
+            np.testing.assert_array_equal(shm.get_contents_as_numpy(h_out, np.float32, [2, 4], offset=64), want["y"])
+            np.testing.assert_array_equal(r.as_numpy("p"), want["p"])
+            y = r.get_output("y")
+            self.assertEqual(y.parameters["shared_memory_region"].string_param, "gout")
+            bad = grpcclient.InferInput("x", [2, 16], "FP32")
+            bad.set_shared_memory("gin", x.nbytes, offset=200)
+            with self.assertRaises(InferenceServerException) as e:
+                self.client.infer("mlp", [bad])
+            self.assertIn("outside region", str(e.exception))
+            self.client.unregister_system_shared_memory("gin")
+            self.assertEqual(list(self.client.get_system_shared_memory_status(as_json=True)["regions"]), ["gout"])
+            self.client.unregister_system_shared_memory()
+        finally:
+            shm.destroy_shared_memory_region(h_in)
+            shm.destroy_shared_memory_region(h_out)
+        self.assert_serving()
+
     def test_infer_typed_contents(self) -> None:
         x = np.random.default_rng(5).standard_normal((2, 16)).astype(np.float32)
         req = service_pb2.ModelInferRequest(model_name="mlp")
@@ -300,8 +340,8 @@ class GRPCTest(unittest.TestCase):
         # a repository load on a daemon without a model repository; not implemented yet, said so
         self.assert_status(lambda: self.stub.RepositoryModelLoad(service_pb2.RepositoryModelLoadRequest(model_name="mlp")),
                            INVALID, "no model repository")
-        self.assert_status(lambda: self.stub.SystemSharedMemoryStatus(service_pb2.SystemSharedMemoryStatusRequest()),
-                           grpc.StatusCode.UNIMPLEMENTED, "system shared memory is not enabled")
+        self.assert_status(lambda: self.stub.SystemSharedMemoryStatus(service_pb2.SystemSharedMemoryStatusRequest(name="nope")),
+                           INVALID, "no region")
         self.assert_status(lambda: self.stub.CudaSharedMemoryStatus(service_pb2.CudaSharedMemoryStatusRequest()),
                            grpc.StatusCode.UNIMPLEMENTED, "unknown method")
         self.assert_serving()
