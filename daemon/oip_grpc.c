@@ -2,7 +2,7 @@
  * completion queue (a thread of its own), calls (unary, and ModelStreamInfer's stream, answered
  * in the order its requests came), each request message turned into one TSD1 request
  * (oip_grpc_msg.h) posted at the seam as a channel of its own, and the TSD1 reply handed back to
- * the loop (decoded there) and sent as the response. RPCs and statuses: docs/OIP_GRPC.md. */
+ * the loop (decoded there) and sent as the response. RPCs and statuses: docs/PROTOCOL.md, "The gRPC frontend". */
 #include "oip_grpc.h"
 
 #include <arpa/inet.h>
