@@ -351,7 +351,7 @@ oip-san: $(SO_LINK)
 	ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 		UBSAN_OPTIONS=print_stacktrace=1 TENSORD_BIN=$(abspath build-asan/bin/tensord) TENSORD_LIB=$(abspath $(BUILD)/lib/libtensord.so) \
 		tests/oip/.venv/bin/python -m unittest discover -s tests/oip -p 'test_*.py'
-	TSAN_OPTIONS="halt_on_error=1 exitcode=66" TENSORD_BIN=$(abspath build-tsan/bin/tensord) TENSORD_LIB=$(abspath $(BUILD)/lib/libtensord.so) \
+	TSAN_OPTIONS="halt_on_error=1 exitcode=66 suppressions=$(CURDIR)/tests/tsan.supp" TENSORD_BIN=$(abspath build-tsan/bin/tensord) TENSORD_LIB=$(abspath $(BUILD)/lib/libtensord.so) \
 		tests/oip/.venv/bin/python -m unittest discover -s tests/oip -p 'test_*.py'
 
 # The daemon soak (bench/soak.c): SOAK_REQUESTS (default 1,000,000) mixed requests from several
