@@ -292,7 +292,7 @@ tsan:
 # built with clang under ASan and UBSan into build-fuzz, each target run FUZZ_SECONDS from the
 # committed seed corpus (new inputs go to build-fuzz/corpus/). Any crash, leak, sanitizer report
 # or failed check in a target fails the run; the input is kept as build-fuzz/crash-<target>-*.
-FUZZ_SECONDS ?= 45
+FUZZ_SECONDS ?= 30
 FUZZ_TARGETS := safetensors idx request graph onnx
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 
