@@ -342,7 +342,8 @@ oip-check: $(DAEMON_BIN) $(SO_LINK) $(BUILD)/bin/make_weights
 	$(PY_TEST_ENV) tests/oip/.venv/bin/python -m unittest discover -s tests/oip -p 'test_*.py' -v
 	tests/oip/wrk.sh $(BUILD)
 # The same suites against the ASan and the TSan daemon (make check built both already): the HTTP
-# frontend's hand-over of answers from the executor to the loop, h2o's memory, the SIGBUS guard.
+# frontend's hand-over of answers from the executor to the loop, h2o's memory, the SIGBUS guard,
+# the gRPC frontend's completion-queue thread (tests/tsan.supp: what TSan cannot see inside gRPC).
 oip-san: $(SO_LINK)
 	$(MAKE) -j2 BUILD=build-asan OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 		LDFLAGS="-fsanitize=address,undefined" build-asan/bin/tensord build-asan/bin/make_weights
@@ -351,7 +352,7 @@ oip-san: $(SO_LINK)
 	ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 		UBSAN_OPTIONS=print_stacktrace=1 TENSORD_BIN=$(abspath build-asan/bin/tensord) TENSORD_LIB=$(abspath $(BUILD)/lib/libtensord.so) \
 		tests/oip/.venv/bin/python -m unittest discover -s tests/oip -p 'test_*.py'
-	TSAN_OPTIONS="halt_on_error=1 exitcode=66" TENSORD_BIN=$(abspath build-tsan/bin/tensord) TENSORD_LIB=$(abspath $(BUILD)/lib/libtensord.so) \
+	TSAN_OPTIONS="halt_on_error=1 exitcode=66 suppressions=$(CURDIR)/tests/tsan.supp" TENSORD_BIN=$(abspath build-tsan/bin/tensord) TENSORD_LIB=$(abspath $(BUILD)/lib/libtensord.so) \
 		tests/oip/.venv/bin/python -m unittest discover -s tests/oip -p 'test_*.py'
 
 # The daemon soak (bench/soak.c): SOAK_REQUESTS (default 1,000,000) mixed requests from several
