@@ -167,6 +167,10 @@ class GRPCTest(unittest.TestCase):
         self.assertEqual(after.inference_count - before.inference_count, 5)
         self.assertGreater(after.inference_stats.success.count, before.inference_stats.success.count)
         self.assertGreater(after.inference_stats.success.ns, 0)
+        conns = self.tsd.stats()["connections"]["grpc"]  # the frontend's own figures, over TSD1
+        self.assertGreaterEqual(conns["open"], 0)  # addresses with a call now: none between unary calls
+        self.assertGreater(conns["requests"], 2)
+        self.assertGreater(conns["calls"], 2)
         allm = {s.name for s in self.client.get_inference_statistics().model_stats}
         self.assertEqual(allm, {"mlp", "conv"})
         with self.assertRaises(InferenceServerException) as e:
