@@ -342,7 +342,8 @@ oip-check: $(DAEMON_BIN) $(SO_LINK) $(BUILD)/bin/make_weights
 	$(PY_TEST_ENV) tests/oip/.venv/bin/python -m unittest discover -s tests/oip -p 'test_*.py' -v
 	tests/oip/wrk.sh $(BUILD)
 # The same suites against the ASan and the TSan daemon (make check built both already): the HTTP
-# frontend's hand-over of answers from the executor to the loop, h2o's memory, the SIGBUS guard.
+# frontend's hand-over of answers from the executor to the loop, h2o's memory, the SIGBUS guard,
+# the gRPC frontend's completion-queue thread (tests/tsan.supp: what TSan cannot see inside gRPC).
 oip-san: $(SO_LINK)
 	$(MAKE) -j2 BUILD=build-asan OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 		LDFLAGS="-fsanitize=address,undefined" build-asan/bin/tensord build-asan/bin/make_weights

@@ -2,7 +2,8 @@
  * completion queue (a thread of its own), calls (unary, and ModelStreamInfer's stream, answered
  * in the order its requests came), each request message turned into one TSD1 request
  * (oip_grpc_msg.h) posted at the seam as a channel of its own, and the TSD1 reply handed back to
- * the loop (decoded there) and sent as the response. RPCs and statuses: docs/PROTOCOL.md, "The gRPC frontend". */
+ * the loop (decoded there) and sent as the response. RPCs and statuses: docs/PROTOCOL.md, "Open
+ * Inference Protocol", "gRPC". */
 #include "oip_grpc.h"
 
 #include <arpa/inet.h>
@@ -939,6 +940,10 @@ void dmn_oip_grpc_get_stats(dmn_oip_grpc *t, dmn_oip_grpc_stats *st)
 	*st = (dmn_oip_grpc_stats){0};
 	if (!t)
 		return;
+	pthread_mutex_lock(&t->mu);
+	for (const gpeer *p = t->peers; p; p = p->next)
+		st->open++;
+	pthread_mutex_unlock(&t->mu);
 	st->calls = t->st_calls;
 	st->requests = t->st_requests;
 	st->errors = t->st_errors;

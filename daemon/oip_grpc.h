@@ -28,6 +28,7 @@ void dmn_oip_grpc_stop(dmn_oip_grpc *t);
 int dmn_oip_grpc_sending(const dmn_oip_grpc *t);
 
 typedef struct dmn_oip_grpc_stats {
+	int64_t open;     /* client addresses (HTTP/2 connections) with calls now */
 	int64_t calls;    /* calls started (a stream is one) */
 	int64_t requests; /* request messages received (every RPC; each of a stream's) */
 	int64_t errors;   /* answered with an error by the frontend itself, before the daemon saw them */

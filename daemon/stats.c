@@ -2,6 +2,7 @@
  * reason, latency and batch-size histograms, the engine's counters and memory, per-model
  * counters; as the `stats` JSON and as Prometheus text for /metrics. */
 #include "stats.h"
+#include "oip_grpc.h"
 #include "oip_http.h"
 
 #include <malloc.h>
@@ -45,6 +46,9 @@ static void stream_stats(dmn_srv *s, dmn_stream_stats ks[DMN_ST_KINDS], dmn_stre
 	dmn_oip_http_get_stats(s->oip, &hs);
 	sum->open += hs.open;
 	sum->refused_cap += hs.refused_cap;
+	dmn_oip_grpc_stats gs;
+	dmn_oip_grpc_get_stats(s->oip_grpc, &gs);
+	sum->open += gs.open;
 }
 
 cJSON *dmn_stats_json(dmn_srv *s)
@@ -133,6 +137,13 @@ cJSON *dmn_stats_json(dmn_srv *s)
 	cJSON_AddNumberToObject(ch, "refused_peer_cap", (double)hst.refused_cap);
 	cJSON_AddNumberToObject(ch, "requests", (double)hst.requests);
 	cJSON_AddNumberToObject(ch, "frontend_errors", (double)hst.errors);
+	dmn_oip_grpc_stats gst;
+	dmn_oip_grpc_get_stats(s->oip_grpc, &gst);
+	cJSON *cg = cJSON_AddObjectToObject(co, "grpc"); /* the Open Inference Protocol's */
+	cJSON_AddNumberToObject(cg, "open", (double)gst.open);
+	cJSON_AddNumberToObject(cg, "calls", (double)gst.calls);
+	cJSON_AddNumberToObject(cg, "requests", (double)gst.requests);
+	cJSON_AddNumberToObject(cg, "frontend_errors", (double)gst.errors);
 	cJSON_AddItemToObject(x, "process", process_json());
 	return x;
 }
@@ -202,11 +213,18 @@ char *dmn_metrics_text(dmn_srv *s)
 		}
 	dmn_oip_http_stats hst;
 	dmn_oip_http_get_stats(s->oip, &hst);
+	dmn_oip_grpc_stats gst;
+	dmn_oip_grpc_get_stats(s->oip_grpc, &gst);
 	struct { const char *name, *help; double v; bool counter; } cn[] = {
 		{"tensord_oip_http_connections", "Open Inference Protocol HTTP connections open", (double)hst.open, false},
 		{"tensord_oip_http_requests_total", "Open Inference Protocol HTTP requests received", (double)hst.requests, true},
 		{"tensord_oip_http_frontend_errors_total", "Open Inference Protocol HTTP requests the frontend refused before the daemon saw them",
 		 (double)hst.errors, true},
+		{"tensord_oip_grpc_connections", "Open Inference Protocol gRPC client addresses with calls open", (double)gst.open, false},
+		{"tensord_oip_grpc_calls_total", "Open Inference Protocol gRPC calls (a stream is one)", (double)gst.calls, true},
+		{"tensord_oip_grpc_requests_total", "Open Inference Protocol gRPC request messages received", (double)gst.requests, true},
+		{"tensord_oip_grpc_frontend_errors_total", "Open Inference Protocol gRPC requests the frontend refused before the daemon saw them",
+		 (double)gst.errors, true},
 		{"tensord_connections", "Connections open", (double)sum.open, false},
 		{"tensord_connections_refused_peer_cap_total", "Connections closed at once: their peer had peer_connections_max", (double)sum.refused_cap, true},
 		{"tensord_connections_closed_reply_timeout_total", "Connections closed: a reply not taken within reply_timeout_ms", (double)sum.reply_timeouts, true},

@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import unittest
 from pathlib import Path
 
@@ -58,6 +59,17 @@ def start_daemon(extra: dict | None = None) -> tuple[harness.Daemon, int, tensor
         d.cleanup()
         raise
     return d, port, tsd
+
+
+def close_client(c: grpcclient.InferenceServerClient) -> None:
+    """Cancel c's stream and close c after its server went away, on a thread of its own: the
+    client's own wait for its stream's thread is not allowed to hang the suite (10 s at most)."""
+    def run() -> None:
+        c.stop_stream(cancel_requests=True)
+        c.close()
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(10)
 
 
 def mlp_input(x: np.ndarray) -> grpcclient.InferInput:
@@ -167,6 +179,10 @@ class GRPCTest(unittest.TestCase):
         self.assertEqual(after.inference_count - before.inference_count, 5)
         self.assertGreater(after.inference_stats.success.count, before.inference_stats.success.count)
         self.assertGreater(after.inference_stats.success.ns, 0)
+        conns = self.tsd.stats()["connections"]["grpc"]  # the frontend's own figures, over TSD1
+        self.assertGreaterEqual(conns["open"], 0)  # addresses with a call now: none between unary calls
+        self.assertGreater(conns["requests"], 2)
+        self.assertGreater(conns["calls"], 2)
         allm = {s.name for s in self.client.get_inference_statistics().model_stats}
         self.assertEqual(allm, {"mlp", "conv"})
         with self.assertRaises(InferenceServerException) as e:
@@ -279,6 +295,7 @@ class GRPCTest(unittest.TestCase):
     def test_stream(self) -> None:
         got: queue.Queue = queue.Queue()
         self.client.start_stream(callback=lambda result, error: got.put((result, error)))
+        complete = False
         try:
             xs = {f"s-{i}": np.random.default_rng(i).standard_normal((i % 3 + 1, 16)).astype(np.float32) for i in range(12)}
             for rid, x in xs.items():
@@ -295,8 +312,10 @@ class GRPCTest(unittest.TestCase):
                 else:
                     answers[result.get_response().id] = result
                     order.append(result.get_response().id)
+            complete = True
         finally:
-            self.client.stop_stream()
+            # every answer came: the stream ends with the server's status; else it is cancelled
+            self.client.stop_stream(cancel_requests=not complete)
         self.assertEqual(order, [*xs, "bad", "after"])  # in the order sent
         self.assertEqual(set(answers), set(xs) | {"after"})
         self.assertEqual(len(errors), 1)
@@ -410,7 +429,7 @@ class GRPCLifeTest(unittest.TestCase):
             raise
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        c.close()
+        close_client(c)
         other.close()
 
     def test_sigterm_with_requests_in_flight(self) -> None:
@@ -431,8 +450,7 @@ class GRPCLifeTest(unittest.TestCase):
         except Exception:
             d.cleanup()
             raise
-        c.stop_stream(cancel_requests=True)
-        c.close()
+        close_client(c)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ cp examples/models/mlp.json "$DIR/models/mlp.json"
 "$B/bin/make_weights" "$DIR/models/mlp.safetensors" >/dev/null
 cat >"$DIR/tensord.json" <<EOC
 {"listen": ["unix://$DIR/u.sock"], "models_dir": "$DIR/models", "cache_dir": "$DIR/cache", "log_level": "warn",
- "oip_http_listen": "http://127.0.0.1:$PORT", "preload": ["mlp.json"]}
+ "oip_http_listen": "http://127.0.0.1:$PORT", "oip_grpc_listen": "", "preload": ["mlp.json"]}
 EOC
 "$B/bin/tensord" --config "$DIR/tensord.json" 2>"$DIR/log" &
 pid=$!
