@@ -545,6 +545,16 @@ nng_socket dh_raw_open(const dh_daemon *d, int timeout_ms)
 	return dh_raw_open_dialer(d, timeout_ms, NULL);
 }
 
+int dh_raw_try_open(const dh_daemon *d, int timeout_ms, nng_socket *s)
+{
+	ck_assert_int_eq(nng_req0_open(s), 0);
+	ck_assert_int_eq(nng_socket_set_ms(*s, NNG_OPT_RECVTIMEO, timeout_ms), 0);
+	ck_assert_int_eq(nng_socket_set_ms(*s, NNG_OPT_SENDTIMEO, timeout_ms), 0);
+	ck_assert_int_eq(nng_socket_set_ms(*s, NNG_OPT_REQ_RESENDTIME, 0), 0);
+	ck_assert_int_eq(nng_socket_set_size(*s, NNG_OPT_RECVMAXSZ, 0), 0);
+	return nng_dial(*s, d->nng_url, NULL, 0);
+}
+
 nng_socket dh_raw_open_dialer(const dh_daemon *d, int timeout_ms, nng_dialer *dl)
 {
 	nng_socket s;

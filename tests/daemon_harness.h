@@ -116,6 +116,8 @@ typedef struct dh_async {
 	atomic_bool stopping; /* dh_async_free: the callback starts nothing more */
 } dh_async;
 
+/* A raw REQ socket dialled to d: nng_dial's result (NNG_ECONNREFUSED when nothing listens). */
+int dh_raw_try_open(const dh_daemon *d, int timeout_ms, nng_socket *s);
 nng_socket dh_raw_open(const dh_daemon *d, int timeout_ms);
 /* nng_close on a helper thread, waited for at most 5 s: nng 1.5's nng_close of a REQ socket
  * now and then never returns (a pipe stuck closing, nanomsg/nng#1543-like); the socket is then

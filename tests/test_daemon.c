@@ -1219,23 +1219,32 @@ START_TEST(t_sigterm_drain)
 	}
 	tsd_reply_free(hr);
 	dh_client_close(c);
-	/* one more after the signal, on a fresh connection: refused, not lost */
-	nng_socket late = dh_raw_open(&d, DH_TIMEOUT_MS);
+	/* one more after the signal, on a fresh connection: refused, not lost (unless the drain is
+	 * over already and nothing listens: then there is nothing to refuse it) */
+	nng_socket late;
+	int lrv = dh_raw_try_open(&d, DH_TIMEOUT_MS, &late);
+	ck_assert_msg(lrv == 0 || lrv == NNG_ECONNREFUSED || lrv == NNG_ENOENT, "dial %s: %s", d.nng_url, nng_strerror(lrv));
 	static dh_async lq;
-	cJSON *lh = cJSON_Parse("{\"id\":\"late\",\"verb\":\"model.list\"}");
-	dh_async_send(late, &lq, dh_encode(lh, NULL, 0));
-	cJSON_Delete(lh);
+	if (!lrv) {
+		cJSON *lh = cJSON_Parse("{\"id\":\"late\",\"verb\":\"model.list\"}");
+		dh_async_send(late, &lq, dh_encode(lh, NULL, 0));
+		cJSON_Delete(lh);
+	} else {
+		fprintf(stderr, "daemon: a connection after SIGTERM was refused by the socket: the drain was over\n");
+	}
 	int counts[TSD_STATUS_COUNT + 1] = {0};
 	for (int k = 0; k < NS; k++)
 		wait_all(q[k], PER, ST(OK) | ST(SHUTTING_DOWN), counts, TSD_SHUTTING_DOWN, "the daemon");
 	int ok = counts[TSD_OK], down = counts[TSD_SHUTTING_DOWN];
-	proto_msg *pm = calloc(1, sizeof(*pm));
-	tsd_status st = dh_async_wait(&lq, pm);
-	ck_assert_msg(st == TSD_SHUTTING_DOWN, "a request after SIGTERM: %s",
-		      st == TSD_STATUS_COUNT ? nng_strerror(lq.rv) : tsd_status_name(st));
-	proto_msg_free(pm);
-	dh_async_free(&lq);
-	free(pm);
+	if (!lrv) {
+		proto_msg *pm = calloc(1, sizeof(*pm));
+		tsd_status st = dh_async_wait(&lq, pm);
+		ck_assert_msg(st == TSD_SHUTTING_DOWN, "a request after SIGTERM: %s",
+			      st == TSD_STATUS_COUNT ? nng_strerror(lq.rv) : tsd_status_name(st));
+		proto_msg_free(pm);
+		dh_async_free(&lq);
+		free(pm);
+	}
 	fprintf(stderr, "daemon: SIGTERM with %d in flight: %d ok, %d shutting_down\n", NS * PER, ok, down);
 	ck_assert_msg(ok > 0, "nothing in flight was finished by the drain");
 	dh_wait_exit(&d);
