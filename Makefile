@@ -56,8 +56,8 @@ NNG_LIBS   := $(shell pkg-config --libs nng 2>/dev/null || echo -lnng)
 CURL_LIBS  := $(shell pkg-config --libs libcurl 2>/dev/null || echo -lcurl)
 # The daemon's event loop and systemd notifications (sd_notify).
 # The Open Inference Protocol's HTTP/REST frontend: h2o built on libuv (Debian's libh2o-dev), on the daemon's loop.
-DAEMON_LIBS := $(NNG_LIBS) $(shell pkg-config --libs libuv libsystemd 2>/dev/null || echo -luv -lsystemd) \
-	$(shell pkg-config --libs libh2o 2>/dev/null || echo -lh2o)
+OIP_HTTP_LIBS := $(shell pkg-config --libs libh2o libuv 2>/dev/null || echo -lh2o -luv)
+DAEMON_LIBS := $(NNG_LIBS) $(shell pkg-config --libs libuv libsystemd 2>/dev/null || echo -luv -lsystemd) $(OIP_HTTP_LIBS)
 # The Open Inference Protocol's gRPC frontend: gRPC's C core (Debian's libgrpc-dev), on a thread of its own.
 DAEMON_LIBS += $(shell pkg-config --libs grpc 2>/dev/null || echo -lgrpc -lgpr)
 
@@ -217,6 +217,12 @@ $(BUILD)/bin/bench_%: $(BUILD)/bench/%.o $(LIB)
 $(DAEMON_BENCH_BIN): $(BUILD)/bin/bench_%: $(BUILD)/bench/%.o $(CLIENT_LIB) $(PROTO_LIB) $(LIB) | $(DAEMON_BIN)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(CLIENT_LIB) $(PROTO_LIB) $(LIB) $(NNG_LIBS) $(LDLIBS)
+
+# The floor of the Open Inference Protocol's HTTP frontend (bench/compare_oip.sh): h2o on libuv
+# answering a fixed body, nothing of tensord linked.
+$(BUILD)/bin/bench_oip_floor: $(BUILD)/bench/oip_floor.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(OIP_HTTP_LIBS)
 
 # ONNX's backend node tests (Debian's libonnx-testdata) through the importer, each case in its own
 # process (tests/onnx/runner.c): per case PASS / FAIL / UNSUPPORTED, a summary line per suite; a

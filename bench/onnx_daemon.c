@@ -233,21 +233,10 @@ static int fleet(const char *url, tsd_client *c, const obm_model *m, const batch
 /* model.load of m from models_dir: batch dims -1, OBM_CONST inputs as constants, max 64. */
 static int load(tsd_client *c, const obm_model *m)
 {
-	cJSON *shapes = cJSON_CreateObject(), *consts = cJSON_CreateObject();
-	for (int k = 0; k < m->nin; k++) {
-		const obm_input *in = &m->in[k];
-		if (in->fill == OBM_CONST) {
-			cJSON_AddNumberToObject(consts, in->name, in->value);
-			continue;
-		}
-		cJSON *a = cJSON_AddArrayToObject(shapes, in->name);
-		for (int d = 0; d < in->ndim; d++)
-			cJSON_AddItemToArray(a, cJSON_CreateNumber(in->shape[d] == OBM_BATCH ? -1 : (double)in->shape[d]));
-	}
+	cJSON *shapes = obm_shapes_json(m), *consts = obm_constants_json(m);
 	tsd_batching bt = TSD_BATCHING_DEFAULT;
 	bt.max = NCALLERS;
-	tsd_onnx_spec sp = {.name = m->name, .file = m->file, .shapes = shapes,
-			    .constants = consts->child ? consts : NULL, .batching = &bt};
+	tsd_onnx_spec sp = {.name = m->name, .file = m->file, .shapes = shapes, .constants = consts, .batching = &bt};
 	tsd_reply *r = NULL;
 	double t0 = bench_now_ms();
 	tsd_status s = tsd_model_load_onnx(c, &sp, &r);

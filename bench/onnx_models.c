@@ -1,7 +1,8 @@
 /* onnx_models: per-call time of real-world ONNX models (bench/onnx_models.h) imported with
  * eng_onnx_load and run in-process under an eng_jit (replay), at batch 1 and 64: each call uploads
  * the inputs, runs and reads every output back, median of the calls after a warm-up. With -o DIR
- * it writes each run's inputs and outputs as .npy files for bench/ort_models.py to compare.
+ * it writes each run's inputs and outputs as .npy files for bench/ort_models.py to compare, and
+ * each model's model.load object (DIR/MODEL.load.json, for bench/compare_oip.sh).
  * Usage: bench_onnx_models [-n CALLS] [-o DIR] SITE_PACKAGES [MODEL ...] */
 #include <tensord/jit.h>
 #include <tensord/onnx.h>
@@ -182,6 +183,25 @@ out:
 	return rc;
 }
 
+/* DIR/MODEL.load.json: the model's model.load for a daemon serving the venv's site-packages (the
+ * batcher's max 32: compare_oip.sh's most concurrent clients), for bench/compare_oip.sh. 0 or 1. */
+static int write_load_json(const char *dir, const obm_model *m)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/%s.load.json", dir, m->name);
+	cJSON *o = obm_load_json(m, 32);
+	char *text = o ? cJSON_Print(o) : NULL;
+	FILE *f = text ? fopen(path, "w") : NULL;
+	int rc = !f || fputs(text, f) < 0;
+	if (f && fclose(f))
+		rc = 1;
+	if (rc)
+		fprintf(stderr, "bench_onnx_models: cannot write %s\n", path);
+	cJSON_free(text);
+	cJSON_Delete(o);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	int calls = 50, a = 1;
@@ -218,8 +238,10 @@ int main(int argc, char **argv)
 		bool want = a >= argc;
 		for (int i = a; i < argc; i++)
 			want |= !strcmp(argv[i], obm_models[mi].name);
-		if (want && list)
+		if (want && list) {
 			fprintf(list, "%s %s\n", obm_models[mi].name, obm_models[mi].file);
+			rc = write_load_json(dir, &obm_models[mi]);
+		}
 		for (size_t bi = 0; want && bi < sizeof(batches) / sizeof(batches[0]) && !rc; bi++)
 			rc = bench_one(ctx, site, &obm_models[mi], batches[bi], calls, dir);
 	}

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <cJSON.h>
 #include <tensord/engine.h>
 
 #define OBM_BATCH (-1) /* in a shape: the batch size */
@@ -61,6 +62,51 @@ static inline int64_t obm_shape(const obm_input *in, int64_t bs, int64_t *shape)
 	for (int d = 0; d < in->ndim; d++)
 		n *= shape[d] = in->shape[d] == OBM_BATCH ? bs : in->shape[d];
 	return n;
+}
+
+/* The parts of m's model.load (format "onnx") that come from its inputs: shapes ({input: dims}, the
+ * batch axis -1) and constants ({input: value}, NULL when it has none). Caller owns both. */
+static inline cJSON *obm_shapes_json(const obm_model *m)
+{
+	cJSON *shapes = cJSON_CreateObject();
+	for (int k = 0; shapes && k < m->nin; k++) {
+		const obm_input *in = &m->in[k];
+		if (in->fill == OBM_CONST)
+			continue;
+		cJSON *a = cJSON_AddArrayToObject(shapes, in->name);
+		for (int d = 0; a && d < in->ndim; d++)
+			cJSON_AddItemToArray(a, cJSON_CreateNumber(in->shape[d] == OBM_BATCH ? -1 : (double)in->shape[d]));
+	}
+	return shapes;
+}
+
+static inline cJSON *obm_constants_json(const obm_model *m)
+{
+	cJSON *c = NULL;
+	for (int k = 0; k < m->nin; k++)
+		if (m->in[k].fill == OBM_CONST && (c || (c = cJSON_CreateObject())))
+			cJSON_AddNumberToObject(c, m->in[k].name, m->in[k].value);
+	return c;
+}
+
+/* m's whole model.load object for a daemon whose models_dir is the venv's site-packages:
+ * name, format "onnx", file, shapes, constants and batching {"max": batch_max}; NULL when out of
+ * memory. Caller owns it (bench/compare_oip.sh loads it with tensorctl load). */
+static inline cJSON *obm_load_json(const obm_model *m, int batch_max)
+{
+	cJSON *o = cJSON_CreateObject(), *c = obm_constants_json(m), *b;
+	if (!o || !cJSON_AddStringToObject(o, "name", m->name) || !cJSON_AddStringToObject(o, "format", "onnx") ||
+	    !cJSON_AddStringToObject(o, "file", m->file)) {
+		cJSON_Delete(o);
+		cJSON_Delete(c);
+		return NULL;
+	}
+	cJSON_AddItemToObject(o, "shapes", obm_shapes_json(m));
+	if (c)
+		cJSON_AddItemToObject(o, "constants", c);
+	if ((b = cJSON_AddObjectToObject(o, "batching")))
+		cJSON_AddNumberToObject(b, "max", batch_max);
+	return o;
 }
 
 /* Deterministic uniform [0, 1) from a 64-bit state (xorshift64*). */
