@@ -224,6 +224,15 @@ $(BUILD)/bin/bench_oip_floor: $(BUILD)/bench/oip_floor.o
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(OIP_HTTP_LIBS)
 
+# Issue 27's benchmark (bench/compare_oip.sh, docs/BENCHMARKS.md "Open Inference Protocol"): the
+# tiny model against the h2o floor, ppocr-cls and silero-vad over HTTP, gRPC and TSD1 against
+# KServe's ModelServer, with one client and load. Needs bench/setup-onnx-peer.sh and
+# bench/setup-kserve-peer.sh (PyPI, once); OIP_BENCH=quick for a ~1 minute run.
+OIP_BENCH ?= full
+.PHONY: oip-bench
+oip-bench: $(DAEMON_BIN) $(CTL_BIN) $(SO_LINK) $(BUILD)/bin/make_weights $(BUILD)/bin/bench_oip_floor $(BUILD)/bin/bench_onnx_models
+	BUILD=$(BUILD) bench/compare_oip.sh $(OIP_BENCH)
+
 # ONNX's backend node tests (Debian's libonnx-testdata) through the importer, each case in its own
 # process (tests/onnx/runner.c): per case PASS / FAIL / UNSUPPORTED, a summary line per suite; a
 # case of tests/onnx/passing.txt that no longer passes fails the run (ONNX_DEV=CL runs it on

@@ -8,7 +8,8 @@
 #  - ppocr-cls and silero-vad (bench/onnx_models.h: the files in bench/.venv-onnx) at each
 #    concurrency of LEVELS against tensord over HTTP, gRPC (when this tensord has
 #    oip_grpc_listen) and TSD1 (unix://), KServe's Python ModelServer serving the same files
-#    through onnxruntime (bench/kserve_onnx.py) over HTTP and gRPC, and wrk (HTTP/1.1, the same
+#    through onnxruntime (bench/kserve_onnx.py) over HTTP (binary data, and JSON: KServe 0.21
+#    turns binary inputs into Python lists, its JSON can be the faster) and gRPC, and wrk (HTTP/1.1, the same
 #    binary request bytes, bench/oip_wrk.lua) on tensord; every client's first answer checked
 #    against onnxruntime's outputs (max abs diff <= 1e-4).
 # Prints the CPU, the versions and one markdown table of the figures with the goals' ratios
@@ -168,6 +169,7 @@ for m in $MODELS; do
 		[ "$GRPC" = 1 ] && point "tensord grpc" "$c" --url "127.0.0.1:$GRPC_PORT" --protocol grpc "${R[@]}"
 		point "tensord tsd" "$c" --url "unix://$SOCK" --protocol tsd "${R[@]}"
 		point "kserve http" "$c" --url "127.0.0.1:$K_HTTP" --protocol http "${R[@]}"
+		point "kserve http json" "$c" --url "127.0.0.1:$K_HTTP" --protocol http --json "${R[@]}"
 		point "kserve grpc" "$c" --url "127.0.0.1:$K_GRPC" --protocol grpc "${R[@]}"
 		wrkpoint "tensord wrk" "$m" "$c" "$HTTP_PORT"
 	done

@@ -18,7 +18,7 @@ del sys.argv[1:3]  # the rest is KServe's (its module parses sys.argv at import)
 
 import kserve  # noqa: E402
 from kserve import InferOutput, InferRequest, InferResponse  # noqa: E402
-from kserve.utils.utils import from_np_dtype  # noqa: E402
+from kserve.utils.utils import from_np_dtype, generate_uuid  # noqa: E402
 
 import ort_models  # noqa: E402
 
@@ -48,7 +48,7 @@ class OnnxModel(kserve.Model):
             o = InferOutput(name=meta.name, shape=list(value.shape), datatype=from_np_dtype(value.dtype))
             o.set_data_from_numpy(value, binary_data=payload.use_binary_outputs)
             infer_outputs.append(o)
-        return InferResponse(response_id=payload.id, model_name=self.name, infer_outputs=infer_outputs,
+        return InferResponse(response_id=payload.id or generate_uuid(), model_name=self.name, infer_outputs=infer_outputs,
                              use_binary_outputs=payload.use_binary_outputs,
                              requested_outputs=payload.request_outputs)
 

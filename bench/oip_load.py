@@ -6,7 +6,8 @@ for tensord and KServe), TSD1 by the tensord package of this checkout (clients/p
 N clients, each with its own connection, in a closed loop (a request, its answer, the next),
 spread over P processes of N/P threads (one process holds the GIL for the client's Python; -P
 lets the client use more than one core). Every client warms up for --warmup seconds, then the
-requests that end in the next --duration seconds (or the first --count per client) are timed.
+answers that come in the next --duration seconds (or the first --count per client) are timed
+(throughput: those answers over the window's length; latency: each from its request's start).
 Prints one JSON line: throughput (answers per second), p50/p90/p99/max latency in microseconds,
 errors, and the check: each client's first timed answer against the reference outputs (max
 abs difference <= 1e-4).
@@ -119,12 +120,13 @@ def make_caller(protocol: str, url: str, model: str, inputs: dict[str, np.ndarra
         else:
             i.set_data_from_numpy(v)
         ins.append(i)
-    outs = None
+    outs, hdrs = None, None
     if protocol == "http" and not binary:  # JSON answers too (outputs=None asks for binary ones)
         outs = [tc.InferRequestedOutput(k, binary_data=False) for k in OUTPUT_NAMES]
+        hdrs = {"Content-Type": "application/json"}  # KServe reads a body without it as bytes
 
     def call():
-        r = c.infer(model, ins, outputs=outs, priority=priority)
+        r = c.infer(model, ins, outputs=outs, priority=priority, headers=hdrs)
         resp = r.get_response()
         names = [o["name"] for o in resp["outputs"]] if isinstance(resp, dict) else [o.name for o in resp.outputs]
         return {n: r.as_numpy(n) for n in names}
@@ -177,7 +179,7 @@ def client_loop(a, inputs, ref, go_at, out, errs):
                     break
                 continue
             t1 = time.perf_counter_ns()
-            if now >= t_warm and time.monotonic() <= t_end:
+            if t_warm <= time.monotonic() <= t_end:  # the answers that come in the window
                 lat.append((t1 - t0) / 1e3)
                 t_first = t0 if t_first is None else t_first
                 t_last = t1
