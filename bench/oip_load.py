@@ -107,6 +107,8 @@ def make_caller(protocol: str, url: str, model: str, inputs: dict[str, np.ndarra
     from tritonclient.utils import np_to_triton_dtype
     if protocol == "http":
         import tritonclient.http as tc
+        if NODELAY[0]:
+            nodelay()
     elif protocol == "grpc":
         import tritonclient.grpc as tc
     else:
@@ -134,6 +136,16 @@ def make_caller(protocol: str, url: str, model: str, inputs: dict[str, np.ndarra
 
 
 OUTPUT_NAMES: list[str] = []
+NODELAY = [True]
+
+
+def nodelay() -> None:
+    """tritonclient.http's sockets (geventhttpclient's pool) with TCP_NODELAY, as wrk's and curl's:
+    without it the end of a body past one segment (64 KiB on loopback) waits for the server's
+    delayed ACK (up to 40 ms), whatever the server."""
+    import socket
+    from geventhttpclient.connectionpool import ConnectionPool
+    ConnectionPool.after_connect = lambda self, sock: sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 def check(got: dict, ref: dict[str, np.ndarray]) -> float:
@@ -194,6 +206,7 @@ def proc_main(a, threads, go_at_q, ready_q, result_q):
     inputs = read_dir(os.path.join(a.req, "in")) if a.req else {}
     ref = read_dir(os.path.join(a.req, "ref")) if a.req and a.check else {}
     OUTPUT_NAMES[:] = list(read_dir(os.path.join(a.req, "ref")).keys()) if a.req else []
+    NODELAY[0] = a.nodelay
     out, errs, go_at = [], [], [0.0]
     ready_q.put(1)
     go_at[0] = go_at_q.get()
@@ -244,7 +257,7 @@ def run(a) -> int:
     line = {
         "label": a.label or f"{a.protocol} {a.model}",
         "protocol": a.protocol, "model": a.model, "url": a.url, "concurrency": a.concurrency, "procs": procs,
-        "binary": not a.json, "priority": a.priority, "duration_s": round(secs, 3), "requests": len(lat), "errors": nerr,
+        "binary": not a.json, "priority": a.priority, "nodelay": a.nodelay, "duration_s": round(secs, 3), "requests": len(lat), "errors": nerr,
         "throughput": round(len(lat) / secs, 1) if secs else 0.0,
         "p50_us": round(pct(lat, 0.50), 1), "p90_us": round(pct(lat, 0.90), 1),
         "p99_us": round(pct(lat, 0.99), 1), "max_us": round(lat[-1], 1) if lat else 0.0,
@@ -276,6 +289,8 @@ def main() -> int:
     r.add_argument("--warmup", type=float, default=1.0)
     r.add_argument("--json", action="store_true", help="JSON tensors (http) instead of binary data")
     r.add_argument("--no-check", dest="check", action="store_false")
+    r.add_argument("--no-nodelay", dest="nodelay", action="store_false",
+                   help="http: leave Nagle's algorithm on in the client's sockets (tritonclient's default)")
     r.add_argument("--priority", type=int, default=0, help="Triton's request priority (1: tensord's realtime)")
     r.add_argument("--label", default="")
     b = sub.add_parser("body")
