@@ -84,7 +84,7 @@ GRPC=0
 # ---- the inputs: bench_onnx_models's (as compare_onnx.sh), onnxruntime's outputs on them ----
 mkdir -p "$DIR/onnx" "$DIR/req/mlp/in" "$DIR/models"
 # shellcheck disable=SC2086
-"$BUILD/bin/bench_onnx_models" -n 3 -o "$DIR/onnx" "$SITE" $MODELS >"$DIR/onnx.log"
+"$BUILD/bin/bench_onnx_models" -n 3 -o "$DIR/onnx" -b 1 "$SITE" $MODELS >"$DIR/onnx.log"
 "$KPY" bench/oip_load.py prep "$SITE" "$DIR/onnx"
 mv "$DIR/onnx/req/"* "$DIR/req/"
 if [ "$PRIORITY" != 0 ]; then for m in $MODELS; do "$KPY" bench/oip_load.py body --priority "$PRIORITY" "$DIR/req/$m" >/dev/null; done; fi
@@ -107,6 +107,7 @@ cat >"$DIR/tensord.json" <<EOF
  $GRPC_CFG "oip_http_listen": "http://127.0.0.1:$HTTP_PORT"}
 EOF
 "$BUILD/bin/tensord" --config "$DIR/tensord.json" 2>"$DIR/tensord.log" &
+TSD_PID=$!
 PIDS+=($!)
 wait_http "$HTTP_PORT" /v2/health/ready "${PIDS[-1]}" "$DIR/tensord.log"
 CTL=("$BUILD/bin/tensorctl" --url "unix://$SOCK")
@@ -120,6 +121,7 @@ curl -sf -D "$DIR/floor.headers" -o "$DIR/floor.body" --data-binary @"$DIR/req/m
 	"http://127.0.0.1:$HTTP_PORT/v2/models/mlp/infer"
 FLOOR_HLEN=$(tr -d '\r' <"$DIR/floor.headers" | awk -F': ' 'tolower($1) == "inference-header-content-length" {print $2}')
 "$BUILD/bin/bench_oip_floor" -p 0 -f "$DIR/floor.body" -H "$FLOOR_HLEN" >"$DIR/floor.out" 2>"$DIR/floor.log" &
+FLOOR_PID=$!
 PIDS+=($!)
 for _ in $(seq 1 100); do grep -q '^port ' "$DIR/floor.out" 2>/dev/null && break; sleep 0.05; done
 FLOOR_PORT=$(awk '/^port / {print $2}' "$DIR/floor.out")
@@ -143,12 +145,17 @@ point() {
 	"$KPY" bench/oip_load.py run --label "$label" -c "$c" -P "$PROCS" -d "$DURATION" --warmup "$WARMUP" "$@" |
 		tee -a "$RES" | "$KPY" bench/oip_report.py brief || true
 }
-# wrkpoint LABEL MODEL CONCURRENCY PORT: wrk on one binary infer, its figures as a JSON line
+# wrkpoint LABEL MODEL CONCURRENCY PORT PID: wrk on one binary infer, its figures as a JSON line,
+# with the server's CPU time (process PID, user and system) over the run
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 wrkpoint() {
-	local label=$1 m=$2 c=$3 port=$4 out
+	local label=$1 m=$2 c=$3 port=$4 pid=$5 out t0
+	t0=$(cpu_ticks "$pid")
 	out=$(OIP_REQ="$DIR/req/$m" wrk -t "$(( c < $(nproc) ? c : $(nproc) ))" -c "$c" -d "${WRK_SECS}s" --latency \
 		-s bench/oip_wrk.lua "http://127.0.0.1:$port/v2/models/$m/infer" 2>&1) || true
-	"$KPY" bench/oip_report.py wrk --label "$label" --model "$m" -c "$c" <<<"$out" | tee -a "$RES" |
+	"$KPY" bench/oip_report.py wrk --label "$label" --model "$m" -c "$c" \
+		--cpu-s "$(awk -v a="$t0" -v b="$(cpu_ticks "$pid")" -v hz="$(getconf CLK_TCK)" 'BEGIN { print (b - a) / hz }')" <<<"$out" |
+		tee -a "$RES" |
 		"$KPY" bench/oip_report.py brief || true
 }
 
@@ -157,8 +164,8 @@ T=(--protocol http --model mlp --req "$DIR/req/mlp" --no-check --priority 1)
 for r in $(seq "$ROUNDS"); do
 	point "tiny tensord http" 1 --url "127.0.0.1:$HTTP_PORT" "${T[@]}"
 	point "tiny floor http" 1 --url "127.0.0.1:$FLOOR_PORT" "${T[@]}"
-	wrkpoint "tiny tensord wrk" mlp 1 "$HTTP_PORT"
-	wrkpoint "tiny floor wrk" mlp 1 "$FLOOR_PORT"
+	wrkpoint "tiny tensord wrk" mlp 1 "$HTTP_PORT" "$TSD_PID"
+	wrkpoint "tiny floor wrk" mlp 1 "$FLOOR_PORT" "$FLOOR_PID"
 done
 
 for m in $MODELS; do
@@ -171,10 +178,10 @@ for m in $MODELS; do
 		point "kserve http" "$c" --url "127.0.0.1:$K_HTTP" --protocol http "${R[@]}"
 		point "kserve http json" "$c" --url "127.0.0.1:$K_HTTP" --protocol http --json "${R[@]}"
 		point "kserve grpc" "$c" --url "127.0.0.1:$K_GRPC" --protocol grpc "${R[@]}"
-		wrkpoint "tensord wrk" "$m" "$c" "$HTTP_PORT"
+		wrkpoint "tensord wrk" "$m" "$c" "$HTTP_PORT" "$TSD_PID"
 	done
 done
 
 echo
 "$KPY" bench/oip_report.py table --about "$DIR/about.txt" "$RES"
-kill -0 "${PIDS[0]}" 2>/dev/null || { echo "compare_oip: tensord died during the run:" >&2; tail -20 "$DIR/tensord.log" >&2; exit 1; }
+kill -0 "$TSD_PID" 2>/dev/null || { echo "compare_oip: tensord died during the run:" >&2; tail -20 "$DIR/tensord.log" >&2; exit 1; }

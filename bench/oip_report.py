@@ -39,6 +39,8 @@ def wrk(a) -> int:
     errors = (int(non2xx.group(1)) if non2xx else 0) + (sum(int(x) for x in sock.groups()) if sock else 0)
     line.update(requests=int(m.group(1)), errors=errors, throughput=float(rps.group(1)), max_us=us(lat.group(3)),
                 check="status only" if not errors else "errors")
+    if a.cpu_s is not None and line["requests"]:
+        line["server_cpu_us"] = round(a.cpu_s * 1e6 / line["requests"], 1)  # per answer
     for q in ("50", "90", "99"):
         p = re.search(rf"^\s+{q}%\s+(\S+)", out, re.M)
         line[f"p{q}_us"] = us(p.group(1)) if p else float("nan")
@@ -60,7 +62,8 @@ def fmt(r: dict | None) -> str:
         return "not measured"
     if not r.get("requests"):
         return "no answer in the window" if not r.get("errors") else "failed"
-    return f"{r['throughput']:,.0f}/s ({r['p50_us'] / 1e3:.2f} / {r['p99_us'] / 1e3:.2f})"
+    cpu = f", {r['server_cpu_us']:.0f} us CPU" if "server_cpu_us" in r else ""
+    return f"{r['throughput']:,.0f}/s ({r['p50_us'] / 1e3:.2f} / {r['p99_us'] / 1e3:.2f}{cpu})"
 
 
 def ratio(x: float | None, goal: float, more: bool = True) -> str:
@@ -86,16 +89,20 @@ def table(a) -> int:
         print("Tiny model (examples/models/mlp.json), concurrency 1, binary data: p50 in microseconds, "
               "median of the rounds (each round's p50)")
         print()
-        print("| client | tensord HTTP p50 | h2o floor p50 | tensord / floor (goal <= 1.5x) | rounds |")
-        print("|---|---:|---:|---:|---:|")
+        print("| client | tensord HTTP p50 | h2o floor p50 | tensord / floor (goal <= 1.5x) | server CPU per answer, "
+              "tensord / floor | rounds (p50s: tensord / floor) |")
+        print("|---|---:|---:|---:|---:|---|")
         for name, t, f in tiny:
             pt, pf = p50s(t), p50s(f)
             if not pt or not pf:
                 continue
             x = statistics.median(pt) / statistics.median(pf)
             goals.append((f"tiny model p50 within 1.5x of the h2o floor ({name})", x <= 1.5))
+            ct = [r["server_cpu_us"] for r in rows if r["label"] == t and "server_cpu_us" in r]
+            cf = [r["server_cpu_us"] for r in rows if r["label"] == f and "server_cpu_us" in r]
+            cpu = (f"{statistics.median(ct):.1f} / {statistics.median(cf):.1f} us" if ct and cf else "")
             print(f"| {name} | {statistics.median(pt):.1f} | {statistics.median(pf):.1f} | {ratio(x, 1.5, more=False)} | "
-                  f"{len(pt)} ({', '.join(f'{p:.0f}' for p in pt)} / {', '.join(f'{p:.0f}' for p in pf)}) |")
+                  f"{cpu} | {len(pt)} ({', '.join(f'{p:.0f}' for p in pt)} / {', '.join(f'{p:.0f}' for p in pf)}) |")
         print()
 
     pts = {(r["label"], r["model"], r["concurrency"]): r for r in rows if not r["label"].startswith("tiny ")}
@@ -171,6 +178,7 @@ def main() -> int:
     w.add_argument("--label", required=True)
     w.add_argument("--model", required=True)
     w.add_argument("-c", "--concurrency", type=int, required=True)
+    w.add_argument("--cpu-s", type=float, help="the server's CPU seconds over the run")
     sub.add_parser("brief")
     t = sub.add_parser("table")
     t.add_argument("--about")

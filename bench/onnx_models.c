@@ -2,8 +2,9 @@
  * eng_onnx_load and run in-process under an eng_jit (replay), at batch 1 and 64: each call uploads
  * the inputs, runs and reads every output back, median of the calls after a warm-up. With -o DIR
  * it writes each run's inputs and outputs as .npy files for bench/ort_models.py to compare, and
- * each model's model.load object (DIR/MODEL.load.json, for bench/compare_oip.sh).
- * Usage: bench_onnx_models [-n CALLS] [-o DIR] SITE_PACKAGES [MODEL ...] */
+ * each model's model.load object (DIR/MODEL.load.json, for bench/compare_oip.sh). -b 1: batch 1
+ * only (compare_oip.sh's inputs).
+ * Usage: bench_onnx_models [-n CALLS] [-o DIR] [-b 1] SITE_PACKAGES [MODEL ...] */
 #include <tensord/jit.h>
 #include <tensord/onnx.h>
 #include "bench.h"
@@ -205,16 +206,19 @@ static int write_load_json(const char *dir, const obm_model *m)
 int main(int argc, char **argv)
 {
 	int calls = 50, a = 1;
+	size_t nbatches = sizeof(batches) / sizeof(batches[0]);
 	const char *dir = NULL;
 	for (; a + 1 < argc && argv[a][0] == '-'; a += 2)
 		if (!strcmp(argv[a], "-n"))
 			calls = atoi(argv[a + 1]);
 		else if (!strcmp(argv[a], "-o"))
 			dir = argv[a + 1];
+		else if (!strcmp(argv[a], "-b") && !strcmp(argv[a + 1], "1"))
+			nbatches = 1; /* batches[0] */
 		else
 			break;
 	if (a >= argc || argv[a][0] == '-' || calls < 3 || calls > 100000) {
-		fprintf(stderr, "usage: bench_onnx_models [-n CALLS] [-o DIR] SITE_PACKAGES [MODEL ...]\n");
+		fprintf(stderr, "usage: bench_onnx_models [-n CALLS] [-o DIR] [-b 1] SITE_PACKAGES [MODEL ...]\n");
 		return 2;
 	}
 	const char *site = argv[a++];
@@ -242,7 +246,7 @@ int main(int argc, char **argv)
 			fprintf(list, "%s %s\n", obm_models[mi].name, obm_models[mi].file);
 			rc = write_load_json(dir, &obm_models[mi]);
 		}
-		for (size_t bi = 0; want && bi < sizeof(batches) / sizeof(batches[0]) && !rc; bi++)
+		for (size_t bi = 0; want && bi < nbatches && !rc; bi++)
 			rc = bench_one(ctx, site, &obm_models[mi], batches[bi], calls, dir);
 	}
 	if (list && fclose(list))
