@@ -164,6 +164,8 @@ T=(--protocol http --model mlp --req "$DIR/req/mlp" --no-check --priority 1)
 for r in $(seq "$ROUNDS"); do
 	point "tiny tensord http" 1 --url "127.0.0.1:$HTTP_PORT" "${T[@]}"
 	point "tiny floor http" 1 --url "127.0.0.1:$FLOOR_PORT" "${T[@]}"
+	[ "$GRPC" = 1 ] && point "tiny tensord grpc" 1 --url "127.0.0.1:$GRPC_PORT" --protocol grpc --model mlp \
+		--req "$DIR/req/mlp" --no-check --priority 1
 	wrkpoint "tiny tensord wrk" mlp 1 "$HTTP_PORT" "$TSD_PID"
 	wrkpoint "tiny floor wrk" mlp 1 "$FLOOR_PORT" "$FLOOR_PID"
 done

@@ -103,6 +103,10 @@ def table(a) -> int:
             cpu = (f"{statistics.median(ct):.1f} / {statistics.median(cf):.1f} us" if ct and cf else "")
             print(f"| {name} | {statistics.median(pt):.1f} | {statistics.median(pf):.1f} | {ratio(x, 1.5, more=False)} | "
                   f"{cpu} | {len(pt)} ({', '.join(f'{p:.0f}' for p in pt)} / {', '.join(f'{p:.0f}' for p in pf)}) |")
+        pg = p50s("tiny tensord grpc")
+        if pg:
+            print(f"| tritonclient gRPC | {statistics.median(pg):.1f} | no gRPC echo floor built yet | not measured | | "
+                  f"{len(pg)} |")
         print()
 
     pts = {(r["label"], r["model"], r["concurrency"]): r for r in rows if not r["label"].startswith("tiny ")}
