@@ -15,16 +15,17 @@
 # Prints the CPU, the versions and one markdown table of the figures with the goals' ratios
 # (bench/oip_report.py table). Every process it starts is stopped on exit. No network: needs
 # bench/setup-onnx-peer.sh and bench/setup-kserve-peer.sh run once.
-# Usage: bench/compare_oip.sh [quick|full]   (quick ~1 minute: DURATION=0.6 s a point; full
+# Usage: bench/compare_oip.sh [quick|full]   (quick ~1 minute: DURATION=0.5 s a point, 1 round; full
 #   DURATION=4; env: DURATION, WARMUP (s), LEVELS ("1 8 32"), ROUNDS (tiny model), MODELS,
 #   PROCS (client processes, default min(N, CPUs)), PRIORITY (Triton's, of the ONNX models'
 #   requests: 0 the default (normal: the batcher waits up to its delay_us), 1 realtime), BUILD,
-#   KEEP=1 keeps the work directory)
+#   OIP_CACHE_DIR (tensord's kernel cache, kept between runs; default BUILD/oip-cache), KEEP=1
+#   keeps the work directory)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODE="${1:-quick}"
 case "$MODE" in
-quick) D0=0.6 W0=0.3 R0=2 ;;
+quick) D0=0.5 W0=0.2 R0=1 ;;
 full) D0=4 W0=1 R0=3 ;;
 *) echo "usage: bench/compare_oip.sh [quick|full]" >&2; exit 2 ;;
 esac
@@ -100,10 +101,13 @@ json.dump(spec, open(sys.argv[1], "w")); np.save(sys.argv[2], np.full((1, 16), 0
 HTTP_PORT=$(free_port)
 GRPC_PORT=$(free_port)
 SOCK="$DIR/tensord.sock"
+# the kernel cache kept between runs (the first run compiles every bucket of the models: ~1 min)
+CACHE="${OIP_CACHE_DIR:-$PWD/$BUILD/oip-cache}"
+mkdir -p "$CACHE"
 GRPC_CFG=""
 [ "$GRPC" = 1 ] && GRPC_CFG="\"oip_grpc_listen\": \"grpc://127.0.0.1:$GRPC_PORT\","
 cat >"$DIR/tensord.json" <<EOF
-{"listen": ["unix://$SOCK"], "models_dir": "$SITE", "cache_dir": "$DIR/cache", "log_level": "warn",
+{"listen": ["unix://$SOCK"], "models_dir": "$SITE", "cache_dir": "$CACHE", "log_level": "warn",
  $GRPC_CFG "oip_http_listen": "http://127.0.0.1:$HTTP_PORT"}
 EOF
 "$BUILD/bin/tensord" --config "$DIR/tensord.json" 2>"$DIR/tensord.log" &
@@ -159,6 +163,7 @@ wrkpoint() {
 		"$KPY" bench/oip_report.py brief || true
 }
 
+echo "(servers up and models loaded in $SECONDS s)"
 echo "== the tiny model at concurrency 1, realtime (Triton's priority 1): tensord's HTTP frontend and its floor, $ROUNDS rounds"
 T=(--protocol http --model mlp --req "$DIR/req/mlp" --no-check --priority 1)
 for r in $(seq "$ROUNDS"); do
@@ -184,6 +189,7 @@ for m in $MODELS; do
 	done
 done
 
+echo "(the run took $SECONDS s)"
 echo
 "$KPY" bench/oip_report.py table --about "$DIR/about.txt" "$RES"
 kill -0 "$TSD_PID" 2>/dev/null || { echo "compare_oip: tensord died during the run:" >&2; tail -20 "$DIR/tensord.log" >&2; exit 1; }

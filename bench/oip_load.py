@@ -238,7 +238,7 @@ def run(a) -> int:
         p.start()
     for _ in ps:
         ready_q.get()
-    go_at = time.monotonic() + 0.3  # the threads' clients connect meanwhile
+    go_at = time.monotonic() + 0.2  # the threads' clients connect meanwhile
     for q in go_qs:
         q.put(go_at)
     res = [result_q.get() for _ in ps]
