@@ -57,9 +57,10 @@ CURL_LIBS  := $(shell pkg-config --libs libcurl 2>/dev/null || echo -lcurl)
 # The daemon's event loop and systemd notifications (sd_notify).
 # The Open Inference Protocol's HTTP/REST frontend: h2o built on libuv (Debian's libh2o-dev), on the daemon's loop.
 OIP_HTTP_LIBS := $(shell pkg-config --libs libh2o libuv 2>/dev/null || echo -lh2o -luv)
+GRPC_LIBS := $(shell pkg-config --libs grpc 2>/dev/null || echo -lgrpc -lgpr)
 DAEMON_LIBS := $(NNG_LIBS) $(shell pkg-config --libs libuv libsystemd 2>/dev/null || echo -luv -lsystemd) $(OIP_HTTP_LIBS)
 # The Open Inference Protocol's gRPC frontend: gRPC's C core (Debian's libgrpc-dev), on a thread of its own.
-DAEMON_LIBS += $(shell pkg-config --libs grpc 2>/dev/null || echo -lgrpc -lgpr)
+DAEMON_LIBS += $(GRPC_LIBS)
 
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
 # The ONNX importer (engine/onnx) parses with C that protoc-c generates at build time from the
@@ -230,8 +231,14 @@ $(BUILD)/bin/bench_oip_floor: $(BUILD)/bench/oip_floor.o
 # bench/setup-kserve-peer.sh (PyPI, once); OIP_BENCH=quick for a ~1 minute run.
 OIP_BENCH ?= full
 .PHONY: oip-bench
-oip-bench: $(DAEMON_BIN) $(CTL_BIN) $(SO_LINK) $(BUILD)/bin/make_weights $(BUILD)/bin/bench_oip_floor $(BUILD)/bin/bench_onnx_models
+oip-bench: $(DAEMON_BIN) $(CTL_BIN) $(SO_LINK) $(BUILD)/bin/make_weights $(BUILD)/bin/bench_oip_floor \
+	$(BUILD)/bin/bench_oip_grpc_floor $(BUILD)/bin/bench_onnx_models
 	BUILD=$(BUILD) bench/compare_oip.sh $(OIP_BENCH)
+
+# ... and of its gRPC frontend: gRPC's C core answering a fixed message.
+$(BUILD)/bin/bench_oip_grpc_floor: $(BUILD)/bench/oip_grpc_floor.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(GRPC_LIBS)
 
 # ONNX's backend node tests (Debian's libonnx-testdata) through the importer, each case in its own
 # process (tests/onnx/runner.c): per case PASS / FAIL / UNSUPPORTED, a summary line per suite; a

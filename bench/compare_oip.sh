@@ -4,7 +4,8 @@
 # the tensord package for TSD1; issue 27's goals):
 #  - the tiny model (examples/models/mlp.json), concurrency 1, binary data: tensord's HTTP
 #    frontend against h2o answering tensord's own answer as a fixed body (bench_oip_floor: the
-#    same library, set up as the daemon sets it up), rounds alternating; also with wrk;
+#    same library, set up as the daemon sets it up), rounds alternating; also with wrk; and over
+#    gRPC against gRPC's C core answering tensord's own answer (bench_oip_grpc_floor);
 #  - ppocr-cls and silero-vad (bench/onnx_models.h: the files in bench/.venv-onnx) at each
 #    concurrency of LEVELS against tensord over HTTP, gRPC (when this tensord has
 #    oip_grpc_listen) and TSD1 (unix://), KServe's Python ModelServer serving the same files
@@ -43,7 +44,7 @@ KPY=bench/.venv-kserve/bin/python
 [ -x "$KPY" ] || { echo "compare_oip: no bench/.venv-kserve (KServe, tritonclient): run bench/setup-kserve-peer.sh" >&2; exit 1; }
 command -v wrk >/dev/null || { echo "compare_oip: wrk is not installed (Debian's wrk: scripts/install-deps.sh)" >&2; exit 1; }
 make -s -j2 BUILD="$BUILD" "$BUILD/bin/tensord" "$BUILD/bin/tensorctl" "$BUILD/bin/make_weights" \
-	"$BUILD/bin/bench_oip_floor" "$BUILD/bin/bench_onnx_models" "$BUILD/lib/libtensord.so"
+	"$BUILD/bin/bench_oip_floor" "$BUILD/bin/bench_oip_grpc_floor" "$BUILD/bin/bench_onnx_models" "$BUILD/lib/libtensord.so"
 SITE=$("$ONNX_PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 export TENSORD_LIB="$PWD/$BUILD/lib/libtensord.so"
 
@@ -71,7 +72,8 @@ wait_http() {
 }
 
 GRPC=0
-"$BUILD/bin/tensord" --help 2>&1 | grep -q oip_grpc_listen && GRPC=1
+HELP=$("$BUILD/bin/tensord" --help 2>&1 || true) # (not piped into grep -q: pipefail and SIGPIPE)
+grep -q oip_grpc_listen <<<"$HELP" && GRPC=1
 {
 	echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) CPUs, avx512f: $(grep -qw avx512f /proc/cpuinfo && echo yes || echo no)"
 	echo "tensord $(git describe --always --dirty 2>/dev/null || echo '?'), h2o $(awk -F'"' '/define H2O_VERSION /{print $2}' "$(pkg-config --variable=includedir libh2o)/h2o/version.h" 2>/dev/null || echo '?'), $(wrk -v 2>&1 | head -1 | awk '{print $1, $2}')"
@@ -131,6 +133,17 @@ for _ in $(seq 1 100); do grep -q '^port ' "$DIR/floor.out" 2>/dev/null && break
 FLOOR_PORT=$(awk '/^port / {print $2}' "$DIR/floor.out")
 [ -n "$FLOOR_PORT" ] || { echo "compare_oip: the floor server did not start:" >&2; cat "$DIR/floor.log" >&2; exit 1; }
 
+GRPC_FLOOR_PORT=""
+if [ "$GRPC" = 1 ]; then # gRPC's floor: tensord's serialized answer from gRPC's C core
+	"$KPY" bench/oip_load.py grpc-answer --url "127.0.0.1:$GRPC_PORT" --model mlp --req "$DIR/req/mlp" --priority 1 \
+		"$DIR/grpc_floor.msg" >/dev/null
+	"$BUILD/bin/bench_oip_grpc_floor" -p 0 -f "$DIR/grpc_floor.msg" >"$DIR/grpc_floor.out" 2>"$DIR/grpc_floor.log" &
+	PIDS+=($!)
+	for _ in $(seq 1 100); do grep -q '^port ' "$DIR/grpc_floor.out" 2>/dev/null && break; sleep 0.05; done
+	GRPC_FLOOR_PORT=$(awk '/^port / {print $2}' "$DIR/grpc_floor.out")
+	[ -n "$GRPC_FLOOR_PORT" ] || { echo "compare_oip: the gRPC floor did not start:" >&2; cat "$DIR/grpc_floor.log" >&2; exit 1; }
+fi
+
 # ---- KServe (its gRPC server too) ----
 K_HTTP=$(free_port)
 K_GRPC=$(free_port)
@@ -169,8 +182,11 @@ T=(--protocol http --model mlp --req "$DIR/req/mlp" --no-check --priority 1)
 for r in $(seq "$ROUNDS"); do
 	point "tiny tensord http" 1 --url "127.0.0.1:$HTTP_PORT" "${T[@]}"
 	point "tiny floor http" 1 --url "127.0.0.1:$FLOOR_PORT" "${T[@]}"
-	[ "$GRPC" = 1 ] && point "tiny tensord grpc" 1 --url "127.0.0.1:$GRPC_PORT" --protocol grpc --model mlp \
-		--req "$DIR/req/mlp" --no-check --priority 1
+	if [ "$GRPC" = 1 ]; then
+		G=(--protocol grpc --model mlp --req "$DIR/req/mlp" --no-check --priority 1)
+		point "tiny tensord grpc" 1 --url "127.0.0.1:$GRPC_PORT" "${G[@]}"
+		point "tiny floor grpc" 1 --url "127.0.0.1:$GRPC_FLOOR_PORT" "${G[@]}"
+	fi
 	wrkpoint "tiny tensord wrk" mlp 1 "$HTTP_PORT" "$TSD_PID"
 	wrkpoint "tiny floor wrk" mlp 1 "$FLOOR_PORT" "$FLOOR_PID"
 done

@@ -16,6 +16,8 @@ abs difference <= 1e-4).
       MODEL-b1-in<i>.npy) writes DIR/req/MODEL/in/<input>.npy (the inputs a client sends: the
       model.load's constants left out), ref/<output>.npy (onnxruntime on the same inputs,
       bench/ort_models.py's session) and body.bin + body.hlen (the binary infer request for wrk).
+  grpc-answer --url U --model M --req REQ [--priority P] FILE: the server's serialized
+      ModelInferResponse to that request (the gRPC floor's fixed answer).
   body REQ [--priority P]: only the binary request (body.bin, body.hlen) of REQ/in/ (the tiny model's).
   run --url U --protocol http|grpc|tsd --model M --req DIR/req/M [-c N] [-P P] [-d S | -n K]
       [--warmup S] [--json] [--label L]
@@ -90,6 +92,25 @@ def body(base: str, priority: int = 0) -> int:
         f.write(b)
     with open(os.path.join(base, "body.hlen"), "w") as f:
         f.write(f"{hlen if hlen is not None else len(b)}\n")
+    return len(b)
+
+
+def grpc_answer(a) -> int:
+    """Writes the server's ModelInferResponse to REQ/in/'s request, serialized (bench_oip_grpc_floor's
+    fixed answer); returns its size."""
+    import tritonclient.grpc as gc
+    from tritonclient.utils import np_to_triton_dtype
+
+    c = gc.InferenceServerClient(url=a.url)
+    ins = []
+    for k, v in read_dir(os.path.join(a.req, "in")).items():
+        i = gc.InferInput(k, list(v.shape), np_to_triton_dtype(v.dtype))
+        i.set_data_from_numpy(v)
+        ins.append(i)
+    b = c.infer(a.model, ins, priority=a.priority).get_response().SerializeToString()
+    c.close()
+    with open(a.out, "wb") as f:
+        f.write(b)
     return len(b)
 
 
@@ -293,11 +314,20 @@ def main() -> int:
                    help="http: leave Nagle's algorithm on in the client's sockets (tritonclient's default)")
     r.add_argument("--priority", type=int, default=0, help="Triton's request priority (1: tensord's realtime)")
     r.add_argument("--label", default="")
+    g = sub.add_parser("grpc-answer")
+    g.add_argument("--url", required=True)
+    g.add_argument("--model", required=True)
+    g.add_argument("--req", required=True)
+    g.add_argument("--priority", type=int, default=0)
+    g.add_argument("out")
     b = sub.add_parser("body")
     b.add_argument("req")
     b.add_argument("--priority", type=int, default=0)
     a = ap.parse_args()
     sys.path.insert(0, os.path.join(HERE, "..", "clients", "python"))
+    if a.cmd == "grpc-answer":
+        print(f"grpc-answer {a.out}: {grpc_answer(a)} bytes")
+        return 0
     if a.cmd == "body":
         print(f"body {a.req}: {body(a.req, a.priority)} bytes")
         return 0
