@@ -138,6 +138,7 @@ if [ "$GRPC" = 1 ]; then # gRPC's floor: tensord's serialized answer from gRPC's
 	"$KPY" bench/oip_load.py grpc-answer --url "127.0.0.1:$GRPC_PORT" --model mlp --req "$DIR/req/mlp" --priority 1 \
 		"$DIR/grpc_floor.msg" >/dev/null
 	"$BUILD/bin/bench_oip_grpc_floor" -p 0 -f "$DIR/grpc_floor.msg" >"$DIR/grpc_floor.out" 2>"$DIR/grpc_floor.log" &
+	GRPC_FLOOR_PID=$!
 	PIDS+=($!)
 	for _ in $(seq 1 100); do grep -q '^port ' "$DIR/grpc_floor.out" 2>/dev/null && break; sleep 0.05; done
 	GRPC_FLOOR_PORT=$(awk '/^port / {print $2}' "$DIR/grpc_floor.out")
@@ -180,12 +181,12 @@ echo "(servers up and models loaded in $SECONDS s)"
 echo "== the tiny model at concurrency 1, realtime (Triton's priority 1): tensord's HTTP frontend and its floor, $ROUNDS rounds"
 T=(--protocol http --model mlp --req "$DIR/req/mlp" --no-check --priority 1)
 for r in $(seq "$ROUNDS"); do
-	point "tiny tensord http" 1 --url "127.0.0.1:$HTTP_PORT" "${T[@]}"
-	point "tiny floor http" 1 --url "127.0.0.1:$FLOOR_PORT" "${T[@]}"
+	point "tiny tensord http" 1 --url "127.0.0.1:$HTTP_PORT" --server-pid "$TSD_PID" "${T[@]}"
+	point "tiny floor http" 1 --url "127.0.0.1:$FLOOR_PORT" --server-pid "$FLOOR_PID" "${T[@]}"
 	if [ "$GRPC" = 1 ]; then
 		G=(--protocol grpc --model mlp --req "$DIR/req/mlp" --no-check --priority 1)
-		point "tiny tensord grpc" 1 --url "127.0.0.1:$GRPC_PORT" "${G[@]}"
-		point "tiny floor grpc" 1 --url "127.0.0.1:$GRPC_FLOOR_PORT" "${G[@]}"
+		point "tiny tensord grpc" 1 --url "127.0.0.1:$GRPC_PORT" --server-pid "$TSD_PID" "${G[@]}"
+		point "tiny floor grpc" 1 --url "127.0.0.1:$GRPC_FLOOR_PORT" --server-pid "$GRPC_FLOOR_PID" "${G[@]}"
 	fi
 	wrkpoint "tiny tensord wrk" mlp 1 "$HTTP_PORT" "$TSD_PID"
 	wrkpoint "tiny floor wrk" mlp 1 "$FLOOR_PORT" "$FLOOR_PID"

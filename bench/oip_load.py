@@ -244,6 +244,12 @@ def proc_main(a, threads, go_at_q, ready_q, result_q):
                   min(firsts) if firsts else None, max(lasts) if lasts else None))
 
 
+def proc_cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
 def pct(s: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))] if s else 0.0
 
@@ -262,6 +268,12 @@ def run(a) -> int:
     go_at = time.monotonic() + 0.2  # the threads' clients connect meanwhile
     for q in go_qs:
         q.put(go_at)
+    cpu_s = None
+    if a.server_pid and not a.count:  # the server's CPU over the window (user and system)
+        time.sleep(max(0.0, go_at + a.warmup - time.monotonic()))
+        c0 = proc_cpu_s(a.server_pid)
+        time.sleep(max(0.0, go_at + a.warmup + a.duration - time.monotonic()))
+        cpu_s = proc_cpu_s(a.server_pid) - c0
     res = [result_q.get() for _ in ps]
     for p in ps:
         p.join()
@@ -286,6 +298,8 @@ def run(a) -> int:
         ("ok" if worst is not None and worst <= TOL else "MISMATCH" if worst is not None else "none"),
         "max_abs_diff": worst,
     }
+    if cpu_s is not None and lat:
+        line["server_cpu_us"] = round(cpu_s * 1e6 / len(lat), 1)  # per answer
     if errs:
         line["first_errors"] = errs[:3]
     print(json.dumps(line), flush=True)
@@ -313,6 +327,7 @@ def main() -> int:
     r.add_argument("--no-nodelay", dest="nodelay", action="store_false",
                    help="http: leave Nagle's algorithm on in the client's sockets (tritonclient's default)")
     r.add_argument("--priority", type=int, default=0, help="Triton's request priority (1: tensord's realtime)")
+    r.add_argument("--server-pid", type=int, default=0, help="the server's process: its CPU per answer")
     r.add_argument("--label", default="")
     g = sub.add_parser("grpc-answer")
     g.add_argument("--url", required=True)
