@@ -81,6 +81,7 @@ grep -q oip_grpc_listen <<<"$HELP" && GRPC=1
 		("kserve", "onnxruntime", "tritonclient", "grpcio", "numpy")))'
 	[ "$GRPC" = 1 ] && echo "tensord gRPC frontend: yes" ||
 		echo "tensord gRPC frontend: not in this build (tensord --help has no oip_grpc_listen): its gRPC goals are not measured"
+	echo "tensord CPU threads: ${TENSORD_CPU_THREADS:-one per online CPU ($(nproc))}; onnxruntime (KServe): intra-op 2; priority of the ONNX requests: $PRIORITY"
 	echo "per point: $WARMUP s warm-up, $DURATION s timed; levels $LEVELS; tiny model $ROUNDS rounds"
 } | tee "$DIR/about.txt"
 
