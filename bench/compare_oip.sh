@@ -76,7 +76,7 @@ HELP=$("$BUILD/bin/tensord" --help 2>&1 || true) # (not piped into grep -q: pipe
 grep -q oip_grpc_listen <<<"$HELP" && GRPC=1
 {
 	echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) CPUs, avx512f: $(grep -qw avx512f /proc/cpuinfo && echo yes || echo no)"
-	echo "tensord $(git describe --always --dirty 2>/dev/null || echo '?'), h2o $(awk -F'"' '/define H2O_VERSION /{print $2}' "$(pkg-config --variable=includedir libh2o)/h2o/version.h" 2>/dev/null || echo '?'), $(wrk -v 2>&1 | head -1 | awk '{print $1, $2}')"
+	echo "tensord $(git describe --always --dirty 2>/dev/null || echo '?'), h2o $(awk -F'"' '/define H2O_VERSION /{print $2}' "$(pkg-config --variable=includedir libh2o)/h2o/version.h" 2>/dev/null || echo '?'), gRPC core $(pkg-config --modversion grpc 2>/dev/null || echo '?'), $(wrk -v 2>&1 | head -1 | awk '{print $1, $2}')"
 	"$KPY" -c 'import importlib.metadata as m, sys; print(f"python {sys.version.split()[0]},", ", ".join(f"{p} {m.version(p)}" for p in
 		("kserve", "onnxruntime", "tritonclient", "grpcio", "numpy")))'
 	[ "$GRPC" = 1 ] && echo "tensord gRPC frontend: yes" ||
