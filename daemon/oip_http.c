@@ -85,7 +85,7 @@ struct oip_call {
 	char *inflated;          /* a compressed body, inflated */
 	const uint8_t *body;     /* the (inflated) body while req lives */
 	size_t body_len;
-	char token[4097];
+	const char *token;       /* "Authorization: Bearer" (in the request's pool), or NULL */
 	oip_call *next;          /* done list */
 	oip_call *lprev, *lnext; /* t->live */
 };
@@ -465,13 +465,12 @@ static void take_token(oip_call *q)
 {
 	h2o_req_t *req = q->req;
 	ssize_t i = h2o_find_header(&req->headers, H2O_TOKEN_AUTHORIZATION, -1);
-	q->token[0] = 0;
+	q->token = NULL;
 	if (i < 0)
 		return;
 	h2o_iovec_t v = req->headers.entries[i].value;
-	if (v.len > 7 && !strncasecmp(v.base, "Bearer ", 7) && v.len - 7 < sizeof(q->token)) {
-		memcpy(q->token, v.base + 7, v.len - 7);
-		q->token[v.len - 7] = 0;
+	if (v.len > 7 && !strncasecmp(v.base, "Bearer ", 7) && v.len - 7 <= 4096) {
+		q->token = h2o_strdup(&req->pool, v.base + 7, v.len - 7).base; /* lives as long as the request */
 	}
 }
 
@@ -651,7 +650,7 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
 		i = j;
 	}
 	take_token(q);
-	const char *tok = q->token[0] ? q->token : NULL;
+	const char *tok = q->token;
 	uint64_t id = ++t->next_id;
 	char err[1024];
 	bool get = method_is(req, "GET"), postm = method_is(req, "POST");
@@ -891,7 +890,7 @@ static int raw_binary_infer(oip_call *q, const nng_msg *list, char *err, size_t 
 		shape[var] = (int64_t)(q->body_len / (fixed * esz));
 	q->ask.binary_out = true;
 	q->ask.nsel = 0;
-	cJSON *h = dmn_oip_infer_header(++q->t->next_id, &q->ask, q->token[0] ? q->token : NULL);
+	cJSON *h = dmn_oip_infer_header(++q->t->next_id, &q->ask, q->token);
 	proto_out po = {.name = nm->valuestring, .dtype = dt, .ndim = nd, .shape = shape,
 			.data = q->body_len ? (const void *)q->body : ""};
 	nng_msg *m = NULL;
