@@ -39,7 +39,7 @@ TEST_SRC   := $(wildcard tests/*.c)
 TEST_SERVING_SRC := $(addprefix tests/,daemon_harness.c test_client.c test_client_live.c test_config.c test_daemon.c \
 	test_daemon_bad.c test_daemon_onnx.c test_graph_batch.c test_graph_builder.c test_graph_ops.c test_metrics.c test_protocol.c \
 	test_hostile_files.c test_hostile_compile.c test_hostile_mem.c test_hostile_conn.c test_hostile_auth.c test_unix_transport.c test_sp_transport.c \
-	test_client_unix.c test_shm.c)
+	test_client_unix.c test_shm.c test_sequence.c)
 TESTS      ?= all
 ifeq ($(TESTS),engine)
 TEST_SRC   := $(filter-out $(TEST_SERVING_SRC),$(TEST_SRC))

@@ -125,7 +125,7 @@ tsd_status tsd_model_load(tsd_client *c, const tsd_model_spec *sp, tsd_reply **o
 		  add_strs(h, "inputs", sp->inputs, sp->ninputs) &&
 		  add_strs(h, "outputs", sp->outputs, sp->noutputs) &&
 		  add_str(h, "device", sp->device) && add_batching(h, sp->batching) &&
-		  add_copy(h, "train", sp->train);
+		  add_copy(h, "train", sp->train) && add_copy(h, "sequence", sp->sequence);
 	return call(c, h, ok, sp->params, sp->nparams, out);
 }
 
@@ -138,7 +138,7 @@ tsd_status tsd_model_load_onnx(tsd_client *c, const tsd_onnx_spec *sp, tsd_reply
 	bool ok = h && add_str(h, "name", sp->name) && add_str(h, "format", "onnx") && add_str(h, "file", sp->file) &&
 		  add_copy(h, "shapes", sp->shapes) && add_copy(h, "constants", sp->constants) &&
 		  (!sp->f64_as_f32 || cJSON_AddTrueToObject(h, "f64_as_f32")) && add_str(h, "device", sp->device) &&
-		  add_batching(h, sp->batching);
+		  add_batching(h, sp->batching) && add_copy(h, "sequence", sp->sequence);
 	tsd_tensor t = {.name = "onnx", .dtype = TSD_U8, .ndim = 1, .shape = {(int64_t)sp->size}, .data = sp->data,
 			.nbytes = sp->size};
 	return call(c, h, ok, sp->data ? &t : NULL, sp->data ? 1 : 0, out);
@@ -149,6 +149,18 @@ static const char *const priority_name[] = {
 	[TSD_PRIORITY_REALTIME] = "realtime",
 	[TSD_PRIORITY_BULK] = "bulk",
 };
+
+/* A sequence step's fields (none without an id). */
+static bool add_sequence(cJSON *h, const tsd_infer_opts *o)
+{
+	if (!o->sequence_id && !o->sequence_name)
+		return true;
+	return (o->sequence_name ? add_str(h, "sequence_id", o->sequence_name)
+				 : add_num(h, "sequence_id", (double)o->sequence_id)) &&
+	       (!o->sequence_start || cJSON_AddTrueToObject(h, "sequence_start")) &&
+	       (!o->sequence_end || cJSON_AddTrueToObject(h, "sequence_end")) &&
+	       (!o->sequence_state || cJSON_AddTrueToObject(h, "sequence_state"));
+}
 
 /* infer's header; NULL when out of memory, *bad set for a bad option. */
 static cJSON *infer_header(const char *model, const tsd_infer_opts *o, bool *bad)
@@ -161,7 +173,7 @@ static cJSON *infer_header(const char *model, const tsd_infer_opts *o, bool *bad
 		      add_str(h, "priority", priority_name[o->priority])) &&
 		     (!o->timeout_ms || add_num(h, "timeout_ms", o->timeout_ms)) &&
 		     (!o->latest_only || cJSON_AddTrueToObject(h, "latest_only")) &&
-		     add_str(h, "id", o->id);
+		     add_str(h, "id", o->id) && add_sequence(h, o);
 	}
 	if (!ok) {
 		cJSON_Delete(h);

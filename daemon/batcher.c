@@ -18,11 +18,11 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "sequence.h"
 #include "shm_refs.h"
 
 void dmn_dequeue(dmn_srv *s, dmn_req *r)
 {
-	(void)s;
 	dmn_model *m = r->model;
 	if (r->prev)
 		r->prev->next = r->next;
@@ -35,16 +35,19 @@ void dmn_dequeue(dmn_srv *s, dmn_req *r)
 	r->prev = r->next = NULL;
 	m->queued--;
 	m->queued_rows -= r->rows;
+	if (r->seq)
+		dmn_seq_unlink(s, r);
 }
 
 void dmn_enqueue(dmn_srv *s, dmn_model *m, dmn_req *r)
 {
 	m->c.requests++;
-	if (r->latest_only)
+	if (r->latest_only) /* per client, or per sequence for a sequence's steps */
 		for (int p = 0; p < DMN_NPRIO; p++)
 			for (dmn_req *o = m->head[p], *n; o; o = n) {
 				n = o->next;
-				if (o->client == r->client && o->latest_only) {
+				if (o->latest_only && (r->seq ? o->seq == r->seq && !o->seq_end : o->client == r->client && !o->seq)) {
+					r->seq_start |= o->seq_start; /* the replaced step's start (a reset) still applies */
 					dmn_dequeue(s, o);
 					m->c.superseded++;
 					dmn_fail(s, o, TSD_SUPERSEDED, "replaced by a newer latest_only request for %s",
@@ -53,6 +56,7 @@ void dmn_enqueue(dmn_srv *s, dmn_model *m, dmn_req *r)
 			}
 	if (m->queued >= m->cur->queue_max) {
 		m->c.busy++;
+		dmn_seq_abandon(s, r);
 		dmn_fail(s, r, TSD_BUSY, "model %s has %d requests queued (queue_max)", m->name, m->queued);
 		return;
 	}
@@ -66,6 +70,8 @@ void dmn_enqueue(dmn_srv *s, dmn_model *m, dmn_req *r)
 	m->tail[r->prio] = r;
 	m->queued++;
 	m->queued_rows += r->rows;
+	if (r->seq)
+		dmn_seq_link(s, r);
 }
 
 void dmn_ctl_push(dmn_srv *s, dmn_job *j)
@@ -128,7 +134,7 @@ static tsd_status train_recheck(dmn_job *j, char *why, size_t len)
 	}
 	char err[200];
 	int64_t rows;
-	tsd_status st = dmn_check_inputs(v, &r->pm, true, &rows, err, sizeof(err));
+	tsd_status st = dmn_check_inputs(v, &r->pm, true, 0, &rows, err, sizeof(err));
 	if (st != TSD_OK) {
 		snprintf(why, len, "the model was replaced while this waited: %s", err);
 		return st;
@@ -243,6 +249,7 @@ static void dispatch_realize(dmn_srv *s, uint64_t now)
 
 void dmn_on_closed(dmn_srv *s, const dmn_chan_ops *ops, uint32_t conn)
 {
+	dmn_seqs_closed(s, ops, conn);
 	dmn_client *c = dmn_client_closed(s, ops, conn);
 	if (!c)
 		return;
@@ -338,13 +345,27 @@ static dmn_job *form_batch(dmn_srv *s, dmn_model *m, uint64_t now)
 	}
 	int64_t rows = 0;
 	bool full = false;
+	int kind = -1; /* a batch is all sequence steps (1) or none (0): the state comes from the slots or the requests */
 	for (int p = 0; p < DMN_NPRIO && !full; p++)
 		for (dmn_req *r = m->head[p], *n; r && !full; r = n) {
 			n = r->next;
+			const char *why;
+			if (!dmn_seq_ready(r, &why)) {
+				if (why) { /* its sequence was ended while this waited */
+					char msg[256];
+					snprintf(msg, sizeof(msg), "sequence of model \"%s\" %s", m->name, why);
+					dmn_dequeue(s, r);
+					m->c.errors++;
+					dmn_fail(s, r, TSD_SEQUENCE_ENDED, "%s", msg);
+				}
+				continue; /* a later step of a sequence: after its earlier one */
+			}
+			if (kind >= 0 && kind != (r->seq != NULL))
+				continue;
 			if (r->ver != v->version) { /* queued before a swap: check against this version */
 				char err[256];
 				int64_t b;
-				tsd_status st = dmn_check_inputs(v, &r->pm, false, &b, err, sizeof(err));
+				tsd_status st = dmn_check_inputs(v, &r->pm, false, dmn_seq_implicit(v, r), &b, err, sizeof(err));
 				if (st == TSD_OK)
 					st = dmn_shm_outputs(r, v, err, sizeof(err));
 				if (st != TSD_OK) {
@@ -359,6 +380,9 @@ static dmn_job *form_batch(dmn_srv *s, dmn_model *m, uint64_t now)
 				full = true;
 				break;
 			}
+			if (r->seq)
+				dmn_seq_dispatched(s, r); /* before it leaves the queue: its sequence is running */
+			kind = r->seq != NULL;
 			dmn_dequeue(s, r);
 			r->t_dispatch = now;
 			reqs[j->nreq++] = r;
@@ -418,6 +442,9 @@ void dmn_dispatch(dmn_srv *s)
 {
 	uint64_t now = eng_now_ns(), next = UINT64_MAX, ran_here_ns = 0;
 	expire(s, now, &next);
+	for (int i = 0; i < s->nmodels; i++)
+		if (s->models[i]->seqs)
+			dmn_seqs_sweep(s, s->models[i], now, &next);
 	dispatch_realize(s, now);
 	while (!s->exec_busy) {
 		dmn_model *best = NULL;
@@ -532,6 +559,8 @@ void dmn_batch_done(dmn_srv *s, dmn_job *j)
 			else
 				m->c.errors++;
 		}
+		if (j->kind == DMN_J_INFER)
+			dmn_seq_done(s, r);
 		dmn_hist_observe(&s->hist.queue_us, (double)(r->t_dispatch - r->t_arrive) / 1e3);
 		dmn_hist_observe(&s->hist.total_us, (double)(now - r->t_arrive) / 1e3);
 		if (m) {

@@ -20,6 +20,7 @@ void dmn_job_free(dmn_job *j)
 		return;
 	proto_graph_free(&j->graph);
 	free(j->reqs);
+	free(j->slots);
 	free(j);
 }
 
@@ -67,6 +68,9 @@ static void run(dmn_exec *e, dmn_job *j)
 		break;
 	case DMN_J_FREE:
 		dmn_run_free(e, j);
+		break;
+	case DMN_J_SEQFREE:
+		dmn_run_seqfree(e, j);
 		break;
 	case DMN_J_INFER:
 		dmn_run_infer(e, j);

@@ -24,6 +24,7 @@ typedef struct mexec {
 	eng_jit *train;      /* training step, or NULL */
 	eng_optim *opt;
 	dmn_onnx *onnx;      /* an ONNX model's importer, or NULL */
+	dmn_states *states;  /* its sequences' state slots, or NULL (no state pairs) */
 	uint64_t steps;
 	tsd_status build_st; /* why the last graph build failed */
 	char build_err[256];
@@ -250,6 +251,7 @@ static void mexec_free(mexec *me)
 	eng_jit_destroy(me->jit);
 	eng_optim_destroy(me->opt);
 	dmn_onnx_free(me->onnx);
+	dmn_states_free(me->states);
 	for (int k = 0; k < me->nparams; k++)
 		eng_tensor_free(me->params[k]);
 	free(me->params);
@@ -261,6 +263,31 @@ void dmn_run_free(dmn_exec *e, dmn_job *j)
 	(void)e;
 	mexec_free(j->ver->eng);
 	j->ver->eng = NULL;
+}
+
+void dmn_run_seqfree(dmn_exec *e, dmn_job *j)
+{
+	(void)e;
+	const mexec *me = j->ver->eng;
+	for (int k = 0; me && k < j->nslots; k++)
+		dmn_states_clear(me->states, j->slots[k]);
+}
+
+/* Input q's state pair in a batch of sequence steps (seq), else -1. */
+static int state_of_input(const dmn_mver *v, bool seq, int q)
+{
+	for (int k = 0; seq && k < v->nstate; k++)
+		if (v->state[k].in == q)
+			return k;
+	return -1;
+}
+
+static int state_of_output(const dmn_mver *v, bool seq, int q)
+{
+	for (int k = 0; seq && k < v->nstate; k++)
+		if (v->state[k].out == q)
+			return k;
+	return -1;
 }
 
 static eng_tensor *find_named(const eng_named *ts, int n, const char *name)
@@ -387,6 +414,14 @@ void dmn_run_load(dmn_exec *e, dmn_job *j)
 	if (v->onnx && (j->st = dmn_onnx_open(e->ctx, v, j->nreq ? &j->reqs[0]->pm : NULL, &me->onnx, j->err,
 					      sizeof(j->err))))
 		goto fail;
+	if (v->nstate) { /* an ONNX model's ports came just now */
+		if ((j->st = dmn_state_resolve(v, j->err, sizeof(j->err))))
+			goto fail;
+		if (!(me->states = dmn_states_new(v))) {
+			set_err(j, TSD_OUT_OF_MEMORY, "out of memory for %d sequences' state", v->max_sequences);
+			goto fail;
+		}
+	}
 	if (!load_params(e, j, me))
 		goto fail;
 	if (v->trainable) {
@@ -458,8 +493,17 @@ void dmn_run_infer(dmn_exec *e, dmn_job *j)
 	eng_tensor *in[PROTO_GRAPH_MAX_OUTPUTS], *out[PROTO_GRAPH_MAX_OUTPUTS];
 	void *obuf[PROTO_GRAPH_MAX_OUTPUTS] = {0};
 	eng_status s = ENG_OK;
+	bool seq = j->nreq && j->reqs[0]->seq, want_state = false; /* a batch is all sequence steps or none */
+	for (int k = 0; k < j->nreq; k++)
+		want_state |= j->reqs[k]->seq_state;
 	for (int q = 0; q < v->nin && !s; q++) {
 		const proto_gnode *n = &v->g.nodes[v->in[q].node];
+		int sk = state_of_input(v, seq, q);
+		if (sk >= 0) {
+			if (!(in[q] = dmn_states_gather(me->states, ctx, v, j, sk)))
+				s = eng_error(ctx);
+			continue;
+		}
 		int zc = shm_input(ctx, j, n, v->in[q].name, v->in[q].axis, &in[q]);
 		if (zc) {
 			if (zc < 0)
@@ -491,11 +535,21 @@ void dmn_run_infer(dmn_exec *e, dmn_job *j)
 	size_t nbytes[PROTO_GRAPH_MAX_OUTPUTS];
 	for (int q = 0; q < v->nout && !s; q++) {
 		shape_of(&v->g.nodes[v->out[q].node], j->bucket, shapes[q], &nbytes[q]);
+		if (state_of_output(v, seq, q) >= 0 && !want_state)
+			continue; /* the state stays on the device */
 		if (!(obuf[q] = malloc(nbytes[q] ? nbytes[q] : 1)))
 			s = ENG_ENOMEM;
 		else
 			s = eng_tensor_read(out[q], obuf[q], nbytes[q]);
 	}
+	/* the sequences' next states: all made before any is kept, so a step applies whole or not at all */
+	eng_tensor *next[seq ? v->nstate : 1][seq ? j->nreq : 1];
+	for (int k = 0; seq && k < v->nstate && !s; k++)
+		s = dmn_states_next(me->states, ctx, v, j, k, out[v->state[k].out], next[k]);
+	for (int k = 0; seq && k < v->nstate && !s; k++)
+		dmn_states_commit(me->states, j, k, next[k]);
+	if (seq)
+		dmn_states_ended(me->states, j);
 	if (s) {
 		eng_fail(j, ctx, s, me);
 		answer_error(j, j->st, j->err);
@@ -509,19 +563,23 @@ void dmn_run_infer(dmn_exec *e, dmn_job *j)
 			int64_t oshape[PROTO_GRAPH_MAX_OUTPUTS][ENG_MAX_DIMS];
 			void *tmp[PROTO_GRAPH_MAX_OUTPUTS] = {0};
 			bool ok = true;
-			for (int q = 0; q < v->nout; q++) {
-				const proto_gnode *n = &v->g.nodes[v->out[q].node];
-				int ax = v->out[q].axis;
-				memcpy(oshape[q], shapes[q], sizeof(oshape[q]));
-				po[q] = (proto_out){.name = v->out[q].name, .dtype = n->dtype, .ndim = n->ndim,
-						    .shape = oshape[q], .data = obuf[q]};
+			int npo = 0;
+			for (int oq = 0; oq < v->nout; oq++) {
+				if (state_of_output(v, seq, oq) >= 0 && !r->seq_state)
+					continue; /* its state stays in the daemon */
+				int q = npo++;
+				const proto_gnode *n = &v->g.nodes[v->out[oq].node];
+				int ax = v->out[oq].axis;
+				memcpy(oshape[q], shapes[oq], sizeof(oshape[q]));
+				po[q] = (proto_out){.name = v->out[oq].name, .dtype = n->dtype, .ndim = n->ndim,
+						    .shape = oshape[q], .data = obuf[oq]};
 				if (ax < 0)
 					continue;
 				oshape[q][ax] = r->rows;
 				size_t outer, inner;
 				split_at(n, ax, &outer, &inner);
 				if (outer == 1) { /* contiguous rows */
-					po[q].data = (uint8_t *)obuf[q] + (size_t)start[k] * inner;
+					po[q].data = (uint8_t *)obuf[oq] + (size_t)start[k] * inner;
 					continue;
 				}
 				uint8_t *t = tmp[q] = malloc(outer * (size_t)r->rows * inner + 1);
@@ -531,15 +589,14 @@ void dmn_run_infer(dmn_exec *e, dmn_job *j)
 				}
 				for (size_t o = 0; o < outer; o++)
 					memcpy(t + o * (size_t)r->rows * inner,
-					       (uint8_t *)obuf[q] + (o * (size_t)j->bucket + (size_t)start[k]) * inner,
+					       (uint8_t *)obuf[oq] + (o * (size_t)j->bucket + (size_t)start[k]) * inner,
 					       (size_t)r->rows * inner);
 				po[q].data = t;
 			}
-			int npo = v->nout;
 			cJSON *extra = NULL;
 			const char *gone = NULL;
 			if (ok && r->shm)
-				npo = shm_outputs(r, po, v->nout, &extra, &ok, &gone);
+				npo = shm_outputs(r, po, npo, &extra, &ok, &gone);
 			if (ok && !extra) /* the version that answered (the Open Inference Protocol's model_version) */
 				extra = cJSON_CreateObject();
 			if (extra)

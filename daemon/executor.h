@@ -30,6 +30,7 @@ void dmn_exec_cancel(dmn_srv *s); /* any thread: stop the running jobs (eng_canc
 /* ---- exec_model.c: on the executor ---- */
 void dmn_run_load(dmn_exec *e, dmn_job *j);
 void dmn_run_free(dmn_exec *e, dmn_job *j);
+void dmn_run_seqfree(dmn_exec *e, dmn_job *j); /* ended sequences' state slots */
 void dmn_run_infer(dmn_exec *e, dmn_job *j);
 void dmn_run_train(dmn_exec *e, dmn_job *j);
 void dmn_run_save(dmn_exec *e, dmn_job *j);
@@ -45,5 +46,25 @@ tsd_status dmn_onnx_open(eng_ctx *ctx, dmn_mver *v, const proto_msg *pm, dmn_onn
 eng_status dmn_onnx_build(dmn_onnx *o, eng_tensor *const *in, eng_tensor **out, tsd_status *st, char *err,
 			  size_t errlen);
 void dmn_onnx_free(dmn_onnx *o);
+
+/* ---- exec_state.c: sequences' implicit state ---- */
+typedef struct dmn_states dmn_states;
+/* v's state pairs resolved against its ports (in, out) and checked: names, dtype, shape, batch
+ * axis, the initial values' count. Loop (a graph model's spec) or executor (an ONNX model's load). */
+tsd_status dmn_state_resolve(dmn_mver *v, char *err, size_t errlen);
+/* The state slots of a loaded version (max_sequences of them), NULL when out of memory. */
+dmn_states *dmn_states_new(const dmn_mver *v);
+void dmn_states_free(dmn_states *st); /* NULL allowed */
+void dmn_states_clear(dmn_states *st, int slot); /* a slot's tensors freed */
+/* State pair k's input for the sequence steps of j: each step's slot (its initial value when it
+ * starts), stacked and padded to the bucket, realized. NULL: the context's error. */
+eng_tensor *dmn_states_gather(dmn_states *st, eng_ctx *ctx, const dmn_mver *v, const dmn_job *j, int k);
+/* Each step's next state from the launch's output of pair k (next[nreq], realized, in the
+ * current scope); then commit them into the slots once every pair succeeded. */
+eng_status dmn_states_next(const dmn_states *st, eng_ctx *ctx, const dmn_mver *v, const dmn_job *j, int k,
+			  eng_tensor *out, eng_tensor **next);
+void dmn_states_commit(dmn_states *st, const dmn_job *j, int k, eng_tensor **next);
+/* The slots of j's steps that end their sequence, freed. */
+void dmn_states_ended(dmn_states *st, const dmn_job *j);
 
 #endif

@@ -38,18 +38,26 @@ static tsd_status check_port(const proto_gnode *n, const proto_tensor *t, const 
 	return TSD_OK;
 }
 
-tsd_status dmn_check_inputs(const dmn_mver *v, const proto_msg *m, bool train, int64_t *rows, char *err, size_t errlen)
+tsd_status dmn_check_inputs(const dmn_mver *v, const proto_msg *m, bool train, uint64_t implicit, int64_t *rows,
+			    char *err, size_t errlen)
 {
 	int64_t b = -1;
 	tsd_status st;
+	int expect = v->nin;
 	for (int q = 0; q < v->nin; q++) {
 		const proto_tensor *t = proto_msg_tensor(m, v->in[q].name);
+		if (implicit >> q & 1) {
+			if (t)
+				return BAD("tensors: \"%s\" is the sequence's state: the daemon holds it (start the sequence "
+					   "again to reset it)", v->in[q].name);
+			expect--;
+			continue;
+		}
 		if (!t)
 			return BAD("tensors: input \"%s\" is missing", v->in[q].name);
 		if ((st = check_port(&v->g.nodes[v->in[q].node], t, "model", &b, err, errlen)))
 			return st;
 	}
-	int expect = v->nin;
 	if (train) {
 		const proto_tensor *t = proto_msg_tensor(m, v->target);
 		if (!t)
@@ -64,7 +72,7 @@ tsd_status dmn_check_inputs(const dmn_mver *v, const proto_msg *m, bool train, i
 		for (int k = 0; k < m->ntensors; k++) {
 			bool known = train && !strcmp(m->tensors[k].name, v->target);
 			for (int q = 0; q < v->nin; q++)
-				known |= !strcmp(m->tensors[k].name, v->in[q].name);
+				known |= !(implicit >> q & 1) && !strcmp(m->tensors[k].name, v->in[q].name);
 			if (!known)
 				return BAD("tensors[%d] (%s): not an input of the model", k, m->tensors[k].name);
 		}

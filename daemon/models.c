@@ -3,6 +3,8 @@
  * unloads, and every finished job as it comes back on the inbox's DONE lane. */
 #include "models.h"
 
+#include "sequence.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +94,7 @@ void dmn_model_unload(dmn_srv *s, dmn_model *m)
 	if (m->cur)
 		push_free(s, m->cur);
 	m->cur = NULL;
+	dmn_seqs_reset(s, m, "ended: the model was unloaded");
 	dmn_log(&s->log, DMN_LOG_INFO, "model %s unloaded", m->name);
 	m->refs++;
 	dmn_model_release(s, m);
@@ -110,8 +113,13 @@ static void load_done(dmn_srv *s, dmn_job *j)
 			m->next_version = j->ver->version;
 		m->cur = j->ver;
 		j->ver = NULL;
-		if (old)
+		if (old) {
+			char why[96];
+			snprintf(why, sizeof(why), "ended: the model was reloaded (version %d replaced %d)", m->cur->version,
+				 old->version);
+			dmn_seqs_reset(s, m, why);
 			push_free(s, old);
+		}
 		dmn_log(&s->log, DMN_LOG_INFO, "model %s version %d ready on %s (%d bucket(s), max %d; %.1f ms)%s",
 			m->name, m->cur->version, s->exec.name, m->cur->nbuckets, m->cur->batch_max,
 			(double)(j->t_end - j->t_start) / 1e6, old ? ", replacing the previous version" : "");
@@ -155,7 +163,7 @@ static void load_done(dmn_srv *s, dmn_job *j)
 
 void dmn_model_job_done(dmn_srv *s, dmn_job *j)
 {
-	if (j->kind != DMN_J_FREE && s->cur_job == j) {
+	if (j->kind != DMN_J_FREE && j->kind != DMN_J_SEQFREE && s->cur_job == j) {
 		s->exec_busy = false;
 		s->cur_job = NULL;
 	}
@@ -166,6 +174,8 @@ void dmn_model_job_done(dmn_srv *s, dmn_job *j)
 		break;
 	case DMN_J_LOAD:
 		load_done(s, j);
+		break;
+	case DMN_J_SEQFREE:
 		break;
 	default:
 		dmn_batch_done(s, j);

@@ -162,6 +162,7 @@ int dmn_oip_http_code(tsd_status st)
 	case TSD_SHAPE_MISMATCH:
 	case TSD_TOO_LARGE:
 	case TSD_VERSION_MISMATCH:
+	case TSD_SEQUENCE_ENDED:
 		return 400;
 	case TSD_UNAUTHORISED:
 		return 401;
@@ -188,6 +189,7 @@ int dmn_oip_grpc_code(tsd_status st)
 	case TSD_BAD_REQUEST:
 	case TSD_SHAPE_MISMATCH:
 	case TSD_TOO_LARGE:
+	case TSD_SEQUENCE_ENDED:
 		return 3; /* INVALID_ARGUMENT */
 	case TSD_UNKNOWN_MODEL:
 		return 5; /* NOT_FOUND */

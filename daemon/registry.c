@@ -2,6 +2,8 @@
  * is freed when no job points to it), its model.list entry, and the teardown of them all. */
 #include "registry.h"
 
+#include "sequence.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +116,19 @@ cJSON *dmn_model_json(const dmn_srv *s, const dmn_model *m)
 		cJSON_AddNumberToObject(o, "train_steps", (double)v->steps);
 		cJSON_AddItemToObject(o, "train", train_json(v));
 	}
+	cJSON *q = v->nstate ? dmn_seqs_json(m) : NULL; /* live, max, started, ended, idle_ended */
+	if (q) {
+		cJSON *pairs = cJSON_AddArrayToObject(q, "state");
+		for (int k = 0; pairs && k < v->nstate; k++) {
+			cJSON *e = cJSON_CreateObject();
+			cJSON_AddItemToArray(pairs, e);
+			cJSON_AddStringToObject(e, "input", v->state[k].input);
+			cJSON_AddStringToObject(e, "output", v->state[k].output);
+		}
+		cJSON_AddNumberToObject(q, "max_sequence_idle_us", (double)v->seq_idle_us);
+		cJSON_AddBoolToObject(q, "outlive_connection", v->seq_outlive);
+		cJSON_AddItemToObject(o, "sequence", q);
+	}
 	cJSON_AddNumberToObject(o, "queued", m->queued);
 	cJSON_AddItemToObject(o, "counters", dmn_counters_json(&m->c));
 	return o;
@@ -122,6 +137,7 @@ cJSON *dmn_model_json(const dmn_srv *s, const dmn_model *m)
 void dmn_registry_free(dmn_srv *s)
 {
 	for (int i = 0; i < s->nmodels; i++) {
+		dmn_seqs_free(s->models[i]);
 		dmn_mver_free(s->models[i]->cur);
 		free(s->models[i]);
 	}

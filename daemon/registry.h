@@ -32,8 +32,16 @@ tsd_status dmn_mver_parse(dmn_srv *s, const cJSON *spec, const proto_msg *pm, dm
  * f64_as_f32) into v; fields of graph models are refused. */
 tsd_status dmn_onnx_spec(dmn_srv *s, const cJSON *spec, const proto_msg *pm, dmn_mver *v, char *err, size_t errlen);
 
+/* ---- spec_seq.c ---- */
+/* A model.load's "sequence" (state pairs, max_sequences, max_sequence_idle_us,
+ * outlive_connection) into v, the limits' defaults from the config; the pairs are resolved
+ * against the ports later (dmn_state_resolve). */
+tsd_status dmn_seq_spec(dmn_srv *s, const cJSON *spec, dmn_mver *v, char *err, size_t errlen);
+
 /* ---- inputs.c ---- */
-/* Check m's tensors against v's inputs (and the target when train): rows into *rows. */
-tsd_status dmn_check_inputs(const dmn_mver *v, const proto_msg *m, bool train, int64_t *rows, char *err, size_t errlen);
+/* Check m's tensors against v's inputs (and the target when train): rows into *rows. The inputs
+ * in the implicit mask (bit q: input q; a sequence step's state) must not be given. */
+tsd_status dmn_check_inputs(const dmn_mver *v, const proto_msg *m, bool train, uint64_t implicit, int64_t *rows,
+			    char *err, size_t errlen);
 
 #endif

@@ -176,13 +176,14 @@ tsd_status dmn_repo_spec(const dmn_config *cfg, const char *name, cJSON **out, i
 	snprintf(rel, sizeof(rel), "%s/config.json", name);
 	if (is(cfg, rel, S_IFREG) && !(conf = read_json(cfg, rel, err, errlen)))
 		return TSD_BAD_REQUEST;
-	static const char *const known[] = {"version_policy", "shapes", "constants", "f64_as_f32", "batching", "device"};
+	static const char *const known[] = {"version_policy", "shapes", "constants", "f64_as_f32", "batching", "device",
+					    "sequence"};
 	const char *bad = conf ? dmn_json_unknown(conf, known, sizeof(known) / sizeof(*known)) : NULL;
 	int v = 0;
 	cJSON *spec = NULL;
 	tsd_status st = TSD_BAD_REQUEST;
 	if (bad) {
-		BAD("%s: unknown field \"%.64s\" (version_policy, shapes, constants, f64_as_f32, batching, device)", rel, bad);
+		BAD("%s: unknown field \"%.64s\" (version_policy, shapes, constants, f64_as_f32, batching, device, sequence)", rel, bad);
 		goto out;
 	}
 	if (pick(cJSON_GetObjectItemCaseSensitive(conf, "version_policy"), vs, n, &v, err, errlen))
@@ -209,6 +210,7 @@ tsd_status dmn_repo_spec(const dmn_config *cfg, const char *name, cJSON **out, i
 		}
 	}
 	take(spec, conf, "batching");
+	take(spec, conf, "sequence");
 	take(spec, conf, "device");
 	cJSON_DeleteItemFromObjectCaseSensitive(spec, "name");
 	cJSON_AddStringToObject(spec, "name", name);

@@ -275,14 +275,16 @@ static tsd_status parse_train(const cJSON *spec, dmn_mver *v, char *err, size_t 
 static tsd_status parse_onnx(dmn_srv *s, const cJSON *spec, const proto_msg *pm, dmn_mver *v, char *err, size_t errlen)
 {
 	tsd_status st = dmn_onnx_spec(s, spec, pm, v, err, errlen);
-	return st ? st : parse_batching(s, spec, v, err, errlen);
+	if (!st)
+		st = parse_batching(s, spec, v, err, errlen);
+	return st ? st : dmn_seq_spec(s, spec, v, err, errlen); /* its pairs are resolved at load */
 }
 
 tsd_status dmn_mver_parse(dmn_srv *s, const cJSON *spec, const proto_msg *pm, dmn_mver **out, char *err, size_t errlen)
 {
 	static const char *const known[] = {"verb", "id", "tensors", "name", "graph", "weights", "inputs",
 					    "outputs", "device", "batching", "train", "format", "file", "shapes",
-					    "constants", "f64_as_f32", "version"};
+					    "constants", "f64_as_f32", "version", "sequence"};
 	const char *unknown = dmn_json_unknown(spec, known, sizeof(known) / sizeof(*known));
 	if (unknown)
 		return BAD("%.64s: unknown field of model.load", unknown);
@@ -324,8 +326,13 @@ tsd_status dmn_mver_parse(dmn_srv *s, const cJSON *spec, const proto_msg *pm, dm
 		return dmn_bad(err, errlen, st, "graph: %s", e.msg);
 	}
 	if ((st = parse_io(s, spec, v, err, errlen)) || (st = parse_batching(s, spec, v, err, errlen)) ||
-	    (st = parse_train(spec, v, err, errlen)))
+	    (st = parse_train(spec, v, err, errlen)) || (st = dmn_seq_spec(s, spec, v, err, errlen)) ||
+	    (st = dmn_state_resolve(v, err, errlen)))
 		goto fail;
+	if (v->nstate && v->trainable) {
+		st = BAD("sequence: a model with state is not trained by train.step");
+		goto fail;
+	}
 device:
 	if (cJSON_GetObjectItemCaseSensitive(spec, "device") && (!dev || strcmp(dev, s->exec.name))) {
 		st = BAD("device: this daemon has \"%s\"", s->exec.name);

@@ -2,6 +2,8 @@
  * reason, latency and batch-size histograms, the engine's counters and memory, per-model
  * counters; as the `stats` JSON and as Prometheus text for /metrics. */
 #include "stats.h"
+
+#include "sequence.h"
 #include "oip_grpc.h"
 #include "oip_http.h"
 
@@ -90,6 +92,9 @@ cJSON *dmn_stats_json(dmn_srv *s)
 		if (s->models[i]->cur)
 			cJSON_AddNumberToObject(mo, "version", s->models[i]->cur->version);
 		cJSON_AddItemToObject(mo, "histograms", dmn_hists_json(&s->models[i]->hist));
+		cJSON *seq = dmn_seqs_json(s->models[i]);
+		if (seq)
+			cJSON_AddItemToObject(mo, "sequence", seq);
 		cJSON_AddItemToObject(models, s->models[i]->name, mo);
 	}
 	cJSON_AddNumberToObject(rz, "graphs", (double)s->realize_graphs);

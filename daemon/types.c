@@ -68,6 +68,8 @@ void dmn_mver_free(dmn_mver *v)
 		return;
 	proto_graph_free(&v->g);
 	cJSON_Delete(v->onnx_opts);
+	for (int k = 0; k < v->nstate; k++)
+		free(v->state[k].init_data);
 	free(v);
 }
 

@@ -42,6 +42,8 @@
 
 #define DMN_NAME_MAX 64 /* model names: [A-Za-z0-9_.-]{1,64} */
 #define DMN_MAX_BUCKETS 32
+#define DMN_STATE_MAX 8 /* state pairs of one model */
+#define DMN_SEQ_ID_MAX 128 /* bytes of a string sequence id */
 
 enum { DMN_PRIO_REALTIME, DMN_PRIO_NORMAL, DMN_PRIO_BULK, DMN_NPRIO };
 
@@ -56,6 +58,8 @@ typedef struct dmn_srv dmn_srv;
 typedef struct dmn_model dmn_model;
 typedef struct dmn_mver dmn_mver;
 typedef struct dmn_job dmn_job;
+typedef struct dmn_seq dmn_seq;   /* a live sequence (sequence.c) */
+typedef struct dmn_seqs dmn_seqs; /* a model's sequences (sequence.c) */
 
 /* A connection (a transport's, by its id): its credentials and what it has in flight. */
 typedef struct dmn_client {
@@ -112,6 +116,11 @@ typedef struct dmn_req {
 	bool latest_only;
 	int64_t rows;      /* infer: rows along the batch dimension (1 if unbatched) */
 	int ver;           /* infer: the model version its inputs were checked against */
+	/* infer of a sequence (sequence.c): the loop's; the executor reads seq_slot and the flags */
+	dmn_seq *seq;      /* NULL: a plain request */
+	struct dmn_req *seq_next; /* the sequence's next queued step */
+	int seq_slot;      /* its state's slot on the executor (set at dispatch) */
+	bool seq_start, seq_end, seq_state; /* flags; seq_state: the reply carries the state */
 	dmn_model *model;  /* infer, train.step, model.save: the model it is queued for */
 	atomic_bool gone;  /* its client closed: nobody wants the answer (read by the executor) */
 	struct dmn_req *prev, *next; /* in a model queue */
@@ -162,6 +171,19 @@ struct dmn_mver {
 	int64_t target_shape[ENG_MAX_DIMS]; /* batch dimension as PROTO_BATCH */
 	eng_optim_opts optim;
 	uint64_t steps;
+	/* sequences with implicit state (spec_seq.c): an output fed back as an input at the next
+	 * step of the same sequence; nstate 0: the model serves no sequences */
+	int nstate;
+	struct dmn_state_pair {
+		char input[PROTO_MAX_NAME + 1], output[PROTO_MAX_NAME + 1];
+		int in, out;      /* indices into in[] and out[] (resolved with the ports) */
+		double init;      /* the initial value of every element, unless init_data */
+		float *init_data; /* one row's initial values (owned), or NULL */
+		int64_t init_n;   /* numbers in it */
+	} state[DMN_STATE_MAX];
+	int max_sequences;
+	int64_t seq_idle_us;
+	bool seq_outlive;         /* sequences outlive the connection that started them */
 	void *eng;                /* executor-owned (exec.c) */
 };
 
@@ -190,13 +212,16 @@ struct dmn_model {
 	dmn_hists hist;    /* this model's queue, compute and total times, batch sizes */
 	char spec_path[4096]; /* a preloaded model: its spec file, and what it held */
 	uint64_t spec_hash;
+	dmn_seqs *seqs;    /* its sequences (sequence.c), NULL until the first */
 };
 
 /* DMN_J_TRIM, DMN_J_RTRIM: the idle trim (server.c): the engine's cached buffers and malloc's free
  * memory back to the system, on the executor that owns the context (the models', the realize
  * worker's); no request, never in dispatch's order. */
+/* DMN_J_SEQFREE: ended sequences' state slots of a version freed on the models' executor (like FREE,
+ * outside dispatch's order; the executor's queue keeps it before any later step). */
 typedef enum dmn_job_kind { DMN_J_LOAD, DMN_J_FREE, DMN_J_INFER, DMN_J_REALIZE, DMN_J_TRAIN, DMN_J_SAVE, DMN_J_TRIM,
-			    DMN_J_RTRIM } dmn_job_kind;
+			    DMN_J_RTRIM, DMN_J_SEQFREE } dmn_job_kind;
 
 struct dmn_job {
 	dmn_inbox_node in;  /* first: on the inbox's DONE lane when it comes back */
@@ -213,6 +238,7 @@ struct dmn_job {
 	uint64_t t_arrive;  /* of its oldest request */
 	proto_graph graph;  /* REALIZE: validated on the loop */
 	char save_path[4096]; /* SAVE: absolute, or "" to send the weights back */
+	int nslots, *slots;   /* SEQFREE: the slots (owned) */
 	/* results (executor) */
 	tsd_status st;
 	char err[256];

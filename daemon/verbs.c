@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sequence.h"
 #include "shm_refs.h"
 #include "verbs_shm.h"
 #include "verbs_repo.h"
@@ -232,9 +233,11 @@ static void v_infer(dmn_srv *s, dmn_req *r)
 	char err[256];
 	tsd_status st = dmn_shm_refs(r, s->sysshm, err, sizeof(err));
 	if (st == TSD_OK)
-		st = dmn_check_inputs(m->cur, &r->pm, false, &r->rows, err, sizeof(err));
+		st = dmn_check_inputs(m->cur, &r->pm, false, dmn_seq_implicit(m->cur, r), &r->rows, err, sizeof(err));
 	if (st == TSD_OK)
 		st = dmn_shm_outputs(r, m->cur, err, sizeof(err));
+	if (st == TSD_OK)
+		st = dmn_seq_admit(s, m, r, err, sizeof(err));
 	if (st != TSD_OK) {
 		m->c.requests++;
 		m->c.errors++;
@@ -260,7 +263,7 @@ static void v_train_step(dmn_srv *s, dmn_req *r)
 		dmn_fail(s, r, TSD_BAD_REQUEST, "lr: a positive number");
 		return;
 	}
-	tsd_status st = dmn_check_inputs(m->cur, &r->pm, true, &r->rows, err, sizeof(err));
+	tsd_status st = dmn_check_inputs(m->cur, &r->pm, true, 0, &r->rows, err, sizeof(err));
 	if (st != TSD_OK) {
 		dmn_fail(s, r, st, "%s", err);
 		return;

@@ -49,6 +49,7 @@ typedef struct tsd_model_spec {
 	const char *device;              /* one of hello's devices; NULL: the daemon's */
 	const tsd_batching *batching;    /* NULL: the config's defaults */
 	const cJSON *train;              /* the "train" object (loss, output, target, optimizer) */
+	const cJSON *sequence;           /* the "sequence" object (state pairs, limits: docs/PROTOCOL.md) */
 } tsd_model_spec;
 /* Load (or replace) a model; the reply's "model" is its model.list entry. spec is only read. */
 tsd_status tsd_model_load(tsd_client *c, const tsd_model_spec *spec, tsd_reply **out);
@@ -64,6 +65,7 @@ typedef struct tsd_onnx_spec {
 	bool f64_as_f32;             /* run float64 parts in float32 instead of refusing them */
 	const char *device;          /* NULL: the daemon's */
 	const tsd_batching *batching; /* NULL: the config's defaults */
+	const cJSON *sequence;       /* the "sequence" object (state pairs, limits: docs/PROTOCOL.md) */
 } tsd_onnx_spec;
 tsd_status tsd_model_load_onnx(tsd_client *c, const tsd_onnx_spec *spec, tsd_reply **out);
 
@@ -79,6 +81,13 @@ typedef struct tsd_infer_opts {
 	int timeout_ms;    /* the daemon answers timeout if it could not start it by then; 0: none */
 	bool latest_only;  /* a newer latest_only request of this client for the model replaces it */
 	const char *id;    /* the request id (<= 64 bytes); NULL: the client numbers it */
+	/* A step of a sequence (docs/PROTOCOL.md, "Sequences"): the daemon keeps the model's state
+	 * between the steps of one sequence id and feeds it; the state inputs are not sent. */
+	uint64_t sequence_id;      /* 1..2^53; 0: none (unless sequence_name) */
+	const char *sequence_name; /* a string id instead (1..128 bytes), or NULL */
+	bool sequence_start;       /* starts it (or starts it again: the state is reset) */
+	bool sequence_end;         /* its last step: the state is freed after it */
+	bool sequence_state;       /* the reply carries the state outputs too */
 } tsd_infer_opts;
 
 /* Run model on in[0..n) (named by the model's inputs); the reply's tensors are its outputs. */

@@ -11,7 +11,7 @@ installed, Tensor objects (nested lists) otherwise.
 from .client import DEFAULT_TIMEOUT_MS, PROTOCOL_VERSION, Client, Reply
 from .dtypes import DTYPES, DType, dtype
 from .errors import (ERRORS, BadRequest, Busy, Cancelled, CompileFailed, DeviceError, Internal,
-                     LibraryNotFound, OutOfMemory, ShapeMismatch, ShuttingDown, Superseded,
+                     LibraryNotFound, OutOfMemory, SequenceEnded, ShapeMismatch, ShuttingDown, Superseded,
                      TensordError, Timeout, TooLarge, Unauthorised, UnknownModel, UnknownVerb,
                      VersionMismatch, error_for)
 from .graph import OPS, Graph, Node
@@ -23,5 +23,5 @@ __all__ = [
     "DType", "DTYPES", "dtype", "TensordError", "LibraryNotFound", "ERRORS", "error_for",
     "BadRequest", "UnknownVerb", "UnknownModel", "ShapeMismatch", "TooLarge", "Busy", "Timeout",
     "Cancelled", "Superseded", "CompileFailed", "DeviceError", "OutOfMemory", "Unauthorised",
-    "ShuttingDown", "VersionMismatch", "Internal",
+    "ShuttingDown", "VersionMismatch", "Internal", "SequenceEnded",
 ]

@@ -91,12 +91,16 @@ class Internal(TensordError):
     status = "internal"
 
 
+class SequenceEnded(TensordError):
+    status = "sequence_ended"
+
+
 # Every status but "ok", by wire name (tests check this against tsd_errors.def).
 ERRORS: dict[str, type[TensordError]] = {
     cls.status: cls
     for cls in (BadRequest, UnknownVerb, UnknownModel, ShapeMismatch, TooLarge, Busy, Timeout,
                 Cancelled, Superseded, CompileFailed, DeviceError, OutOfMemory, Unauthorised,
-                ShuttingDown, VersionMismatch, Internal)
+                ShuttingDown, VersionMismatch, Internal, SequenceEnded)
 }
 
 
