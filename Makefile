@@ -71,11 +71,14 @@ ENGINE_OBJ   += $(ONNX_GEN_OBJ)
 LDLIBS       += $(shell pkg-config --libs libprotobuf-c 2>/dev/null || echo -lprotobuf-c)
 PROTO_OBJ  := $(PROTO_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ   := $(TEST_SRC:%.c=$(BUILD)/%.o)
-# The gRPC frontend's messages: C that protoc-c generates at build time from the project's own
-# protocol/grpc_service.proto into $(BUILD)/gen (not committed), linked into the daemon and the tests.
+# The Open Inference Protocol's gRPC messages: C that protoc-c generates at build time from the
+# project's own protocol/grpc_service.proto into $(BUILD)/gen (not committed), a member of the
+# protocol library (the layer below the daemon and the clients: the daemon's gRPC frontend and
+# tensorctl bench's gRPC client to come).
 GRPC_PROTO   := protocol/grpc_service.proto
-GRPC_GEN_OBJ := $(BUILD)/daemon/gen/grpc_service.pb-c.o
-DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/%.o) $(GRPC_GEN_OBJ)
+GRPC_GEN_OBJ := $(BUILD)/protocol/gen/grpc_service.pb-c.o
+PROTO_OBJ  += $(GRPC_GEN_OBJ)
+DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/%.o)
 DAEMON_LIB_OBJ := $(filter-out $(BUILD)/daemon/main.o,$(DAEMON_OBJ))
 CLIENT_OBJ := $(CLIENT_SRC:%.c=$(BUILD)/%.o)
 CTL_OBJ    := $(CTL_SRC:%.c=$(BUILD)/%.o)
@@ -129,7 +132,14 @@ $(BUILD)/gen/grpc_service%pb-c.c $(BUILD)/gen/grpc_service%pb-c.h: $(GRPC_PROTO)
 $(GRPC_GEN_OBJ): $(BUILD)/gen/grpc_service.pb-c.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -I$(BUILD)/gen -c $< -o $@
+# A build tree from before the messages moved from the daemon into the protocol library: the old
+# object (make layers would count it as the daemon's) goes, and so does the archive, which lacks
+# them (with .SECONDARY make would not remake a missing member whose source is older than it).
+ifneq ($(wildcard $(BUILD)/daemon/gen/grpc_service.pb-c.o),)
+$(shell rm -f $(BUILD)/daemon/gen/grpc_service.pb-c.[od] $(PROTO_LIB))
+endif
 
+# the objects that include the generated messages' header
 GRPC_MSG_OBJ := $(addprefix $(BUILD)/daemon/,oip_grpc.o oip_grpc_req.o oip_grpc_resp.o)
 $(GRPC_MSG_OBJ): INC += -I$(BUILD)/gen
 $(GRPC_MSG_OBJ): | $(BUILD)/gen/grpc_service.pb-c.h
