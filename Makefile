@@ -52,7 +52,7 @@ DAEMON_SRC := $(wildcard daemon/*.c)
 CLIENT_SRC := $(filter-out clients/tensorctl%,$(wildcard clients/*.c))
 CTL_SRC    := $(wildcard clients/tensorctl*.c)
 NNG_LIBS   := $(shell pkg-config --libs nng 2>/dev/null || echo -lnng)
-# tensorctl bench --protocol http: libcurl
+# tensorctl bench --protocol http: libcurl (--protocol grpc: gRPC's C core, GRPC_LIBS below)
 CURL_LIBS  := $(shell pkg-config --libs libcurl 2>/dev/null || echo -lcurl)
 # The daemon's event loop and systemd notifications (sd_notify).
 # The Open Inference Protocol's HTTP/REST frontend: h2o built on libuv (Debian's libh2o-dev), on the daemon's loop.
@@ -74,7 +74,7 @@ TEST_OBJ   := $(TEST_SRC:%.c=$(BUILD)/%.o)
 # The Open Inference Protocol's gRPC messages: C that protoc-c generates at build time from the
 # project's own protocol/grpc_service.proto into $(BUILD)/gen (not committed), a member of the
 # protocol library (the layer below the daemon and the clients: the daemon's gRPC frontend and
-# tensorctl bench's gRPC client to come).
+# tensorctl bench's gRPC client both use it).
 GRPC_PROTO   := protocol/grpc_service.proto
 GRPC_GEN_OBJ := $(BUILD)/protocol/gen/grpc_service.pb-c.o
 PROTO_OBJ  += $(GRPC_GEN_OBJ)
@@ -140,7 +140,7 @@ $(shell rm -f $(BUILD)/daemon/gen/grpc_service.pb-c.[od] $(PROTO_LIB))
 endif
 
 # the objects that include the generated messages' header
-GRPC_MSG_OBJ := $(addprefix $(BUILD)/daemon/,oip_grpc.o oip_grpc_req.o oip_grpc_resp.o)
+GRPC_MSG_OBJ := $(addprefix $(BUILD)/daemon/,oip_grpc.o oip_grpc_req.o oip_grpc_resp.o) $(BUILD)/clients/tensorctl_oip_grpc.o
 $(GRPC_MSG_OBJ): INC += -I$(BUILD)/gen
 $(GRPC_MSG_OBJ): | $(BUILD)/gen/grpc_service.pb-c.h
 
@@ -194,7 +194,7 @@ endif
 
 $(CTL_BIN): $(CTL_OBJ) $(CLIENT_LIB) $(PROTO_LIB) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(CTL_OBJ) $(CLIENT_LIB) $(PROTO_LIB) $(LIB) $(NNG_LIBS) $(CURL_LIBS) $(LDLIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(CTL_OBJ) $(CLIENT_LIB) $(PROTO_LIB) $(LIB) $(NNG_LIBS) $(CURL_LIBS) $(GRPC_LIBS) $(LDLIBS)
 
 $(DAEMON_BIN): $(DAEMON_OBJ) $(PROTO_LIB) $(LIB)
 	@mkdir -p $(dir $@)
