@@ -52,7 +52,7 @@ DAEMON_SRC := $(wildcard daemon/*.c)
 CLIENT_SRC := $(filter-out clients/tensorctl%,$(wildcard clients/*.c))
 CTL_SRC    := $(wildcard clients/tensorctl*.c)
 NNG_LIBS   := $(shell pkg-config --libs nng 2>/dev/null || echo -lnng)
-# tensorctl bench --protocol http: libcurl
+# tensorctl bench --protocol http: libcurl (--protocol grpc: gRPC's C core, GRPC_LIBS below)
 CURL_LIBS  := $(shell pkg-config --libs libcurl 2>/dev/null || echo -lcurl)
 # The daemon's event loop and systemd notifications (sd_notify).
 # The Open Inference Protocol's HTTP/REST frontend: h2o built on libuv (Debian's libh2o-dev), on the daemon's loop.
@@ -71,11 +71,14 @@ ENGINE_OBJ   += $(ONNX_GEN_OBJ)
 LDLIBS       += $(shell pkg-config --libs libprotobuf-c 2>/dev/null || echo -lprotobuf-c)
 PROTO_OBJ  := $(PROTO_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ   := $(TEST_SRC:%.c=$(BUILD)/%.o)
-# The gRPC frontend's messages: C that protoc-c generates at build time from the project's own
-# protocol/grpc_service.proto into $(BUILD)/gen (not committed), linked into the daemon and the tests.
+# The Open Inference Protocol's gRPC messages: C that protoc-c generates at build time from the
+# project's own protocol/grpc_service.proto into $(BUILD)/gen (not committed), a member of the
+# protocol library (the layer below the daemon and the clients: the daemon's gRPC frontend and
+# tensorctl bench's gRPC client both use it).
 GRPC_PROTO   := protocol/grpc_service.proto
-GRPC_GEN_OBJ := $(BUILD)/daemon/gen/grpc_service.pb-c.o
-DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/%.o) $(GRPC_GEN_OBJ)
+GRPC_GEN_OBJ := $(BUILD)/protocol/gen/grpc_service.pb-c.o
+PROTO_OBJ  += $(GRPC_GEN_OBJ)
+DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/%.o)
 DAEMON_LIB_OBJ := $(filter-out $(BUILD)/daemon/main.o,$(DAEMON_OBJ))
 CLIENT_OBJ := $(CLIENT_SRC:%.c=$(BUILD)/%.o)
 CTL_OBJ    := $(CTL_SRC:%.c=$(BUILD)/%.o)
@@ -129,8 +132,15 @@ $(BUILD)/gen/grpc_service%pb-c.c $(BUILD)/gen/grpc_service%pb-c.h: $(GRPC_PROTO)
 $(GRPC_GEN_OBJ): $(BUILD)/gen/grpc_service.pb-c.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -I$(BUILD)/gen -c $< -o $@
+# A build tree from before the messages moved from the daemon into the protocol library: the old
+# object (make layers would count it as the daemon's) goes, and so does the archive, which lacks
+# them (with .SECONDARY make would not remake a missing member whose source is older than it).
+ifneq ($(wildcard $(BUILD)/daemon/gen/grpc_service.pb-c.o),)
+$(shell rm -f $(BUILD)/daemon/gen/grpc_service.pb-c.[od] $(PROTO_LIB))
+endif
 
-GRPC_MSG_OBJ := $(addprefix $(BUILD)/daemon/,oip_grpc.o oip_grpc_req.o oip_grpc_resp.o)
+# the objects that include the generated messages' header
+GRPC_MSG_OBJ := $(addprefix $(BUILD)/daemon/,oip_grpc.o oip_grpc_req.o oip_grpc_resp.o) $(BUILD)/clients/tensorctl_oip_grpc.o
 $(GRPC_MSG_OBJ): INC += -I$(BUILD)/gen
 $(GRPC_MSG_OBJ): | $(BUILD)/gen/grpc_service.pb-c.h
 
@@ -184,7 +194,7 @@ endif
 
 $(CTL_BIN): $(CTL_OBJ) $(CLIENT_LIB) $(PROTO_LIB) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(CTL_OBJ) $(CLIENT_LIB) $(PROTO_LIB) $(LIB) $(NNG_LIBS) $(CURL_LIBS) $(LDLIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(CTL_OBJ) $(CLIENT_LIB) $(PROTO_LIB) $(LIB) $(NNG_LIBS) $(CURL_LIBS) $(GRPC_LIBS) $(LDLIBS)
 
 $(DAEMON_BIN): $(DAEMON_OBJ) $(PROTO_LIB) $(LIB)
 	@mkdir -p $(dir $@)

@@ -20,7 +20,8 @@ const char tctl_bench_help[] =
 	"usage: tensorctl bench MODEL [INPUT...] [--batch N] [--concurrency LEVELS]\n"
 	"                       [--rate LEVELS] [--window-ms MS] [--stability PCT]\n"
 	"                       [--max-windows N] [--priority P] [--csv FILE] [--plot FILE.svg]\n"
-	"                       [--progress|--no-progress] [--protocol tsd|http] [--http-url URL]\n"
+	"                       [--progress|--no-progress] [--protocol tsd|http|grpc]\n"
+	"                       [--http-url URL] [--grpc-url URL]\n"
 	"\n"
 	"Load the daemon with infer requests of MODEL and measure, level after level:\n"
 	"  --concurrency LEVELS  closed loop: that many requests in flight, one connection each.\n"
@@ -37,10 +38,12 @@ const char tctl_bench_help[] =
 	"                        throughput and p50 latency, at most --max-windows (default 10)\n"
 	"  --csv FILE            one line per level (header first)\n"
 	"  --plot FILE.svg       latency percentiles and throughput against the levels\n"
-	"  --protocol P          tsd (the default: tensord's own, over --url) or http: the Open\n"
-	"                        Inference Protocol (KServe v2, binary tensor data) over one\n"
-	"                        keep-alive connection per worker to --http-url (default\n"
-	"                        http://127.0.0.1:8000); the daemon's figures still over --url\n"
+	"  --protocol P          tsd (the default: tensord's own, over --url), http or grpc: the\n"
+	"                        Open Inference Protocol (KServe v2) with binary tensor data over\n"
+	"                        one connection per worker kept open: http to --http-url (default\n"
+	"                        http://127.0.0.1:8000), grpc's ModelInfer with raw contents to\n"
+	"                        --grpc-url (default grpc://127.0.0.1:8001); the daemon's figures\n"
+	"                        still over --url\n"
 	"Per level: throughput (requests/s, rows/s), latency p50 p90 p95 p99 and mean (ms, at the\n"
 	"client), the daemon's mean queue and compute time per request (stats deltas), errors.\n"
 	"SIGINT stops after the current window (the level so far kept, exit 5). Exit 4 when\n"
@@ -59,7 +62,7 @@ typedef struct bworker {
 	bench *b;
 	pthread_t th;
 	tsd_client *c;
-	tctl_oip *o;   /* --protocol http: its connection instead of c */
+	void *o; /* --protocol http or grpc: its connection (b->oip's) instead of c */
 	pthread_mutex_t mu;
 	rec *r;
 	size_t n, cap;
@@ -78,7 +81,8 @@ struct bench {
 	atomic_bool stop;
 	tctl_ctx *ctx;
 	bool progress; /* a status line on stderr while a level is measured */
-	const char *http_url; /* --protocol http: the OIP frontend's; NULL: TSD1 */
+	const tctl_oip_ops *oip; /* --protocol http or grpc; NULL: TSD1 */
+	const char *oip_url;	 /* its frontend's */
 };
 
 /* One level's results. */
@@ -134,9 +138,10 @@ static void *bworker_main(void *arg)
 		double t = tctl_now(), e;
 		if (w->o) {
 			char why[sizeof(w->why)];
-			ok = tctl_oip_infer(w->o, why, sizeof(why));
+			tctl_oip_result res = b->oip->infer(w->o, why, sizeof(why));
 			e = tctl_now();
-			lost = !ok && !strncmp(why, "http:", 5); /* no answer at all */
+			ok = res == TCTL_OIP_OK;
+			lost = res == TCTL_OIP_LOST;
 			if (!ok)
 				snprintf(w->why, sizeof(w->why), "%s", why);
 		} else {
@@ -225,12 +230,14 @@ static int run_level(bench *b, int n, double rate, long window_ms, double stabil
 		bworker *w = &ws[started];
 		w->b = b;
 		pthread_mutex_init(&w->mu, NULL);
-		bool conn = b->http_url ? !!(w->o = tctl_oip_open(b->http_url, b->model, &b->in, b->ctx->timeout_ms, err,
-									sizeof(err)))
-					: !!(w->c = tsd_client_open(b->ctx->url, b->ctx->timeout_ms, err, sizeof(err)));
+		bool conn = b->oip ? !!(w->o = b->oip->open(b->oip_url, b->model, &b->in,
+							    b->ctx->timeout_ms, err, sizeof(err)))
+				   : !!(w->c = tsd_client_open(b->ctx->url, b->ctx->timeout_ms, err,
+							       sizeof(err)));
 		if (!conn || pthread_create(&w->th, NULL, bworker_main, w)) {
 			tsd_client_close(w->c);
-			tctl_oip_close(w->o);
+			if (w->o)
+				b->oip->close(w->o);
 			pthread_mutex_destroy(&w->mu);
 			break;
 		}
@@ -321,7 +328,8 @@ static int run_level(bench *b, int n, double rate, long window_ms, double stabil
 	for (int i = 0; i < started; i++) {
 		pthread_join(ws[i].th, NULL);
 		tsd_client_close(ws[i].c);
-		tctl_oip_close(ws[i].o);
+		if (ws[i].o)
+			b->oip->close(ws[i].o);
 		if (ws[i].oom)
 			rc = TCTL_EXIT_IO;
 		if (ws[i].why[0] && !rc)
@@ -437,10 +445,20 @@ static void print_level(FILE *f, const level *l, bool csv)
 			l->stable ? "" : "(unstable)");
 }
 
+/* The protocol whose --X-url flag a is (its index in tctl_oip_protocols), or -1. */
+static int url_flag(const char *a)
+{
+	for (int k = 0; k < TCTL_OIP_COUNT; k++)
+		if (!strcmp(a, tctl_oip_protocols[k]->url_flag))
+			return k;
+	return -1;
+}
+
 int tctl_cmd_bench(tctl_ctx *ctx, int argc, char **argv)
 {
 	bench b = {.ctx = ctx, .rows = 1, .progress = isatty(2)};
-	const char *conc = NULL, *rates = NULL, *csv = NULL, *plot = NULL, *http_url = NULL;
+	const char *conc = NULL, *rates = NULL, *csv = NULL, *plot = NULL;
+	const char *urls[TCTL_OIP_COUNT] = {NULL}; /* each protocol's --X-url */
 	long window_ms = 2000, max_windows = 10;
 	double stability = 10;
 	char err[512], *end;
@@ -462,14 +480,11 @@ int tctl_cmd_bench(tctl_ctx *ctx, int argc, char **argv)
 			b.priority = argv[++i];
 		else if (!strcmp(a, "--protocol") && has) {
 			const char *p = argv[++i];
-			if (!strcmp(p, "http"))
-				b.http_url = b.http_url ? b.http_url : "http://127.0.0.1:8000";
-			else if (strcmp(p, "tsd"))
-				rc = tctl_usage("bench", "--protocol %s: tsd or http (grpc is not in tensorctl yet)", p);
-		} else if (!strcmp(a, "--http-url") && has) {
-			http_url = argv[++i];
-		}
-		else if (!strcmp(a, "--batch") && has) {
+			if (!(b.oip = tctl_oip_find(p)) && strcmp(p, "tsd"))
+				rc = tctl_usage("bench", "--protocol %s: tsd, http or grpc", p);
+		} else if (url_flag(a) >= 0 && has) {
+			urls[url_flag(a)] = argv[++i];
+		} else if (!strcmp(a, "--batch") && has) {
 			if (!tctl_parse_long(argv[++i], 1, 4096, &b.rows))
 				rc = tctl_usage("bench", "--batch %s: not in 1..4096", argv[i]);
 		} else if (!strcmp(a, "--window-ms") && has) {
@@ -493,10 +508,14 @@ int tctl_cmd_bench(tctl_ctx *ctx, int argc, char **argv)
 			rc = TCTL_EXIT_USAGE;
 		}
 	}
-	if (b.http_url && http_url)
-		b.http_url = http_url;
-	if (!rc && b.http_url && b.priority)
-		rc = tctl_usage("bench", "--priority: TSD1 only (over http the request's parameters would carry it)");
+	for (int k = 0; k < TCTL_OIP_COUNT; k++)
+		if (b.oip == tctl_oip_protocols[k])
+			b.oip_url = urls[k] ? urls[k] : b.oip->default_url;
+	if (!rc && b.oip && b.priority)
+		rc = tctl_usage(
+			"bench",
+			"--priority: TSD1 only (over %s the request's parameters would carry it)",
+			b.oip->name);
 	double cl[MAX_LEVELS], rl[MAX_LEVELS];
 	int ncl = 0, nrl = 0;
 	if (!rc && !b.model)
@@ -541,19 +560,23 @@ int tctl_cmd_bench(tctl_ctx *ctx, int argc, char **argv)
 	cJSON_Delete(h);
 	rc = tctl_outcome(ctx->c, s, r);
 	tsd_reply_free(r);
-	if (!rc && b.http_url) { /* and once over HTTP: the frontend is there and takes it */
-		tctl_oip *o = tctl_oip_global(err, sizeof(err))
-				      ? tctl_oip_open(b.http_url, b.model, &b.in, ctx->timeout_ms, err, sizeof(err))
-				      : NULL;
-		if (!o || !tctl_oip_infer(o, err, sizeof(err))) {
-			fprintf(stderr, "tensorctl bench: %s: %s\n", b.http_url, err);
-			rc = TCTL_EXIT_TRANSPORT;
+	bool oip_up = false; /* b.oip's global setup done */
+	if (!rc && b.oip) {  /* and once over the OIP frontend: it is there and takes it */
+		void *o = NULL;
+		tctl_oip_result res = TCTL_OIP_LOST;
+		if ((oip_up = b.oip->global(err, sizeof(err))) &&
+		    (o = b.oip->open(b.oip_url, b.model, &b.in, ctx->timeout_ms, err, sizeof(err))))
+			res = b.oip->infer(o, err, sizeof(err));
+		if (res != TCTL_OIP_OK) {
+			fprintf(stderr, "tensorctl bench: %s: %s\n", b.oip_url, err);
+			rc = res == TCTL_OIP_ERROR ? TCTL_EXIT_DAEMON : TCTL_EXIT_TRANSPORT;
 		}
-		tctl_oip_close(o);
+		if (o)
+			b.oip->close(o);
 	}
 	if (rc) {
-		if (b.http_url)
-			tctl_oip_global_end();
+		if (oip_up)
+			b.oip->global_end();
 		tctl_inputs_free(&b.in);
 		return rc;
 	}
@@ -581,8 +604,8 @@ int tctl_cmd_bench(tctl_ctx *ctx, int argc, char **argv)
 		fflush(stdout);
 		errors += lv[done].errors;
 	}
-	if (b.http_url)
-		tctl_oip_global_end();
+	if (b.oip)
+		b.oip->global_end();
 	tctl_inputs_free(&b.in);
 	if (csv) {
 		FILE *f = fopen(csv, "w");

@@ -11,9 +11,11 @@ DIR=$(mktemp -d /tmp/tensorctl-test.XXXXXX)
 FAILS=0
 PASSES=0
 PID=
+PID2=
 
 cleanup() {
 	[ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
+	[ -n "$PID2" ] && kill "$PID2" 2>/dev/null && wait "$PID2" 2>/dev/null
 	if [ "$FAILS" = 0 ]; then rm -rf "$DIR"; else echo "tensorctl.sh: files kept in $DIR"; fi
 }
 trap cleanup EXIT
@@ -35,10 +37,12 @@ same() { if cmp -s "$1" "$2"; then ok; else fail "$1 and $2 differ"; diff "$1" "
 
 # ---- the daemon ----
 mkdir -p "$DIR/models"
-HTTP_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+HTTP_PORT=$(free_port)
+GRPC_PORT=$(free_port)
 cat >"$DIR/tensord.json" <<EOF
 {"listen": ["unix://$DIR/u.sock", "ipc://$DIR/s.sock"], "models_dir": "$DIR/models", "cache_dir": "$DIR/cache",
- "log_level": "warn", "oip_http_listen": "http://127.0.0.1:$HTTP_PORT", "oip_grpc_listen": ""}
+ "log_level": "warn", "oip_http_listen": "http://127.0.0.1:$HTTP_PORT", "oip_grpc_listen": "grpc://127.0.0.1:$GRPC_PORT"}
 EOF
 start_daemon() {
 	"$TSD" --config "$DIR/tensord.json" 2>>"$DIR/tensord.log" &
@@ -279,16 +283,39 @@ EOF
 expect 0 bench tiny --rate 50,100 --concurrency 2 --window-ms 50 --max-windows 3 --csv "$DIR/b2.csv"
 has "$DIR/b2.csv" "^rate,throughput_rps"
 expect 1 bench nosuchmodel --window-ms 50
-# over the Open Inference Protocol's HTTP frontend: the same sweep, no errors
-expect 0 bench tiny --protocol http --http-url "http://127.0.0.1:$HTTP_PORT" --concurrency 1:2 --window-ms 50 --max-windows 3 --csv "$DIR/b3.csv"
-python3 - "$DIR/b3.csv" <<'EOF' && ok || fail "bench --protocol http CSV"
+# over the Open Inference Protocol's HTTP and gRPC frontends: the same sweep and table, no
+# errors; nothing listening: no reply (3)
+for p in http grpc; do
+	[ $p = http ] && port=$HTTP_PORT || port=$GRPC_PORT
+	expect 0 bench tiny --protocol $p --$p-url "$p://127.0.0.1:$port" --concurrency 1:2 --window-ms 50 --max-windows 3 --csv "$DIR/b-$p.csv"
+	has "$DIR/out" "p99 ms"
+	python3 - "$DIR/b-$p.csv" <<'EOF' && ok || fail "bench --protocol $p CSV"
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 assert [r["concurrency"] for r in rows] == ["1", "2"], rows
 assert all(float(r["throughput_rps"]) > 0 and r["errors"] == "0" for r in rows), rows
 EOF
-expect 3 bench tiny --protocol http --http-url "http://127.0.0.1:1" --window-ms 50
-expect 2 bench tiny --protocol grpc
+	expect 3 bench tiny --protocol $p --$p-url "$p://127.0.0.1:1" --window-ms 50
+	has "$DIR/err" "$p://127.0.0.1:1"
+done
+has "$DIR/err" "grpc UNAVAILABLE"
+expect 2 bench tiny --protocol quic
+expect 2 bench tiny --protocol grpc --priority bulk
+# a gRPC frontend that answers with an error: a second daemon, without the model (the model's
+# inputs and the figures still from the first): gRPC's status and message, exit 1
+GRPC2_PORT=$(free_port)
+mkdir -p "$DIR/models2"
+cat >"$DIR/tensord2.json" <<EOF
+{"listen": ["unix://$DIR/u2.sock"], "models_dir": "$DIR/models2", "cache_dir": "$DIR/cache2",
+ "log_level": "warn", "oip_http_listen": "", "oip_grpc_listen": "grpc://127.0.0.1:$GRPC2_PORT"}
+EOF
+"$TSD" --config "$DIR/tensord2.json" 2>>"$DIR/tensord2.log" &
+PID2=$!
+for _ in $(seq 100); do "$CTL" --url "unix://$DIR/u2.sock" status >/dev/null 2>&1 && break; sleep 0.1; done
+expect 1 bench tiny --protocol grpc --grpc-url "grpc://127.0.0.1:$GRPC2_PORT" --window-ms 50
+has "$DIR/err" "grpc NOT_FOUND: .*tiny"
+kill -TERM "$PID2" && wait "$PID2" || fail "the second tensord exited $?"
+PID2=
 
 # ---- train (Fashion-MNIST), save, unload ----
 python3 "$HERE/tensorctl/npy.py" "$DIR/w.npy" '<f4' 10,784 0
