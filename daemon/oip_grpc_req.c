@@ -125,7 +125,8 @@ static int shm_ref(const char *const *keys, const Inference__InferParameter *con
 	return DMN_GRPC_OK;
 }
 
-/* The request's parameters: priority, timeout (Triton's); sequences are not served. */
+/* The request's parameters: priority, timeout, sequence_id, sequence_start, sequence_end (Triton's),
+ * sequence_state (tensord's: the reply carries the state outputs). */
 static int infer_params(const Inference__ModelInferRequest *r, cJSON *h, char *err, size_t errlen)
 {
 	for (size_t i = 0; i < r->n_parameters; i++) {
@@ -142,8 +143,20 @@ static int infer_params(const Inference__ModelInferRequest *r, cJSON *h, char *e
 				return fail(err, errlen, DMN_GRPC_INVALID_ARGUMENT,
 					    "parameters: timeout: microseconds, an integer in [0, 3600 s]");
 			cJSON_AddNumberToObject(h, "timeout_ms", (double)((v + 999) / 1000));
-		} else if (!strncmp(k, "sequence_", 9)) {
-			return fail(err, errlen, DMN_GRPC_INVALID_ARGUMENT, "parameters: %.64s: sequences are not served by this server", k);
+		} else if (!strcmp(k, "sequence_id")) {
+			/* Triton's: an unsigned number (0: none) or a string; checked at the seam */
+			if (p && p->parameter_choice_case == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM)
+				cJSON_AddStringToObject(h, "sequence_id", p->string_param);
+			else if (!param_uint(p, &v) || v > (UINT64_C(1) << 53))
+				return fail(err, errlen, DMN_GRPC_INVALID_ARGUMENT,
+					    "parameters: sequence_id: an integer in [0, 2^53] or a string");
+			else if (v)
+				cJSON_AddNumberToObject(h, "sequence_id", (double)v);
+		} else if (!strcmp(k, "sequence_start") || !strcmp(k, "sequence_end") || !strcmp(k, "sequence_state")) {
+			if (!p || p->parameter_choice_case != INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM)
+				return fail(err, errlen, DMN_GRPC_INVALID_ARGUMENT, "parameters: %s: a bool", k);
+			if (p->bool_param)
+				cJSON_AddTrueToObject(h, k);
 		} else if (!strncmp(k, "shared_memory_", 14)) {
 			return fail(err, errlen, DMN_GRPC_INVALID_ARGUMENT, "parameters: %.64s belongs on an input or output", k);
 		}

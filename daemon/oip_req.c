@@ -304,7 +304,8 @@ static int parse_outputs(parse *p, const cJSON *o, dmn_oip_ask *ask)
 	return 0;
 }
 
-/* The request's "parameters": binary_data_output, priority, timeout (Triton's). */
+/* The request's "parameters": binary_data_output, priority, timeout, sequence_id, sequence_start,
+ * sequence_end (Triton's), sequence_state (tensord's: the reply carries the state outputs). */
 static int parse_params(parse *p, const cJSON *pa, dmn_oip_ask *ask, cJSON *h)
 {
 	if (!cJSON_IsObject(pa))
@@ -324,8 +325,18 @@ static int parse_params(parse *p, const cJSON *pa, dmn_oip_ask *ask, cJSON *h)
 			if (!json_int(c, 0, (int64_t)3600000 * 1000, &v))
 				return fail(p, 400, "parameters: timeout: microseconds, an integer in [0, 3600 s]");
 			cJSON_AddNumberToObject(h, "timeout_ms", (double)((v + 999) / 1000));
-		} else if (!strncmp(c->string, "sequence_", 9)) {
-			return fail(p, 400, "parameters: %s: sequences are not served by this server", c->string);
+		} else if (!strcmp(c->string, "sequence_id")) {
+			/* Triton's: an unsigned number (0: none) or a string; checked at the seam */
+			if (!cJSON_IsString(c) && !cJSON_IsNumber(c))
+				return fail(p, 400, "parameters: sequence_id: a number or a string");
+			if (!cJSON_IsNumber(c) || c->valuedouble != 0)
+				cJSON_AddItemToObject(h, "sequence_id", cJSON_Duplicate(c, false));
+		} else if (!strcmp(c->string, "sequence_start") || !strcmp(c->string, "sequence_end") ||
+			   !strcmp(c->string, "sequence_state")) {
+			if (!cJSON_IsBool(c))
+				return fail(p, 400, "parameters: %s: true or false", c->string);
+			if (cJSON_IsTrue(c))
+				cJSON_AddTrueToObject(h, c->string);
 		} else if (!strcmp(c->string, "shared_memory_region")) {
 			return fail(p, 400, "parameters: shared_memory_region belongs on an input or output");
 		}

@@ -433,6 +433,25 @@ static void config_answer(const cJSON *e, dmn_buf *b)
 		dmn_buf_printf(b, "],\"max_queue_delay_microseconds\":%lld,\"priority_levels\":3,\"default_priority_level\":2"
 			       ",\"default_queue_policy\":{\"max_queue_size\":%lld}}", num(e, "delay_us"), num(e, "queue_max"));
 	}
+	const cJSON *seq = cJSON_GetObjectItemCaseSensitive(e, "sequence");
+	if (seq) { /* Triton's sequence batcher, "oldest" strategy, with implicit state */
+		dmn_buf_printf(b, ",\"sequence_batching\":{\"max_sequence_idle_microseconds\":%lld,\"oldest\":"
+			       "{\"max_candidate_sequences\":%lld,\"max_queue_delay_microseconds\":%lld},\"state\":[",
+			       num(seq, "max_sequence_idle_us"), num(seq, "max"), num(e, "delay_us"));
+		const cJSON *k;
+		bool f = true;
+		cJSON_ArrayForEach(k, cJSON_GetObjectItemCaseSensitive(seq, "state"))
+		{
+			const char *in = str(k, "input"), *out = str(k, "output");
+			dmn_buf_str(b, f ? "{\"input_name\":" : ",{\"input_name\":");
+			dmn_buf_json(b, in, strlen(in));
+			dmn_buf_str(b, ",\"output_name\":");
+			dmn_buf_json(b, out, strlen(out));
+			dmn_buf_str(b, "}");
+			f = false;
+		}
+		dmn_buf_str(b, "]}");
+	}
 	const char *dev = str(e, "device");
 	dmn_buf_printf(b, ",\"instance_group\":[{\"name\":\"%s\",\"kind\":\"%s\",\"count\":1}]",
 		       strncmp(dev, "CL", 2) && strncmp(dev, "CUDA", 4) ? "cpu" : "gpu",
