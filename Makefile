@@ -90,7 +90,7 @@ PROTO_LIB  := $(BUILD)/libtensord_proto.a
 TEST_BIN   := $(BUILD)/tests/run_tests
 EXAMPLE_BIN := $(EXAMPLES:%=$(BUILD)/bin/%)
 BENCH_BIN  := $(BENCH_SRC:bench/%.c=$(BUILD)/bin/bench_%)
-DAEMON_BENCHES := daemon_rtt daemon_throughput soak onnx_daemon shm_frame
+DAEMON_BENCHES := daemon_rtt daemon_throughput soak onnx_daemon shm_frame sequence_streams
 DAEMON_BENCH_BIN := $(DAEMON_BENCHES:%=$(BUILD)/bin/bench_%)
 
 $(BUILD)/examples/%.o $(BUILD)/bench/%.o: INC := -Iinclude

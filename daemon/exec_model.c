@@ -273,6 +273,18 @@ void dmn_run_seqfree(dmn_exec *e, dmn_job *j)
 		dmn_states_clear(me->states, j->slots[k]);
 }
 
+/* The bytes the memory limit leaves for new sequence state (UINT64_MAX without a limit). */
+static uint64_t state_room(dmn_exec *e, const mexec *me)
+{
+	uint64_t lim = e->srv->mem_limit, used;
+	if (!lim)
+		return UINT64_MAX;
+	eng_stats st;
+	eng_get_stats(e->ctx, &st);
+	used = st.mem_live + dmn_states_bytes(me->states);
+	return used < lim ? lim - used : 0;
+}
+
 /* Input q's state pair in a batch of sequence steps (seq), else -1. */
 static int state_of_input(const dmn_mver *v, bool seq, int q)
 {
@@ -493,18 +505,12 @@ void dmn_run_infer(dmn_exec *e, dmn_job *j)
 	eng_tensor *in[PROTO_GRAPH_MAX_OUTPUTS], *out[PROTO_GRAPH_MAX_OUTPUTS];
 	void *obuf[PROTO_GRAPH_MAX_OUTPUTS] = {0};
 	eng_status s = ENG_OK;
-	bool seq = j->nreq && j->reqs[0]->seq, want_state = false; /* a batch is all sequence steps or none */
-	for (int k = 0; k < j->nreq; k++)
-		want_state |= j->reqs[k]->seq_state;
+	bool seq = j->nreq && j->reqs[0]->seq; /* a batch is all sequence steps or none */
+	uint64_t room = seq ? state_room(e, me) : 0;
 	for (int q = 0; q < v->nin && !s; q++) {
 		const proto_gnode *n = &v->g.nodes[v->in[q].node];
 		int sk = state_of_input(v, seq, q);
-		if (sk >= 0) {
-			if (!(in[q] = dmn_states_gather(me->states, ctx, v, j, sk)))
-				s = eng_error(ctx);
-			continue;
-		}
-		int zc = shm_input(ctx, j, n, v->in[q].name, v->in[q].axis, &in[q]);
+		int zc = sk >= 0 ? 0 : shm_input(ctx, j, n, v->in[q].name, v->in[q].axis, &in[q]);
 		if (zc) {
 			if (zc < 0)
 				s = ENG_ENOMEM;
@@ -519,7 +525,15 @@ void dmn_run_infer(dmn_exec *e, dmn_job *j)
 		split_at(n, v->in[q].axis, &outer, &inner);
 		for (int k = 0; k < j->nreq; k++) {
 			const dmn_req *r = j->reqs[k];
-			const uint8_t *src = proto_msg_tensor(&r->pm, v->in[q].name)->data;
+			/* a sequence step's state from its slot, else the request's tensor */
+			const uint8_t *src = sk >= 0 ? dmn_states_input(me->states, v, r, sk, room, me->build_err,
+								       sizeof(me->build_err))
+						     : proto_msg_tensor(&r->pm, v->in[q].name)->data;
+			if (!src) {
+				me->build_st = TSD_OUT_OF_MEMORY;
+				s = ENG_ENOMEM;
+				break;
+			}
 			if (v->in[q].axis < 0) {
 				memcpy(buf, src, outer * inner);
 				continue;
@@ -535,19 +549,14 @@ void dmn_run_infer(dmn_exec *e, dmn_job *j)
 	size_t nbytes[PROTO_GRAPH_MAX_OUTPUTS];
 	for (int q = 0; q < v->nout && !s; q++) {
 		shape_of(&v->g.nodes[v->out[q].node], j->bucket, shapes[q], &nbytes[q]);
-		if (state_of_output(v, seq, q) >= 0 && !want_state)
-			continue; /* the state stays on the device */
 		if (!(obuf[q] = malloc(nbytes[q] ? nbytes[q] : 1)))
 			s = ENG_ENOMEM;
 		else
 			s = eng_tensor_read(out[q], obuf[q], nbytes[q]);
 	}
-	/* the sequences' next states: all made before any is kept, so a step applies whole or not at all */
-	eng_tensor *next[seq ? v->nstate : 1][seq ? j->nreq : 1];
+	/* the sequences' next states, once every output was read: a step applies whole or not at all */
 	for (int k = 0; seq && k < v->nstate && !s; k++)
-		s = dmn_states_next(me->states, ctx, v, j, k, out[v->state[k].out], next[k]);
-	for (int k = 0; seq && k < v->nstate && !s; k++)
-		dmn_states_commit(me->states, j, k, next[k]);
+		dmn_states_update(me->states, v, j, k, obuf[v->state[k].out]);
 	if (seq)
 		dmn_states_ended(me->states, j);
 	if (s) {

@@ -55,15 +55,15 @@ tsd_status dmn_state_resolve(dmn_mver *v, char *err, size_t errlen);
 /* The state slots of a loaded version (max_sequences of them), NULL when out of memory. */
 dmn_states *dmn_states_new(const dmn_mver *v);
 void dmn_states_free(dmn_states *st); /* NULL allowed */
-void dmn_states_clear(dmn_states *st, int slot); /* a slot's tensors freed */
-/* State pair k's input for the sequence steps of j: each step's slot (its initial value when it
- * starts), stacked and padded to the bucket, realized. NULL: the context's error. */
-eng_tensor *dmn_states_gather(dmn_states *st, eng_ctx *ctx, const dmn_mver *v, const dmn_job *j, int k);
-/* Each step's next state from the launch's output of pair k (next[nreq], realized, in the
- * current scope); then commit them into the slots once every pair succeeded. */
-eng_status dmn_states_next(const dmn_states *st, eng_ctx *ctx, const dmn_mver *v, const dmn_job *j, int k,
-			  eng_tensor *out, eng_tensor **next);
-void dmn_states_commit(dmn_states *st, const dmn_job *j, int k, eng_tensor **next);
+void dmn_states_clear(dmn_states *st, int slot); /* a slot's state freed */
+uint64_t dmn_states_bytes(const dmn_states *st); /* held by all slots */
+/* The state of sequence step r for pair k, laid out as the pair's input of r->rows rows: its
+ * slot's, set to the initial value when r starts it (or its rows changed); room: the bytes the
+ * memory limit leaves. NULL with err when out of memory or room. */
+const void *dmn_states_input(dmn_states *st, const dmn_mver *v, const dmn_req *r, int k, uint64_t room,
+			     char *err, size_t errlen);
+/* After the launch of j: each step's slot takes its rows of pair k's output (out: bucket rows). */
+void dmn_states_update(dmn_states *st, const dmn_mver *v, const dmn_job *j, int k, const void *out);
 /* The slots of j's steps that end their sequence, freed. */
 void dmn_states_ended(dmn_states *st, const dmn_job *j);
 
