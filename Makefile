@@ -319,6 +319,7 @@ tsan:
 	CK_RUN_SUITE=unixtransport $(TSAN_RUN)
 	CK_RUN_SUITE=sptransport $(TSAN_RUN)
 	CK_RUN_SUITE=shm $(TSAN_RUN)
+	CK_RUN_SUITE=sequence $(TSAN_RUN)
 
 # libFuzzer targets for the file loaders and the protocol (tests/fuzz/), which take untrusted input: the engine
 # built with clang under ASan and UBSan into build-fuzz, each target run FUZZ_SECONDS from the

@@ -12,6 +12,8 @@
 #include "daemon_harness.h"
 #include "onnx_mb.h"
 
+#include <tensord/verbs.h>
+
 /* ---- the models ---- */
 
 static float mlpW[6] = {0.5f, -1.0f, 2.0f, 0.25f, -0.75f, 1.5f}, mlpB[2] = {0.1f, -0.2f};
@@ -83,6 +85,51 @@ static uint8_t *reshape_model(size_t *len)
 	mb_output(&b, "y", 3, (int64_t[]){-1, 2, 3});
 	mb_node(&b, "Reshape", 2, rs_in, 1, rs_out);
 	return mb_pack(&b, len);
+}
+
+/* A recurrent cell: hn = x @ W + h @ U, y = hn @ V (x [batch, 3], h [batch, 4]); integer
+ * weights, so every step is exact in float32 whatever the order of the sums. */
+static float rnnW[12] = {1, 2, 0, 1, 0, 1, -2, 1, -1, 0, 1, 1}, rnnU[16] = {1, 0, 0, 0, 0, 0, -1, 0, 0, 1, 0, 0, 0, 0, 0, 1},
+	     rnnV[8] = {1, 0, -1, 1, 2, 1, 0, -1};
+static int64_t rnnWd[2] = {3, 4}, rnnUd[2] = {4, 4}, rnnVd[2] = {4, 2};
+static char *r_a_in[] = {"x", "W"}, *r_a_out[] = {"a"}, *r_b_in[] = {"h", "U"}, *r_b_out[] = {"b"},
+	    *r_h_in[] = {"a", "b"}, *r_h_out[] = {"hn"}, *r_y_in[] = {"hn", "V"}, *r_y_out[] = {"y"};
+static uint8_t *rnn_model(size_t *len)
+{
+	mb b;
+	mb_init(&b, 13);
+	mb_input(&b, "x", 2, (int64_t[]){-1, 3});
+	mb_input(&b, "h", 2, (int64_t[]){-1, 4});
+	mb_output(&b, "y", 2, (int64_t[]){-1, 2});
+	mb_output(&b, "hn", 2, (int64_t[]){-1, 4});
+	mb_init_f32(&b, "W", 2, rnnWd, rnnW, 12);
+	mb_init_f32(&b, "U", 2, rnnUd, rnnU, 16);
+	mb_init_f32(&b, "V", 2, rnnVd, rnnV, 8);
+	mb_node(&b, "MatMul", 2, r_a_in, 1, r_a_out);
+	mb_node(&b, "MatMul", 2, r_b_in, 1, r_b_out);
+	mb_node(&b, "Add", 2, r_h_in, 1, r_h_out);
+	mb_node(&b, "MatMul", 2, r_y_in, 1, r_y_out);
+	return mb_pack(&b, len);
+}
+
+static void rnn_ref(const float *x, float *h, float *y)
+{
+	float hn[4];
+	for (int j = 0; j < 4; j++) {
+		float acc = 0;
+		for (int k = 0; k < 3; k++)
+			acc += x[k] * rnnW[k * 4 + j];
+		for (int k = 0; k < 4; k++)
+			acc += h[k] * rnnU[k * 4 + j];
+		hn[j] = acc;
+	}
+	memcpy(h, hn, sizeof(hn));
+	for (int j = 0; j < 2; j++) {
+		float acc = 0;
+		for (int k = 0; k < 4; k++)
+			acc += h[k] * rnnV[k * 2 + j];
+		y[j] = acc;
+	}
 }
 
 /* ---- helpers ---- */
@@ -349,11 +396,54 @@ START_TEST(t_onnx_preload)
 }
 END_TEST
 
+/* An ONNX file's input/output pair as a sequence's state (resolved when the executor has opened
+ * the file): a stream of steps equals the same steps computed here, bit for bit. */
+START_TEST(t_onnx_sequence)
+{
+	dh_daemon d = {0};
+	dh_start(&d, NULL);
+	tsd_client *c = dh_client(&d);
+	size_t len;
+	uint8_t *data = rnn_model(&len);
+	char msg[600];
+	LOAD_FAILS(c, "{\"name\":\"bad\",\"format\":\"onnx\",\"sequence\":{\"state\":[{\"input\":\"x\",\"output\":\"hn\"}]}}",
+		   data, len, TSD_BAD_REQUEST, "differ");
+	LOAD_FAILS(c, "{\"name\":\"bad\",\"format\":\"onnx\",\"sequence\":{\"state\":[{\"input\":\"h\",\"output\":\"hm\"}]}}",
+		   data, len, TSD_BAD_REQUEST, "not an output");
+	ck_assert_int_eq(load(c, "{\"name\":\"rnn\",\"format\":\"onnx\",\"sequence\":{\"state\":[{\"input\":\"h\",\"output\":"
+				 "\"hn\",\"init\":[1,-1,0,2]}]}}",
+			      data, len, msg, sizeof(msg), NULL),
+			 TSD_OK);
+	free(data);
+	float h[4] = {1, -1, 0, 2}, x[3], want[2];
+	unsigned seed = 9;
+	for (int k = 0; k < 30; k++) {
+		for (int i = 0; i < 3; i++) {
+			seed = seed * 1103515245u + 12345u;
+			x[i] = (float)((int)(seed >> 16) % 5 - 2);
+		}
+		rnn_ref(x, h, want);
+		tsd_tensor in = DH_F32("x", x, 1, 3);
+		tsd_infer_opts o = {.sequence_name = "onnx-stream", .sequence_start = k == 0, .sequence_end = k == 29,
+				    .sequence_state = k == 29};
+		tsd_reply *r = NULL;
+		ck_assert_int_eq(tsd_infer(c, "rnn", &in, 1, &o, &r), TSD_OK);
+		ck_assert_msg(!memcmp(tsd_reply_find(r, "y")->data, want, sizeof(want)), "step %d", k);
+		if (k == 29)
+			ck_assert(!memcmp(tsd_reply_find(r, "hn")->data, h, sizeof(h)));
+		tsd_reply_free(r);
+	}
+	dh_client_close(c);
+	dh_stop(&d);
+}
+END_TEST
+
 Suite *daemononnx_suite(void)
 {
 	Suite *s = suite_create("daemononnx");
 	dh_add_test(s, "batched", t_onnx_batched, 120);
 	dh_add_test(s, "constants_and_refusals", t_onnx_constants_and_refusals, 120);
 	dh_add_test(s, "preload", t_onnx_preload, 60);
+	dh_add_test(s, "sequence", t_onnx_sequence, 120);
 	return s;
 }
