@@ -550,7 +550,7 @@ void dmn_oip_answer_make(const dmn_oip_ask *ask, const void *reply, size_t len, 
 		break;
 	case DMN_OIP_SERVER_META:
 		dmn_buf_printf(b, "{\"name\":\"tensord\",\"version\":\"%s\",\"extensions\":[\"binary_tensor_data\","
-			       "\"classification\",\"model_configuration\",\"model_repository\",\"statistics\",\"parameters\",\"system_shared_memory\"]}", DMN_VERSION);
+			       "\"classification\",\"model_configuration\",\"model_repository\",\"statistics\",\"parameters\",\"sequence\",\"system_shared_memory\"]}", DMN_VERSION);
 		break;
 	case DMN_OIP_MODEL_READY:
 		a->empty = true;

@@ -107,7 +107,7 @@ class OIPTest(unittest.TestCase):
         self.assertTrue(self.http.is_server_ready())
         meta = self.http.get_server_metadata()
         self.assertEqual(meta["name"], "tensord")
-        for ext in ("binary_tensor_data", "model_configuration", "statistics", "classification"):
+        for ext in ("binary_tensor_data", "model_configuration", "statistics", "classification", "sequence"):
             self.assertIn(ext, meta["extensions"])
         m = self.http.get_model_metadata("mlp")
         self.assertEqual(m["name"], "mlp")
