@@ -223,6 +223,9 @@ int main(int argc, char **argv)
 				worst = dlt;
 		}
 	}
+	double req_h = 0, bat_h = 0, req_s = 0, bat_s = 0;
+	if (!rc)
+		rc = db_model_counts(c, "vad_seq", &req_h, &bat_h) || db_model_counts(c, "vad", &req_s, &bat_s);
 	double p50s = 0, p50p = 0;
 	long rss0 = 0, rss1 = 0;
 	rc = rc || single(c, n1, &p50s, &p50p) || churn(c, d.pid, nchurn, &rss0, &rss1);
@@ -232,7 +235,8 @@ int main(int argc, char **argv)
 		printf("  state held in the daemon  %9.0f steps/s\n", held_sps);
 		printf("  state sent with each step %9.0f steps/s   held/sent %.2fx (goal >= 1.5x)\n", sent_sps,
 		       held_sps / sent_sps);
-		printf("  outputs held vs sent: max |diff| %.2e\n", worst);
+		printf("  outputs held vs sent: max |diff| %.2e; rows per launch: held %.1f, sent %.1f\n", worst,
+		       req_h / bat_h, req_s / bat_s);
 		printf("one stream alone, realtime: sequence step p50 %.3f ms, stateless p50 %.3f ms: %.2fx (goal <= 1.2x)\n",
 		       p50s, p50p, p50s / p50p);
 		printf("%d sequences started and ended: RSS %ld KiB after %d, %ld KiB at the end (%+.2f%%, goal within 2%%)\n",

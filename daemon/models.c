@@ -16,8 +16,12 @@
 tsd_status dmn_load(dmn_srv *s, const cJSON *spec, dmn_req *r, int preload, char *err, size_t errlen,
 		    dmn_model **mout)
 {
-	const char *name = dmn_json_str(spec, "name");
-	if (!dmn_name_ok(name))
+	const char *name = dmn_json_str(spec, "name"), *at = name ? strchr(name, '@') : NULL;
+	char base[DMN_NAME_MAX + 1];
+	bool alias = at && (preload == 3 || preload == 4) && (size_t)(at - name) < sizeof(base) &&
+		     snprintf(base, sizeof(base), "%.*s", (int)(at - name), name) > 0 && dmn_name_ok(base) &&
+		     dmn_alias_of(name, base) > 0; /* a repository's other version, NAME@V */
+	if (!alias && !dmn_name_ok(name))
 		return BAD("name: 1 to %d characters of A-Z a-z 0-9 _ . -", DMN_NAME_MAX);
 	dmn_mver *v;
 	tsd_status st = dmn_mver_parse(s, spec, r ? &r->pm : NULL, &v, err, errlen);
@@ -88,6 +92,9 @@ static void push_free(dmn_srv *s, dmn_mver *v)
 
 void dmn_model_unload(dmn_srv *s, dmn_model *m)
 {
+	for (int i = s->nmodels - 1; i >= 0; i--) /* the other versions served beside it go too */
+		if (i < s->nmodels && dmn_alias_of(s->models[i]->name, m->name))
+			dmn_model_unload(s, s->models[i]);
 	dmn_flush_queues(s, m, TSD_CANCELLED, "the model was unloaded");
 	dmn_model_remove(s, m);
 	m->removed = true;

@@ -324,13 +324,18 @@ static const cJSON *find_model(const dmn_oip_ask *ask, const proto_msg *m, dmn_o
 		const cJSON *n = cJSON_GetObjectItemCaseSensitive(e, "name");
 		if (!cJSON_IsString(n) || strcmp(n->valuestring, ask->model))
 			continue;
-		const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, "version");
-		if (ask->version && (!cJSON_IsNumber(v) || (int64_t)v->valuedouble != ask->version)) {
-			dmn_oip_answer_error(a, 404, "Request for unknown model: '%s' version %lld is not found (version %lld is served)",
-					     ask->model, (long long)ask->version, cJSON_IsNumber(v) ? (long long)v->valuedouble : 0ll);
-			return NULL;
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, "version"), *o;
+		if (!ask->version || (cJSON_IsNumber(v) && (int64_t)v->valuedouble == ask->version))
+			return e;
+		cJSON_ArrayForEach(o, cJSON_GetObjectItemCaseSensitive(e, "versions")) /* served beside it */
+		{
+			const cJSON *ov = cJSON_GetObjectItemCaseSensitive(o, "version");
+			if (cJSON_IsNumber(ov) && (int64_t)ov->valuedouble == ask->version)
+				return o;
 		}
-		return e;
+		dmn_oip_answer_error(a, 404, "Request for unknown model: '%s' version %lld is not found (version %lld is the default)",
+				     ask->model, (long long)ask->version, cJSON_IsNumber(v) ? (long long)v->valuedouble : 0ll);
+		return NULL;
 	}
 	dmn_oip_answer_error(a, 404, "Request for unknown model: '%s' is not found", ask->model);
 	return NULL;
@@ -413,9 +418,9 @@ static void config_answer(const cJSON *e, dmn_buf *b)
 {
 	bool bf = batch_first(e);
 	bool batched = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "batched"));
-	const char *n = str(e, "name");
+	const char *n = str(e, "name"), *at = strchr(n, '@'); /* another version served beside: NAME@V */
 	dmn_buf_str(b, "{\"name\":");
-	dmn_buf_json(b, n, strlen(n));
+	dmn_buf_json(b, n, at ? (size_t)(at - n) : strlen(n));
 	dmn_buf_printf(b, ",\"platform\":\"%s\",\"backend\":\"tensord\",\"version_policy\":{\"latest\":{\"num_versions\":1}}"
 		       ",\"max_batch_size\":%lld,\"input\":", platform(e), bf ? num(e, "batch_max") : 0ll);
 	put_ports(b, cJSON_GetObjectItemCaseSensitive(e, "inputs"), true, bf);
@@ -483,7 +488,12 @@ static void stats_answer(const dmn_oip_ask *ask, const proto_msg *m, dmn_oip_ans
 	bool first = true, found = false;
 	cJSON_ArrayForEach(e, ms)
 	{
-		if (ask->model[0] && strcmp(e->string, ask->model))
+		/* another version served beside a model is NAME@V: reported as NAME, version V */
+		const char *at = strchr(e->string, '@');
+		size_t nl = at ? (size_t)(at - e->string) : strlen(e->string);
+		if (ask->model[0] && (strlen(ask->model) != nl || strncmp(e->string, ask->model, nl)))
+			continue;
+		if (ask->version && num(e, "version") != ask->version)
 			continue;
 		found = true;
 		const cJSON *c = cJSON_GetObjectItemCaseSensitive(e, "counters");
@@ -491,7 +501,7 @@ static void stats_answer(const dmn_oip_ask *ask, const proto_msg *m, dmn_oip_ans
 			c = e;
 		dmn_buf_str(b, first ? "{\"name\":" : ",{\"name\":");
 		first = false;
-		dmn_buf_json(b, e->string, strlen(e->string));
+		dmn_buf_json(b, e->string, nl);
 		long long ok = num(c, "ok");
 		dmn_buf_printf(b, ",\"version\":\"%lld\",\"last_inference\":0,\"inference_count\":%lld,\"execution_count\":%lld"
 			       ",\"inference_stats\":{", num(e, "version"), num(c, "rows"), num(c, "batches"));
@@ -507,7 +517,8 @@ static void stats_answer(const dmn_oip_ask *ask, const proto_msg *m, dmn_oip_ans
 	}
 	dmn_buf_str(b, "]}");
 	if (ask->model[0] && !found)
-		dmn_oip_answer_error(a, 404, "Request for unknown model: '%s' is not found", ask->model);
+		dmn_oip_answer_error(a, 404, "Request for unknown model: '%s'%s is not found", ask->model,
+				     ask->version ? " (that version)" : "");
 	else
 		a->code = 200;
 }
@@ -561,7 +572,11 @@ void dmn_oip_answer_make(const dmn_oip_ask *ask, const void *reply, size_t len, 
 			break;
 		dmn_buf_str(b, "{\"name\":");
 		dmn_buf_json(b, ask->model, strlen(ask->model));
-		dmn_buf_printf(b, ",\"versions\":[\"%lld\"],\"platform\":\"%s\",\"inputs\":", num(e, "version"), platform(e));
+		dmn_buf_printf(b, ",\"versions\":[\"%lld\"", num(e, "version"));
+		const cJSON *o;
+		cJSON_ArrayForEach(o, cJSON_GetObjectItemCaseSensitive(e, "versions")) /* the others served */
+			dmn_buf_printf(b, ",\"%lld\"", num(o, "version"));
+		dmn_buf_printf(b, "],\"platform\":\"%s\",\"inputs\":", platform(e));
 		put_ports(b, cJSON_GetObjectItemCaseSensitive(e, "inputs"), false, false);
 		dmn_buf_str(b, ",\"outputs\":");
 		put_ports(b, cJSON_GetObjectItemCaseSensitive(e, "outputs"), false, false);

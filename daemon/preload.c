@@ -57,6 +57,53 @@ out:
 	return j;
 }
 
+tsd_status dmn_repo_load(dmn_srv *s, const char *name, dmn_req *r, int preload, char *err, size_t errlen)
+{
+	cJSON *spec = NULL;
+	int sel[DMN_REPO_VERSIONS], n = 0, queued = 0;
+	dmn_model *m;
+	tsd_status st = dmn_repo_spec(&s->cfg, name, 0, &spec, sel, &n, err, errlen);
+	if (st != TSD_OK)
+		return st;
+	/* the other versions its policy serves, each beside it as NAME@V (loaded unless it serves),
+	 * queued first: loads run in order, so when the default version's load answers r they are done */
+	for (int i = 0; i < n - 1; i++) {
+		char alias[DMN_NAME_MAX + 1], e2[600];
+		cJSON *vs = NULL;
+		int sel2[DMN_REPO_VERSIONS], n2;
+		if (!dmn_alias_name(name, sel[i], alias, sizeof(alias)))
+			continue;
+		if ((m = dmn_model_find(s, alias)) && m->cur && m->cur->version == sel[i] && !m->loading)
+			continue;
+		tsd_status st2 = dmn_repo_spec(&s->cfg, name, sel[i], &vs, sel2, &n2, e2, sizeof(e2));
+		if (st2 == TSD_OK) {
+			cJSON_ReplaceItemInObjectCaseSensitive(vs, "name", cJSON_CreateString(alias));
+			st2 = dmn_load(s, vs, NULL, preload == 3 ? 3 : 4, e2, sizeof(e2), &m);
+		}
+		cJSON_Delete(vs);
+		if (st2 != TSD_OK)
+			dmn_log(&s->log, DMN_LOG_ERROR, "repository model %s version %d: %s: %s", name, sel[i],
+				tsd_status_name(st2), e2);
+		else
+			queued++;
+	}
+	/* versions no longer served (a policy or a directory that changed) */
+	for (int i = s->nmodels - 1; i >= 0; i--) {
+		int v = i < s->nmodels ? dmn_alias_of(s->models[i]->name, name) : 0;
+		bool keep = false;
+		for (int k = 0; v && k < n - 1; k++)
+			keep |= sel[k] == v;
+		if (v && !keep)
+			dmn_model_unload(s, s->models[i]);
+	}
+	st = dmn_load(s, spec, r, preload, err, errlen, &m);
+	cJSON_Delete(spec);
+	queued += st == TSD_OK;
+	if (preload == 3)
+		s->preload_pending += queued;
+	return st;
+}
+
 /* At start with repository "all": every model of the repository, counted for readiness (a
  * failure is logged, the others serve). */
 static int repo_preload(dmn_srv *s)
@@ -65,18 +112,11 @@ static int repo_preload(dmn_srv *s)
 	int n = names ? dmn_repo_names(&s->cfg, names, DMN_REPO_MAX) : 0, queued = 0;
 	for (int i = 0; i < n; i++) {
 		char err[600];
-		cJSON *spec;
-		int v;
-		dmn_model *m;
-		tsd_status st = dmn_repo_spec(&s->cfg, names[i], &spec, &v, err, sizeof(err));
-		if (st == TSD_OK)
-			st = dmn_load(s, spec, NULL, 3, err, sizeof(err), &m);
-		cJSON_Delete(spec);
+		tsd_status st = dmn_repo_load(s, names[i], NULL, 3, err, sizeof(err));
 		if (st != TSD_OK) {
 			dmn_log(&s->log, DMN_LOG_ERROR, "repository model %s: %s: %s", names[i], tsd_status_name(st), err);
 			continue;
 		}
-		s->preload_pending++;
 		queued++;
 	}
 	if (n)

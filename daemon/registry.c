@@ -21,6 +21,30 @@ dmn_model *dmn_model_find(dmn_srv *s, const char *name)
 	return NULL;
 }
 
+bool dmn_alias_name(const char *base, int version, char *out, size_t cap)
+{
+	return (size_t)snprintf(out, cap, "%s@%d", base, version) < cap && strlen(out) <= DMN_NAME_MAX;
+}
+
+int dmn_alias_of(const char *name, const char *base)
+{
+	size_t n = strlen(base);
+	if (strncmp(name, base, n) || name[n] != '@')
+		return 0;
+	char *end;
+	long v = strtol(name + n + 1, &end, 10);
+	return *end || v < 1 || v > INT32_MAX ? 0 : (int)v;
+}
+
+dmn_model *dmn_model_version(dmn_srv *s, dmn_model *m, int version)
+{
+	char alias[DMN_NAME_MAX + 1];
+	if (m->cur && m->cur->version == version)
+		return m;
+	dmn_model *a = dmn_alias_name(m->name, version, alias, sizeof(alias)) ? dmn_model_find(s, alias) : NULL;
+	return a && a->cur && a->cur->version == version ? a : NULL;
+}
+
 dmn_model *dmn_model_add(dmn_srv *s, const char *name)
 {
 	if (s->nmodels == s->models_cap) {
@@ -131,6 +155,16 @@ cJSON *dmn_model_json(const dmn_srv *s, const dmn_model *m)
 	}
 	cJSON_AddNumberToObject(o, "queued", m->queued);
 	cJSON_AddItemToObject(o, "counters", dmn_counters_json(&m->c));
+	/* the other versions served beside this one (a repository's version_policy): their entries */
+	cJSON *vs = NULL;
+	for (int i = 0; i < s->nmodels; i++) {
+		if (!s->models[i]->cur || !dmn_alias_of(s->models[i]->name, m->name))
+			continue;
+		if (!vs)
+			vs = cJSON_AddArrayToObject(o, "versions");
+		if (vs)
+			cJSON_AddItemToArray(vs, dmn_model_json(s, s->models[i]));
+	}
 	return o;
 }
 

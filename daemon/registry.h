@@ -11,6 +11,13 @@
 /* ---- registry.c ---- */
 bool dmn_name_ok(const char *name); /* [A-Za-z0-9_.-]{1,DMN_NAME_MAX} */
 dmn_model *dmn_model_find(dmn_srv *s, const char *name);
+/* Versions of a model served beside its default one (a repository's version_policy) are models
+ * of their own named NAME@V (a name no client can load: '@' is not allowed). The alias of base's
+ * version into out (false when it does not fit); the version name is an alias of base for (0:
+ * none); the model serving m's version (m itself, or its alias), or NULL. */
+bool dmn_alias_name(const char *base, int version, char *out, size_t cap);
+int dmn_alias_of(const char *name, const char *base);
+dmn_model *dmn_model_version(dmn_srv *s, dmn_model *m, int version);
 /* A new, empty model of that name in the registry; NULL when out of memory. */
 dmn_model *dmn_model_add(dmn_srv *s, const char *name);
 void dmn_model_remove(dmn_srv *s, dmn_model *m); /* out of the registry (m itself is kept) */

@@ -111,42 +111,60 @@ int dmn_repo_names(const dmn_config *cfg, char (*names)[DMN_NAME_LEN_MAX + 1], i
 	return n;
 }
 
-/* The version name's policy selects among vs[0..n) (ascending): Triton's version_policy, of
- * which tensord serves one version at a time. */
-static tsd_status pick(const cJSON *policy, const int *vs, int n, int *v, char *err, size_t errlen)
+/* The versions (ascending, into sel: *nsel of them) that Triton's version_policy selects among
+ * vs[0..n) (ascending): latest N (default 1), all, or specific ones (each present). */
+static tsd_status pick(const cJSON *policy, const int *vs, int n, int *sel, int *nsel, char *err, size_t errlen)
 {
+	*nsel = 0;
 	if (!policy) {
-		*v = vs[n - 1];
+		sel[(*nsel)++] = vs[n - 1];
 		return TSD_OK;
 	}
 	const cJSON *lt = cJSON_GetObjectItemCaseSensitive(policy, "latest");
 	const cJSON *sp = cJSON_GetObjectItemCaseSensitive(policy, "specific");
 	const cJSON *all = cJSON_GetObjectItemCaseSensitive(policy, "all");
 	if (!cJSON_IsObject(policy) || (!!lt + !!sp + !!all) != 1)
-		return BAD("config.json: version_policy: one of {\"latest\": {\"num_versions\": 1}}, {\"specific\": {\"versions\": [V]}}, {\"all\": {}}");
-	int64_t k;
+		return BAD("config.json: version_policy: one of {\"latest\": {\"num_versions\": N}}, {\"specific\": {\"versions\": [V, ...]}}, {\"all\": {}}");
+	int64_t k = 1;
 	if (lt) {
 		const cJSON *nv = cJSON_GetObjectItemCaseSensitive(lt, "num_versions");
-		if (nv && (!proto_json_int(nv, 1, INT32_MAX, &k) || k != 1))
-			return BAD("config.json: version_policy.latest.num_versions: tensord serves one version of a model at a time (1)");
-		*v = vs[n - 1];
+		if (nv && !proto_json_int(nv, 1, DMN_REPO_VERSIONS, &k))
+			return BAD("config.json: version_policy.latest.num_versions: an integer in [1, %d]", DMN_REPO_VERSIONS);
+		for (int i = n - (int)(k < n ? k : n); i < n; i++)
+			sel[(*nsel)++] = vs[i];
 		return TSD_OK;
 	}
 	if (all) {
-		if (n != 1)
-			return BAD("config.json: version_policy \"all\" with %d versions: tensord serves one version of a model at a time", n);
-		*v = vs[0];
+		if (n > DMN_REPO_VERSIONS)
+			return BAD("config.json: version_policy \"all\": %d versions, at most %d served", n, DMN_REPO_VERSIONS);
+		for (int i = 0; i < n; i++)
+			sel[(*nsel)++] = vs[i];
 		return TSD_OK;
 	}
-	const cJSON *list = cJSON_GetObjectItemCaseSensitive(sp, "versions");
-	if (cJSON_GetArraySize(list) != 1 || !proto_json_int(cJSON_GetArrayItem(list, 0), 1, INT32_MAX, &k))
-		return BAD("config.json: version_policy.specific.versions: one version number (tensord serves one version of a model at a time)");
-	for (int i = 0; i < n; i++)
-		if (vs[i] == k) {
-			*v = (int)k;
-			return TSD_OK;
+	const cJSON *list = cJSON_GetObjectItemCaseSensitive(sp, "versions"), *e;
+	int m = cJSON_GetArraySize(list);
+	if (!cJSON_IsArray(list) || m < 1 || m > DMN_REPO_VERSIONS)
+		return BAD("config.json: version_policy.specific.versions: 1 to %d version numbers", DMN_REPO_VERSIONS);
+	for (int i = 0; i < n; i++) /* ascending, as vs */
+		cJSON_ArrayForEach(e, list)
+		{
+			if (!proto_json_int(e, 1, INT32_MAX, &k))
+				return BAD("config.json: version_policy.specific.versions: positive integers");
+			if (k == vs[i]) {
+				sel[(*nsel)++] = vs[i];
+				break;
+			}
 		}
-	return BAD("config.json: version_policy.specific: version %lld has no model.onnx or model.json", (long long)k);
+	cJSON_ArrayForEach(e, list)
+	{
+		bool found = false;
+		for (int i = 0; i < *nsel; i++)
+			found |= proto_json_int(e, 1, INT32_MAX, &k) && k == sel[i];
+		if (!found)
+			return BAD("config.json: version_policy.specific: version %lld has no model.onnx or model.json",
+				   proto_json_int(e, 1, INT32_MAX, &k) ? (long long)k : -1ll);
+	}
+	return TSD_OK;
 }
 
 /* Copy field k of from into to (replacing it), when present. */
@@ -159,10 +177,11 @@ static void take(cJSON *to, const cJSON *from, const char *k)
 	cJSON_AddItemToObject(to, k, cJSON_Duplicate(f, true));
 }
 
-tsd_status dmn_repo_spec(const dmn_config *cfg, const char *name, cJSON **out, int *version, char *err,
-			 size_t errlen)
+tsd_status dmn_repo_spec(const dmn_config *cfg, const char *name, int want, cJSON **out, int *sel, int *nsel,
+			 char *err, size_t errlen)
 {
 	*out = NULL;
+	*nsel = 0;
 	if (!cfg->models_dir[0])
 		return BAD("no model repository: models_dir is not set");
 	if (!dmn_name_valid(name, strlen(name)) || !is(cfg, name, S_IFDIR))
@@ -186,8 +205,17 @@ tsd_status dmn_repo_spec(const dmn_config *cfg, const char *name, cJSON **out, i
 		BAD("%s: unknown field \"%.64s\" (version_policy, shapes, constants, f64_as_f32, batching, device, sequence)", rel, bad);
 		goto out;
 	}
-	if (pick(cJSON_GetObjectItemCaseSensitive(conf, "version_policy"), vs, n, &v, err, errlen))
+	if (pick(cJSON_GetObjectItemCaseSensitive(conf, "version_policy"), vs, n, sel, nsel, err, errlen))
 		goto out;
+	v = sel[*nsel - 1];
+	for (int i = 0; want && i < *nsel; i++)
+		if (sel[i] == want)
+			v = want;
+	if (want && v != want) {
+		st = dmn_bad(err, errlen, TSD_UNKNOWN_MODEL, "model \"%s\": version %d is not among those its version_policy serves",
+			     name, want);
+		goto out;
+	}
 	snprintf(rel, sizeof(rel), "%s/%d/model.onnx", name, v);
 	if (is(cfg, rel, S_IFREG)) {
 		spec = cJSON_CreateObject();
@@ -216,7 +244,6 @@ tsd_status dmn_repo_spec(const dmn_config *cfg, const char *name, cJSON **out, i
 	cJSON_AddStringToObject(spec, "name", name);
 	cJSON_DeleteItemFromObjectCaseSensitive(spec, "version");
 	cJSON_AddNumberToObject(spec, "version", v);
-	*version = v;
 	*out = spec;
 	st = TSD_OK;
 out:

@@ -156,8 +156,8 @@ static void v_model_list(dmn_srv *s, dmn_req *r)
 	if (!no_tensors(s, r))
 		return;
 	cJSON *x = cJSON_CreateObject(), *a = cJSON_CreateArray();
-	for (int i = 0; i < s->nmodels; i++)
-		if (s->models[i]->cur)
+	for (int i = 0; i < s->nmodels; i++) /* another version's NAME@V is in its model's "versions" */
+		if (s->models[i]->cur && !strchr(s->models[i]->name, '@'))
 			cJSON_AddItemToArray(a, dmn_model_json(s, s->models[i]));
 	cJSON_AddItemToObject(x, "models", a);
 	dmn_reply_ok(s, r, x, NULL, 0);
@@ -225,10 +225,14 @@ static void v_infer(dmn_srv *s, dmn_req *r)
 		dmn_fail(s, r, TSD_BAD_REQUEST, "version: a model version, an integer from 1");
 		return;
 	}
-	if (want && want != m->cur->version) {
-		dmn_fail(s, r, TSD_UNKNOWN_MODEL, "model \"%s\" version %lld is not served (version %d is)", m->name,
-			 (long long)want, m->cur->version);
-		return;
+	if (want && want != m->cur->version) { /* another version served beside it (NAME@V)? */
+		dmn_model *a = dmn_model_version(s, m, (int)want);
+		if (!a) {
+			dmn_fail(s, r, TSD_UNKNOWN_MODEL, "model \"%s\" version %lld is not served (version %d is the default)",
+				 m->name, (long long)want, m->cur->version);
+			return;
+		}
+		m = a;
 	}
 	char err[256];
 	tsd_status st = dmn_shm_refs(r, s->sysshm, err, sizeof(err));

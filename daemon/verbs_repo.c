@@ -11,12 +11,16 @@
 void dmn_v_repo_index(dmn_srv *s, dmn_req *r)
 {
 	cJSON *x = cJSON_CreateObject(), *a = x ? cJSON_AddArrayToObject(x, "models") : NULL;
-	/* the models loaded (from the repository or not), then the repository's others */
+	/* the models loaded (from the repository or not; each version served an entry, a NAME@V under
+	 * its NAME), then the repository's others */
 	for (int i = 0; a && i < s->nmodels; i++) {
 		const dmn_model *m = s->models[i];
+		const char *at = strchr(m->name, '@');
 		cJSON *e = cJSON_CreateObject();
 		cJSON_AddItemToArray(a, e);
-		cJSON_AddStringToObject(e, "name", m->name);
+		char name[DMN_NAME_MAX + 1];
+		snprintf(name, sizeof(name), "%.*s", at ? (int)(at - m->name) : (int)strlen(m->name), m->name);
+		cJSON_AddStringToObject(e, "name", name);
 		if (m->cur)
 			cJSON_AddNumberToObject(e, "version", m->cur->version);
 		cJSON_AddStringToObject(e, "state", m->cur ? "READY" : "LOADING");
@@ -41,18 +45,14 @@ void dmn_v_repo_load(dmn_srv *s, dmn_req *r)
 {
 	const char *name = dmn_json_str(r->pm.json, "name");
 	char err[600];
-	cJSON *spec = NULL;
-	int v;
-	dmn_model *m;
 	tsd_status st;
 	if (s->cfg.repository == DMN_REPO_OFF)
 		st = dmn_bad(err, sizeof(err), TSD_BAD_REQUEST,
 			     "repo.load: this daemon has no model repository (config repository: all or explicit, over models_dir)");
 	else if (!name)
 		st = dmn_bad(err, sizeof(err), TSD_BAD_REQUEST, "name: the model's directory in the repository (a string)");
-	else if ((st = dmn_repo_spec(&s->cfg, name, &spec, &v, err, sizeof(err))) == TSD_OK)
-		st = dmn_load(s, spec, r, 0, err, sizeof(err), &m); /* answered when it is ready */
-	cJSON_Delete(spec);
+	else
+		st = dmn_repo_load(s, name, r, 0, err, sizeof(err)); /* answered when its default version is ready */
 	if (st != TSD_OK)
 		dmn_fail(s, r, st, "%s", err);
 }

@@ -1,5 +1,6 @@
 """test_repository.py: a Triton-style model repository under models_dir (config repository),
-driven through the Open Inference Protocol with tritonclient: versions chosen by the policy,
+driven through the Open Inference Protocol with tritonclient: versions chosen by the policy
+(several served at once, each with its own weights),
 config.json's shapes and batching, the index with every model's state, load and unload, and a
 broken model that leaves the others serving. make oip-check runs it in tests/oip/.venv."""
 
@@ -134,9 +135,80 @@ class RepositoryExplicit(unittest.TestCase):
             self.assertFalse(c.is_model_ready("rmlp"))
             c.load_model("rmlp")
             self.assertTrue(c.is_model_ready("rmlp", "2"))
-            with self.assertRaises(InferenceServerException) as e:  # two versions at once: refused, said why
-                c.load_model("pinned")
-            self.assertIn("one version", str(e.exception))
+            c.load_model("pinned")  # latest 2: both versions serve
+            self.assertTrue(c.is_model_ready("pinned", "1") and c.is_model_ready("pinned", "2"))
+            self.assertEqual(sorted(c.get_model_metadata("pinned")["versions"]), ["1", "2"])
+            c.close()
+            d.stop()
+        except Exception:
+            d.cleanup()
+            raise
+
+
+def write_safetensors(path: Path, tensors: dict[str, np.ndarray]) -> None:
+    """A safetensors file of float32 tensors (an 8-byte header length, the JSON header, the data)."""
+    header, data, at = {}, b"", 0
+    for name, t in tensors.items():
+        b = np.ascontiguousarray(t, np.float32).tobytes()
+        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [at, at + len(b)]}
+        data += b
+        at += len(b)
+    h = json.dumps(header).encode()
+    path.write_bytes(len(h).to_bytes(8, "little") + h + data)
+
+
+class RepositoryVersions(unittest.TestCase):
+    """Several versions of one model served at once (Triton's version_policy), each answering with
+    its own weights: y = x W, W = V times the identity in version V."""
+
+    def test_policy_serves_several(self) -> None:
+        port = free_port()
+        d = harness.Daemon({"oip_http_listen": f"http://127.0.0.1:{port}", "repository": "explicit"})
+        try:
+            spec = {"graph": {"nodes": [{"id": "x", "op": "input", "dtype": "float32", "shape": [-1, 2]},
+                                        {"id": "W", "op": "param", "dtype": "float32", "shape": [2, 2]},
+                                        {"id": "y", "op": "matmul", "in": ["x", "W"]}], "outputs": ["y"]},
+                    "weights": "w.safetensors"}
+            for v in (1, 2, 3):
+                vd = d.models_dir / "scale" / str(v)
+                vd.mkdir(parents=True)
+                (vd / "model.json").write_text(json.dumps(spec))
+                write_safetensors(vd / "w.safetensors", {"W": np.eye(2, dtype=np.float32) * v})
+            conf = d.models_dir / "scale" / "config.json"
+            conf.write_text(json.dumps({"version_policy": {"latest": {"num_versions": 2}}}))
+            d.start()
+            c = httpclient.InferenceServerClient(url=f"127.0.0.1:{port}")
+            c.load_model("scale")
+            x = np.array([[1.0, -2.0]], np.float32)
+
+            def infer(version: str) -> np.ndarray:
+                inp = httpclient.InferInput("x", [1, 2], "FP32")
+                inp.set_data_from_numpy(x)
+                return c.infer("scale", [inp], model_version=version).as_numpy("y")
+
+            np.testing.assert_array_equal(infer("3"), x * 3)
+            np.testing.assert_array_equal(infer("2"), x * 2)
+            np.testing.assert_array_equal(infer(""), x * 3)  # no version: the highest
+            with self.assertRaises(InferenceServerException) as e:
+                infer("1")
+            self.assertIn("version 1", str(e.exception))
+            self.assertEqual(sorted(c.get_model_metadata("scale")["versions"]), ["2", "3"])
+            self.assertEqual(c.get_model_metadata("scale", "2")["versions"], ["2"])
+            self.assertEqual(c.get_model_config("scale", "2")["name"], "scale")
+            st = c.get_inference_statistics("scale", "2")["model_stats"]
+            self.assertEqual([(m["name"], m["version"]) for m in st], [("scale", "2")])
+            self.assertEqual(st[0]["inference_count"], 1)
+            idx = sorted((e["name"], e.get("version"), e["state"]) for e in c.get_model_repository_index())
+            self.assertEqual(idx, [("scale", "2", "READY"), ("scale", "3", "READY")])
+            # another policy: version 2 goes, version 1 comes
+            conf.write_text(json.dumps({"version_policy": {"specific": {"versions": [1, 3]}}}))
+            c.load_model("scale")
+            np.testing.assert_array_equal(infer("1"), x * 1)
+            self.assertFalse(c.is_model_ready("scale", "2"))
+            self.assertTrue(c.is_model_ready("scale", "3"))
+            # unload: every version
+            c.unload_model("scale")
+            self.assertFalse(c.is_model_ready("scale", "1") or c.is_model_ready("scale", "3"))
             c.close()
             d.stop()
         except Exception:
