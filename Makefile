@@ -103,7 +103,7 @@ $(BUILD)/protocol/%.o $(BUILD)/clients/%.o $(BUILD)/daemon/%.o: INC := -Iinclude
 SO_NAME    := libtensord.so.0
 SO_LIB     := $(BUILD)/lib/$(SO_NAME)
 SO_LINK    := $(BUILD)/lib/libtensord.so
-SO_SRC     := $(CLIENT_SRC) protocol/decode.c protocol/encode.c protocol/status.c protocol/dtype.c protocol/token.c engine/core/dtype.c engine/core/f16.c
+SO_SRC     := $(CLIENT_SRC) protocol/decode.c protocol/encode.c protocol/json_write.c protocol/status.c protocol/dtype.c protocol/token.c engine/core/dtype.c engine/core/f16.c
 SO_OBJ     := $(SO_SRC:%.c=$(BUILD)/pic/%.o)
 $(BUILD)/pic/protocol/%.o $(BUILD)/pic/clients/%.o: INC := -Iinclude -Iprotocol
 

@@ -16,12 +16,11 @@ static size_t align_up(size_t n)
 	return (n + PROTO_ALIGN - 1) / PROTO_ALIGN * PROTO_ALIGN;
 }
 
-/* The tensors array for the header, with offsets; *area_len receives the payload area's size. */
-static cJSON *tensor_list(const proto_out *ts, int n, size_t *nbytes, size_t *area_len, proto_err *err)
+/* The tensors' byte sizes into nbytes, checked; *area_len receives the payload area's size. */
+static tsd_status tensor_sizes(const proto_out *ts, int n, size_t *nbytes, size_t *area_len, proto_err *err)
 {
-	cJSON *arr = cJSON_CreateArray();
 	size_t off = 0;
-	for (int i = 0; arr && i < n; i++) {
+	for (int i = 0; i < n; i++) {
 		const proto_out *t = &ts[i];
 		const char *why = !t->name || !t->name[0] ? "no name" : !tsd_dtype_valid(t->dtype) ?
 			"bad dtype" : t->ndim < 0 || t->ndim > TSD_MAX_DIMS ? "bad rank" : NULL;
@@ -44,28 +43,46 @@ static cJSON *tensor_list(const proto_out *ts, int n, size_t *nbytes, size_t *ar
 			why = "no data";
 		if (!why && (b > SIZE_MAX / 2 || off > SIZE_MAX / 2 - b))
 			why = "too large";
-		if (why) {
-			cJSON_Delete(arr);
-			proto_fail(err, TSD_BAD_REQUEST, "encode: tensors[%d]: %s", i, why);
-			return NULL;
-		}
+		if (why)
+			return proto_fail(err, TSD_BAD_REQUEST, "encode: tensors[%d]: %s", i, why);
 		nbytes[i] = (size_t)b;
-		cJSON *o = cJSON_CreateObject();
-		cJSON *sh = cJSON_CreateArray();
-		cJSON_AddItemToArray(arr, o);
-		cJSON_AddStringToObject(o, "name", t->name);
-		cJSON_AddStringToObject(o, "dtype", tsd_dtype_name(t->dtype));
-		cJSON_AddItemToObject(o, "shape", sh);
-		for (int d = 0; d < t->ndim; d++)
-			cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)t->shape[d]));
-		cJSON_AddNumberToObject(o, "offset", (double)off);
-		cJSON_AddNumberToObject(o, "nbytes", (double)b);
 		off = align_up(off + nbytes[i]);
 	}
 	*area_len = off;
-	if (!arr)
-		proto_fail(err, TSD_OUT_OF_MEMORY, "encode: no memory");
-	return arr;
+	return TSD_OK;
+}
+
+/* The header's text: its fields (any "tensors" of its own replaced) and the tensors array with
+ * each tensor's name, dtype, shape, offset and nbytes. */
+static void header_text(proto_jw *w, const cJSON *header, const proto_out *ts, int n, const size_t *nbytes)
+{
+	proto_jw_put(w, "{", 1);
+	int k = proto_jw_fields(w, header, "tensors");
+	if (n) {
+		proto_jw_put(w, k ? ",\"tensors\":[" : "\"tensors\":[", k ? 12 : 11);
+		size_t off = 0;
+		for (int i = 0; i < n; i++) {
+			const proto_out *t = &ts[i];
+			proto_jw_put(w, i ? ",{\"name\":" : "{\"name\":", i ? 9 : 8);
+			proto_jw_str(w, t->name);
+			proto_jw_put(w, ",\"dtype\":", 9);
+			proto_jw_str(w, tsd_dtype_name(t->dtype));
+			proto_jw_put(w, ",\"shape\":[", 10);
+			for (int d = 0; d < t->ndim; d++) {
+				if (d)
+					proto_jw_put(w, ",", 1);
+				proto_jw_int(w, t->shape[d]);
+			}
+			proto_jw_put(w, "],\"offset\":", 11);
+			proto_jw_int(w, (int64_t)off);
+			proto_jw_put(w, ",\"nbytes\":", 10);
+			proto_jw_int(w, (int64_t)nbytes[i]);
+			proto_jw_put(w, "}", 1);
+			off = align_up(off + nbytes[i]);
+		}
+		proto_jw_put(w, "]", 1);
+	}
+	proto_jw_put(w, "}", 1);
 }
 
 tsd_status proto_encode(const cJSON *header, const proto_out *ts, int n, size_t max_len,
@@ -77,41 +94,34 @@ tsd_status proto_encode(const cJSON *header, const proto_out *ts, int n, size_t 
 		return proto_fail(err, TSD_BAD_REQUEST, "encode: %s", !cJSON_IsObject(header) ?
 				  "the header is not an object" : "bad tensor count");
 	size_t nbytes[PROTO_MAX_TENSORS], area_len = 0;
-	cJSON *h = cJSON_Duplicate(header, true);
-	if (!h)
+	tsd_status s = tensor_sizes(ts, n, nbytes, &area_len, err);
+	if (s != TSD_OK)
+		return s;
+	char stack[2048];
+	proto_jw w = {.p = stack, .cap = sizeof(stack)};
+	header_text(&w, header, ts, n, nbytes);
+	if (w.failed) {
+		proto_jw_free(&w);
 		return proto_fail(err, TSD_OUT_OF_MEMORY, "encode: no memory");
-	cJSON_DeleteItemFromObjectCaseSensitive(h, "tensors");
-	tsd_status s = TSD_OK;
-	char *text = NULL;
-	if (n) {
-		cJSON *arr = tensor_list(ts, n, nbytes, &area_len, err);
-		if (!arr) {
-			s = err ? err->status : TSD_BAD_REQUEST;
-			goto done;
-		}
-		cJSON_AddItemToObject(h, "tensors", arr);
 	}
-	if (!(text = cJSON_PrintUnformatted(h))) {
-		s = proto_fail(err, TSD_OUT_OF_MEMORY, "encode: no memory");
-		goto done;
-	}
-	size_t jl = strlen(text);
+	size_t jl = w.len;
 	size_t area = align_up(PROTO_PREFIX + jl);
 	/* the last payload is not padded: the message ends where its bytes do */
 	size_t total = n ? area + area_len - align_up(nbytes[n - 1]) + nbytes[n - 1] : PROTO_PREFIX + jl;
-	if (jl > UINT32_MAX || (max_len && total > max_len)) {
+	uint8_t *buf = NULL;
+	if (jl > UINT32_MAX || (max_len && total > max_len))
 		s = proto_fail(err, TSD_TOO_LARGE, "encode: %zu bytes, at most %zu", total, max_len);
-		goto done;
-	}
-	uint8_t *buf = (alloc ? alloc : malloc_alloc)(arg, total);
-	if (!buf) {
+	else if (!(buf = (alloc ? alloc : malloc_alloc)(arg, total)))
 		s = proto_fail(err, TSD_OUT_OF_MEMORY, "encode: no memory for %zu bytes", total);
-		goto done;
+	if (s != TSD_OK) {
+		proto_jw_free(&w);
+		return s;
 	}
 	memcpy(buf, PROTO_MAGIC, 4);
 	for (int k = 0; k < 4; k++)
 		buf[4 + k] = (uint8_t)(jl >> (8 * k));
-	memcpy(buf + PROTO_PREFIX, text, jl);
+	memcpy(buf + PROTO_PREFIX, w.p, jl);
+	proto_jw_free(&w);
 	/* padding is zeroed: no stale memory of the daemon goes out on the wire */
 	memset(buf + PROTO_PREFIX + jl, 0, (n ? area : total) - PROTO_PREFIX - jl);
 	size_t off = area;
@@ -125,10 +135,7 @@ tsd_status proto_encode(const cJSON *header, const proto_out *ts, int n, size_t 
 	}
 	*out = buf;
 	*out_len = total;
-done:
-	free(text);
-	cJSON_Delete(h);
-	return s;
+	return TSD_OK;
 }
 
 cJSON *proto_reply_header(const proto_msg *req, tsd_status s, const char *msg)

@@ -72,6 +72,23 @@ typedef void *(*proto_alloc_fn)(void *arg, size_t size);
  * "tensors" field if any is replaced in the copy sent) and n tensors into one buffer from
  * alloc. *out and *out_len receive it; the caller owns it. Fails with TSD_BAD_REQUEST on a bad
  * tensor (name, dtype, shape) and TSD_TOO_LARGE beyond max_len (0: no cap). */
+/* ---- json_write.c: compact JSON text as cJSON_PrintUnformatted writes it, into a buffer that
+ * starts on the caller's stack (p, cap; heap false) and grows onto the heap ---- */
+typedef struct proto_jw {
+	char *p;
+	size_t len, cap;
+	bool heap;   /* p is malloc'd (proto_jw_free frees it) */
+	bool failed; /* out of memory, or an invalid item: the text is incomplete */
+} proto_jw;
+bool proto_jw_reserve(proto_jw *w, size_t more);
+void proto_jw_put(proto_jw *w, const char *s, size_t n);
+void proto_jw_int(proto_jw *w, int64_t v);
+void proto_jw_str(proto_jw *w, const char *s); /* quoted and escaped */
+void proto_jw_value(proto_jw *w, const cJSON *v);
+/* obj's fields except skip (NULL: none) as "k":v,... without braces; how many were written. */
+int proto_jw_fields(proto_jw *w, const cJSON *obj, const char *skip);
+void proto_jw_free(proto_jw *w);
+
 tsd_status proto_encode(const cJSON *header, const proto_out *ts, int n, size_t max_len,
 			proto_alloc_fn alloc, void *arg, void **out, size_t *out_len, proto_err *err);
 

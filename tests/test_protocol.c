@@ -605,11 +605,93 @@ START_TEST(fuzz_seeds)
 }
 END_TEST
 
+/* Whether a and b hold the same values, numbers compared exactly (cJSON_Compare allows an epsilon). */
+static bool same_json(const cJSON *a, const cJSON *b)
+{
+	if ((a->type & 0xff) != (b->type & 0xff))
+		return false;
+	if (cJSON_IsNumber(a))
+		return a->valuedouble == b->valuedouble;
+	if (cJSON_IsString(a))
+		return !strcmp(a->valuestring, b->valuestring);
+	const cJSON *x = a->child, *y = b->child;
+	for (; x && y; x = x->next, y = y->next)
+		if ((x->string || y->string) && (!x->string || !y->string || strcmp(x->string, y->string)))
+			return false;
+		else if (!same_json(x, y))
+			return false;
+	return !x && !y;
+}
+
+/* The message writer's JSON (json_write.c): cJSON_PrintUnformatted's text for every kind of value
+ * (escapes, nesting, the number forms), except where cJSON loses a number: integers up to 2^53
+ * are written exactly (cJSON writes 15 digits when they read back within its epsilon) and -0 as
+ * 0; every number reads back exactly. Then the encoded header as a whole. */
+START_TEST(json_writer_is_cjson)
+{
+	static const char *const docs[] = {
+		"{\"id\":7,\"verb\":\"infer\",\"n\":-42,\"big\":4294967296,\"huge\":9007199254740991,"
+		"\"over\":9007199254740993,\"f\":0.1,\"g\":-1.5e-300,\"h\":1e300,\"third\":0.3333333333333333,"
+		"\"zero\":-0.0,\"t\":true,\"u\":false,\"z\":null}",
+		"{\"s\":\"quote \\\" back \\\\ slash / tab \\t nl \\n cr \\r bs \\b ff \\f ctl \\u0001 \\u001f del \x7f\"}",
+		"{\"utf8\":\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\",\"u\":\"\\u00e9\"}",
+		"{\"a\":[],\"o\":{},\"nest\":[1,[2,[3,{\"k\":[true,null]}]],{\"x\":{\"y\":-0.25}}]}",
+		"[1,2.5,\"x\",[],{}]",
+	};
+	for (size_t k = 0; k < sizeof(docs) / sizeof(*docs); k++) {
+		cJSON *j = cJSON_Parse(docs[k]);
+		ck_assert_msg(j, "doc %zu does not parse", k);
+		char *want = cJSON_PrintUnformatted(j);
+		char stack[16]; /* small: the buffer must grow */
+		proto_jw w = {.p = stack, .cap = sizeof(stack)};
+		proto_jw_value(&w, j);
+		ck_assert(!w.failed);
+		cJSON *back = cJSON_ParseWithLength(w.p, w.len);
+		ck_assert_msg(back && same_json(back, j), "doc %zu does not read back the same: %.*s", k, (int)w.len, w.p);
+		cJSON_Delete(back);
+		if (k) /* doc 0 holds the numbers cJSON writes lossily */
+			ck_assert_msg(w.len == strlen(want) && !memcmp(w.p, want, w.len), "doc %zu: %.*s, cJSON: %s", k,
+				      (int)w.len, w.p, want);
+		proto_jw_free(&w);
+		free(want);
+		cJSON_Delete(j);
+	}
+	/* NaN and infinities, which JSON has not: null, as cJSON */
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "nan", NAN);
+	cJSON_AddNumberToObject(o, "inf", -INFINITY);
+	char *want = cJSON_PrintUnformatted(o);
+	proto_jw w = {0};
+	proto_jw_value(&w, o);
+	ck_assert(w.len == strlen(want) && !memcmp(w.p, want, w.len));
+	proto_jw_free(&w);
+	free(want);
+	cJSON_Delete(o);
+	/* a whole encoded header: its fields, then the tensors array (a "tensors" of its own replaced) */
+	cJSON *h = cJSON_Parse("{\"id\":\"r1\",\"tensors\":[\"old\"],\"verb\":\"infer\",\"priority\":\"realtime\"}");
+	float x[6] = {0};
+	proto_out t[2] = {{.name = "x", .dtype = TSD_F32, .ndim = 2, .shape = (int64_t[]){2, 3}, .data = x},
+			  {.name = "k\"q", .dtype = TSD_I64, .ndim = 0, .shape = NULL, .data = x}};
+	void *buf;
+	size_t len;
+	proto_err e;
+	ck_assert_int_eq(proto_encode(h, t, 2, 0, NULL, NULL, &buf, &len, &e), TSD_OK);
+	uint32_t jl = (uint32_t)((uint8_t *)buf)[4] | (uint32_t)((uint8_t *)buf)[5] << 8;
+	const char *expect = "{\"id\":\"r1\",\"verb\":\"infer\",\"priority\":\"realtime\",\"tensors\":[{\"name\":\"x\","
+			     "\"dtype\":\"float32\",\"shape\":[2,3],\"offset\":0,\"nbytes\":24},{\"name\":\"k\\\"q\",\"dtype\":"
+			     "\"int64\",\"shape\":[],\"offset\":64,\"nbytes\":8}]}";
+	ck_assert_msg(jl == strlen(expect) && !memcmp((char *)buf + PROTO_PREFIX, expect, jl), "%.*s", (int)jl,
+		      (char *)buf + PROTO_PREFIX);
+	free(buf);
+	cJSON_Delete(h);
+}
+END_TEST
+
 Suite *protocol_suite(void)
 {
 	const TTest *const tests[] = {
 		status_names, roundtrip_every_dtype, roundtrip_many_and_replies, encode_errors, decode_errors,
-		graph_mlp_matches_api, graph_other_ops, graph_errors, fuzz_seeds,
+		graph_mlp_matches_api, graph_other_ops, graph_errors, fuzz_seeds, json_writer_is_cjson,
 	};
 	return tu_suite("protocol", tests, (int)(sizeof(tests) / sizeof(tests[0])), TU_TIMEOUT);
 }
