@@ -375,8 +375,9 @@ bool tctl_jsonl_inputs(tctl_span inputs, const tctl_model *m, uint64_t implicit,
 		if (seen & (1ull << i))
 			return FAIL("inputs.%s: given twice", m->in[i].name);
 		if (implicit & (1ull << i))
-			return FAIL("inputs.%s: the sequence's state: the daemon holds it, a step does not "
-				    "carry it", m->in[i].name);
+			return FAIL("inputs.%s: the sequence's state: the daemon holds it, "
+				    "a step does not carry it",
+				    m->in[i].name);
 		p = ws(ke, end);
 		if (p == end || *p != ':')
 			return FAIL("inputs: malformed JSON");

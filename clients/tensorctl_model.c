@@ -64,8 +64,10 @@ static bool state_parse(const cJSON *seq, tctl_model *x)
 	const cJSON *e;
 	cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(seq, "state"))
 	{
-		int i = port_index(x->in, x->nin, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "input")));
-		int o = port_index(x->out, x->nout, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "output")));
+		const char *in = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "input"));
+		const char *out =
+			cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "output"));
+		int i = port_index(x->in, x->nin, in), o = port_index(x->out, x->nout, out);
 		if (i < 0 || o < 0)
 			return false;
 		x->state_in |= 1ull << i;

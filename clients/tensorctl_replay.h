@@ -37,8 +37,8 @@ typedef struct tctl_replay {
 	pthread_cond_t work, done;
 	bool quit;
 	bool drop; /* stopping: chunks taken from now on are marked done without any work */
-	size_t seq_turn;     /* the chunk whose sequence steps may go now (earlier ones are done) */
-	pthread_cond_t seq;  /* seq_turn moved */
+	size_t seq_turn;    /* the chunk whose sequence steps may go now (earlier ones are done) */
+	pthread_cond_t seq; /* seq_turn moved */
 } tctl_replay;
 
 #define TCTL_SEQ_KEY 131 /* 'n' or 's', then the id's digits or its string (128 bytes at most) */

@@ -73,10 +73,11 @@ cJSON *tctl_run_header(const tctl_replay *rp, const tctl_run *u)
 	bool ok = h && cJSON_AddStringToObject(h, "verb", "infer") &&
 		  cJSON_AddStringToObject(h, "model", u->m->name) &&
 		  cJSON_AddStringToObject(h, "priority", rp->priority);
+	const char *id = u->seq_key + 1;
 	if (ok && u->seq_key[0])
 		ok = (u->seq_key[0] == 'n'
-			      ? cJSON_AddNumberToObject(h, "sequence_id", strtod(u->seq_key + 1, NULL)) != NULL
-			      : cJSON_AddStringToObject(h, "sequence_id", u->seq_key + 1) != NULL) &&
+			      ? cJSON_AddNumberToObject(h, "sequence_id", strtod(id, NULL)) != NULL
+			      : cJSON_AddStringToObject(h, "sequence_id", id) != NULL) &&
 		     (!u->seq_start || cJSON_AddTrueToObject(h, "sequence_start")) &&
 		     (!u->seq_end || cJSON_AddTrueToObject(h, "sequence_end")) &&
 		     (!u->seq_state || cJSON_AddTrueToObject(h, "sequence_state"));
@@ -93,7 +94,8 @@ void tctl_run_finish(tctl_run *u, tsd_status s, const char *why, tctl_chunk *ck)
 	u->st = s;
 	if (!u->reply && s != TSD_OUT_OF_MEMORY) {
 		ck->fatal = tctl_exit_for(s, false);
-		snprintf(ck->why, sizeof(ck->why), "%s: %s", tsd_status_name(s), why ? why : "no reply");
+		snprintf(ck->why, sizeof(ck->why), "%s: %s", tsd_status_name(s),
+			 why ? why : "no reply");
 		return;
 	}
 	if (s != TSD_OK) {
@@ -101,7 +103,8 @@ void tctl_run_finish(tctl_run *u, tsd_status s, const char *why, tctl_chunk *ck)
 			 u->reply ? tsd_reply_error(u->reply) : "out of memory");
 		return;
 	}
-	uint64_t hidden = u->seq_key[0] && !u->seq_state ? m->state_out : 0; /* kept by the daemon */
+	/* a step's state outputs stay in the daemon unless asked for */
+	uint64_t hidden = u->seq_key[0] && !u->seq_state ? m->state_out : 0;
 	for (int o = 0; o < m->nout; o++) {
 		const tctl_port *pt = &m->out[o];
 		const tsd_tensor *t = tsd_reply_find(u->reply, pt->name);
@@ -261,7 +264,7 @@ static void chunk_do(tctl_worker *w, tctl_chunk *ck)
 			    strstr(err, "twice") || strstr(err, "not a value") ||
 			    strstr(err, "daemon holds"))
 				l->st = TSD_BAD_REQUEST;
-		} else if (ln.seq_id.p) { /* a sequence step: a run of its own, sent after the batches */
+		} else if (ln.seq_id.p) { /* a sequence step: a run of its own, sent later */
 			tctl_run *u = &w->runs[nruns];
 			memset(u, 0, sizeof(*u));
 			u->m = m;

@@ -8,7 +8,7 @@
 
 #include "tensorctl_replay.h"
 
-#define SEQ_WINDOW 32 /* steps in flight per worker: under the daemon's client_inflight_max (64) */
+#define SEQ_WINDOW   32 /* steps in flight per worker: under the daemon's client_inflight_max (64) */
 #define SEQ_NAME_MAX 128
 
 bool tctl_seq_key(tctl_span id, char *key, char *err, size_t errlen)
@@ -26,7 +26,8 @@ bool tctl_seq_key(tctl_span id, char *key, char *err, size_t errlen)
 	}
 	cJSON_Delete(j);
 	if (!ok)
-		snprintf(err, errlen, "sequence_id: an integer in [1, 2^53] or a string of 1 to %d bytes",
+		snprintf(err, errlen,
+			 "sequence_id: an integer in [1, 2^53] or a string of 1 to %d bytes",
 			 SEQ_NAME_MAX);
 	return ok;
 }
@@ -60,7 +61,8 @@ static tsd_status submit(tctl_worker *w, tctl_run *u)
 	uint8_t *tmp[TCTL_MAX_TENSORS] = {0};
 	cJSON *h = tctl_run_header(w->rp, u);
 	int n = h ? tctl_run_tensors(u, ts, tmp) : -1;
-	tsd_status s = n < 0 ? TSD_OUT_OF_MEMORY : tsd_client_submit(w->c, h, ts, n, NULL, NULL, &u->call);
+	tsd_status s =
+		n < 0 ? TSD_OUT_OF_MEMORY : tsd_client_submit(w->c, h, ts, n, NULL, NULL, &u->call);
 	cJSON_Delete(h); /* the request is encoded by the submit */
 	for (int i = 0; i < u->m->nin; i++)
 		free(tmp[i]);

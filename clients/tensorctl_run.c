@@ -30,8 +30,8 @@ const char tctl_load_help[] =
 const char tctl_unload_help[] = "usage: tensorctl unload NAME\n\nUnload a model; requests "
 				"still queued for it are answered cancelled.\n";
 const char tctl_infer_help[] =
-	"usage: tensorctl infer MODEL INPUT... [--out-dir DIR] [--priority P] [--timeout-ms MS] [--shm]\n"
-	"                       [--sequence ID [--start] [--end] [--state]]\n"
+	"usage: tensorctl infer MODEL INPUT... [--out-dir DIR] [--priority P] [--timeout-ms MS]\n"
+	"                       [--shm] [--sequence ID [--start] [--end] [--state]]\n"
 	"       tensorctl infer MODEL --raw FILE --name X [--dtype DT] --shape 1,4\n"
 	"\n"
 	"Run a model once. Each INPUT is INPUT.json ({\"x\": {\"dtype\", \"shape\", \"data\"}, "
@@ -41,13 +41,14 @@ const char tctl_infer_help[] =
 	"DIR/OUTPUT.npy with --out-dir (the paths printed). --priority: realtime, normal, bulk.\n"
 	"--shm (unix:// only): the inputs go in a shared-memory region registered for the call,\n"
 	"the request names them there instead of carrying their bytes (docs/PROTOCOL.md).\n"
-	"--sequence ID: a step of a sequence of a model loaded with \"sequence\" (docs/PROTOCOL.md,\n"
-	"\"Sequences\"): the daemon feeds the state the sequence's last step left, so the state\n"
-	"inputs are not given. ID: digits are a number (1 to 2^53), anything else a string (1 to\n"
-	"128 bytes). --start starts it (again: the state is reset), --end ends it after this step,\n"
-	"--state prints the state outputs too. A step of a sequence that is not live fails with\n"
-	"sequence_ended (exit 1). A sequence ends when the connection that started it closes, so\n"
-	"one that spans several tensorctl runs needs a model with \"outlive_connection\": true.\n";
+	"--sequence ID: a step of a sequence of a model loaded with \"sequence\"\n"
+	"(docs/PROTOCOL.md, \"Sequences\"): the daemon feeds the state the sequence's last step\n"
+	"left, so the state inputs are not given. ID: digits are a number (1 to 2^53), anything\n"
+	"else a string (1 to 128 bytes). --start starts it (again: the state is reset), --end\n"
+	"ends it after this step, --state prints the state outputs too. A step of a sequence that\n"
+	"is not live fails with sequence_ended (exit 1). A sequence ends when the connection that\n"
+	"started it closes, so one that spans several tensorctl runs needs a model with\n"
+	"\"outlive_connection\": true.\n";
 const char tctl_realize_help[] =
 	"usage: tensorctl realize GRAPH.json INPUT... [--out-dir DIR] [--timeout-ms MS]\n"
 	"\n"
@@ -281,7 +282,7 @@ typedef struct run_opts {
 	long timeout_ms;
 	bool shm;
 	const char *raw, *name, *dtype, *shape;
-	const char *sequence;	     /* --sequence ID, or NULL */
+	const char *sequence;		    /* --sequence ID, or NULL */
 	bool seq_start, seq_end, seq_state; /* --start, --end, --state */
 } run_opts;
 
@@ -300,8 +301,8 @@ static int run_args(const char *cmd, int argc, char **argv, tctl_inputs *in, run
 				   : !strcmp(a, "--priority") ? &o->priority
 				   : !strcmp(a, "--sequence") ? &o->sequence
 							      : NULL;
-		bool *flag = !strcmp(a, "--start") ? &o->seq_start
-			     : !strcmp(a, "--end") ? &o->seq_end
+		bool *flag = !strcmp(a, "--start")   ? &o->seq_start
+			     : !strcmp(a, "--end")   ? &o->seq_end
 			     : !strcmp(a, "--state") ? &o->seq_state
 						     : NULL;
 		if (opt && i + 1 < argc) {
@@ -354,10 +355,10 @@ static int add_sequence_fields(cJSON *h, const run_opts *o)
 	const char *id = o->sequence;
 	size_t n = strlen(id);
 	if (n && strspn(id, "0123456789") == n) {
-		char *end;
-		unsigned long long v = n <= 16 ? strtoull(id, &end, 10) : 0;
+		unsigned long long v = n <= 16 ? strtoull(id, NULL, 10) : 0;
 		if (!v || v > (1ull << 53))
-			return tctl_usage("infer", "--sequence %s: a number in 1..2^53 (or a name)", id);
+			return tctl_usage("infer", "--sequence %s: a number in 1..2^53 (or a name)",
+					  id);
 		cJSON_AddNumberToObject(h, "sequence_id", (double)v);
 	} else if (!n || n > 128) {
 		return tctl_usage("infer", "--sequence: a name of 1 to 128 bytes (or a number)");

@@ -7,6 +7,7 @@ named errors, and the client's own checks of the sequence arguments."""
 from __future__ import annotations
 
 import random
+import time
 import unittest
 from typing import Any
 
@@ -70,9 +71,8 @@ class SequenceTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls) -> None:
-        cls.daemon = Daemon()
+        cls.daemon = Daemon().start_checked()
         try:
-            cls.daemon.start()
             with tensord.Client(cls.daemon.url, 30000) as c:
                 entry = c.load("rnn", rnn_graph(), batch_max=8, buckets=[1, 8], delay_us=500, sequence=SEQ)
             assert entry["sequence"]["state"] == [{"input": "h", "output": "hn"}], entry
@@ -82,11 +82,7 @@ class SequenceTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls) -> None:
-        try:
-            cls.daemon.stop()
-        except BaseException:
-            cls.daemon.cleanup()
-            raise
+        cls.daemon.stop_checked()
 
     def setUp(self) -> None:
         self.c = tensord.Client(self.daemon.url, 30000)
@@ -176,7 +172,14 @@ class SequenceTest(unittest.TestCase):
         before = self.c.stats()["models"]["rnn"]["sequence"]
         for k in range(3):
             self.c.infer("rnn", {"x": self.x()}, sequence_id=31, sequence_start=k == 0, sequence_end=k == 2)
-        after = self.c.stats()["models"]["rnn"]["sequence"]
+        # the end is counted on the daemon's loop once the step's batch is back there, which
+        # may be just after its reply went out
+        deadline = time.monotonic() + 5
+        while True:
+            after = self.c.stats()["models"]["rnn"]["sequence"]
+            if after["ended"] > before["ended"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
         self.assertEqual(after["started"] - before["started"], 1)
         self.assertEqual(after["ended"] - before["ended"], 1)
         self.assertEqual(after["max"], 1024)
