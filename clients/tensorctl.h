@@ -127,6 +127,7 @@ typedef struct tctl_model {
 	bool batched, trainable;
 	int batch_max;
 	char target[TCTL_NAME_MAX + 1]; /* a trainable model's target tensor ("" if not said) */
+	uint64_t state_in, state_out;	/* its sequences' state pairs: bit k for in[k], out[k] */
 } tctl_model;
 
 /* Every model of model.list into *ms (malloc'd, *n of them; the caller frees *ms). Returns an

@@ -34,6 +34,8 @@ int tctl_outcome(tsd_client *c, tsd_status s, const tsd_reply *r)
 	if (s == TSD_OK)
 		return TCTL_EXIT_OK;
 	fprintf(stderr, "tensorctl: %s: %s\n", tsd_status_name(s), tsd_client_message(c, r));
+	if (s == TSD_SEQUENCE_ENDED)
+		fprintf(stderr, "(tensorctl infer --sequence ID --start starts it)\n");
 	return tctl_exit_for(s, r != NULL);
 }
 

@@ -150,9 +150,19 @@ static bool key_is(const char *k, size_t n, const char *want)
 	return strlen(want) == n && !memcmp(k, want, n);
 }
 
+/* The flag of l that key k[kn] sets (sequence_start, _end, _state), or NULL. */
+static bool *seq_flag(tctl_line *l, const char *k, size_t kn)
+{
+	return key_is(k, kn, "sequence_start")	 ? &l->seq_start
+	       : key_is(k, kn, "sequence_end")	 ? &l->seq_end
+	       : key_is(k, kn, "sequence_state") ? &l->seq_state
+						 : NULL;
+}
+
 bool tctl_jsonl_scan(const char *p, const char *end, tctl_line *l, char *err, size_t errlen)
 {
 	const char *start = p;
+	bool *f;
 	memset(l, 0, sizeof(*l));
 	p = ws(p, end);
 	if (p == end)
@@ -193,6 +203,13 @@ bool tctl_jsonl_scan(const char *p, const char *end, tctl_line *l, char *err, si
 				if (*v != '{' || ve[-1] != '}') /* the inside is parsed later */
 					return FAIL("inputs: not an object");
 				l->inputs = (tctl_span){v, (size_t)(ve - v)};
+			} else if (key_is(k, kn, "sequence_id")) {
+				l->seq_id = (tctl_span){v, (size_t)(ve - v)};
+			} else if ((f = seq_flag(l, k, kn))) {
+				if (ve - v == 4 && !memcmp(v, "true", 4))
+					*f = true;
+				else if (!(ve - v == 5 && !memcmp(v, "false", 5)))
+					return FAIL("%.*s: true or false", (int)kn, k);
 			}
 			p = ws(ve, end);
 			if (p < end && *p == ',') {
@@ -212,6 +229,8 @@ bool tctl_jsonl_scan(const char *p, const char *end, tctl_line *l, char *err, si
 		return FAIL("no \"model\"");
 	if (!l->inputs.p)
 		return FAIL("no \"inputs\"");
+	if (!l->seq_id.p && (l->seq_start || l->seq_end || l->seq_state))
+		return FAIL("sequence_start, sequence_end, sequence_state: need a sequence_id");
 	return true;
 }
 
@@ -334,8 +353,8 @@ static bool row_nested(rowp *r, int depth, int ndim, const int64_t *dims)
 	return true;
 }
 
-bool tctl_jsonl_inputs(tctl_span inputs, const tctl_model *m, void *const *rows, char *err,
-		       size_t errlen)
+bool tctl_jsonl_inputs(tctl_span inputs, const tctl_model *m, uint64_t implicit, void *const *rows,
+		       char *err, size_t errlen)
 {
 	const char *p = inputs.p + 1, *end = inputs.p + inputs.n - 1; /* inside the braces */
 	uint64_t seen = 0;
@@ -355,6 +374,10 @@ bool tctl_jsonl_inputs(tctl_span inputs, const tctl_model *m, void *const *rows,
 				    (int)(kn < 128 ? kn : 128), k, m->name);
 		if (seen & (1ull << i))
 			return FAIL("inputs.%s: given twice", m->in[i].name);
+		if (implicit & (1ull << i))
+			return FAIL("inputs.%s: the sequence's state: the daemon holds it, "
+				    "a step does not carry it",
+				    m->in[i].name);
 		p = ws(ke, end);
 		if (p == end || *p != ':')
 			return FAIL("inputs: malformed JSON");
@@ -383,7 +406,7 @@ bool tctl_jsonl_inputs(tctl_span inputs, const tctl_model *m, void *const *rows,
 	}
 	if (nseen != m->nin)
 		for (int i = 0; i < m->nin; i++)
-			if (!(seen & (1ull << i)))
+			if (!(seen & (1ull << i)) && !(implicit & (1ull << i)))
 				return FAIL("inputs.%s: missing", m->in[i].name);
 	return true;
 }

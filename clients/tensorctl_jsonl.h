@@ -11,17 +11,21 @@ typedef struct tctl_span {
 } tctl_span;
 
 /* A log line's fields as spans of its text (p NULL when absent): id (any JSON value, checked),
- * model (the string's contents), inputs (the object's text). */
+ * model (the string's contents), inputs (the object's text); a sequence step's sequence_id
+ * (the value's text, checked as JSON only) and its flags (true or false literals). */
 typedef struct tctl_line {
 	tctl_span id, model, inputs;
+	tctl_span seq_id;
+	bool seq_start, seq_end, seq_state;
 } tctl_line;
 
 /* Scan the line [p, end): one JSON object, other members skipped. False with the reason. */
 bool tctl_jsonl_scan(const char *p, const char *end, tctl_line *l, char *err, size_t errlen);
 /* Parse the inputs object against m: input i's row (its per-row shape, nested lists or one
- * number) into rows[i] (row_numel elements of its dtype). Every input exactly once. */
-bool tctl_jsonl_inputs(tctl_span inputs, const tctl_model *m, void *const *rows, char *err,
-		       size_t errlen);
+ * number) into rows[i] (row_numel elements of its dtype). Every input exactly once, but those
+ * of implicit (bit i: input i), which must be absent (a sequence step's state). */
+bool tctl_jsonl_inputs(tctl_span inputs, const tctl_model *m, uint64_t implicit, void *const *rows,
+		       char *err, size_t errlen);
 
 /* A growing output buffer. */
 typedef struct tctl_buf {

@@ -1,5 +1,5 @@
 /* tensorctl_model.c: the daemon's models as model.list describes them: inputs and outputs with
- * dtype, shape and batch axis, batching, trainability; for replay, bench and train. */
+ * dtype, shape and batch axis, batching, trainability, state pairs; for replay, bench and train. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +48,34 @@ static bool ports_parse(const cJSON *arr, tctl_port *ps, int *n)
 	return true;
 }
 
+/* The index of the port called name, or -1. */
+static int port_index(const tctl_port *ps, int n, const char *name)
+{
+	for (int k = 0; name && k < n; k++)
+		if (!strcmp(ps[k].name, name))
+			return k;
+	return -1;
+}
+
+/* The "sequence" object's state pairs as bits of x's inputs and outputs; false when a pair
+ * names no port of x. */
+static bool state_parse(const cJSON *seq, tctl_model *x)
+{
+	const cJSON *e;
+	cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(seq, "state"))
+	{
+		const char *in = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "input"));
+		const char *out =
+			cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "output"));
+		int i = port_index(x->in, x->nin, in), o = port_index(x->out, x->nout, out);
+		if (i < 0 || o < 0)
+			return false;
+		x->state_in |= 1ull << i;
+		x->state_out |= 1ull << o;
+	}
+	return true;
+}
+
 int tctl_models_fetch(tsd_client *c, tctl_model **ms, int *n)
 {
 	*ms = NULL;
@@ -75,7 +103,8 @@ int tctl_models_fetch(tsd_client *c, tctl_model **ms, int *n)
 		if (!cJSON_IsString(nm) || strlen(nm->valuestring) >= sizeof(x->name) ||
 		    !ports_parse(cJSON_GetObjectItemCaseSensitive(e, "inputs"), x->in, &x->nin) ||
 		    !ports_parse(cJSON_GetObjectItemCaseSensitive(e, "outputs"), x->out,
-				 &x->nout)) {
+				 &x->nout) ||
+		    !state_parse(cJSON_GetObjectItemCaseSensitive(e, "sequence"), x)) {
 			fprintf(stderr, "tensorctl: model.list: entry %d is malformed\n", k);
 			free(m);
 			tsd_reply_free(r);

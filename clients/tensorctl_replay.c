@@ -1,6 +1,7 @@
 /* tensorctl_replay.c: `tensorctl replay LOG`: logged infer requests (JSON Lines) replayed in
- * batches at bulk priority by worker threads (one client each), results written in input order,
- * resumable: an existing output's complete lines are kept and that many input lines skipped. */
+ * batches at bulk priority by worker threads (one client each), sequence steps in log order per
+ * sequence, results written in input order, resumable: an existing output's complete lines are
+ * kept and that many input lines skipped. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -24,7 +25,11 @@ const char tctl_replay_help[] =
 	"ROW is one row of the input: a number or nested lists of the input's shape without the\n"
 	"batch dimension (models with no batch dimension: the whole tensor). \"id\" is optional.\n"
 	"Consecutive lines of one model go as one infer of up to N rows at priority bulk, many\n"
-	"requests in flight. OUT gets one line per input line, in input order:\n"
+	"requests in flight. A line with \"sequence_id\" (a number or a string) is a step of that\n"
+	"sequence, with \"sequence_start\", \"sequence_end\", \"sequence_state\": true as the\n"
+	"infer fields: sent alone without the state inputs, after the steps of earlier lines of\n"
+	"the same sequence were answered (sequences interleave freely).\n"
+	"OUT gets one line per input line, in input order:\n"
 	"  {\"id\": ANY, \"outputs\": {\"OUTPUT\": ROW, ...}}\n"
 	"  {\"id\": ANY, \"error\": \"STATUS\", \"message\": \"...\"}   (a bad or failed line)\n"
 	"\n"
@@ -206,6 +211,8 @@ static void fill(tctl_replay *rp, const char **cur, const char *end, size_t per_
 		}
 		ck->end = p;
 		*cur = p;
+		ck->index = rp->next_fill;
+		ck->seq_done = false;
 		ck->state = TCTL_SLOT_READY;
 		rp->next_fill++;
 		pthread_cond_signal(&rp->work);
@@ -271,6 +278,7 @@ int tctl_cmd_replay(tctl_ctx *ctx, int argc, char **argv)
 	pthread_mutex_init(&rp.mu, NULL);
 	pthread_cond_init(&rp.work, NULL);
 	pthread_cond_init(&rp.done, NULL);
+	pthread_cond_init(&rp.seq, NULL);
 	rp.slots = calloc(rp.nslots, sizeof(tctl_chunk));
 	tctl_worker *ws = calloc((size_t)o.jobs, sizeof(tctl_worker));
 	size_t rowmax[TCTL_MAX_TENSORS] = {0};
@@ -410,6 +418,7 @@ int tctl_cmd_replay(tctl_ctx *ctx, int argc, char **argv)
 	pthread_mutex_destroy(&rp.mu);
 	pthread_cond_destroy(&rp.work);
 	pthread_cond_destroy(&rp.done);
+	pthread_cond_destroy(&rp.seq);
 close_out:
 	if (fd > 1 && close(fd) && !rc) {
 		fprintf(stderr, "tensorctl replay: %s: %s\n", o.out, strerror(errno));

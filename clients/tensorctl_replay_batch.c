@@ -1,5 +1,6 @@
 /* tensorctl_replay_batch.c: replay's worker threads: a chunk of log lines parsed into batches
- * (consecutive lines of one model), each sent as one bulk infer, the rows formatted back. */
+ * (consecutive lines of one model), each sent as one bulk infer, and sequence steps (one line
+ * each, sent by tensorctl_replay_seq.c), the rows formatted back. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,65 +28,74 @@ static size_t run_cap(const tctl_replay *rp, const tctl_model *m, size_t left)
 	return cap < left ? cap : left;
 }
 
-/* The input tensors of run u (rows stacked at each input's batch axis). */
-static bool run_tensors(tctl_worker *w, tctl_run *u, tsd_tensor *ts, uint8_t **tmp)
+uint64_t tctl_run_implicit(const tctl_run *u)
+{
+	return u->seq_key[0] ? u->m->state_in : 0;
+}
+
+int tctl_run_tensors(tctl_run *u, tsd_tensor *ts, uint8_t **tmp)
 {
 	const tctl_model *m = u->m;
+	uint64_t implicit = tctl_run_implicit(u);
+	int n = 0;
 	for (int i = 0; i < m->nin; i++) {
 		const tctl_port *pt = &m->in[i];
+		if (implicit >> i & 1)
+			continue;
 		size_t es = tsd_dtype_size(pt->dtype);
-		ts[i] = (tsd_tensor){.name = pt->name, .dtype = pt->dtype, .ndim = pt->ndim};
-		memcpy(ts[i].shape, pt->shape, sizeof(pt->shape));
-		ts[i].data = u->buf[i];
+		tsd_tensor *t = &ts[n++];
+		*t = (tsd_tensor){.name = pt->name, .dtype = pt->dtype, .ndim = pt->ndim};
+		memcpy(t->shape, pt->shape, sizeof(pt->shape));
+		t->data = u->buf[i];
 		if (pt->batch_axis < 0)
 			continue;
-		ts[i].shape[pt->batch_axis] = (int64_t)u->rows;
+		t->shape[pt->batch_axis] = (int64_t)u->rows;
 		if (pt->outer == 1)
 			continue;
 		/* [rows, outer, inner] -> [outer, rows, inner] */
-		uint8_t *t = malloc(u->rows * pt->row_numel * es + 1);
-		if (!t)
-			return false;
+		uint8_t *x = malloc(u->rows * pt->row_numel * es + 1);
+		if (!x)
+			return -1;
 		for (size_t r = 0; r < u->rows; r++)
 			for (size_t o = 0; o < pt->outer; o++)
-				memcpy(t + (o * u->rows + r) * pt->inner * es,
+				memcpy(x + (o * u->rows + r) * pt->inner * es,
 				       u->buf[i] + (r * pt->row_numel + o * pt->inner) * es,
 				       pt->inner * es);
-		tmp[i] = t;
-		ts[i].data = t;
+		tmp[i] = x;
+		t->data = x;
 	}
-	return true;
+	return n;
 }
 
-/* Send run u; a missing reply makes the chunk fatal. Busy is retried (bulk yields). */
-static void run_send(tctl_worker *w, tctl_run *u, tctl_chunk *ck)
+cJSON *tctl_run_header(const tctl_replay *rp, const tctl_run *u)
+{
+	cJSON *h = cJSON_CreateObject();
+	bool ok = h && cJSON_AddStringToObject(h, "verb", "infer") &&
+		  cJSON_AddStringToObject(h, "model", u->m->name) &&
+		  cJSON_AddStringToObject(h, "priority", rp->priority);
+	const char *id = u->seq_key + 1;
+	if (ok && u->seq_key[0])
+		ok = (u->seq_key[0] == 'n'
+			      ? cJSON_AddNumberToObject(h, "sequence_id", strtod(id, NULL)) != NULL
+			      : cJSON_AddStringToObject(h, "sequence_id", id) != NULL) &&
+		     (!u->seq_start || cJSON_AddTrueToObject(h, "sequence_start")) &&
+		     (!u->seq_end || cJSON_AddTrueToObject(h, "sequence_end")) &&
+		     (!u->seq_state || cJSON_AddTrueToObject(h, "sequence_state"));
+	if (!ok) {
+		cJSON_Delete(h);
+		return NULL;
+	}
+	return h;
+}
+
+void tctl_run_finish(tctl_run *u, tsd_status s, const char *why, tctl_chunk *ck)
 {
 	const tctl_model *m = u->m;
-	tsd_tensor ts[TCTL_MAX_TENSORS];
-	uint8_t *tmp[TCTL_MAX_TENSORS] = {0};
-	cJSON *h = cJSON_CreateObject();
-	tsd_status s = TSD_OUT_OF_MEMORY;
-	if (h && cJSON_AddStringToObject(h, "verb", "infer") &&
-	    cJSON_AddStringToObject(h, "model", m->name) &&
-	    cJSON_AddStringToObject(h, "priority", w->rp->priority) && run_tensors(w, u, ts, tmp)) {
-		for (int attempt = 0;; attempt++) {
-			s = tsd_client_call(w->c, h, ts, m->nin, &u->reply);
-			if (s != TSD_BUSY || attempt == 2000)
-				break;
-			tsd_reply_free(u->reply);
-			u->reply = NULL;
-			struct timespec d = {0, (attempt < 10 ? 1 : 20) * 1000000L};
-			nanosleep(&d, NULL);
-		}
-	}
-	cJSON_Delete(h);
-	for (int i = 0; i < m->nin; i++)
-		free(tmp[i]);
 	u->st = s;
 	if (!u->reply && s != TSD_OUT_OF_MEMORY) {
 		ck->fatal = tctl_exit_for(s, false);
 		snprintf(ck->why, sizeof(ck->why), "%s: %s", tsd_status_name(s),
-			 tsd_client_error(w->c));
+			 why ? why : "no reply");
 		return;
 	}
 	if (s != TSD_OK) {
@@ -93,9 +103,14 @@ static void run_send(tctl_worker *w, tctl_run *u, tctl_chunk *ck)
 			 u->reply ? tsd_reply_error(u->reply) : "out of memory");
 		return;
 	}
+	/* a step's state outputs stay in the daemon unless asked for */
+	uint64_t hidden = u->seq_key[0] && !u->seq_state ? m->state_out : 0;
 	for (int o = 0; o < m->nout; o++) {
 		const tctl_port *pt = &m->out[o];
 		const tsd_tensor *t = tsd_reply_find(u->reply, pt->name);
+		u->outs[o] = NULL;
+		if (!t && hidden >> o & 1)
+			continue;
 		bool ok = t && t->dtype == pt->dtype && t->ndim == pt->ndim &&
 			  (pt->batch_axis < 0 || t->shape[pt->batch_axis] == (int64_t)u->rows);
 		for (int d = 0; ok && d < pt->ndim && pt->batch_axis >= 0; d++)
@@ -108,6 +123,29 @@ static void run_send(tctl_worker *w, tctl_run *u, tctl_chunk *ck)
 		}
 		u->outs[o] = t;
 	}
+}
+
+/* Send run u (a batch of plain lines) and wait for its reply; busy is retried (bulk yields). */
+static void run_send(tctl_worker *w, tctl_run *u, tctl_chunk *ck)
+{
+	tsd_tensor ts[TCTL_MAX_TENSORS];
+	uint8_t *tmp[TCTL_MAX_TENSORS] = {0};
+	cJSON *h = tctl_run_header(w->rp, u);
+	int n = h ? tctl_run_tensors(u, ts, tmp) : -1;
+	tsd_status s = TSD_OUT_OF_MEMORY;
+	for (int attempt = 0; n >= 0; attempt++) {
+		s = tsd_client_call(w->c, h, ts, n, &u->reply);
+		if (s != TSD_BUSY || attempt == 2000)
+			break;
+		tsd_reply_free(u->reply);
+		u->reply = NULL;
+		struct timespec d = {0, (attempt < 10 ? 1 : 20) * 1000000L};
+		nanosleep(&d, NULL);
+	}
+	cJSON_Delete(h);
+	for (int i = 0; i < u->m->nin; i++)
+		free(tmp[i]);
+	tctl_run_finish(u, s, tsd_client_error(w->c), ck);
 }
 
 /* Line l's output line appended to ck->out. */
@@ -133,9 +171,12 @@ static void line_format(tctl_worker *w, tctl_chunk *ck, const tctl_rline *l)
 		return;
 	}
 	tctl_buf_puts(b, "\"outputs\":{");
+	bool first = true;
 	for (int o = 0; o < u->m->nout; o++) {
 		const tctl_port *pt = &u->m->out[o];
 		const tsd_tensor *t = u->outs[o];
+		if (!t) /* a sequence step's state, kept by the daemon */
+			continue;
 		size_t es = tsd_dtype_size(t->dtype);
 		int64_t dims[TSD_MAX_DIMS];
 		int nd = 0;
@@ -156,8 +197,9 @@ static void line_format(tctl_worker *w, tctl_chunk *ck, const tctl_rline *l)
 				       pt->inner * es);
 			src = w->scratch;
 		}
-		if (o)
+		if (!first)
 			tctl_buf_put(b, ",", 1);
+		first = false;
 		tctl_jsonl_string(b, pt->name);
 		tctl_buf_put(b, ":", 1);
 		tctl_jsonl_row(b, t->dtype, src, dims, nd);
@@ -165,13 +207,32 @@ static void line_format(tctl_worker *w, tctl_chunk *ck, const tctl_rline *l)
 	tctl_buf_put(b, "}}\n", 3);
 }
 
-/* Parse, send and format one chunk. */
+/* The row parsed into w->row appended to run u as its row u->rows (its buffers made with the
+ * first row; the daemon's inputs of a sequence step have none). */
+static void run_add_row(tctl_worker *w, tctl_chunk *ck, tctl_run *u)
+{
+	const tctl_model *m = u->m;
+	uint64_t implicit = tctl_run_implicit(u);
+	for (int i = 0; i < m->nin && !ck->out.oom; i++) {
+		size_t rb = m->in[i].row_numel * tsd_dtype_size(m->in[i].dtype);
+		if (implicit >> i & 1)
+			continue;
+		if (!u->buf[i] && !(u->buf[i] = malloc(u->cap * rb + 1))) {
+			ck->out.oom = true;
+			return;
+		}
+		memcpy(u->buf[i] + u->rows * rb, w->row[i], rb);
+	}
+}
+
+/* Parse, send and format one chunk: its batches of plain lines as they fill, then its sequence
+ * steps when their turn comes. */
 static void chunk_do(tctl_worker *w, tctl_chunk *ck)
 {
 	tctl_replay *rp = w->rp;
 	int nruns = 0, cur = -1;
 	const char *p = ck->p;
-	char err[160];
+	char err[160], key[TCTL_SEQ_KEY];
 	ck->out.n = 0;
 	ck->out.oom = false;
 	ck->nerr = 0;
@@ -192,14 +253,30 @@ static void chunk_do(tctl_worker *w, tctl_chunk *ck)
 			l->st = TSD_UNKNOWN_MODEL;
 			snprintf(l->msg, sizeof(l->msg), "model %.*s is not loaded",
 				 (int)(ln.model.n < 64 ? ln.model.n : 64), ln.model.p);
-		} else if (!tctl_jsonl_inputs(ln.inputs, m, (void *const *)w->row, err,
-					      sizeof(err))) {
+		} else if (ln.seq_id.p && !tctl_seq_key(ln.seq_id, key, err, sizeof(err))) {
+			snprintf(l->msg, sizeof(l->msg), "%s", err);
+		} else if (!tctl_jsonl_inputs(ln.inputs, m, ln.seq_id.p ? m->state_in : 0,
+					      (void *const *)w->row, err, sizeof(err))) {
 			l->st = TSD_SHAPE_MISMATCH;
 			snprintf(l->msg, sizeof(l->msg), "%s", err);
 			if (strstr(err, "malformed") || strstr(err, "not an input") ||
 			    strstr(err, "not a number") || strstr(err, "missing") ||
-			    strstr(err, "twice") || strstr(err, "not a value"))
+			    strstr(err, "twice") || strstr(err, "not a value") ||
+			    strstr(err, "daemon holds"))
 				l->st = TSD_BAD_REQUEST;
+		} else if (ln.seq_id.p) { /* a sequence step: a run of its own, sent later */
+			tctl_run *u = &w->runs[nruns];
+			memset(u, 0, sizeof(*u));
+			u->m = m;
+			memcpy(u->seq_key, key, sizeof(key));
+			u->seq_start = ln.seq_start;
+			u->seq_end = ln.seq_end;
+			u->seq_state = ln.seq_state;
+			u->cap = 1;
+			run_add_row(w, ck, u);
+			u->rows = 1;
+			l->run = nruns++;
+			l->row = 0;
 		} else {
 			if (cur < 0 || w->runs[cur].m != m ||
 			    w->runs[cur].rows == w->runs[cur].cap) {
@@ -209,20 +286,12 @@ static void chunk_do(tctl_worker *w, tctl_chunk *ck)
 				memset(u, 0, sizeof(*u));
 				u->m = m;
 				u->cap = run_cap(rp, m, ck->nlines - k);
-				for (int i = 0; i < m->nin; i++)
-					if (!(u->buf[i] = malloc(
-						      u->cap * m->in[i].row_numel *
-							      tsd_dtype_size(m->in[i].dtype) +
-						      1)))
-						ck->out.oom = true;
 			}
 			tctl_run *u = &w->runs[cur];
-			for (int i = 0; i < m->nin && !ck->out.oom; i++) {
-				size_t rb = m->in[i].row_numel * tsd_dtype_size(m->in[i].dtype);
-				memcpy(u->buf[i] + u->rows * rb, w->row[i], rb);
-			}
 			l->run = cur;
-			l->row = u->rows++;
+			l->row = u->rows;
+			run_add_row(w, ck, u);
+			u->rows++;
 		}
 		p = nl ? nl + 1 : ck->end;
 		if (ck->fatal || ck->out.oom)
@@ -230,6 +299,7 @@ static void chunk_do(tctl_worker *w, tctl_chunk *ck)
 	}
 	if (cur >= 0 && !ck->fatal && !ck->out.oom)
 		run_send(w, &w->runs[cur], ck);
+	tctl_seq_chunk(w, ck, nruns, ck->fatal || ck->out.oom);
 	memset(ck->lerr, 0, ck->nlines);
 	for (size_t k = 0; k < ck->nlines && !ck->fatal && !ck->out.oom; k++)
 		line_format(w, ck, &w->lines[k]);
@@ -260,11 +330,13 @@ void *tctl_replay_worker(void *arg)
 		pthread_mutex_unlock(&rp->mu);
 		if (drop) {
 			ck->out.n = 0; /* the writer discards it */
+			tctl_seq_chunk(w, ck, 0, true);
 		} else if (w->c) {
 			chunk_do(w, ck);
 		} else {
 			ck->fatal = TCTL_EXIT_TRANSPORT;
 			snprintf(ck->why, sizeof(ck->why), "cannot connect to %s", rp->url);
+			tctl_seq_chunk(w, ck, 0, true);
 		}
 		pthread_mutex_lock(&rp->mu);
 		ck->state = TCTL_SLOT_DONE;

@@ -30,7 +30,8 @@ const char tctl_load_help[] =
 const char tctl_unload_help[] = "usage: tensorctl unload NAME\n\nUnload a model; requests "
 				"still queued for it are answered cancelled.\n";
 const char tctl_infer_help[] =
-	"usage: tensorctl infer MODEL INPUT... [--out-dir DIR] [--priority P] [--timeout-ms MS] [--shm]\n"
+	"usage: tensorctl infer MODEL INPUT... [--out-dir DIR] [--priority P] [--timeout-ms MS]\n"
+	"                       [--shm] [--sequence ID [--start] [--end] [--state]]\n"
 	"       tensorctl infer MODEL --raw FILE --name X [--dtype DT] --shape 1,4\n"
 	"\n"
 	"Run a model once. Each INPUT is INPUT.json ({\"x\": {\"dtype\", \"shape\", \"data\"}, "
@@ -39,7 +40,15 @@ const char tctl_infer_help[] =
 	"uint8, int32, int64, float16, float32). Outputs: printed as JSON, or written as\n"
 	"DIR/OUTPUT.npy with --out-dir (the paths printed). --priority: realtime, normal, bulk.\n"
 	"--shm (unix:// only): the inputs go in a shared-memory region registered for the call,\n"
-	"the request names them there instead of carrying their bytes (docs/PROTOCOL.md).\n";
+	"the request names them there instead of carrying their bytes (docs/PROTOCOL.md).\n"
+	"--sequence ID: a step of a sequence of a model loaded with \"sequence\"\n"
+	"(docs/PROTOCOL.md, \"Sequences\"): the daemon feeds the state the sequence's last step\n"
+	"left, so the state inputs are not given. ID: digits are a number (1 to 2^53), anything\n"
+	"else a string (1 to 128 bytes). --start starts it (again: the state is reset), --end\n"
+	"ends it after this step, --state prints the state outputs too. A step of a sequence that\n"
+	"is not live fails with sequence_ended (exit 1). A sequence ends when the connection that\n"
+	"started it closes, so one that spans several tensorctl runs needs a model with\n"
+	"\"outlive_connection\": true.\n";
 const char tctl_realize_help[] =
 	"usage: tensorctl realize GRAPH.json INPUT... [--out-dir DIR] [--timeout-ms MS]\n"
 	"\n"
@@ -273,6 +282,8 @@ typedef struct run_opts {
 	long timeout_ms;
 	bool shm;
 	const char *raw, *name, *dtype, *shape;
+	const char *sequence;		    /* --sequence ID, or NULL */
+	bool seq_start, seq_end, seq_state; /* --start, --end, --state */
 } run_opts;
 
 /* The arguments after MODEL or GRAPH: inputs into in, options into o. */
@@ -288,7 +299,12 @@ static int run_args(const char *cmd, int argc, char **argv, tctl_inputs *in, run
 				   : !strcmp(a, "--shape")    ? &o->shape
 				   : !strcmp(a, "--out-dir")  ? &o->out_dir
 				   : !strcmp(a, "--priority") ? &o->priority
+				   : !strcmp(a, "--sequence") ? &o->sequence
 							      : NULL;
+		bool *flag = !strcmp(a, "--start")   ? &o->seq_start
+			     : !strcmp(a, "--end")   ? &o->seq_end
+			     : !strcmp(a, "--state") ? &o->seq_state
+						     : NULL;
 		if (opt && i + 1 < argc) {
 			*opt = argv[++i];
 		} else if (!strcmp(a, "--timeout-ms") && i + 1 < argc) {
@@ -297,6 +313,8 @@ static int run_args(const char *cmd, int argc, char **argv, tctl_inputs *in, run
 						  argv[i]);
 		} else if (!strcmp(a, "--shm")) {
 			o->shm = true;
+		} else if (flag) {
+			*flag = true;
 		} else if (a[0] == '-') {
 			return tctl_usage(cmd, "unexpected argument %s", a);
 		} else if (!tctl_inputs_arg(in, a, err, sizeof(err))) {
@@ -304,6 +322,8 @@ static int run_args(const char *cmd, int argc, char **argv, tctl_inputs *in, run
 			return TCTL_EXIT_USAGE;
 		}
 	}
+	if (!o->sequence && (o->seq_start || o->seq_end || o->seq_state))
+		return tctl_usage(cmd, "--start, --end and --state need --sequence ID");
 	if (o->raw) {
 		size_t len;
 		if (!o->name || !o->shape)
@@ -324,6 +344,34 @@ static void add_run_fields(cJSON *h, const run_opts *o)
 		cJSON_AddStringToObject(h, "priority", o->priority);
 	if (o->timeout_ms >= 0)
 		cJSON_AddNumberToObject(h, "timeout_ms", (double)o->timeout_ms);
+}
+
+/* --sequence ID and its flags into h: digits are a number, anything else a string. A usage
+ * error (printed) when the ID is out of range. */
+static int add_sequence_fields(cJSON *h, const run_opts *o)
+{
+	if (!o->sequence)
+		return 0;
+	const char *id = o->sequence;
+	size_t n = strlen(id);
+	if (n && strspn(id, "0123456789") == n) {
+		unsigned long long v = n <= 16 ? strtoull(id, NULL, 10) : 0;
+		if (!v || v > (1ull << 53))
+			return tctl_usage("infer", "--sequence %s: a number in 1..2^53 (or a name)",
+					  id);
+		cJSON_AddNumberToObject(h, "sequence_id", (double)v);
+	} else if (!n || n > 128) {
+		return tctl_usage("infer", "--sequence: a name of 1 to 128 bytes (or a number)");
+	} else {
+		cJSON_AddStringToObject(h, "sequence_id", id);
+	}
+	if (o->seq_start)
+		cJSON_AddTrueToObject(h, "sequence_start");
+	if (o->seq_end)
+		cJSON_AddTrueToObject(h, "sequence_end");
+	if (o->seq_state)
+		cJSON_AddTrueToObject(h, "sequence_state");
+	return 0;
 }
 
 /* infer --shm: in's tensors copied into one shared-memory region (each at a 64-byte offset),
@@ -372,7 +420,9 @@ int tctl_cmd_infer(tctl_ctx *ctx, int argc, char **argv)
 		cJSON_AddStringToObject(h, "verb", "infer");
 		cJSON_AddStringToObject(h, "model", argv[0]);
 		add_run_fields(h, &o);
-		if (o.shm)
+		if ((rc = add_sequence_fields(h, &o)))
+			cJSON_Delete(h);
+		else if (o.shm)
 			rc = send_shm(ctx->c, h, &in, o.out_dir);
 		else
 			rc = send_owned(ctx->c, h, &in, print_outputs, o.out_dir);
@@ -401,6 +451,8 @@ int tctl_cmd_realize(tctl_ctx *ctx, int argc, char **argv)
 	int rc = run_args("realize", argc - 1, argv + 1, &in, &o);
 	if (!rc && o.priority)
 		rc = tctl_usage("realize", "--priority is for infer");
+	if (!rc && o.sequence)
+		rc = tctl_usage("realize", "--sequence is for infer");
 	if (!rc) {
 		cJSON *h = cJSON_CreateObject();
 		cJSON_AddStringToObject(h, "verb", "realize");

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tensorctl.sh: tensorctl against a live tensord (make tensorctl-check): every subcommand, the
-# replay output (order, values, bad lines) and its resumption, .npy round trips, bench's CSV
-# and SVG, train on Fashion-MNIST, usage errors and exit codes. Usage: tests/tensorctl.sh [BUILD]
+# replay output (order, values, bad lines) and its resumption, sequences (infer --sequence, replay
+# of interleaved sequence steps), .npy round trips, bench's CSV and SVG, train on Fashion-MNIST,
+# usage errors and exit codes. Usage: tests/tensorctl.sh [BUILD]
 set -u
 BUILD=${1:-build}
 CTL=$(realpath "$BUILD/bin/tensorctl")
@@ -265,6 +266,152 @@ start_daemon
 expect 0 load "$HERE/tensorctl/tiny.json"
 expect 4 replay "$DIR/big.jsonl" -o "$DIR/r5.jsonl"
 same "$DIR/big_want.jsonl" "$DIR/r5.jsonl"
+
+# ---- sequences: infer --sequence, replay of interleaved sequences (tests/tensorctl/rnn.json:
+# the integer recurrent cell of tests/test_sequence.c, exact in float32; its sequences outlive
+# the connection, so one sequence can span several tensorctl runs) ----
+python3 "$HERE/tensorctl/npy.py" "$DIR/W.npy" '<f4' 4,3 1 0 -1 2 1 0 0 -2 1 1 1 1
+python3 "$HERE/tensorctl/npy.py" "$DIR/U.npy" '<f4' 4,4 1 0 0 0 0 0 1 0 0 -1 0 0 0 0 0 1
+python3 "$HERE/tensorctl/npy.py" "$DIR/V.npy" '<f4' 2,4 1 -1 2 0 0 1 1 -1
+expect 0 load "$HERE/tensorctl/rnn.json" "W=$DIR/W.npy" "U=$DIR/U.npy" "V=$DIR/V.npy"
+echo '{"x": {"dtype": "float32", "shape": [1, 3], "data": [1, 2, 3]}}' >"$DIR/x.json"
+# y_is NAME COLS DATA: the last infer printed output NAME [1, COLS] with those numbers
+y_is() { tr -d ' \t\n' <"$DIR/out" >"$DIR/out1"; has "$DIR/out1" "\"$1\":{\"dtype\":\"float32\",\"shape\":\[1,$2\],\"data\":\[$3\]}"; }
+expect 1 infer rnn "$DIR/x.json" --sequence 41  # a step without --start
+has "$DIR/err" "sequence_ended: sequence 41 of model \"rnn\": not live"
+has "$DIR/err" "infer --sequence ID --start"
+expect 0 infer rnn "$DIR/x.json" --sequence 41 --start
+y_is y 2 "-6,-6"
+if grep -q '"hn"' "$DIR/out"; then fail "the state was printed without --state"; else ok; fi
+expect 0 infer rnn "$DIR/x.json" --sequence 41 --state
+y_is y 2 "-14,-15"
+y_is hn 4 "-3,3,-4,14"
+expect 0 infer rnn "$DIR/x.json" --sequence 41 --end
+y_is y 2 "-13,-24"
+expect 1 infer rnn "$DIR/x.json" --sequence 41
+has "$DIR/err" "ended by its sequence_end request"
+expect 0 infer rnn "$DIR/x.json" --sequence rover-1 --start --end  # a name
+y_is y 2 "-6,-6"
+expect 2 infer rnn "$DIR/x.json" --start
+has "$DIR/err" "need --sequence ID"
+expect 2 infer rnn "$DIR/x.json" --sequence 0
+expect 2 infer rnn "$DIR/x.json" --sequence 9007199254740993
+expect 2 realize "$DIR/ident.json" --sequence 3
+# a step that carries the state: refused by the daemon, and the sequence goes on unchanged
+python3 "$HERE/tensorctl/npy.py" "$DIR/h.npy" '<f4' 1,4 0
+python3 "$HERE/tensorctl/npy.py" "$DIR/x1.npy" '<f4' 1,3 1 2 3
+expect 0 infer rnn "x=$DIR/x1.npy" --sequence 42 --start
+expect 1 infer rnn "x=$DIR/x1.npy" "h=$DIR/h.npy" --sequence 42
+has "$DIR/err" "bad_request: tensors: \"h\" is the sequence's state"
+expect 0 infer rnn "x=$DIR/x1.npy" --sequence 42 --end
+y_is y 2 "-14,-15"
+# replay: two sequences interleaved (and a plain line carrying its state) give what the same
+# steps give run one by one with infer
+python3 - "$DIR" <<'EOF'
+import json, random, sys
+d = sys.argv[1]
+random.seed(3)
+with open(d + '/two.jsonl', 'w') as f, open(d + '/two.steps', 'w') as st:
+    for k in range(12):
+        for sid in (51, "arm-b"):
+            x = [random.randint(-3, 3) for _ in range(3)]
+            line = {"id": "%s/%d" % (sid, k), "model": "rnn", "sequence_id": sid, "inputs": {"x": x}}
+            flags = []
+            if k == 0:
+                line["sequence_start"] = True
+                flags.append("--start")
+            if k == 11:
+                line["sequence_end"] = True
+                flags.append("--end")
+            f.write(json.dumps(line) + '\n')
+            st.write("%s %s %s\n" % (sid, ",".join(map(str, x)), " ".join(flags)))
+        if k == 5:
+            f.write(json.dumps({"id": "plain", "model": "rnn", "inputs": {"x": [1, 2, 3], "h": [1, 0, -1, 2]}}) + '\n')
+EOF
+expect 0 replay "$DIR/two.jsonl" -o "$DIR/two.out" --jobs 2 --batch 3
+: >"$DIR/two.one"
+while read -r sid x flags; do
+	echo "{\"x\": {\"dtype\": \"float32\", \"shape\": [1, 3], \"data\": [$x]}}" >"$DIR/one.json"
+	# shellcheck disable=SC2086
+	"$CTL" infer rnn "$DIR/one.json" --sequence "$sid" $flags >"$DIR/one.out" || fail "infer --sequence $sid $flags"
+	python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['y']['data'])" "$DIR/one.out" >>"$DIR/two.one"
+done <"$DIR/two.steps"
+python3 - "$DIR/two.out" "$DIR/two.one" <<'EOF' && ok || fail "replay of two interleaved sequences differs from the steps run one by one"
+import json, sys
+got = [json.loads(l) for l in open(sys.argv[1])]
+one = [json.loads(l) for l in open(sys.argv[2])]
+plain = [g for g in got if g["id"] == "plain"]
+assert plain == [{"id": "plain", "outputs": {"y": [-6, -6], "hn": [-1, 3, -1, 8]}}], plain
+seq = [g for g in got if g["id"] != "plain"]
+assert len(seq) == len(one) == 24 and all("error" not in g for g in seq), got
+assert [g["outputs"]["y"] for g in seq] == one, (seq, one)
+assert all(list(g["outputs"]) == ["y"] for g in seq)  # the state stays in the daemon
+EOF
+# replay: 64 sequences starting, stepping, restarting and ending at random among plain lines,
+# in small chunks on 4 connections, against the same cell computed here; then named errors
+python3 - "$DIR" <<'EOF'
+import json, random, sys
+d = sys.argv[1]
+W = [[1, 0, -1], [2, 1, 0], [0, -2, 1], [1, 1, 1]]
+U = [[1, 0, 0, 0], [0, 0, 1, 0], [0, -1, 0, 0], [0, 0, 0, 1]]
+V = [[1, -1, 2, 0], [0, 1, 1, -1]]
+H0 = [1, 0, -1, 2]
+def step(x, h):
+    hn = [sum(a * b for a, b in zip(wr, x)) + sum(a * b for a, b in zip(ur, h)) for wr, ur in zip(W, U)]
+    return hn, [sum(a * b for a, b in zip(vr, hn)) for vr in V]
+def js(v):
+    return "[" + ",".join("%d" % a for a in v) + "]"
+random.seed(11)
+live = {}
+ids = [k + 1000 for k in range(40)] + ["s%d" % k for k in range(24)]
+with open(d + '/many.jsonl', 'w') as f, open(d + '/many_want.jsonl', 'w') as w:
+    for i in range(3000):
+        x = [random.randint(-3, 3) for _ in range(3)]
+        if random.random() < 0.1:  # a plain line: the state is an input
+            h = [random.randint(-5, 5) for _ in range(4)]
+            f.write(json.dumps({"id": i, "model": "rnn", "inputs": {"x": x, "h": h}}) + '\n')
+            hn, y = step(x, h)
+            w.write('{"id":%d,"outputs":{"y":%s,"hn":%s}}\n' % (i, js(y), js(hn)))
+            continue
+        sid = random.choice(ids)
+        line = {"id": i, "model": "rnn", "sequence_id": sid, "inputs": {"x": x}}
+        if sid not in live or random.random() < 0.02:
+            line["sequence_start"] = True
+            live[sid] = list(H0)
+        if random.random() < 0.05:
+            line["sequence_state"] = True
+        end = random.random() < 0.04
+        if end:
+            line["sequence_end"] = True
+        f.write(json.dumps(line) + '\n')
+        live[sid], y = step(x, live[sid])
+        out = '"y":%s' % js(y) + (',"hn":%s' % js(live[sid]) if line.get("sequence_state") else "")
+        w.write('{"id":%d,"outputs":{%s}}\n' % (i, out))
+        if end:
+            del live[sid]
+    f.write('{"id": "late", "model": "rnn", "sequence_id": "never", "inputs": {"x": [1, 2, 3]}}\n')
+    w.write('{"id":"late","error":"sequence_ended","message":"sequence never of model \\"rnn\\": not live '
+            '(never started, or ended long ago); a new one starts with sequence_start"}\n')
+    f.write('{"id": "carry", "model": "rnn", "sequence_id": 1000, "inputs": {"x": [1, 2, 3], "h": [0, 0, 0, 0]}}\n')
+    w.write('{"id":"carry","error":"bad_request","message":"inputs.h: the sequence\'s state: the daemon holds it, '
+            'a step does not carry it"}\n')
+    f.write('{"id": "zero", "model": "rnn", "sequence_id": 0, "inputs": {"x": [1, 2, 3]}}\n')
+    w.write('{"id":"zero","error":"bad_request","message":"sequence_id: an integer in [1, 2^53] or a string of 1 to '
+            '128 bytes"}\n')
+with open(d + '/many_end.jsonl', 'w') as f:  # the sequences left live: a last step each
+    for sid in live:
+        f.write(json.dumps({"id": "end", "model": "rnn", "sequence_id": sid, "sequence_end": True,
+                            "inputs": {"x": [0, 0, 0]}}) + '\n')
+EOF
+expect 4 replay "$DIR/many.jsonl" -o "$DIR/many.out" --batch 16 --jobs 4
+same "$DIR/many_want.jsonl" "$DIR/many.out"
+has "$DIR/err" "3003 lines (0 before, 3003 this run), 3 errors"
+expect 0 replay "$DIR/many_end.jsonl" --jobs 3 --batch 2
+expect 4 replay "$DIR/many.jsonl" --priority realtime  # the same again, fresh sequences, default chunks
+same "$DIR/many_want.jsonl" "$DIR/out"
+expect 0 replay "$DIR/many_end.jsonl"
+expect 0 stats
+python3 -c "import json,sys; q=json.load(open(sys.argv[1]))['models']['rnn']['sequence']; assert q['live'] == 0, q" "$DIR/out" && ok || fail "sequences left live after the replays"
 
 # ---- bench: CSV and SVG (shape, not timings) ----
 expect 0 bench tiny --concurrency 1:2 --window-ms 50 --max-windows 3 --csv "$DIR/b.csv" --plot "$DIR/b.svg"

@@ -7,14 +7,24 @@
  * Then the transport's own ceiling on this machine: N processes doing plain nng REQ/REP round
  * trips of the same message sizes against an echo process, and how busy the CPUs were during
  * the fleet (CPU per decision, client and daemon together).
- * Usage: robot_fleet [--url URL] [--model brain] [-n 32] [--seconds 5] [--prio normal] */
+ * --stateful: the brain is the recurrent policy of policy.h, loaded here as "policy", its state
+ * kept by the daemon: each robot is one sequence (id: a random base + its index; started by its
+ * first step, ended by its last) sending only its observation each cycle, and checks every
+ * answer (q, action; the state at the end) against the same steps computed here: bit for bit.
+ * Prints each robot's decisions/s and p99 too; no echo ceiling. --steps N: each robot takes N
+ * steps instead of calling for --seconds (the checks see the same work on any machine).
+ * Usage: robot_fleet [--url URL] [--model brain] [-n 32] [--seconds 5] [--prio normal]
+ *                    [--stateful [--steps N]] */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <tensord/verbs.h>
+
 #include "../../bench/daemon_bench.h"
+#include "policy.h"
 #include "robot.h"
 
 #define CAP 400000 /* latencies kept per robot */
@@ -29,6 +39,9 @@ static const char *const cmds[] = {
 typedef struct robot_log {
 	uint32_t n;          /* decisions */
 	uint32_t failed;
+	uint32_t mismatched; /* --stateful: answers unlike the step computed here */
+	uint64_t seq_id;     /* --stateful: its sequence */
+	uint64_t elapsed_ns; /* from its first call to its last answer */
 	uint32_t lat[CAP];   /* ns (a decision over 4 s is counted as 4 s) */
 } robot_log;
 
@@ -57,6 +70,99 @@ static int run_robot(const char *url, const char *model, const char *prio, doubl
 	}
 	tsd_client_close(c);
 	return 0;
+}
+
+/* --stateful: one robot as one sequence of the policy: its observations only, the daemon
+ * holding its state; each answer checked against the step computed here (on the last step, the
+ * state too). Calls until `seconds` pass (or steps > 0 of them were taken), then one last step
+ * ends the sequence. */
+static int run_seq_robot(const char *url, const char *model, const char *prio, double seconds, long steps,
+			 uint64_t id, const rb_policy *pol, robot_log *lg)
+{
+	char err[256];
+	tsd_client *c = tsd_client_open(url, 10000, err, sizeof(err));
+	if (!c) {
+		fprintf(stderr, "robot %llu: %s\n", (unsigned long long)id, err);
+		return -1;
+	}
+	lg->seq_id = id;
+	float obs[RB_OBS], h[RB_HID] = {0}, q[RB_ACT];
+	tsd_tensor in = {.name = "obs", .dtype = TSD_F32, .ndim = 2, .shape = {1, RB_OBS}, .data = obs,
+			 .nbytes = sizeof(obs)};
+	tsd_priority pr = !strcmp(prio, "realtime") ? TSD_PRIORITY_REALTIME
+			  : !strcmp(prio, "bulk")   ? TSD_PRIORITY_BULK
+						    : TSD_PRIORITY_NORMAL;
+	uint64_t start = rb_now_ns(), end = start + (uint64_t)(seconds * 1e9);
+	int rc = 0;
+	for (uint64_t t = 0;; t++) {
+		bool last = steps > 0 ? t + 1 >= (uint64_t)steps : rb_now_ns() >= end;
+		rb_policy_obs(id, t, obs);
+		tsd_infer_opts o = {.priority = pr, .sequence_id = id, .sequence_start = t == 0, .sequence_end = last,
+				    .sequence_state = last};
+		tsd_reply *r = NULL;
+		uint64_t t0 = rb_now_ns();
+		tsd_status st = tsd_infer(c, model, &in, 1, &o, &r);
+		uint64_t dt = rb_now_ns() - t0;
+		if (st != TSD_OK) { /* the daemon's state and ours may part: this robot stops */
+			fprintf(stderr, "robot %llu step %llu: %s: %s\n", (unsigned long long)id, (unsigned long long)t,
+				tsd_status_name(st), tsd_client_message(c, r));
+			tsd_reply_free(r);
+			lg->failed++;
+			rc = -1;
+			break;
+		}
+		int act = rb_policy_step(pol, obs, h, q);
+		const tsd_tensor *ta = tsd_reply_find(r, "act"), *tq = tsd_reply_find(r, "q"), *th = tsd_reply_find(r, "hn");
+		bool same = ta && ta->dtype == TSD_I32 && ta->nbytes == 4 && *(const int32_t *)ta->data == act && tq &&
+			    tq->nbytes == sizeof(q) && !memcmp(tq->data, q, sizeof(q)) && !th == !last &&
+			    (!th || (th->nbytes == sizeof(h) && !memcmp(th->data, h, sizeof(h))));
+		if (!same && !lg->mismatched++) {
+			const float *g = tq && tq->nbytes == sizeof(q) ? tq->data : NULL;
+			fprintf(stderr, "robot %llu step %llu: the daemon's answer differs from the step computed here: "
+				"action %d q [%g %g %g %g], want %d (%s) q [%g %g %g %g]%s\n", (unsigned long long)id,
+				(unsigned long long)t, ta && ta->nbytes == 4 ? *(const int32_t *)ta->data : -1,
+				g ? g[0] : 0, g ? g[1] : 0, g ? g[2] : 0, g ? g[3] : 0, act, rb_action_names[act], q[0], q[1],
+				q[2], q[3], last ? " (or the final state)" : "");
+		}
+		tsd_reply_free(r);
+		if (lg->n < CAP)
+			lg->lat[lg->n++] = dt > UINT32_MAX ? UINT32_MAX : (uint32_t)dt;
+		if (last)
+			break;
+	}
+	lg->elapsed_ns = rb_now_ns() - start;
+	tsd_client_close(c);
+	return rc || lg->mismatched ? -1 : 0;
+}
+
+/* --stateful: each robot's decisions/s and p99, and how many answers were checked. */
+static void report_robots(robot_log *const *logs, int n)
+{
+	printf("%6s %18s %10s %12s %10s %s\n", "robot", "sequence_id", "decisions", "decisions/s", "p99 us",
+	       "equal to the local steps");
+	uint64_t *t = malloc(sizeof(uint64_t) * CAP);
+	for (int i = 0; i < n && t; i++) {
+		const robot_log *lg = logs[i];
+		for (uint32_t j = 0; j < lg->n; j++)
+			t[j] = lg->lat[j];
+		double s = (double)lg->elapsed_ns / 1e9;
+		printf("%6d %18llu %10u %12.0f %10.1f %u/%u%s\n", i, (unsigned long long)lg->seq_id, lg->n,
+		       s > 0 ? lg->n / s : 0, (double)rb_pct(t, lg->n, 0.99) / 1e3, lg->n - lg->mismatched, lg->n,
+		       lg->failed ? " (a call failed)" : "");
+	}
+	free(t);
+}
+
+/* A random sequence id base (the robots' ids follow it), below 2^52 so base + n fits 2^53. */
+static uint64_t random_base(void)
+{
+	uint64_t b = 0;
+	FILE *f = fopen("/dev/urandom", "rb");
+	if (!f || fread(&b, sizeof(b), 1, f) != 1)
+		b = rb_now_ns() ^ ((uint64_t)getpid() << 32);
+	if (f)
+		fclose(f);
+	return (b & ((1ull << 52) - 1)) + 1;
 }
 
 /* What an echo client is told through its pipe once the sizes are known. */
@@ -150,12 +256,18 @@ static int take_snap(const char *url, const char *model, snap *s)
 	return 0;
 }
 
-/* Percentiles of the logs' latencies, and the decisions per second. */
+/* Percentiles of the logs' latencies, and the decisions per second (over `seconds`, or the
+ * longest robot's time when the robots timed themselves). */
 static void report(const char *what, robot_log *const *logs, int n, double seconds, double *rate, double *p99)
 {
 	size_t total = 0, k = 0, failed = 0;
-	for (int i = 0; i < n; i++)
+	uint64_t el = 0;
+	for (int i = 0; i < n; i++) {
 		total += logs[i]->n, failed += logs[i]->failed;
+		el = logs[i]->elapsed_ns > el ? logs[i]->elapsed_ns : el;
+	}
+	if (el)
+		seconds = (double)el / 1e9;
 	uint64_t *t = malloc(sizeof(uint64_t) * (total ? total : 1));
 	for (int i = 0; i < n && t; i++)
 		for (uint32_t j = 0; j < logs[i]->n; j++)
@@ -173,9 +285,11 @@ int main(int argc, char **argv)
 	int ec = db_echo_child_main(argc, argv); /* the ceiling's echo process */
 	if (ec >= 0)
 		return ec;
-	const char *url_arg = NULL, *model = "brain", *prio = "normal";
+	const char *url_arg = NULL, *model = NULL, *prio = "normal";
 	int n = 32;
 	double seconds = 5;
+	bool stateful = false;
+	long steps = 0;
 	for (int i = 1; i < argc; i++) {
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(argv[i], "--url") && v)
@@ -188,13 +302,23 @@ int main(int argc, char **argv)
 			seconds = atof(argv[++i]);
 		else if (!strcmp(argv[i], "--prio") && v)
 			prio = argv[++i];
+		else if (!strcmp(argv[i], "--stateful"))
+			stateful = true;
+		else if (!strcmp(argv[i], "--steps") && v)
+			steps = atol(argv[++i]);
 		else {
-			fprintf(stderr, "usage: robot_fleet [--url URL] [--model brain] [-n 32] [--seconds 5] [--prio normal]\n");
+			fprintf(stderr, "usage: robot_fleet [--url URL] [--model brain|policy] [-n 32] [--seconds 5] "
+				"[--prio normal] [--stateful [--steps N]]\n");
 			return 2;
 		}
 	}
-	if (n < 1 || n > 1024 || !(seconds > 0)) {
-		fprintf(stderr, "robot_fleet: -n in [1, 1024], seconds > 0\n");
+	if (!model)
+		model = stateful ? "policy" : "brain";
+	rb_policy pol;
+	rb_policy_init(&pol, 1);
+	uint64_t base = random_base();
+	if (n < 1 || n > 1024 || !(seconds > 0) || steps < 0 || (steps && !stateful)) {
+		fprintf(stderr, "robot_fleet: -n in [1, 1024], seconds > 0, --steps N > 0 with --stateful\n");
 		return 2;
 	}
 	char url[512];
@@ -224,7 +348,11 @@ int main(int argc, char **argv)
 			close(go[1]);
 			close(go2[0]);
 			close(go2[1]);
-			_exit(read(go[0], &b, 1) == 1 && !run_robot(url, model, prio, seconds, i, &logs[i]) ? 0 : 1);
+			_exit(read(go[0], &b, 1) == 1 &&
+					      !(stateful ? run_seq_robot(url, model, prio, seconds, steps, base + (uint64_t)i, &pol, &logs[i])
+							 : run_robot(url, model, prio, seconds, i, &logs[i]))
+				      ? 0
+				      : 1);
 		}
 		if (p < 0) {
 			perror("fork");
@@ -232,7 +360,7 @@ int main(int argc, char **argv)
 		}
 		pids[up++] = p;
 	}
-	for (int i = 0; i < n && up == n; i++) {
+	for (int i = 0; i < n && up == n && !stateful; i++) { /* the echo clients */
 		pid_t p = fork();
 		if (p == 0) {
 			echo_job j;
@@ -251,8 +379,23 @@ int main(int argc, char **argv)
 	close(go2[0]);
 	double base_rate, base_p99, rate, p99;
 	snap before, after;
-	printf("robot_fleet: model \"%s\" at %s, priority %s, %.1f s each\n", model, url, prio, seconds);
-	int bad = up < n || run_robot(url, model, "realtime", seconds, 0, &logs[n]) || take_snap(url, model, &before);
+	if (steps)
+		printf("robot_fleet: model \"%s\" at %s, priority %s, %ld steps each", model, url, prio, steps);
+	else
+		printf("robot_fleet: model \"%s\" at %s, priority %s, %.1f s each", model, url, prio, seconds);
+	printf("%s\n", stateful ? ", stateful: one sequence a robot, the daemon holding its recurrent state" : "");
+	int bad = up < n;
+	if (!bad && stateful) { /* the policy, loaded here (after the forks: nng) */
+		tsd_client *c = tsd_client_open(url, 60000, NULL, 0);
+		bad = !c || rb_policy_load(c, model, &pol, n < 64 ? 64 : n, 200, 2 * n + 64) != TSD_OK;
+		tsd_client_close(c);
+	}
+	bad = bad ||
+	      (stateful ? run_seq_robot(url, model, "realtime", seconds, steps, base + (uint64_t)n, &pol, &logs[n])
+			: run_robot(url, model, "realtime", seconds, 0, &logs[n])) ||
+	      take_snap(url, model, &before);
+	if (bad)
+		fprintf(stderr, "robot_fleet: the lone robot failed (above); the fleet does not run\n");
 	if (!bad)
 		report("1 robot, serially (realtime)", &ptr[n], 1, seconds, &base_rate, &base_p99);
 	char b[1024] = {0};
@@ -274,7 +417,7 @@ int main(int argc, char **argv)
 	char probe[128];
 	snprintf(probe, sizeof(probe), "ipc:///tmp/robot-fleet-probe-%d.sock", (int)getpid());
 	snprintf(ej.url, sizeof(ej.url), "ipc:///tmp/robot-fleet-echo-%d.sock", (int)getpid());
-	if (!bad) {
+	if (!bad && !stateful) {
 		cJSON *h = cJSON_CreateObject();
 		int32_t ids[RB_L];
 		rb_tokenize(cmds[0], ids);
@@ -311,7 +454,14 @@ int main(int argc, char **argv)
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	printf("CPUs busy during the fleet: %.0f%% of %ld; CPU per decision (robots and daemon together): %.0f us\n",
 	       busy * 100, ncpu, rate > 0 ? busy * (double)ncpu / rate * 1e6 : 0);
-	if (echo_ok) {
+	if (stateful) {
+		report_robots(ptr, n);
+		uint32_t steps = logs[n].n, off = logs[n].mismatched;
+		for (int i = 0; i < n; i++)
+			steps += logs[i].n, off += logs[i].mismatched;
+		printf("every answer (action, q; the state at each robot's end) equal to the same steps computed here: "
+		       "%u/%u\n", steps - off, steps);
+	} else if (echo_ok) {
 		double erate, ep99;
 		snprintf(what, sizeof(what), "%d echo clients", n);
 		report(what, ptr + n + 1, n, seconds, &erate, &ep99);

@@ -1,8 +1,10 @@
 /* spec.c: the robot brain as graph-format JSON (docs/PROTOCOL.md): the serving spec runs the
- * whole greedy decode in one graph; the training spec shares its params and is teacher-forced. */
+ * whole greedy decode in one graph; the training spec shares its params and is teacher-forced;
+ * the fleet's recurrent policy (policy.h) keeps its state in the daemon, one sequence a robot. */
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "policy.h"
 #include "robot.h"
 
 int rb_emb_rows(void)
@@ -182,5 +184,56 @@ cJSON *rb_spec_train(const char *name, int batch, double lr)
 	cJSON *opt = cJSON_AddObjectToObject(tr, "optimizer");
 	cJSON_AddStringToObject(opt, "kind", "adam");
 	cJSON_AddNumberToObject(opt, "lr", lr);
+	return s;
+}
+
+static void constant(cJSON *nodes, const char *id, double v)
+{
+	cJSON *n = node(nodes, id, "const", 0);
+	cJSON_AddNumberToObject(n, "value", v);
+	cJSON_AddStringToObject(n, "dtype", "float32");
+}
+
+cJSON *rb_spec_policy(const char *name, int batch_max, int delay_us, int max_sequences)
+{
+	cJSON *nodes = cJSON_CreateArray();
+	leaf(nodes, "obs", "input", "float32", 2, (int64_t[]){-1, RB_OBS});
+	leaf(nodes, "h", "input", "float32", 2, (int64_t[]){-1, RB_HID});
+	leaf(nodes, "W", "param", "float32", 2, (int64_t[]){RB_HID, RB_OBS});
+	leaf(nodes, "U", "param", "float32", 2, (int64_t[]){RB_HID, RB_HID});
+	leaf(nodes, "V", "param", "float32", 2, (int64_t[]){RB_ACT, RB_HID});
+	leaf(nodes, "c", "param", "float32", 1, (int64_t[]){RB_ACT});
+	node(nodes, "a", "linear", 2, "obs", "W");
+	node(nodes, "b", "linear", 2, "h", "U");
+	node(nodes, "s", "add", 2, "a", "b");
+	/* clip(s, -R, R) = R - relu(2R - relu(s + R)): integers stay integers */
+	constant(nodes, "R", RB_CLIP);
+	constant(nodes, "R2", 2 * RB_CLIP);
+	node(nodes, "lo", "add", 2, "s", "R");
+	node(nodes, "lo_r", "relu", 1, "lo");
+	node(nodes, "hi", "sub", 2, "R2", "lo_r");
+	node(nodes, "hi_r", "relu", 1, "hi");
+	node(nodes, "hn", "sub", 2, "R", "hi_r");
+	node(nodes, "q", "linear", 3, "hn", "V", "c");
+	cJSON_AddNumberToObject(node(nodes, "act", "argmax", 1, "q"), "axis", -1);
+	cJSON *s = spec(name, nodes, "act");
+	cJSON *outs = cJSON_GetObjectItem(cJSON_GetObjectItem(s, "graph"), "outputs");
+	cJSON_AddItemToArray(outs, cJSON_CreateString("q"));
+	cJSON_AddItemToArray(outs, cJSON_CreateString("hn"));
+	cJSON *in = cJSON_AddArrayToObject(s, "inputs");
+	cJSON_AddItemToArray(in, cJSON_CreateString("obs"));
+	cJSON_AddItemToArray(in, cJSON_CreateString("h"));
+	int b[16], nb = 0;
+	for (int k = 1; k < batch_max && nb < 15; k *= 2)
+		b[nb++] = k;
+	b[nb++] = batch_max;
+	batching(s, batch_max, b, nb, delay_us);
+	cJSON *q = cJSON_AddObjectToObject(s, "sequence");
+	cJSON *pair = cJSON_CreateObject();
+	cJSON_AddStringToObject(pair, "input", "h");
+	cJSON_AddStringToObject(pair, "output", "hn");
+	cJSON_AddNumberToObject(pair, "init", 0);
+	cJSON_AddItemToArray(cJSON_AddArrayToObject(q, "state"), pair);
+	cJSON_AddNumberToObject(q, "max_sequences", max_sequences);
 	return s;
 }

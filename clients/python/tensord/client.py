@@ -45,6 +45,39 @@ def _merge(base: Mapping[str, Any] | None, **extra: Any) -> dict[str, Any] | Non
     return out or None
 
 
+SEQUENCE_ID_MAX = 2**53  # an integer sequence_id is in [1, 2^53]
+SEQUENCE_NAME_MAX = 128  # a string one has 1 to 128 bytes (UTF-8)
+
+
+def _sequence_fields(sequence_id: int | str | None, start: bool, end: bool, state: bool) -> dict[str, Any]:
+    """The infer header's sequence fields (docs/PROTOCOL.md, "Sequences"), checked here: only
+    those that are set, none without a sequence_id."""
+    flags = {"sequence_start": start, "sequence_end": end, "sequence_state": state}
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise TypeError(f"{name}: True or False, not {type(value).__name__}")
+    if sequence_id is None:
+        if start or end or state:
+            raise ValueError("sequence_start, sequence_end, sequence_state: need a sequence_id")
+        return {}
+    if isinstance(sequence_id, bool) or not isinstance(sequence_id, (int, str)):
+        raise TypeError(f"sequence_id: an int or a str, not {type(sequence_id).__name__}")
+    if isinstance(sequence_id, int) and not 1 <= sequence_id <= SEQUENCE_ID_MAX:
+        raise ValueError(f"sequence_id: an integer in [1, 2^53], not {sequence_id}")
+    if isinstance(sequence_id, str) and not 1 <= len(sequence_id.encode()) <= SEQUENCE_NAME_MAX:
+        raise ValueError(f"sequence_id: a string of 1 to {SEQUENCE_NAME_MAX} bytes (UTF-8), "
+                         f"not {len(sequence_id.encode())}")
+    out: dict[str, Any] = {"sequence_id": sequence_id}
+    out.update({k: True for k, v in flags.items() if v})
+    return out
+
+
+def _sequence_spec(sequence: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if sequence is not None and not isinstance(sequence, Mapping):
+        raise TypeError(f"sequence: a dict (state, max_sequences, ...), not {type(sequence).__name__}")
+    return dict(sequence) if sequence is not None else None
+
+
 class Client:
     """A connection to tensord (one client of the C library: a unix socket, or an nng socket).
 
@@ -165,7 +198,8 @@ class Client:
              buckets: list[int] | None = None, queue_max: int | None = None,
              train: Mapping[str, Any] | None = None, loss: str | None = None,
              optimizer: str | Mapping[str, Any] | None = None, lr: float | None = None,
-             target: str | None = None, train_output: str | None = None) -> dict[str, Any]:
+             target: str | None = None, train_output: str | None = None,
+             sequence: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """model.load: builds, compiles and swaps in a model; returns its model.list entry.
 
         spec: a model.load object (e.g. examples/models/mlp.json loaded with json.load), which
@@ -174,7 +208,10 @@ class Client:
         or {param id: tensor} sent in the message (these win over the file's). batching: the
         object, or its fields as batch_max, delay_us, buckets, queue_max. train: the object, or
         loss ("mse", "cross_entropy", "sparse_cross_entropy"), optimizer (kind or object), lr,
-        target, train_output."""
+        target, train_output. sequence: the "sequence" object, passed as it is (state pairs
+        {"input", "output", "init"}, max_sequences, max_sequence_idle_us, outlive_connection:
+        docs/PROTOCOL.md, "Sequences"); the model then serves stateful sequences (infer's
+        sequence_id)."""
         fields: dict[str, Any] = dict(spec or {})
         fields.pop("verb", None)
         tensors: dict[str, Any] = {}
@@ -196,6 +233,8 @@ class Client:
         if lr is not None:  # the rate alone keeps the given optimizer (default: sgd)
             opt = _merge(opt or base_train.get("optimizer") or {"kind": "sgd"}, lr=lr)
         fields["train"] = _merge(base_train, loss=loss, optimizer=opt, target=target, output=train_output)
+        if sequence is not None:
+            fields["sequence"] = _sequence_spec(sequence)
         if "name" not in fields or "graph" not in fields:
             raise ValueError("load needs a name and a graph (or a spec with both)")
         return self.call("model.load", fields, tensors).header["model"]
@@ -204,18 +243,20 @@ class Client:
                   file: str | None = None, shapes: Mapping[str, list[int]] | None = None,
                   constants: Mapping[str, Any] | None = None, f64_as_f32: bool = False,
                   device: str | None = None, batch_max: int | None = None, delay_us: int | None = None,
-                  buckets: list[int] | None = None, queue_max: int | None = None) -> dict[str, Any]:
+                  buckets: list[int] | None = None, queue_max: int | None = None,
+                  sequence: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """model.load of an ONNX file; returns its model.list entry.
 
         model: the .onnx file's path here, or its bytes: sent in the message. file instead: a
         path relative to the daemon's models_dir (external data beside it allowed). shapes:
         {input: dims} with -1 for the batch axis (over the file's dims); constants: {input: a
         number or a flat list} fixed at load; f64_as_f32: run float64 parts in float32. The
-        batching fields as for load()."""
+        batching fields and sequence as for load()."""
         if (model is None) == (file is None):
             raise ValueError("load_onnx needs the model (a path or bytes) or file, not both")
         fields: dict[str, Any] = {"name": name, "format": "onnx", "file": file, "shapes": shapes,
-                                  "constants": constants, "device": device}
+                                  "constants": constants, "device": device,
+                                  "sequence": _sequence_spec(sequence)}
         if f64_as_f32:
             fields["f64_as_f32"] = True
         fields["batching"] = _merge(None, max=batch_max, delay_us=delay_us, buckets=buckets, queue_max=queue_max)
@@ -243,15 +284,25 @@ class Client:
     def infer(self, model: str, inputs: Tensors | None = None, *, priority: str | None = None,
               timeout_ms: int | None = None, latest_only: bool | None = None,
               shm_inputs: Mapping[str, Any] | None = None,
-              shm_outputs: Mapping[str, tuple[Region, int]] | None = None) -> dict[str, Any]:
+              shm_outputs: Mapping[str, tuple[Region, int]] | None = None,
+              sequence_id: int | str | None = None, sequence_start: bool = False,
+              sequence_end: bool = False, sequence_state: bool = False) -> dict[str, Any]:
         """infer: runs the model on inputs {input name: tensor}; returns {output name: tensor}.
         priority: "realtime", "normal" or "bulk"; timeout_ms: the request's deadline in the
         daemon (0: none); latest_only: a newer latest-only request supersedes this one.
+        A step of a sequence (a model loaded with sequence=, docs/PROTOCOL.md "Sequences"):
+        sequence_id (an int in [1, 2^53] or a str of 1 to 128 bytes; 5 and "5" are two
+        sequences) names it, and the daemon feeds the state the previous step left, so the
+        state inputs are not sent; sequence_start starts it (again: the state is reset),
+        sequence_end ends it after this step, sequence_state returns the state outputs too.
+        A step of a sequence that is not live raises SequenceEnded. Bad types: TypeError;
+        bad values, or a flag without sequence_id: ValueError.
         Shared memory (unix:// only, Client.region): shm_inputs {name: a numpy array over a
         region, or (region, offset, dtype, shape)} are read where they are; shm_outputs {name:
         (writable region, offset)} are written there and returned as arrays over the region."""
         fields: dict[str, Any] = {"model": model, "priority": priority, "timeout_ms": timeout_ms,
                                   "latest_only": latest_only}
+        fields.update(_sequence_fields(sequence_id, sequence_start, sequence_end, sequence_state))
         if shm_inputs or shm_outputs:
             fields["shm"] = {
                 "inputs": [input_ref(k, v, self._regions) for k, v in (shm_inputs or {}).items()],

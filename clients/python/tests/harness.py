@@ -94,6 +94,22 @@ class Daemon:
             raise RuntimeError(f"tensord exited {rc}:\n{self.tail()}")
         shutil.rmtree(self.dir, ignore_errors=True)
 
+    def start_checked(self, timeout_s: float = 60) -> Daemon:
+        """start(), cleaning up (its log printed) when it fails: for setUpClass."""
+        try:
+            return self.start(timeout_s)
+        except BaseException:
+            self.cleanup()
+            raise
+
+    def stop_checked(self) -> None:
+        """stop(), cleaning up when it fails: for tearDownClass."""
+        try:
+            self.stop()
+        except BaseException:
+            self.cleanup()
+            raise
+
     def cleanup(self) -> None:
         """After a failure: kill it, print its log's tail, remove the directory."""
         if self.proc and self.proc.poll() is None:

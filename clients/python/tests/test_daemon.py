@@ -54,23 +54,14 @@ class DaemonCase(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls) -> None:
-        cls.daemon = Daemon()
-        try:
-            cls.daemon.start()
-        except BaseException:
-            cls.daemon.cleanup()
-            raise
+        cls.daemon = Daemon().start_checked()
         rng = random.Random(7)
         cls.weights = {"w1": rand_matrix(rng, HID, IN), "b1": rand_matrix(rng, 1, HID)[0],
                        "w2": rand_matrix(rng, OUT, HID), "b2": rand_matrix(rng, 1, OUT)[0]}
 
     @classmethod
     def tearDownClass(cls) -> None:
-        try:
-            cls.daemon.stop()
-        except BaseException:
-            cls.daemon.cleanup()
-            raise
+        cls.daemon.stop_checked()
 
     def setUp(self) -> None:
         self.c = tensord.Client(self.daemon.url, 30000, use_numpy=self.use_numpy)
