@@ -270,9 +270,9 @@ tsd_status dmn_seq_admit(dmn_srv *s, dmn_model *m, dmn_req *r, char *err, size_t
 	char key[DMN_SEQ_ID_MAX + 3];
 	if (!seq_key(id, key, sizeof(key), err, errlen))
 		return TSD_BAD_REQUEST;
-	if (!v->nstate)
-		return dmn_bad(err, errlen, TSD_BAD_REQUEST,
-			       "sequence_id: model \"%s\" keeps no state (load it with \"sequence\": {\"state\": [...]})", m->name);
+	tsd_status st0 = dmn_seq_model_ok(m, r, err, errlen);
+	if (st0 != TSD_OK)
+		return st0;
 	if (m->seqs && m->seqs->ver != v) /* a version swap it was not told of: never, but never serve stale slots */
 		dmn_seqs_reset(s, m, "the model was reloaded");
 	if (!m->seqs && !(m->seqs = table_new(v)))
@@ -316,6 +316,14 @@ tsd_status dmn_seq_admit(dmn_srv *s, dmn_model *m, dmn_req *r, char *err, size_t
 	r->seq_end = end;
 	r->seq_state = state;
 	return TSD_OK;
+}
+
+tsd_status dmn_seq_model_ok(const dmn_model *m, const dmn_req *r, char *err, size_t errlen)
+{
+	if (m->cur->nstate || !cJSON_GetObjectItemCaseSensitive(r->pm.json, "sequence_id"))
+		return TSD_OK;
+	return dmn_bad(err, errlen, TSD_BAD_REQUEST,
+		       "sequence_id: model \"%s\" keeps no state (load it with \"sequence\": {\"state\": [...]})", m->name);
 }
 
 uint64_t dmn_seq_implicit(const dmn_mver *v, const dmn_req *r)

@@ -13,6 +13,9 @@
  * for a start), or r->seq NULL for a plain request. Not OK: the status and err (unknown or ended
  * sequence, rows unlike its state's, max_sequences reached, a bad field). */
 tsd_status dmn_seq_admit(dmn_srv *s, dmn_model *m, dmn_req *r, char *err, size_t errlen);
+/* A request naming a sequence for a model without state: bad_request saying so (checked before
+ * its inputs, which then lack the state). */
+tsd_status dmn_seq_model_ok(const dmn_model *m, const dmn_req *r, char *err, size_t errlen);
 /* The inputs of v that r must not carry (the state inputs, bit q for input q) when it names a
  * sequence (sequence_id); 0 for a plain request. */
 uint64_t dmn_seq_implicit(const dmn_mver *v, const dmn_req *r);

@@ -237,6 +237,8 @@ static void v_infer(dmn_srv *s, dmn_req *r)
 	char err[256];
 	tsd_status st = dmn_shm_refs(r, s->sysshm, err, sizeof(err));
 	if (st == TSD_OK)
+		st = dmn_seq_model_ok(m, r, err, sizeof(err));
+	if (st == TSD_OK)
 		st = dmn_check_inputs(m->cur, &r->pm, false, dmn_seq_implicit(m->cur, r), &r->rows, err, sizeof(err));
 	if (st == TSD_OK)
 		st = dmn_shm_outputs(r, m->cur, err, sizeof(err));
