@@ -20,6 +20,7 @@ struct dmn_inbox {
 	uv_idle_t idle;   /* while any wait: the poll does not block */
 	dmn_inbox_node *lhead[DMN_LANE_COUNT], *ltail[DMN_LANE_COUNT]; /* loop thread only */
 	bool local;       /* something is on the loop's own lists */
+	bool closed;      /* dmn_inbox_close ran: what the loop posts waits for dmn_inbox_take */
 	dmn_inbox_fn fn[DMN_LANE_COUNT];
 	void *arg[DMN_LANE_COUNT];
 	void (*after)(void *arg);
@@ -125,7 +126,7 @@ void dmn_inbox_post(dmn_inbox *ib, dmn_lane lane, dmn_inbox_node *n)
 		else
 			ib->lhead[lane] = n;
 		ib->ltail[lane] = n;
-		if (!ib->local) {
+		if (!ib->local && !ib->closed) {
 			ib->local = true;
 			uv_check_start(&ib->check, on_check);
 			uv_idle_start(&ib->idle, on_idle);
@@ -166,6 +167,7 @@ dmn_inbox_node *dmn_inbox_take(dmn_inbox *ib, dmn_lane lane)
 
 void dmn_inbox_close(dmn_inbox *ib)
 {
+	ib->closed = true;
 	uv_close((uv_handle_t *)&ib->wake, NULL);
 	uv_close((uv_handle_t *)&ib->check, NULL);
 	uv_close((uv_handle_t *)&ib->idle, NULL);
