@@ -112,6 +112,7 @@ static void run(dmn_exec *e, dmn_job *j)
  * answered here (nng drops it); the loop sees `sent` and frees it. */
 static void send_replies(dmn_job *j)
 {
+	atomic_store(&j->replied, true);
 	for (int k = 0; k < j->nreq; k++) {
 		dmn_req *r = j->reqs[k];
 		if (!r->reply)

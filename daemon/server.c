@@ -65,6 +65,7 @@ static void on_closed(void *arg, dmn_inbox_node *n)
 /* After each drain: run what can run now, and see whether a drain is done. */
 static void after_drain(void *arg)
 {
+	dmn_run_deferred(arg);
 	dmn_dispatch(arg);
 	check_drained(arg);
 }
@@ -344,6 +345,11 @@ static void free_state(dmn_srv *s)
 	dmn_registry_free(s);
 	dmn_shm_set_free(s->sysshm); /* requests freed above held their own references */
 	s->sysshm = NULL;
+	for (dmn_req *r = s->deferred, *n; r; r = n) { /* a stats request waiting when the loop stopped */
+		n = r->next;
+		dmn_req_free_lost(r);
+	}
+	s->deferred = NULL;
 	dmn_requests_free(s);
 }
 

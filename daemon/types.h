@@ -244,6 +244,7 @@ struct dmn_job {
 	char err[256];
 	uint64_t t_start, t_end;
 	uint64_t compiles;  /* REALIZE: compiler runs it caused (the engine's counter) */
+	atomic_bool replied; /* the executor has sent its replies (it comes back on the DONE lane next) */
 	struct dmn_job *next; /* executor queue, control queue */
 };
 
@@ -293,6 +294,7 @@ struct dmn_srv {
 	/* loop-owned */
 	dmn_client *clients[DMN_CLIENT_BUCKETS];
 	dmn_req *spare;      /* freed requests for reuse (request.c) */
+	dmn_req *deferred, *deferred_tail; /* stats and model.list that wait for the job whose replies went out (verbs.c) */
 	int nspare;
 	int nmodels, models_cap;
 	dmn_model **models;

@@ -145,15 +145,44 @@ static void v_health(dmn_srv *s, dmn_req *r)
 	dmn_reply_ok(s, r, x, NULL, 0);
 }
 
+/* A reading verb that arrives after the running job's replies went out, before the job is back
+ * on the loop, waits for it (dmn_run_deferred): its client, who may have had one of those
+ * replies, sees that job's counters. */
+static bool defer_read(dmn_srv *s, dmn_req *r)
+{
+	if (!s->cur_job || !atomic_load(&s->cur_job->replied))
+		return false;
+	r->next = NULL;
+	if (s->deferred_tail)
+		s->deferred_tail->next = r;
+	else
+		s->deferred = r;
+	s->deferred_tail = r;
+	return true;
+}
+
+void dmn_run_deferred(dmn_srv *s)
+{
+	if (!s->deferred || (s->cur_job && atomic_load(&s->cur_job->replied)))
+		return;
+	dmn_req *r = s->deferred;
+	s->deferred = s->deferred_tail = NULL;
+	for (dmn_req *n; r; r = n) {
+		n = r->next;
+		r->next = NULL;
+		dmn_verb_run(s, r);
+	}
+}
+
 static void v_stats(dmn_srv *s, dmn_req *r)
 {
-	if (no_tensors(s, r))
+	if (no_tensors(s, r) && !defer_read(s, r))
 		dmn_reply_ok(s, r, dmn_stats_json(s), NULL, 0);
 }
 
 static void v_model_list(dmn_srv *s, dmn_req *r)
 {
-	if (!no_tensors(s, r))
+	if (!no_tensors(s, r) || defer_read(s, r))
 		return;
 	cJSON *x = cJSON_CreateObject(), *a = cJSON_CreateArray();
 	for (int i = 0; i < s->nmodels; i++) /* another version's NAME@V is in its model's "versions" */

@@ -18,5 +18,8 @@ void dmn_on_request(dmn_srv *s, dmn_chan *ch);
 /* ---- verbs.c ---- */
 /* Run r's verb (r->verb is known and admitted); r is answered now or later. */
 void dmn_verb_run(dmn_srv *s, dmn_req *r);
+/* After a drain: the stats and model.list requests that waited for the job whose replies had
+ * gone out, once it is back (they then see its counters). */
+void dmn_run_deferred(dmn_srv *s);
 
 #endif
