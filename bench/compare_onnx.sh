@@ -33,24 +33,23 @@ done
 echo
 echo "| model | batch | tensord in-process ms/call median (best) | through the daemon | onnxruntime | onnxruntime / in-process, medians (bests) | onnxruntime / daemon | outputs (max abs diff vs onnxruntime) |"
 echo "|---|---:|---:|---:|---:|---:|---:|---|"
-awk 'function med(s,   a, n, i, j, t) { n = split(s, a, " ");
-		for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
-		return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
-	function min_(a, b) { return a == "" || b + 0 < a + 0 ? b : a }
-	$1 == "result" { k = $3 " " $4; if (!(k in seen)) { seen[k] = 1; order[++nk] = k }
-		if ($2 == "tensord") { t[k] = t[k] " " $5; tb[k] = min_(tb[k], $6) }
-		else if ($2 == "daemon") { dm[k] = dm[k] " " $5; dbest[k] = min_(dbest[k], $6); if ($7 != "ok") dchk[k] = $7 }
-		else if ($2 == "daemon64x1") { f[k] = f[k] " " $5; fl[k] = fl[k] " " $8; if ($7 != "ok") dchk[k] = $7 }
-		else { o[k] = o[k] " " $5; ob[k] = min_(ob[k], $6); if (!(k in chk) || $7 != "ok") chk[k] = $7
-			if ($8 + 0 > d[k] + 0) d[k] = $8 } }
-	END { for (i = 1; i <= nk; i++) { k = order[i]; split(k, kb, " "); tm = med(t[k]); om = med(o[k]); dmm = med(dm[k])
-		printf "| %s | %d | %.3f (%.3f) | %.3f (%.3f) | %.3f (%.3f) | %.2fx (%.2fx) | %.2fx (%.2fx) | %s (%s)%s |\n", kb[1], kb[2],
-			tm, tb[k], dmm, dbest[k], om, ob[k], om / tm, ob[k] / tb[k], om / dmm, ob[k] / dbest[k], chk[k], d[k],
-			k in dchk ? ", daemon: " dchk[k] : "" }
-		print ""
-		for (i = 1; i <= nk; i++) { k = order[i]; if (!(k in f)) continue; split(k, kb, " ")
-			printf "%s through the daemon from 64 callers of one row each: %.3f ms per 64 rows (median of the rounds), %.1f rows per launch\n",
-				kb[1], med(f[k]), med(fl[k]) } }' "$DIR/results.txt"
+awk -f bench/median.awk -f /dev/stdin "$DIR/results.txt" <<'AWK'
+function min_(a, b) { return a == "" || b + 0 < a + 0 ? b : a }
+$1 == "result" { k = $3 " " $4; if (!(k in seen)) { seen[k] = 1; order[++nk] = k }
+	if ($2 == "tensord") { t[k] = t[k] " " $5; tb[k] = min_(tb[k], $6) }
+	else if ($2 == "daemon") { dm[k] = dm[k] " " $5; dbest[k] = min_(dbest[k], $6); if ($7 != "ok") dchk[k] = $7 }
+	else if ($2 == "daemon64x1") { f[k] = f[k] " " $5; fl[k] = fl[k] " " $8; if ($7 != "ok") dchk[k] = $7 }
+	else { o[k] = o[k] " " $5; ob[k] = min_(ob[k], $6); if (!(k in chk) || $7 != "ok") chk[k] = $7
+		if ($8 + 0 > d[k] + 0) d[k] = $8 } }
+END { for (i = 1; i <= nk; i++) { k = order[i]; split(k, kb, " "); tm = med(t[k]); om = med(o[k]); dmm = med(dm[k])
+	printf "| %s | %d | %.3f (%.3f) | %.3f (%.3f) | %.3f (%.3f) | %.2fx (%.2fx) | %.2fx (%.2fx) | %s (%s)%s |\n", kb[1], kb[2],
+		tm, tb[k], dmm, dbest[k], om, ob[k], om / tm, ob[k] / tb[k], om / dmm, ob[k] / dbest[k], chk[k], d[k],
+		k in dchk ? ", daemon: " dchk[k] : "" }
+	print ""
+	for (i = 1; i <= nk; i++) { k = order[i]; if (!(k in f)) continue; split(k, kb, " ")
+		printf "%s through the daemon from 64 callers of one row each: %.3f ms per 64 rows (median of the rounds), %.1f rows per launch\n",
+			kb[1], med(f[k]), med(fl[k]) } }
+AWK
 echo "(per call, with input upload and output read-back: the median over $ROUNDS rounds of each round's median of"
 echo " $CALLS calls, and in brackets the best call of all rounds; onnxruntime / tensord above 1: tensord is faster)"
 exit $rc

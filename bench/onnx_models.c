@@ -1,10 +1,15 @@
 /* onnx_models: per-call time of real-world ONNX models (bench/onnx_models.h) imported with
  * eng_onnx_load and run in-process under an eng_jit (replay), at batch 1 and 64: each call uploads
- * the inputs, runs and reads every output back, median of the calls after a warm-up. With -o DIR
- * it writes each run's inputs and outputs as .npy files for bench/ort_models.py to compare, and
- * each model's model.load object (DIR/MODEL.load.json, for bench/compare_oip.sh). -b 1: batch 1
- * only (compare_oip.sh's inputs).
- * Usage: bench_onnx_models [-n CALLS] [-o DIR] [-b 1] SITE_PACKAGES [MODEL ...] */
+ * the inputs, runs and reads every output back, median and 99th percentile of the calls after a
+ * warm-up. With -o DIR it writes each run's inputs and outputs as .npy files for
+ * bench/ort_models.py to compare, and each model's model.load object (DIR/MODEL.load.json, for
+ * bench/compare_oip.sh). -b 1: batch 1 only (compare_oip.sh's inputs). -p US: a pause of US
+ * microseconds before each timed call (lone requests, as an idle daemon gets them). Each line
+ * also gives the process's CPU time per timed call, every thread's (the worker pool's polling
+ * included).
+ * Usage: bench_onnx_models [-n CALLS] [-o DIR] [-b 1] [-p US] SITE_PACKAGES [MODEL ...] */
+#include <sys/resource.h>
+
 #include <tensord/jit.h>
 #include <tensord/onnx.h>
 #include "bench.h"
@@ -124,8 +129,19 @@ static int dump(const run *r, const char *dir)
 	return 0;
 }
 
-/* Load, warm up and time one model at one batch size; prints its line. Returns 0 or 1. */
-static int bench_one(eng_ctx *ctx, const char *site, const obm_model *spec, int64_t bs, int calls, const char *dir)
+/* CPU time of the process so far (every thread, user and system), in ms. */
+static double cpu_ms(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
+	       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
+}
+
+/* Load, warm up and time one model at one batch size (pause_us before each timed call); prints
+ * its line. Returns 0 or 1. */
+static int bench_one(eng_ctx *ctx, const char *site, const obm_model *spec, int64_t bs, int calls, int pause_us,
+		     const char *dir)
 {
 	char path[4096], err[1024];
 	snprintf(path, sizeof(path), "%s/%s", site, spec->file);
@@ -150,9 +166,16 @@ static int bench_one(eng_ctx *ctx, const char *site, const obm_model *spec, int6
 	for (int w = 0; w < 4; w++) /* capture, then replays */
 		if (call(ctx, j, &r, &ku) < 0)
 			goto out;
-	for (int c = 0; c < calls; c++)
+	double cpu0 = cpu_ms();
+	for (int c = 0; c < calls; c++) {
+		if (pause_us > 0) {
+			struct timespec ts = {pause_us / 1000000, (long)(pause_us % 1000000) * 1000};
+			nanosleep(&ts, NULL);
+		}
 		if ((t[c] = call(ctx, j, &r, &k[c])) < 0)
 			goto out;
+	}
+	double cpu = (cpu_ms() - cpu0) / calls;
 	if (dir && dump(&r, dir)) {
 		fprintf(stderr, "bench_onnx_models: cannot write %s\n", dir);
 		goto out;
@@ -165,11 +188,12 @@ static int bench_one(eng_ctx *ctx, const char *site, const obm_model *spec, int6
 	for (int i = 0; i < r.nin; i++)
 		if (eng_onnx_input_static(r.m, i))
 			snprintf(stat + strlen(stat), sizeof(stat) - strlen(stat), " %s", r.in[i]->name);
-	printf("tensord %-10s batch %3lld: median %9.3f ms per call (best %9.3f, kernels %9.3f); %d kernels, "
-	       "load %.1f ms, first call %.0f ms; read at build:%s\n",
-	       spec->name, (long long)bs, t[calls / 2], t[0], k[calls / 2], ji.kernels, load_ms, first_ms,
+	double p99 = t[(calls * 99 - 1) / 100]; /* the call 99% of the calls are at most as slow as */
+	printf("tensord %-10s batch %3lld: median %9.3f ms per call (p99 %9.3f, best %9.3f, kernels %9.3f, cpu %9.3f); "
+	       "%d kernels, load %.1f ms, first call %.0f ms; read at build:%s\n",
+	       spec->name, (long long)bs, t[calls / 2], p99, t[0], k[calls / 2], cpu, ji.kernels, load_ms, first_ms,
 	       stat[0] ? stat : " none");
-	printf("result tensord %s %lld %.4f %.4f\n", spec->name, (long long)bs, t[calls / 2], t[0]);
+	printf("result tensord %s %lld %.4f %.4f %.4f %.4f\n", spec->name, (long long)bs, t[calls / 2], t[0], p99, cpu);
 	fflush(stdout);
 	rc = 0;
 out:
@@ -205,20 +229,22 @@ static int write_load_json(const char *dir, const obm_model *m)
 
 int main(int argc, char **argv)
 {
-	int calls = 50, a = 1;
+	int calls = 50, pause_us = 0, a = 1;
 	size_t nbatches = sizeof(batches) / sizeof(batches[0]);
 	const char *dir = NULL;
 	for (; a + 1 < argc && argv[a][0] == '-'; a += 2)
 		if (!strcmp(argv[a], "-n"))
 			calls = atoi(argv[a + 1]);
+		else if (!strcmp(argv[a], "-p"))
+			pause_us = atoi(argv[a + 1]);
 		else if (!strcmp(argv[a], "-o"))
 			dir = argv[a + 1];
 		else if (!strcmp(argv[a], "-b") && !strcmp(argv[a + 1], "1"))
 			nbatches = 1; /* batches[0] */
 		else
 			break;
-	if (a >= argc || argv[a][0] == '-' || calls < 3 || calls > 100000) {
-		fprintf(stderr, "usage: bench_onnx_models [-n CALLS] [-o DIR] [-b 1] SITE_PACKAGES [MODEL ...]\n");
+	if (a >= argc || argv[a][0] == '-' || calls < 3 || calls > 100000 || pause_us < 0 || pause_us > 10000000) {
+		fprintf(stderr, "usage: bench_onnx_models [-n CALLS] [-o DIR] [-b 1] [-p US] SITE_PACKAGES [MODEL ...]\n");
 		return 2;
 	}
 	const char *site = argv[a++];
@@ -247,7 +273,7 @@ int main(int argc, char **argv)
 			rc = write_load_json(dir, &obm_models[mi]);
 		}
 		for (size_t bi = 0; want && bi < nbatches && !rc; bi++)
-			rc = bench_one(ctx, site, &obm_models[mi], batches[bi], calls, dir);
+			rc = bench_one(ctx, site, &obm_models[mi], batches[bi], calls, pause_us, dir);
 	}
 	if (list && fclose(list))
 		rc = 1;

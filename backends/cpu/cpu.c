@@ -53,14 +53,16 @@ static void cpu_program_free(void *dev, bk_program *p) { cpu_program_release((cp
 typedef struct job {
 	cpu_kernel_fn fn;
 	void *const *bufs;
-	/* heap scratch (else NULL): each call of fn gets its own `per` bytes of it, after the
-	 * buffers (nbufs of them), numbered by `calls` (at most `ways` calls: pool.h) */
+	/* heap scratch (else NULL): `per` bytes of it for each slot of the pool's job (at most
+	 * `ways`: pool.h), passed after the buffers (nbufs of them) to each call of fn that slot
+	 * runs; the slot's thread runs its calls one after another, and a call uses its scratch
+	 * only within itself (a packed block of rows, written before it is read), so they share it */
 	char *heap;
 	size_t per;
-	int nbufs, calls;
+	int nbufs;
 } job;
 
-static void run_range(void *arg, int64_t s, int64_t e)
+static void run_range(void *arg, int64_t s, int64_t e, int slot)
 {
 	job *j = arg;
 	if (!j->heap) {
@@ -69,7 +71,7 @@ static void run_range(void *arg, int64_t s, int64_t e)
 	}
 	void *bufs[CPU_MAX_ARGS];
 	memcpy(bufs, j->bufs, (size_t)j->nbufs * sizeof(void *));
-	bufs[j->nbufs] = j->heap + (size_t)__atomic_fetch_add(&j->calls, 1, __ATOMIC_RELAXED) * j->per;
+	bufs[j->nbufs] = j->heap + (size_t)slot * j->per;
 	j->fn(bufs, s, e);
 }
 
@@ -105,8 +107,9 @@ static eng_status cpu_launch(void *dev, bk_program *prog, void *const *bufs, int
 	 * fewer threads than the shared pool has uses that many ways of it */
 	int ways = l->cost < 32768 ? 1 : d->nthreads;
 	/* scratch after the buffers: a split reduction's chunks put their partials there, on this
-	 * stack, and its _fin combines them (in chunk order, whichever threads ran the chunks) once
-	 * all are done; another kernel's (a packed block of rows) is per call, from the heap */
+	 * stack, at their range index, and its _fin combines them (in chunk order, whichever threads
+	 * ran the chunks and however the range was cut) once all are done; another kernel's (a
+	 * packed block of rows) is per slot of the pool's job, from the heap */
 	_Alignas(64) unsigned char scratch[CPU_SPLIT_SCRATCH];
 	void *withscratch[CPU_MAX_ARGS];
 	bool kept = false;

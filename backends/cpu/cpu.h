@@ -20,7 +20,8 @@ typedef struct cpu_so {
 /* Pointers a launch with scratch passes: the buffers and the scratch. */
 #define CPU_MAX_ARGS 128
 /* Bytes of scratch another kernel may ask for per call (a blocked matmul's packed block of rows:
- * a block's rows x one reduction block), from the heap: a launch takes one such per thread. */
+ * a block's rows x one reduction block), from the heap: a launch takes one such per thread (per
+ * slot of the pool's job: pool.h). */
 #define CPU_MAX_SCRATCH ((int64_t)1 << 30)
 
 typedef struct cpu_program {
@@ -29,7 +30,8 @@ typedef struct cpu_program {
 	char *name; /* fn's symbol in so, owned */
 	/* <name>_scratch's bytes of scratch, passed after the buffers (0: none): a split
 	 * reduction's partials, combined by <name>_fin after fn's chunks (NULL: not split), on the
-	 * launch's stack; else that many for each call of fn (each chunk), from the heap */
+	 * launch's stack; else that many for each slot of the pool's job (each thread running fn's
+	 * chunks, one after another), from the heap */
 	cpu_kernel_fn fin;
 	int64_t scratch;
 } cpu_program;

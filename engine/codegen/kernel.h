@@ -97,8 +97,9 @@ typedef struct eng_pack {
 /* The narrow tile's operand of a blocked matmul-shaped sum (plan_blocks on a CPU): for each
  * block of the reduction and each block of rows (the parallel loop's iteration p), its rows x
  * kc block is copied into the scratch of the call running p (tiles * rows_t * kc elements, the
- * kernel's scratch: a call runs its iterations one after another, and each of a launch's calls
- * gets its own), tile by tile, so that the tile's rows at one reduction step are adjacent:
+ * kernel's scratch: a call runs its iterations one after another, and the calls a launch's
+ * thread runs, one after another, share that thread's; nothing in it outlives the iteration
+ * that wrote it), tile by tile, so that the tile's rows at one reduction step are adjacent:
  * element (row, k) of the block, row = t * rows_t + r, is buf[base + row * rstride + k * kstride],
  * stored at (t * kc + k) * rows_t + r; rows past `rows` (a last tile that overhangs the block)
  * are zero. */
