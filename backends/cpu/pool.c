@@ -130,11 +130,11 @@ static void pool_chunk(cpu_pool *p, cpu_range_fn fn, void *arg, int64_t total, i
  * g's when a chunk runs, and arg lives until the caller has seen every taken chunk end. */
 static void pool_work(cpu_pool *p, uint64_t word, uint64_t g, int slot)
 {
-	cpu_range_fn fn = __atomic_load_n(&p->fn, __ATOMIC_RELAXED);
-	void *arg = __atomic_load_n(&p->arg, __ATOMIC_RELAXED);
-	int64_t total = __atomic_load_n(&p->total, __ATOMIC_RELAXED);
-	int nchunks = __atomic_load_n(&p->nchunks, __ATOMIC_RELAXED);
-	if (slot >= __atomic_load_n(&p->ways, __ATOMIC_RELAXED))
+	cpu_range_fn fn = __atomic_load_n(&p->fn, __ATOMIC_ACQUIRE);
+	void *arg = __atomic_load_n(&p->arg, __ATOMIC_ACQUIRE);
+	int64_t total = __atomic_load_n(&p->total, __ATOMIC_ACQUIRE);
+	int nchunks = __atomic_load_n(&p->nchunks, __ATOMIC_ACQUIRE);
+	if (slot >= __atomic_load_n(&p->ways, __ATOMIC_ACQUIRE))
 		return; /* not part of this job (or, read late, of a later one: g is over then) */
 	while ((word >> POOL_CHUNK_BITS) == g && (word & POOL_CHUNK_MASK) < (uint64_t)nchunks)
 		if (__atomic_compare_exchange_n(&p->job, &word, word + 1, true, __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE)) {
@@ -312,11 +312,11 @@ void cpu_pool_run(cpu_pool *p, cpu_range_fn fn, void *arg, int64_t n, int ways)
 	/* only run_mu's holder changes the generation; every chunk of the last job has ended, so
 	 * no worker reads these fields but to drop them */
 	uint64_t g = (__atomic_load_n(&p->job, __ATOMIC_RELAXED) >> POOL_CHUNK_BITS) + 1;
-	__atomic_store_n(&p->fn, fn, __ATOMIC_RELAXED);
-	__atomic_store_n(&p->arg, arg, __ATOMIC_RELAXED);
-	__atomic_store_n(&p->total, n, __ATOMIC_RELAXED);
-	__atomic_store_n(&p->nchunks, nchunks, __ATOMIC_RELAXED);
-	__atomic_store_n(&p->ways, ways, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->fn, fn, __ATOMIC_RELEASE);
+	__atomic_store_n(&p->arg, arg, __ATOMIC_RELEASE);
+	__atomic_store_n(&p->total, n, __ATOMIC_RELEASE);
+	__atomic_store_n(&p->nchunks, nchunks, __ATOMIC_RELEASE);
+	__atomic_store_n(&p->ways, ways, __ATOMIC_RELEASE);
 	__atomic_store_n(&p->finished, 0, __ATOMIC_RELAXED);
 	/* posted with chunk 0 taken, the caller's: release for the fields above and the inputs;
 	 * seq_cst against a worker's increment of sleepers then load of the word (pool_wait):
@@ -331,5 +331,11 @@ void cpu_pool_run(cpu_pool *p, cpu_range_fn fn, void *arg, int64_t n, int ways)
 	pool_chunk(p, fn, arg, n, nchunks, 0, 0);
 	pool_work(p, __atomic_load_n(&p->job, __ATOMIC_ACQUIRE), g, 0);
 	pool_join(p, nchunks); /* the chunks workers took; then no thread touches arg */
+	/* closed: no chunk index is below any job's count. A late worker holding this generation's
+	 * word may read the next job's fields (a larger nchunks) before its CAS; without this it
+	 * could take chunk nchunks of a job that is over (seen in make asan: a job's chunks counted
+	 * 13 of 12, its caller waiting for ever). The next job's fields are stored with release and
+	 * read with acquire after this store, so such a CAS reads this word or a later one and fails. */
+	__atomic_store_n(&p->job, g << POOL_CHUNK_BITS | POOL_CHUNK_MASK, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&p->run_mu);
 }
