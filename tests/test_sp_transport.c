@@ -78,15 +78,21 @@ static size_t sp_prefix(sp_peer p, uint64_t len, unsigned char *out)
 	return o;
 }
 
-/* One message: the backtrace words (big-endian) then body. */
+/* One message: the backtrace words (big-endian) then body; a small one in one write (the daemon
+ * may refuse the frame from its backtrace and close before a second write could land). */
 static void sp_send(sp_peer p, const uint32_t *bt, int nbt, const void *body, size_t len)
 {
-	unsigned char h[9 + 4 * 16];
+	unsigned char h[9 + 4 * 16 + 256];
 	ck_assert(nbt <= 16);
 	size_t o = sp_prefix(p, len + 4 * (size_t)nbt, h);
 	for (int i = 0; i < nbt; i++)
 		for (int k = 0; k < 4; k++)
 			h[o++] = (unsigned char)(bt[i] >> (8 * (3 - k)));
+	if (len && len <= 256) {
+		memcpy(h + o, body, len);
+		o += len;
+		len = 0;
+	}
 	ck_assert(send(p.fd, h, o, MSG_NOSIGNAL) == (ssize_t)o);
 	if (len)
 		ck_assert(send(p.fd, body, len, MSG_NOSIGNAL) == (ssize_t)len);
