@@ -75,7 +75,8 @@ static void put_number(proto_jw *w, double d)
 		proto_jw_put(w, "null", 4);
 		return;
 	}
-	if (d == (double)(int64_t)d && fabs(d) < 9007199254740992.0) { /* 2^53 */
+	/* the range first: casting a double outside int64's range is undefined */
+	if (fabs(d) < 9007199254740992.0 && d == (double)(int64_t)d) { /* 2^53 */
 		proto_jw_int(w, (int64_t)d);
 		return;
 	}
