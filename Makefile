@@ -276,6 +276,20 @@ onnx-light: $(ONNX_RUNNER)
 	$(ONNX_RUNNER) -j $(ONNX_JOBS) -d $(ONNX_DEV) $(ONNX_LIGHT)
 onnx-baseline: $(ONNX_RUNNER)
 	$(ONNX_RUNNER) -j $(ONNX_JOBS) --write tests/onnx/passing.txt --unsupported tests/onnx/unsupported.txt $(ONNX_SUITES)
+# The node suite of today's onnx (1.23.2, pinned in tests/onnx/setup-venv.sh: a git-ignored venv
+# from PyPI): its wheel carries the cases' definitions, scripts/onnx-node-data.py writes their
+# data into $(BUILD)/onnx-1.23/node (never committed), the runner runs them against
+# tests/onnx/passing-1.23.txt as 1.12's; `make onnx-baseline-1.23` rewrites that and
+# unsupported-1.23.txt.
+ONNX_123 := $(BUILD)/onnx-1.23/node
+.PHONY: onnx-check-1.23 onnx-baseline-1.23 onnx-data-1.23
+onnx-data-1.23:
+	tests/onnx/setup-venv.sh
+	[ -f $(ONNX_123)/.done ] || { tests/onnx/.venv/bin/python -W ignore scripts/onnx-node-data.py $(BUILD)/onnx-1.23 && touch $(ONNX_123)/.done; }
+onnx-check-1.23: $(ONNX_RUNNER) onnx-data-1.23
+	$(ONNX_RUNNER) -j $(ONNX_JOBS) -d $(ONNX_DEV) --baseline tests/onnx/passing-1.23.txt $(ONNX_123)
+onnx-baseline-1.23: $(ONNX_RUNNER) onnx-data-1.23
+	$(ONNX_RUNNER) -j $(ONNX_JOBS) --write tests/onnx/passing-1.23.txt --unsupported tests/onnx/unsupported-1.23.txt $(ONNX_123)
 
 examples: $(EXAMPLE_BIN)
 bench: $(BENCH_BIN)
@@ -356,7 +370,7 @@ fuzz:
 # cross-built for ARM64 under qemu (check-aarch64). The README's test command.
 # Each step in order, timed: its seconds are printed and kept in $(BUILD)/check-times.txt.
 CHECK_STEPS := layers docs-check test test-nng asan live-fuzz tsan fuzz train-check conformance soak install-check python-test \
-	tensorctl-check onnx-check oip-check oip-san check-aarch64
+	tensorctl-check onnx-check onnx-check-1.23 oip-check oip-san check-aarch64
 check:
 	@mkdir -p $(BUILD); : >$(BUILD)/check-times.txt; t0=$$(date +%s); \
 	for t in $(CHECK_STEPS); do s=$$(date +%s); $(MAKE) --no-print-directory $$t || exit 1; \

@@ -493,6 +493,41 @@ START_TEST(test_merged_reduce_axes)
 }
 END_TEST
 
+/* Counts the generated kernels (DEBUG=4) whose innermost loop is rendered in versions. */
+static void versioned_log_fn(void *arg, int level, const char *msg)
+{
+	int *n = arg;
+	*n += level == 4 && strstr(msg, "void E_") && strstr(msg, "} else if (") && strstr(msg, "} else {");
+}
+
+/* A concatenation of two computed halves: the innermost loop's loads are guarded by which half
+ * a row is in, which does not change in the loop, so the CPU renders the loop once per half
+ * (cstyle.c's render_versioned: plain loads gcc vectorizes); the values still as the
+ * reference's. */
+START_TEST(test_versioned_guarded_loop)
+{
+	const char *dev = getenv("DEV");
+	if (dev && strcmp(dev, "CPU"))
+		return; /* C loops: the CPU's dialect */
+	eng_ctx_opts o;
+	char err[512] = "";
+	int versioned = 0;
+	eng_ctx_opts_default(&o);
+	o.debug = 4;
+	o.no_disk_cache = true;
+	eng_ctx *ctx = eng_ctx_create(&o, err, sizeof(err));
+	ck_assert_msg(ctx != NULL, "eng_ctx_create failed: %s", err);
+	eng_set_log(ctx, versioned_log_fn, &versioned);
+	tu_rng r = {17};
+	int64_t s[2] = {8, 40};
+	eng_tensor *a = mk(ctx, &r, 2, s), *b = mk(ctx, &r, 2, s);
+	eng_tensor *halves[2] = {eng_sigmoid(eng_add(a, b)), eng_mul(eng_sigmoid(a), b)};
+	EXPECT_KERNELS(ctx, 1, eng_cat(halves, 2, 0));
+	ck_assert_int_eq(versioned, 1);
+	eng_ctx_destroy(ctx);
+}
+END_TEST
+
 /* Counts the kernels whose DEBUG=3 line names a split axis (plan.c's plan_split). */
 static void split_log_fn(void *arg, int level, const char *msg)
 {
@@ -710,7 +745,7 @@ Suite *kernels_suite(void)
 		test_matmul_fused_vs_forced, test_matmul_bias_relu, test_mlp_forward, test_softmax_layernorm_argmax,
 		test_sparse_cross_entropy,   test_conv2d_relu,      test_siblings,    test_contiguous_forces_store,
 		test_bag_of_words_stacked_reductions, test_gather_sums, test_blocked_reductions, test_row_packed_matmul, test_packed_convolutions,
-		test_shared_reduction_loops, test_merged_reduce_axes, test_split_pooled_axis, test_nested_reductions, test_nested_reductions_stored,
+		test_shared_reduction_loops, test_merged_reduce_axes, test_versioned_guarded_loop, test_split_pooled_axis, test_nested_reductions, test_nested_reductions_stored,
 		test_nested_reductions_backward, test_nested_reductions_parallelism, test_nested_reductions_conv_net,
 	};
 	return tu_suite("kernels", tests, (int)(sizeof(tests) / sizeof(tests[0])), TU_TIMEOUT);

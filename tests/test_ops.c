@@ -1,5 +1,6 @@
 /* test_ops.c: every low-level op of engine.h, realized on the CPU backend and compared with the
  * reference evaluator, over all applicable dtypes, broadcast, non-contiguous and edge shapes. */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -344,6 +345,55 @@ START_TEST(unary_all)
 		tu_batch_ref(b, eng_trunc(x), 0, 0, "trunc special %s", DN(dt));
 	}
 	tu_batch_check(b);
+	tu_ctx_free(ctx);
+}
+END_TEST
+
+/* |got - want| in units in the last place of want as a float (want's ulp at the smallest normal
+ * exponent below it). */
+static double ulps(float got, double want)
+{
+	int e;
+	frexp(want, &e);
+	double ulp = ldexp(1.0, (e - 24 < -149 ? -149 : e - 24));
+	return fabs((double)got - want) / ulp;
+}
+
+/* exp2 and log2 densely over float32's range against libm's double, the results' specials
+ * exact: the CPU renders both as its own polynomials (backends/cpu/dialect.c), and every device
+ * must stay within a few ulps (OpenCL's full profile allows 3 for either). */
+START_TEST(exp2_log2_dense)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	enum { N = 1 << 18 };
+	static float x[N], y[N], lx[N], ly[N];
+	for (int i = 0; i < N; i++) {
+		x[i] = (float)(-155.0 + 285.0 * i / (N - 1)); /* exp2: from below the subnormals to overflow */
+		float u = (float)i / N; /* log2: every binade, each across its mantissas */
+		lx[i] = (float)ldexp(1.0 + u, (int)(i % 277) - 149);
+	}
+	x[0] = NAN, x[1] = INFINITY, x[2] = -INFINITY, x[3] = 0.0f, x[4] = -0.0f, x[5] = 128.0f, x[6] = 1.0f;
+	lx[0] = NAN, lx[1] = INFINITY, lx[2] = 0.0f, lx[3] = -0.0f, lx[4] = -1.0f, lx[5] = 1.0f, lx[6] = 2.0f;
+	int64_t n = N;
+	eng_tensor *a = eng_from_data(ctx, ENG_F32, 1, &n, x), *la = eng_from_data(ctx, ENG_F32, 1, &n, lx);
+	ck_assert(eng_tensor_read(eng_exp2(a), y, sizeof(y)) == ENG_OK);
+	ck_assert(eng_tensor_read(eng_log2(la), ly, sizeof(ly)) == ENG_OK);
+	ck_assert(isnan(y[0]) && y[1] == INFINITY && y[2] == 0.0f && y[3] == 1.0f && y[4] == 1.0f);
+	ck_assert(y[5] == INFINITY);
+	ck_assert(isnan(ly[0]) && ly[1] == INFINITY && ly[2] == -INFINITY && ly[3] == -INFINITY && isnan(ly[4]));
+	ck_assert(ly[5] == 0.0f);
+	/* subnormals only on the CPU: an OpenCL device may flush them (CL_FP_DENORM is optional) */
+	const char *dev = getenv("DEV");
+	bool sub = !dev || !strcmp(dev, "CPU");
+	for (int i = 7; i < N; i++) {
+		double e = exp2((double)x[i]), l = log2((double)lx[i]);
+		if (e > FLT_MAX)
+			ck_assert_msg(y[i] == INFINITY, "exp2(%.9g) = %.9g, want inf", x[i], y[i]);
+		else if (sub || e >= FLT_MIN)
+			ck_assert_msg(ulps(y[i], e) <= 3, "exp2(%.9g) = %.9g, want %.9g", x[i], y[i], e);
+		if (sub || lx[i] >= FLT_MIN)
+			ck_assert_msg(ulps(ly[i], l) <= 3, "log2(%.9g) = %.9g, want %.9g", lx[i], ly[i], l);
+	}
 	tu_ctx_free(ctx);
 }
 END_TEST
@@ -990,7 +1040,7 @@ Suite *ops_suite(void)
 		binary_f16,
 		binary_f32, f16_rounds_every_op,
 		binary_wrap_promote_scalar,
-		unary_all,
+		unary_all, exp2_log2_dense,
 		cast_all_pairs,
 		where_all,
 		reduce_bool,

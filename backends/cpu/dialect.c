@@ -7,11 +7,42 @@ static const char c_prelude[] =
 	"typedef __INT32_TYPE__ int32_t;\ntypedef __UINT32_TYPE__ uint32_t;\n"
 	"typedef __INT64_TYPE__ int64_t;\ntypedef __UINT64_TYPE__ uint64_t;\ntypedef __UINT8_TYPE__ uint8_t;\n"
 	BK_PRELUDE_INT_LIMITS
-	"#define exp2f __builtin_exp2f\n#define log2f __builtin_log2f\n#define sinf __builtin_sinf\n"
+	"#define sinf __builtin_sinf\n"
 	"#define sqrtf __builtin_sqrtf\n#define truncf __builtin_truncf\n#define memcpy __builtin_memcpy\n"
 	BK_PRELUDE_HELPERS
 	"static inline int32_t eng_as_int32_t(float x) { int32_t r; memcpy(&r, &x, 4); return r; }\n"
 	"static inline float eng_as_float(int32_t x) { float r; memcpy(&r, &x, 4); return r; }\n"
+	/* exp2 and log2 in arithmetic the loop vectorizer can widen (libm's are calls, one lane at a
+	 * time: a sigmoid or softmax ran scalar). exp2: x = n + f, |f| <= 1/2, 2^f by a degree-6
+	 * polynomial (fitted, relative error 1e-7 in float arithmetic), 2^n as two exponent fields so
+	 * that results down to the subnormals and up to overflow (x >= 128: inf) scale in one rounding.
+	 * log2: x = 2^e m, m in [sqrt(1/2), sqrt(2)), log2 m = t P(t^2) with t = (m-1)/(m+1)
+	 * (atanh's series to t^9: relative error 2e-9); subnormals scaled by 2^23 first. NaN in, NaN
+	 * out; log2 of 0 is -inf, of a negative NaN, of inf inf. */
+	"static inline float eng_exp2f(float x)\n{\n"
+	"  float c = x < -150.0f ? -150.0f : x > 128.0f ? 128.0f : x;\n"
+	"  float r = (c + 12582912.0f) - 12582912.0f; /* round to nearest: 1.5 * 2^23 */\n"
+	"  float f = c - r;\n"
+	"  int32_t n = (int32_t)r, n1 = n >> 1, n2 = n - n1;\n"
+	"  float p = 1.535336196e-04f;\n"
+	"  p = p * f + 1.339887385e-03f;\n  p = p * f + 9.618436918e-03f;\n  p = p * f + 5.550332367e-02f;\n"
+	"  p = p * f + 2.402264774e-01f;\n  p = p * f + 6.931471825e-01f;\n  p = p * f + 1.0f;\n"
+	"  p = p * eng_as_float((n1 + 127) << 23) * eng_as_float((n2 + 127) << 23);\n"
+	"  return x != x ? x : p;\n}\n"
+	"static inline float eng_log2f(float x)\n{\n"
+	"  _Bool sub = x < 1.17549435e-38f;\n"
+	"  int32_t u = eng_as_int32_t(sub ? x * 8388608.0f : x);\n"
+	"  int32_t e = ((u >> 23) & 0xff) - (sub ? 150 : 127);\n"
+	"  float m = eng_as_float((u & 0x007fffff) | 0x3f800000);\n"
+	"  _Bool big = m > 1.41421356f;\n"
+	"  m = big ? m * 0.5f : m;\n"
+	"  float t = (m - 1.0f) / (m + 1.0f), t2 = t * t;\n"
+	"  float p = 0.320598898f; /* 2/ln2 times 1/9, 1/7, 1/5, 1/3, 1 */\n"
+	"  p = p * t2 + 0.412198583f;\n  p = p * t2 + 0.577078016f;\n  p = p * t2 + 0.961796694f;\n"
+	"  p = p * t2 + 2.885390082f;\n"
+	"  float r = (float)(e + big) + t * p;\n"
+	"  return x != x ? x : x < 0.0f ? __builtin_nanf(\"\") : x == 0.0f ? -__builtin_inff() : x == __builtin_inff() ? x : r;\n}\n"
+	"#define exp2f eng_exp2f\n#define log2f eng_log2f\n"
 	/* float16 is stored as IEEE binary16 bits (uint16_t), never as _Float16, which clang
 	 * accepts only on CPUs with AVX512-FP16: conversions with round to nearest even, by F16C
 	 * (every AVX-512 x86-64 has it; -march=native turns it on) or by bit arithmetic. A value

@@ -131,6 +131,12 @@ eng_status onx_op_attention(onx_node *n)
 	if (bias)
 		qk = eng_add(qk, bias);
 	eng_tensor *p = eng_softmax(qk, 3);
+	if (bias) { /* a row whose keys are all masked attends to nothing: zeros (opsets 23, 24), not
+		     * softmax's 0/0; a NaN of the inputs' own still comes through */
+		int ax = eng_ndim(bias) - 1; /* broadcast against [B, H, Sq, Skv] */
+		eng_tensor *none = eng_eq(eng_max(bias, &ax, 1, true), eng_full(n->ctx, ENG_F32, 0, NULL, -INFINITY));
+		p = eng_where(none, eng_full(n->ctx, ENG_F32, 0, NULL, 0.0), p);
+	}
 	eng_tensor *y = eng_matmul(p, eng_cast(v, ENG_F32)); /* [B, H, Sq, dv] */
 	if (r == 3 && y) {
 		static const int perm[4] = {0, 2, 1, 3};

@@ -66,6 +66,20 @@ static eng_tensor *fit(eng_tensor *t, int a, int64_t L)
 	return eng_pad(t, p);
 }
 
+/* Optional scalar input i as a whole number (dflt when omitted); out of int64's range is an error. */
+static eng_status in_count(onx_node *n, int i, int64_t dflt, int64_t *out)
+{
+	double d;
+	bool given;
+	eng_status s = onx_in_scalar(n, i, &d, &given);
+	if (s)
+		return s;
+	if (given && !(fabs(d) < 9.2e18))
+		return onx_fail(n, ENG_EINVAL, "input %d (%g) is not a usable whole number", i, d);
+	*out = given ? (int64_t)d : dflt;
+	return ENG_OK;
+}
+
 eng_status onx_op_dft(onx_node *n)
 {
 	eng_tensor *x = onx_in(n, 0);
@@ -75,19 +89,24 @@ eng_status onx_op_dft(onx_node *n)
 	eng_status s = split_complex(n, x, &re, &im);
 	if (s)
 		return s;
+	/* the signal axis, counted in the input's rank (its trailing complex axis included): the
+	 * attribute (default 1) before opset 20, input 2 (default -2, the last signal axis) since */
 	int r = eng_ndim(re), a;
-	if (!onx_axis(onx_attr_i(n, "axis", 1), r, &a))
-		return onx_fail(n, ENG_EAXIS, "attribute 'axis' is out of range");
+	int64_t ax = onx_attr_i(n, "axis", 1);
+	if (n->opset >= 20 && (s = in_count(n, 2, -2, &ax)))
+		return s;
+	if (ax < 0)
+		ax += r + 1;
+	if (ax < 0 || ax > r - 1)
+		return onx_fail(n, ENG_EAXIS, "the DFT axis (%s) is out of range for a signal of rank %d",
+				n->opset >= 20 ? "input 2" : "attribute 'axis'", r);
+	a = (int)ax;
 	bool inverse = onx_attr_i(n, "inverse", 0), onesided = onx_attr_i(n, "onesided", 0);
 	if (onesided && (im || inverse))
 		return onx_fail(n, ENG_ENOTSUP, "onesided with complex input or inverse is not supported");
-	int64_t L = eng_shape(re)[a];
-	double dl;
-	bool present;
-	if ((s = onx_in_scalar(n, 1, &dl, &present)))
+	int64_t L;
+	if ((s = in_count(n, 1, eng_shape(re)[a], &L)))
 		return s;
-	if (present)
-		L = (int64_t)dl;
 	if (L < 1 || L > 65536)
 		return onx_fail(n, ENG_ENOTSUP, "a DFT length of %lld", (long long)L);
 	/* move the axis last, transform, move it back (before the complex axis) */

@@ -184,8 +184,11 @@ static eng_tensor *mod_t(onx_node *n, const eng_tensor *a, const eng_tensor *b)
 	bool fmod_ = onx_attr_i(n, "fmod", 0);
 	eng_tensor *r;
 	if (eng_dtype_is_float(dt)) {
-		/* C fmod: a - b * trunc(a / b) */
+		/* C fmod: a - b * trunc(a / b); a finite a over an infinite b is a itself (the
+		 * formula's inf * 0 would be NaN) */
 		r = eng_sub(a, eng_mul(b, eng_trunc(eng_div(a, b))));
+		eng_tensor *inf = eng_scalar(ctx, dt, INFINITY);
+		r = eng_where(eng_and(eng_eq(eng_abs(b), inf), eng_lt(eng_abs(a), inf)), a, r);
 	} else {
 		r = eng_mod(a, b); /* truncating, as C */
 	}

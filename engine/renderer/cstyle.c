@@ -966,13 +966,78 @@ static void render_fin_acc(const rk *r, int p, int depth)
 		render_group_tree(r, p, depth);
 }
 
+static int render_versioned(rk *r, int i, int depth);
+
+/* Statement i at *depth (which a loop's opening or end moves). */
+static void render_stmt(rk *r, int i, int *depth)
+{
+	const eng_stmt *s = &r->ir->stmts[i];
+	bool fin = r->split_mode == SPLIT_FIN;
+	switch (s->kind) {
+	case S_LOOP:
+		if (fin && r->cur_phase >= 0 && *depth == r->phase_depth) {
+			r->skip_depth = (*depth)++;
+			break;
+		}
+		render_loop(r, s, *depth);
+		(*depth)++;
+		break;
+	case S_END:
+		(*depth)--;
+		if (*depth == r->phase_depth)
+			r->cur_phase = -1;
+		if (!s->merged) /* a merged loop has none of its own */
+			render_end(r, *depth);
+		break;
+	case S_DEF:
+		indent(r->b, *depth);
+		render_def(r, s->u);
+		break;
+	case S_ACC_INIT:
+		if (fin)
+			render_fin_acc(r, s->acc, *depth);
+		else
+			render_acc_init(r, s->acc, *depth);
+		/* phases initialised one after another run in one loop nest (linearize.c) */
+		r->cur_group = (i > 0 && r->ir->stmts[i - 1].kind == S_ACC_INIT ? r->cur_group : 0) | 1u << s->acc;
+		r->cur_phase = s->acc;
+		r->phase_depth = *depth;
+		break;
+	case S_ACC_UPD:
+		indent(r->b, *depth);
+		render_acc_upd(r, s);
+		break;
+	case S_PACK:
+		render_pack(r, s, *depth);
+		break;
+	case S_RPACK:
+		render_rpack(r, s, *depth);
+		break;
+	case S_PREFETCH:
+		render_prefetch(r, s, *depth);
+		break;
+	case S_STORE:
+		if (r->split_mode == SPLIT_PART)
+			break;
+		indent(r->b, *depth);
+		if (r->one_group && r->strided_at < 0)
+			eng_strbuf_puts(r->b, "if (lid_ == 0) "); /* one thread stores; all computed alike */
+		if (s->cond) {
+			eng_strbuf_puts(r->b, "if (");
+			ref(r, s->cond);
+			eng_strbuf_puts(r->b, ") ");
+		}
+		render_store(r, s);
+		break;
+	}
+}
+
 /* The statements from depth on. A split kernel's chunks (SPLIT_PART) store nothing; what
  * follows them (SPLIT_FIN) leaves out the phases' loops and starts each accumulator from the
  * chunks' partials. */
 static void render_stmts(rk *r, int depth)
 {
 	const eng_kernel_ir *ir = r->ir;
-	bool fin = r->split_mode == SPLIT_FIN;
 	r->cur_phase = r->skip_depth = -1;
 	for (int i = 0; i < ir->nstmts; i++) {
 		const eng_stmt *s = &ir->stmts[i];
@@ -982,64 +1047,81 @@ static void render_stmts(rk *r, int depth)
 				r->skip_depth = r->cur_phase = -1;
 			continue;
 		}
-		switch (s->kind) {
-		case S_LOOP:
-			if (fin && r->cur_phase >= 0 && depth == r->phase_depth) {
-				r->skip_depth = depth++;
-				break;
-			}
-			render_loop(r, s, depth);
-			depth++;
-			break;
-		case S_END:
-			depth--;
-			if (depth == r->phase_depth)
-				r->cur_phase = -1;
-			if (!s->merged) /* a merged loop has none of its own */
-				render_end(r, depth);
-			break;
-		case S_DEF:
-			indent(r->b, depth);
-			render_def(r, s->u);
-			break;
-		case S_ACC_INIT:
-			if (fin)
-				render_fin_acc(r, s->acc, depth);
-			else
-				render_acc_init(r, s->acc, depth);
-			/* phases initialised one after another run in one loop nest (linearize.c) */
-			r->cur_group = (i > 0 && ir->stmts[i - 1].kind == S_ACC_INIT ? r->cur_group : 0) | 1u << s->acc;
-			r->cur_phase = s->acc;
-			r->phase_depth = depth;
-			break;
-		case S_ACC_UPD:
-			indent(r->b, depth);
-			render_acc_upd(r, s);
-			break;
-		case S_PACK:
-			render_pack(r, s, depth);
-			break;
-		case S_RPACK:
-			render_rpack(r, s, depth);
-			break;
-		case S_PREFETCH:
-			render_prefetch(r, s, depth);
-			break;
-		case S_STORE:
-			if (r->split_mode == SPLIT_PART)
-				break;
-			indent(r->b, depth);
-			if (r->one_group && r->strided_at < 0)
-				eng_strbuf_puts(r->b, "if (lid_ == 0) "); /* one thread stores; all computed alike */
-			if (s->cond) {
-				eng_strbuf_puts(r->b, "if (");
-				ref(r, s->cond);
-				eng_strbuf_puts(r->b, ") ");
-			}
-			render_store(r, s);
-			break;
-		}
+		int last = s->kind == S_LOOP ? render_versioned(r, i, depth) : -1;
+		if (last >= 0)
+			i = last;
+		else
+			render_stmt(r, i, &depth);
 	}
+}
+
+/* Whether uop x is defined by a statement before statement i. */
+static bool defined_before(const eng_kernel_ir *ir, const eng_uop *x, int i)
+{
+	for (int j = 0; j < i; j++)
+		if (ir->stmts[j].kind == S_DEF && ir->stmts[j].u == x)
+			return true;
+	return false;
+}
+
+/* The innermost loop opened by statement i, when its body is elementwise (definitions and
+ * stores) and some of its loads are guarded by conditions that do not change in it (a
+ * concatenation's halves, the padded rows of a pad): rendered once per value of those
+ * conditions (at most two of them: four copies), each copy under an if that tells the
+ * compiler their values, so that the guarded loads are plain loads or zeros and the loop
+ * vectorizes (gcc 12 vectorizes no masked load whose mask is the same in every iteration: a
+ * concatenated LSTM state ran scalar). C loops (the CPU's dialect) only. Returns the index
+ * of the loop's end, or -1 when the loop is left to render_stmt. */
+static int render_versioned(rk *r, int i, int depth)
+{
+	const eng_kernel_ir *ir = r->ir;
+	const eng_stmt *s = &ir->stmts[i];
+	if (!*r->d->simd_pragma || r->d->thread_idx || r->lanes || r->one_group || r->split_mode || s->parallel ||
+	    s->merged || s->unroll || s->simd || s->simd_accs || ir->loops[s->var].kind != L_OUTER)
+		return -1;
+	const eng_uop *g[2];
+	int ng = 0, j;
+	for (j = i + 1; j < ir->nstmts && ir->stmts[j].kind != S_END; j++) {
+		const eng_stmt *t = &ir->stmts[j];
+		if (t->kind == S_STORE)
+			continue;
+		if (t->kind != S_DEF)
+			return -1;
+		const eng_uop *x = t->u, *c = x->nsrc > 1 ? x->src[1] : NULL;
+		if (x->kind != U_LOAD || !c || c->kind == U_CONST || ((c->deps >> s->var) & 1))
+			continue;
+		if (!defined_before(ir, c, i))
+			return -1;
+		int k = 0;
+		while (k < ng && g[k] != c)
+			k++;
+		if (k == ng && ng == 2)
+			return -1;
+		if (k == ng)
+			g[ng++] = c;
+	}
+	if (j >= ir->nstmts || ir->stmts[j].merged || !ng)
+		return -1;
+	for (int m = (1 << ng) - 1; m >= 0; m--) {
+		indent(r->b, depth);
+		if (m == 0) {
+			eng_strbuf_puts(r->b, "} else {\n");
+		} else {
+			eng_strbuf_puts(r->b, m == (1 << ng) - 1 ? "if (" : "} else if (");
+			for (int k = 0; k < ng; k++) {
+				eng_strbuf_puts(r->b, k ? " && " : "");
+				eng_strbuf_puts(r->b, (m >> k) & 1 ? "" : "!");
+				ref(r, g[k]);
+			}
+			eng_strbuf_puts(r->b, ") {\n");
+		}
+		int d = depth + 1;
+		for (int k = i; k <= j; k++)
+			render_stmt(r, k, &d);
+	}
+	indent(r->b, depth);
+	eng_strbuf_puts(r->b, "}\n");
+	return j;
 }
 
 /* Each phase's partial results: pt<p>, rows x split of them, in the launch's scratch (the
