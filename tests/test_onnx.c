@@ -171,6 +171,44 @@ START_TEST(test_build_time_values)
 }
 END_TEST
 
+/* An input the op's function never read is refused by name, not ignored (graph.c's run_node):
+ * Clip before opset 11 takes its bounds from attributes, so a second input there is one the
+ * importer would otherwise drop; from 11 on the same node reads it as the lower bound. */
+START_TEST(test_unread_input_refused)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	for (int k = 0; k < 2; k++) {
+		mb b;
+		mb_init(&b, k ? 13 : 6);
+		static char *cin[] = {"x", "lo"}, *cout_[] = {"y"};
+		mb_input(&b, "x", 1, (int64_t[]){3});
+		b.inp[1] = mb_value(&b, &b.in[1], "lo", 1, 0, NULL);
+		b.g.n_input = 2;
+		mb_output(&b, "y", 1, (int64_t[]){3});
+		mb_node(&b, "Clip", 2, cin, 1, cout_);
+		char err[512];
+		eng_onnx_model *m = load_mb(ctx, &b, NULL, err, sizeof(err));
+		ck_assert_msg(m, "%s", err);
+		float xv[3] = {-2, 0.5f, 3}, lv = 0, yv[3];
+		eng_tensor *in[2] = {eng_from_data(ctx, ENG_F32, 1, (int64_t[]){3}, xv), eng_from_data(ctx, ENG_F32, 0, NULL, &lv)};
+		eng_tensor *y = NULL;
+		eng_status st = eng_onnx_build(m, in, &y, ENG_ONNX_SPECIALIZE);
+		if (!k) {
+			ck_assert_int_eq(st, ENG_ENOTSUP);
+			ck_assert_msg(strstr(eng_errmsg(ctx), "input 1 ('lo')") && strstr(eng_errmsg(ctx), "refused"), "%s",
+				      eng_errmsg(ctx));
+			eng_clear_error(ctx);
+		} else {
+			ck_assert_msg(st == ENG_OK, "%s", eng_errmsg(ctx));
+			ck_assert(eng_tensor_read(y, yv, sizeof(yv)) == ENG_OK);
+			ck_assert(yv[0] == 0 && yv[1] == 0.5f && yv[2] == 3);
+		}
+		eng_onnx_free(m);
+	}
+	tu_ctx_free(ctx);
+}
+END_TEST
+
 START_TEST(test_truncated_and_garbage)
 {
 	eng_ctx *ctx = tu_ctx_new();
@@ -853,7 +891,7 @@ END_TEST
 Suite *onnx_suite(void)
 {
 	const TTest *const tests[] = {
-		test_add_end_to_end, test_unsupported_is_an_error, test_build_time_values, test_truncated_and_garbage,
+		test_add_end_to_end, test_unsupported_is_an_error, test_build_time_values, test_unread_input_refused, test_truncated_and_garbage,
 		test_unknown_fields_skipped, test_cycle_and_undefined, test_sizes_disagree, test_external_data_confined,
 		test_load_file, test_deep_nesting, test_if_captures, test_einsum_ellipsis, test_lp_pool,
 		test_group_rms_norm, test_constant_folding, test_conv1d_dense, test_gather_const_indices,

@@ -57,6 +57,7 @@ static void mark_static(onx_build *b, uint64_t deps)
 
 eng_status onx_in_check_static(onx_node *n, int i)
 {
+	(void)onx_in(n, i);
 	const onx_val *v = n->in[i];
 	if (v->is_const)
 		return ENG_OK;
@@ -70,6 +71,7 @@ eng_status onx_in_check_static(onx_node *n, int i)
 
 eng_status onx_in_ints(onx_node *n, int i, int64_t *out, int max, int *count)
 {
+	(void)onx_in(n, i);
 	*count = -1;
 	if (i >= n->n_in || !n->in[i])
 		return ENG_OK;
@@ -95,6 +97,7 @@ eng_status onx_in_ints(onx_node *n, int i, int64_t *out, int max, int *count)
 
 eng_status onx_in_scalar(onx_node *n, int i, double *out, bool *present)
 {
+	(void)onx_in(n, i);
 	*present = false;
 	if (i >= n->n_in || !n->in[i])
 		return ENG_OK;
@@ -250,8 +253,9 @@ static eng_status run_node(onx_build *b, const Onnx__NodeProto *pb)
 	const onx_val *inv[64];
 	eng_tensor *outv[64] = {0};
 	const char *dom = pb->domain ? pb->domain : "";
+	uint64_t read = 0;
 	onx_node n = {.b = b, .ctx = b->ctx, .pb = pb, .opset = eng_onnx_opset(b->m, dom), .n_in = (int)pb->n_input,
-		      .n_out = (int)pb->n_output, .in = inv, .out = outv, .out_const = true};
+		      .n_out = (int)pb->n_output, .in = inv, .out = outv, .out_const = true, .read = &read};
 	if (n.opset <= 0)
 		return onx_fail(&n, ENG_EINVAL, "the model imports no opset of domain '%.100s'", dom);
 	if (pb->n_input > 64 || pb->n_output > 64)
@@ -282,6 +286,10 @@ static eng_status run_node(onx_build *b, const Onnx__NodeProto *pb)
 		return eng_error(b->ctx) ? s : onx_fail(&n, s, "failed");
 	if (eng_error(b->ctx))
 		return eng_error(b->ctx);
+	for (int i = 0; i < n.n_in && !cached; i++)
+		if (inv[i] && !((read >> i) & 1))
+			return onx_fail(&n, ENG_ENOTSUP, "input %d ('%.200s') is given, and this opset's version of the op is not read with it: refused, not ignored",
+					i, pb->input[i]);
 	for (int i = 0; i < n.n_out; i++)
 		if (*pb->output[i] && !outv[i])
 			return onx_fail(&n, ENG_ENOTSUP, "output %d ('%.200s') is not produced", i, pb->output[i]);
@@ -376,7 +384,7 @@ eng_status onx_op_loop(onx_node *n)
 	eng_status s = onx_in_scalar(n, 0, &trip, &has_trip);
 	if (s)
 		return s;
-	if (n->n_in > 1 && n->in[1] && (s = read_flag(n, n->in[1], "condition", &cond)))
+	if (onx_in(n, 1) && (s = read_flag(n, n->in[1], "condition", &cond)))
 		return s;
 	if (!has_trip && !(n->n_in > 1 && n->in[1]))
 		return onx_fail(n, ENG_ENOTSUP, "a loop without trip count or condition");

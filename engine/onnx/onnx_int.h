@@ -88,6 +88,9 @@ typedef struct onx_node {
 	bool out_const; /* every input constant: outputs are constants too */
 	uint64_t deps;  /* the inputs' onx_val.deps together: the outputs'; ops that build subgraphs add
 			 * what their bodies' outputs depend on */
+	uint64_t *read; /* inputs the op function looked at (bit per input, set by onx_in and the other
+			 * accessors): a given input it never read is refused after it returns, so that
+			 * an input an opset added is never ignored silently */
 } onx_node;
 
 typedef eng_status (*onx_op_fn)(onx_node *n);
@@ -132,8 +135,13 @@ unsigned onx_model_flags(const onx_node *n);
 bool *onx_model_narrowed(onx_node *n);
 static inline eng_tensor *onx_in(const onx_node *n, int i)
 {
+	if (i >= 0 && i < n->n_in && i < 64 && n->read)
+		*n->read |= 1ull << i;
 	return i < n->n_in && n->in[i] ? n->in[i]->t : NULL;
 }
+/* Input i counts as read although the op does not use it: the spec says it has no effect in
+ * the node's case (say why where this is called). */
+static inline void onx_in_unused(const onx_node *n, int i) { (void)onx_in(n, i); }
 /* Input i's values as int64 (it must be a constant, or a graph input with ENG_ONNX_SPECIALIZE):
  * at most max entries, *count of them; a missing input gives *count = -1. */
 eng_status onx_in_ints(onx_node *n, int i, int64_t *out, int max, int *count);

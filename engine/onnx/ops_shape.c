@@ -367,6 +367,7 @@ eng_status onx_op_dropout(onx_node *n)
 		if (ratio != 0)
 			return onx_fail(n, ENG_ENOTSUP, "training mode with a ratio of %g (random) is not supported", ratio);
 	}
+	onx_in_unused(n, 1); /* the ratio: in inference the output is the input whatever it is */
 	n->out[0] = eng_reshape(x, eng_ndim(x), eng_shape(x));
 	if (n->n_out > 1)
 		n->out[1] = eng_ones(n->ctx, ENG_BOOL, eng_ndim(x), eng_shape(x));
