@@ -17,6 +17,11 @@ eng_status onx_op_clip(onx_node *n);
 eng_status onx_op_where(onx_node *n);
 eng_status onx_op_prelu(onx_node *n);
 eng_status onx_op_cast(onx_node *n);
+eng_status onx_op_bitcast(onx_node *n);
+eng_status onx_op_rotary(onx_node *n);
+eng_status onx_op_swiglu(onx_node *n);
+eng_status onx_op_lpnorm(onx_node *n);
+eng_status onx_op_center_crop_pad(onx_node *n);
 
 /* ops_reduce.c */
 eng_status onx_op_reduce(onx_node *n);

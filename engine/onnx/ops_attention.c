@@ -155,3 +155,81 @@ eng_status onx_op_attention(onx_node *n)
 			return onx_check(n, NULL);
 	return onx_check(n, n->out[0]);
 }
+
+/* t[..., lo:hi] along the last axis */
+static eng_tensor *last_slice(eng_tensor *t, int64_t lo, int64_t hi)
+{
+	int64_t rg[ENG_MAX_DIMS][2];
+	int r = eng_ndim(t);
+	for (int i = 0; i < r; i++)
+		rg[i][0] = 0, rg[i][1] = eng_shape(t)[i];
+	rg[r - 1][0] = lo, rg[r - 1][1] = hi;
+	return eng_shrink(t, rg);
+}
+
+/* RotaryEmbedding (RoPE): the first rotary_embedding_dim entries of each head rotated by the
+ * angle of its position, pairs taken as halves or interleaved; cos/sin caches indexed by
+ * position_ids when given ([max_pos, d/2]), else already [B, S, d/2]. */
+eng_status onx_op_rotary(onx_node *n)
+{
+	eng_tensor *x = onx_in(n, 0), *cosc = onx_in(n, 1), *sinc = onx_in(n, 2), *pos = onx_in(n, 3);
+	if (!x || !cosc || !sinc)
+		return onx_fail(n, ENG_EINVAL, "X, cos_cache and sin_cache are needed");
+	eng_dtype dt = eng_tensor_dtype(x);
+	int r = eng_ndim(x);
+	if (!eng_dtype_is_float(dt) || (r != 3 && r != 4))
+		return onx_fail(n, ENG_ESHAPE, "X must be a float tensor of rank 3 or 4");
+	const int64_t *xs = eng_shape(x);
+	int64_t B = xs[0], S = r == 4 ? xs[2] : xs[1], H, D;
+	static const int perm[4] = {0, 2, 1, 3};
+	eng_tensor *t = eng_cast(x, ENG_F32);
+	if (r == 4) {
+		H = xs[1], D = xs[3];
+		t = eng_permute(t, perm); /* [B, S, H, D] */
+	} else {
+		H = onx_attr_i(n, "num_heads", 0);
+		if (H <= 0 || xs[2] % H)
+			return onx_fail(n, ENG_EINVAL, "a rank-3 X needs num_heads dividing its hidden size %lld", (long long)xs[2]);
+		D = xs[2] / H;
+		t = eng_reshape(t, 4, (int64_t[]){B, S, H, D});
+	}
+	int64_t rd = onx_attr_i(n, "rotary_embedding_dim", 0);
+	rd = rd ? rd : D;
+	if (rd < 2 || rd > D || rd % 2)
+		return onx_fail(n, ENG_EINVAL, "rotary_embedding_dim %lld for heads of %lld", (long long)rd, (long long)D);
+	int64_t h = rd / 2;
+	eng_tensor *c = eng_cast(cosc, ENG_F32), *sn = eng_cast(sinc, ENG_F32);
+	if (pos) {
+		if (eng_ndim(cosc) != 2 || eng_ndim(sinc) != 2)
+			return onx_fail(n, ENG_ESHAPE, "with position_ids the caches must be [max_position, dim / 2]");
+		c = eng_embedding(c, pos), sn = eng_embedding(sn, pos);
+	}
+	if (!c || !sn || eng_ndim(c) != 3 || eng_shape(c)[2] != h || eng_shape(sn)[2] != h || eng_ndim(sn) != 3)
+		return c && sn ? onx_fail(n, ENG_ESHAPE, "the caches must end in rotary_embedding_dim / 2 = %lld", (long long)h)
+			       : onx_check(n, NULL);
+	c = eng_unsqueeze(c, 2), sn = eng_unsqueeze(sn, 2); /* [B, S, 1, h] */
+	eng_tensor *xr = last_slice(t, 0, rd), *x1, *x2;
+	bool il = onx_attr_i(n, "interleaved", 0) != 0;
+	int64_t s4[4] = {B, S, H, h}, s5[5] = {B, S, H, h, 2};
+	if (il) {
+		eng_tensor *pr = eng_reshape(xr, 5, s5);
+		x1 = eng_reshape(last_slice(pr, 0, 1), 4, s4), x2 = eng_reshape(last_slice(pr, 1, 2), 4, s4);
+	} else {
+		x1 = last_slice(xr, 0, h), x2 = last_slice(xr, h, rd);
+	}
+	eng_tensor *re = eng_sub(eng_mul(c, x1), eng_mul(sn, x2)), *im = eng_add(eng_mul(sn, x1), eng_mul(c, x2)), *rot;
+	if (il) {
+		eng_tensor *pair[2] = {eng_unsqueeze(re, 4), eng_unsqueeze(im, 4)};
+		rot = eng_reshape(eng_cat(pair, 2, 4), 4, (int64_t[]){B, S, H, rd});
+	} else {
+		eng_tensor *pair[2] = {re, im};
+		rot = eng_cat(pair, 2, 3);
+	}
+	if (rd < D) {
+		eng_tensor *parts[2] = {rot, last_slice(t, rd, D)};
+		rot = eng_cat(parts, 2, 3);
+	}
+	eng_tensor *y = r == 4 ? eng_permute(rot, perm) : eng_reshape(rot, 3, xs);
+	n->out[0] = eng_cast(y, dt);
+	return onx_check(n, n->out[0]);
+}

@@ -91,6 +91,7 @@ static eng_tensor *unary(onx_node *n, const char *op, const eng_tensor *x)
 	if (!strcmp(op, "Softsign")) return eng_div(x, eng_add_s(eng_abs(x), 1.0));
 	if (!strcmp(op, "Softplus")) return eng_softplus(x);
 	if (!strcmp(op, "Mish")) return eng_mul(x, eng_tanh(eng_softplus(x)));
+	if (!strcmp(op, "Swish")) return eng_mul(x, eng_sigmoid(eng_mul_s(x, onx_attr_f(n, "alpha", 1.0))));
 	if (!strcmp(op, "LeakyRelu")) return eng_leaky_relu(x, onx_attr_f(n, "alpha", 0.01));
 	if (!strcmp(op, "Elu")) return eng_elu(x, onx_attr_f(n, "alpha", 1.0));
 	if (!strcmp(op, "Selu")) {
@@ -123,7 +124,7 @@ static eng_tensor *unary(onx_node *n, const char *op, const eng_tensor *x)
 static bool float_only(const char *op)
 {
 	static const char *const ops[] = {"Sqrt", "Exp", "Log", "Reciprocal", "Sin", "Cos", "Tan", "Tanh",
-		"Sigmoid", "Erf", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Softsign", "Softplus", "Mish",
+		"Sigmoid", "Erf", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Softsign", "Softplus", "Mish", "Swish",
 		"LeakyRelu", "Elu", "Selu", "Celu", "ThresholdedRelu", "HardSigmoid", "HardSwish", "Gelu",
 		"Floor", "Ceil", "Round", "IsNaN", "IsInf", "Atan", "Asin", "Acos"};
 	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
@@ -256,11 +257,18 @@ eng_status onx_op_binary(onx_node *n)
 	} else if (!strcmp(op, "BitShift")) {
 		char buf[16];
 		const char *dir = onx_attr_s(n, "direction", "", buf, sizeof(buf));
-		if (da != db || da != ENG_U8)
+		if (da != db || !eng_dtype_is_int(da))
 			return onx_fail(n, ENG_ENOTSUP, "types %s, %s are not supported", eng_dtype_name(da), eng_dtype_name(db));
-		if (!strcmp(dir, "LEFT")) y = eng_shl(a, b);
-		else if (!strcmp(dir, "RIGHT")) y = eng_shr(a, b);
-		else return onx_fail(n, ENG_EINVAL, "attribute 'direction': '%s'", dir);
+		bool left = !strcmp(dir, "LEFT");
+		if (!left && strcmp(dir, "RIGHT"))
+			return onx_fail(n, ENG_EINVAL, "attribute 'direction': '%s'", dir);
+		/* a shift by a negative amount or by the width or more: 0, or -1 for a negative value
+		 * shifted right (opset 28 defines them; the engine's shift takes the amount mod width) */
+		eng_tensor *z = eng_scalar(n->ctx, da, 0);
+		eng_tensor *ok = eng_and(eng_ge(b, z), eng_lt(b, eng_scalar(n->ctx, da, eng_dtype_bits(da))));
+		eng_tensor *bs = eng_where(ok, b, z);
+		eng_tensor *out = left || eng_dtype_is_unsigned(da) ? z : eng_where(eng_lt(a, z), eng_scalar(n->ctx, da, -1), z);
+		y = eng_where(ok, left ? eng_shl(a, bs) : eng_shr(a, bs), out);
 	}
 	if (!y)
 		return onx_check(n, y);
@@ -397,5 +405,43 @@ eng_status onx_op_cast(onx_node *n)
 			return onx_fail(n, ENG_ENOTSUP, "attribute 'to': type %s (%lld) is not supported", onx_type_name((int)t), (long long)t);
 	}
 	n->out[0] = eng_cast(x, to);
+	return onx_check(n, n->out[0]);
+}
+
+eng_status onx_op_bitcast(onx_node *n)
+{
+	eng_tensor *x = onx_in(n, 0);
+	if (!x)
+		return onx_fail(n, ENG_EINVAL, "input 0 is missing");
+	int64_t t = onx_attr_i(n, "to", -1);
+	eng_dtype to, from = eng_tensor_dtype(x);
+	if (!onx_node_dtype(n, (int)t, &to))
+		return onx_fail(n, ENG_ENOTSUP, "attribute 'to': type %s (%lld) is not supported", onx_type_name((int)t), (long long)t);
+	/* float64 runs as float32 here (ENG_ONNX_F64_AS_F32): its bits are not float64's */
+	if (t == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE || eng_dtype_size(to) != eng_dtype_size(from))
+		return onx_fail(n, ENG_ENOTSUP, "%s to %s: not the same width here (float64 runs as float32)",
+				eng_dtype_name(from), onx_type_name((int)t));
+	/* a bool byte is 0 or 1 (a byte of another value is no bool); eng_bitcast reinterprets the rest */
+	n->out[0] = to == from ? eng_reshape(x, eng_ndim(x), eng_shape(x))
+		  : to == ENG_BOOL ? eng_ne(x, eng_scalar(n->ctx, from, 0))
+		  : from == ENG_BOOL ? eng_cast(x, to) : eng_bitcast(x, to);
+	return onx_check(n, n->out[0]);
+}
+
+/* SwiGLU: Swish_alpha(A) * B, A and B of one shape (no broadcasting). */
+eng_status onx_op_swiglu(onx_node *n)
+{
+	eng_tensor *a = onx_in(n, 0), *b = onx_in(n, 1);
+	if (!a || !b)
+		return onx_fail(n, ENG_EINVAL, "inputs A and B are needed");
+	if (eng_tensor_dtype(a) != eng_tensor_dtype(b) || !eng_dtype_is_float(eng_tensor_dtype(a)))
+		return onx_fail(n, ENG_EDTYPE, "A and B must be of one float type");
+	bool same = eng_ndim(a) == eng_ndim(b);
+	for (int i = 0; same && i < eng_ndim(a); i++)
+		same = eng_shape(a)[i] == eng_shape(b)[i];
+	if (!same)
+		return onx_fail(n, ENG_ESHAPE, "A and B must have one shape (SwiGLU does not broadcast)");
+	eng_tensor *sw = eng_mul(a, eng_sigmoid(eng_mul_s(a, onx_attr_f(n, "alpha", 1.0))));
+	n->out[0] = eng_cast(eng_mul(sw, b), eng_tensor_dtype(a));
 	return onx_check(n, n->out[0]);
 }

@@ -1,5 +1,5 @@
 /* ops_misc.c: smaller ONNX ops built from masks and movement: Trilu, EyeLike, OneHot, Shrink,
- * DepthToSpace/SpaceToDepth, LRN, MeanVarianceNormalization. */
+ * DepthToSpace/SpaceToDepth, LRN, MeanVarianceNormalization, LpNormalization, CenterCropPad. */
 #include <math.h>
 #include <string.h>
 
@@ -204,4 +204,67 @@ eng_status onx_op_det(onx_node *n)
 		return onx_fail(n, ENG_ENOTSUP, "matrices of size %lld (at most 3)", (long long)k);
 	n->out[0] = y;
 	return onx_check(n, y);
+}
+
+/* x / ||x||_p along axis (p 1 or 2); a zero norm gives zeros. */
+eng_status onx_op_lpnorm(onx_node *n)
+{
+	eng_tensor *x = onx_in(n, 0);
+	if (!x)
+		return onx_fail(n, ENG_EINVAL, "input 0 is missing");
+	int a;
+	int64_t p = onx_attr_i(n, "p", 2);
+	if (!onx_axis(onx_attr_i(n, "axis", -1), eng_ndim(x), &a))
+		return onx_fail(n, ENG_EAXIS, "attribute 'axis' is out of range");
+	if (p != 1 && p != 2)
+		return onx_fail(n, ENG_EINVAL, "attribute 'p' must be 1 or 2, not %lld", (long long)p);
+	eng_dtype dt = eng_tensor_dtype(x);
+	if (!eng_dtype_is_float(dt))
+		return onx_fail(n, ENG_ENOTSUP, "input of type %s is not supported", eng_dtype_name(dt));
+	eng_tensor *xf = eng_cast(x, ENG_F32);
+	eng_tensor *norm = p == 1 ? eng_sum(eng_abs(xf), &a, 1, true) : eng_sqrt(eng_sum(eng_mul(xf, xf), &a, 1, true));
+	eng_tensor *zero = eng_eq(norm, eng_scalar(n->ctx, ENG_F32, 0));
+	eng_tensor *y = eng_where(zero, eng_scalar(n->ctx, ENG_F32, 0), eng_div(xf, eng_where(zero, eng_scalar(n->ctx, ENG_F32, 1), norm)));
+	n->out[0] = eng_cast(y, dt);
+	return onx_check(n, n->out[0]);
+}
+
+/* Each axis named (default: all) cut to, or zero-padded to, the size asked, centred: a cut
+ * starts at floor((size - want) / 2); a pad's odd pixel goes to the end. */
+eng_status onx_op_center_crop_pad(onx_node *n)
+{
+	eng_tensor *x = onx_in(n, 0);
+	if (!x)
+		return onx_fail(n, ENG_EINVAL, "input 0 is missing");
+	int r = eng_ndim(x), cnt, nax;
+	int64_t want[ENG_MAX_DIMS + 1], raw[ENG_MAX_DIMS + 1];
+	eng_status s = onx_in_ints(n, 1, want, ENG_MAX_DIMS + 1, &cnt);
+	if (s)
+		return s;
+	if ((s = onx_attr_ints(n, "axes", raw, ENG_MAX_DIMS + 1, &nax)))
+		return s;
+	if (nax < 0)
+		for (nax = 0; nax < r; nax++)
+			raw[nax] = nax;
+	if (cnt != nax)
+		return onx_fail(n, ENG_ESHAPE, "shape holds %d sizes for %d axes", cnt, nax);
+	int64_t cut[ENG_MAX_DIMS][2], pad[ENG_MAX_DIMS][2] = {{0}};
+	for (int i = 0; i < r; i++)
+		cut[i][0] = 0, cut[i][1] = eng_shape(x)[i];
+	bool seen[ENG_MAX_DIMS] = {false};
+	for (int k = 0; k < nax; k++) {
+		int a;
+		if (!onx_axis(raw[k], r, &a) || seen[a])
+			return onx_fail(n, ENG_EAXIS, "axis %lld is out of range or repeated", (long long)raw[k]);
+		seen[a] = true;
+		int64_t have = eng_shape(x)[a], w = want[k];
+		if (w < 0 || w > ((int64_t)1 << 31))
+			return onx_fail(n, ENG_ESHAPE, "a size of %lld", (long long)w);
+		if (w < have)
+			cut[a][0] = (have - w) / 2, cut[a][1] = cut[a][0] + w;
+		else
+			pad[a][0] = (w - have) / 2, pad[a][1] = w - have - pad[a][0];
+	}
+	n->out[0] = eng_pad(eng_shrink(x, cut), pad);
+	return onx_check(n, n->out[0]);
 }

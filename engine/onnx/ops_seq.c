@@ -32,7 +32,9 @@ eng_status onx_op_cumsum(onx_node *n)
 	eng_tensor *j = eng_index(n->ctx, ENG_I64, r + 1, sh, a), *i = eng_index(n->ctx, ENG_I64, r + 1, sh, a + 1);
 	eng_tensor *m = rev ? (excl ? eng_gt(j, i) : eng_ge(j, i)) : (excl ? eng_lt(j, i) : eng_le(j, i));
 	eng_tensor *xe = eng_unsqueeze(x, a + 1);
-	eng_tensor *y = eng_sum(eng_where(m, xe, eng_scalar(n->ctx, eng_tensor_dtype(x), 0)), &a, 1, false);
+	bool prod = !strcmp(n->pb->op_type, "CumProd"); /* the same with products over the mask */
+	eng_tensor *y = prod ? eng_prod(eng_where(m, xe, eng_scalar(n->ctx, eng_tensor_dtype(x), 1)), &a, 1, false)
+			     : eng_sum(eng_where(m, xe, eng_scalar(n->ctx, eng_tensor_dtype(x), 0)), &a, 1, false);
 	n->out[0] = y && eng_tensor_dtype(y) != eng_tensor_dtype(x) ? eng_cast(y, eng_tensor_dtype(x)) : y;
 	return onx_check(n, n->out[0]);
 }
