@@ -1,7 +1,7 @@
-/* ops_attention.c: Attention (opset 23/24): scaled dot-product attention over heads, with 3-D
+/* ops_attention.c: Attention (opsets 23-25): scaled dot-product attention over heads, with 3-D
  * inputs split into heads, a key/value cache (past -> present), grouped-query heads, a boolean
- * or additive mask, causal masking aligned to the cache, softcap and padded key lengths; all as
- * Tensor API compositions. */
+ * or additive mask, causal masking aligned to the cache, a sliding window, softcap and padded
+ * key lengths; and RotaryEmbedding. All as Tensor API compositions. */
 #include <math.h>
 
 #include "ops.h"
@@ -99,26 +99,45 @@ eng_status onx_op_attention(onx_node *n)
 		return onx_fail(n, ENG_EINVAL, "attribute 'scale' must be > 0 and 'softcap' >= 0");
 	if (onx_attr_i(n, "softmax_precision", 1) != 1) /* the softmax runs in float32 */
 		return onx_fail(n, ENG_ENOTSUP, "attribute 'softmax_precision' other than float is not supported");
-	if (n->n_out > 3 && mode != 3 && (mode != 0 || cap > 0))
-		return onx_fail(n, ENG_ENOTSUP, "output qk_matmul_output with qk_matmul_output_mode %lld%s is not supported",
-				(long long)mode, cap > 0 ? " and softcap" : "");
+	/* qk_matmul_output: 0 and 1 the scores after softcap (when set), 2 with the mask's bias
+	 * added, 3 the probabilities (onnx 1.23's reference) */
+	if (n->n_out > 3 && (mode < 0 || mode > 3))
+		return onx_fail(n, ENG_EINVAL, "qk_matmul_output_mode %lld", (long long)mode);
 	double s = sqrt(scale);
 	eng_tensor *qf = eng_mul_s(eng_cast(q, ENG_F32), s), *kf = eng_mul_s(eng_cast(k, ENG_F32), s);
 	eng_tensor *qk = eng_matmul(qf, eng_transpose(kf, 2, 3)); /* [B, H, Sq, Skv] */
-	eng_tensor *raw = qk;
 	if (cap > 0)
 		qk = eng_mul_s(eng_tanh(eng_div_s(qk, cap)), cap);
+	eng_tensor *scores = qk;
 	eng_tensor *bias = mask ? mask_bias(n, mask, skv) : NULL;
+	/* where this block's queries stand among the keys: after the cache, or per batch after
+	 * the valid keys before it */
+	eng_tensor *off;
+	if (!pk && nonpad) {
+		int64_t os[4] = {B, 1, 1, 1};
+		off = eng_reshape(eng_sub_s(eng_cast(nonpad, ENG_I64), (double)sq), 4, os);
+	} else {
+		off = eng_full(n->ctx, ENG_I64, 0, NULL, pk ? (double)eng_shape(pk)[2] : 0.0);
+	}
 	if (onx_attr_i(n, "is_causal", 0)) {
-		eng_tensor *off;
-		if (!pk && nonpad) { /* per batch: the valid keys before this block */
-			int64_t os[4] = {B, 1, 1, 1};
-			off = eng_reshape(eng_sub_s(eng_cast(nonpad, ENG_I64), (double)sq), 4, os);
-		} else {
-			off = eng_full(n->ctx, ENG_I64, 0, NULL, pk ? (double)eng_shape(pk)[2] : 0.0);
-		}
 		eng_tensor *c = causal_bias(n, sq, skv, off);
 		bias = bias ? eng_add(bias, c) : c;
+	}
+	int64_t left = onx_attr_i(n, "left_window_size", -1), right = onx_attr_i(n, "right_window_size", -1);
+	if (left < -1 || right < -1)
+		return onx_fail(n, ENG_EINVAL, "left_window_size and right_window_size must be -1 or >= 0");
+	if (left >= 0 || right >= 0) { /* a sliding window: key j for query i iff -right <= i + off - j <= left */
+		int64_t qs[2] = {sq, 1}, ks[2] = {1, skv};
+		eng_tensor *i = eng_reshape(eng_arange(n->ctx, ENG_I64, 0, (double)sq, 1), 2, qs);
+		eng_tensor *j = eng_reshape(eng_arange(n->ctx, ENG_I64, 0, (double)skv, 1), 2, ks);
+		eng_tensor *diff = eng_sub(eng_add(i, off), j);
+		eng_tensor *ok = eng_full(n->ctx, ENG_BOOL, 0, NULL, 1);
+		if (left >= 0)
+			ok = eng_and(ok, eng_le(diff, eng_full(n->ctx, ENG_I64, 0, NULL, (double)left)));
+		if (right >= 0)
+			ok = eng_and(ok, eng_ge(diff, eng_full(n->ctx, ENG_I64, 0, NULL, -(double)right)));
+		eng_tensor *w = eng_where(ok, eng_full(n->ctx, ENG_F32, 0, NULL, 0.0), eng_full(n->ctx, ENG_F32, 0, NULL, -INFINITY));
+		bias = bias ? eng_add(bias, w) : w;
 	}
 	if (nonpad) { /* keys at or past nonpad_kv_seqlen[b] are padding */
 		int64_t ns[4] = {B, 1, 1, 1}, js[4] = {1, 1, 1, skv};
@@ -130,7 +149,7 @@ eng_status onx_op_attention(onx_node *n)
 	}
 	if (bias)
 		qk = eng_add(qk, bias);
-	eng_tensor *p = eng_softmax(qk, 3);
+	eng_tensor *with_bias = qk, *p = eng_softmax(qk, 3);
 	if (bias) { /* a row whose keys are all masked attends to nothing: zeros (opsets 23, 24), not
 		     * softmax's 0/0; a NaN of the inputs' own still comes through */
 		int ax = eng_ndim(bias) - 1; /* broadcast against [B, H, Sq, Skv] */
@@ -149,7 +168,7 @@ eng_status onx_op_attention(onx_node *n)
 	if (n->n_out > 2)
 		n->out[2] = present_v;
 	if (n->n_out > 3)
-		n->out[3] = eng_cast(mode == 3 ? p : raw, dt);
+		n->out[3] = eng_cast(mode == 3 ? p : mode == 2 ? with_bias : scores, dt);
 	for (int i = 1; i < n->n_out && i < 4; i++)
 		if (!n->out[i])
 			return onx_check(n, NULL);

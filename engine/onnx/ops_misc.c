@@ -118,7 +118,12 @@ eng_status onx_op_depth_space(onx_node *n)
 	} else {
 		if (H % b || W % b)
 			return onx_fail(n, ENG_ESHAPE, "height and width must be multiples of blocksize");
-		y = eng_permute(eng_reshape(x, 6, (int64_t[]){N, C, H / b, b, W / b, b}), (int[]){0, 3, 5, 1, 2, 4});
+		char buf[8];
+		const char *mode = onx_attr_s(n, "mode", "DCR", buf, sizeof(buf)); /* opset 28 */
+		if (strcmp(mode, "DCR") && strcmp(mode, "CRD"))
+			return onx_fail(n, ENG_EINVAL, "attribute 'mode' '%s' (DCR or CRD)", mode);
+		const int *perm = !strcmp(mode, "CRD") ? (const int[]){0, 1, 3, 5, 2, 4} : (const int[]){0, 3, 5, 1, 2, 4};
+		y = eng_permute(eng_reshape(x, 6, (int64_t[]){N, C, H / b, b, W / b, b}), perm);
 		y = eng_reshape(y, 4, (int64_t[]){N, C * b * b, H / b, W / b});
 	}
 	n->out[0] = y;

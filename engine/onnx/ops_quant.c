@@ -1,25 +1,48 @@
 /* ops_quant.c: ONNX uint8 quantisation (QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear;
- * per-tensor or per-axis scales) and the integer products (MatMulInteger, ConvInteger,
+ * per-tensor, per-axis or blocked scales) and the integer products (MatMulInteger, ConvInteger,
  * QLinearMatMul, QLinearConv: int32 accumulation, float requantisation). */
 #include <string.h>
 
 #include "onnx_int.h"
 #include "ops.h"
 
-/* p (a scalar or 1-D per-axis) shaped to broadcast along axis a of rank r. */
-static eng_tensor *along(onx_node *n, eng_tensor *p, int r, eng_status *s)
+/* p (a scalar, 1-D per-axis, or blocked: x's rank with axis a's size ceil(x's / block_size),
+ * opset 21) shaped to broadcast against x of rank r along axis a. */
+static eng_tensor *along(onx_node *n, eng_tensor *p, const eng_tensor *x, eng_status *s)
 {
-	if (eng_ndim(p) == 0 || eng_numel(p) == 1)
+	int r = eng_ndim(x), a;
+	int64_t bs = onx_attr_i(n, "block_size", 0);
+	if (bs == 0 && (eng_ndim(p) == 0 || eng_numel(p) == 1))
 		return eng_reshape(p, 0, NULL);
-	int a;
 	if (!onx_axis(onx_attr_i(n, "axis", 1), r, &a)) {
 		*s = onx_fail(n, ENG_EAXIS, "attribute 'axis' is out of range for rank %d", r);
 		return NULL;
 	}
 	int64_t sh[ENG_MAX_DIMS];
-	for (int i = 0; i < r; i++)
-		sh[i] = i == a ? eng_numel(p) : 1;
-	return eng_reshape(p, r, sh);
+	if (bs == 0) {
+		for (int i = 0; i < r; i++)
+			sh[i] = i == a ? eng_numel(p) : 1;
+		return eng_reshape(p, r, sh);
+	}
+	/* blocked: each entry covers block_size consecutive elements along the axis */
+	const int64_t *xs = eng_shape(x), *ps = eng_shape(p);
+	bool ok = bs > 0 && eng_ndim(p) == r && r < ENG_MAX_DIMS;
+	for (int i = 0; ok && i < r; i++)
+		ok = i == a ? ps[i] == (xs[i] + bs - 1) / bs : ps[i] == xs[i];
+	if (!ok) {
+		*s = onx_fail(n, ENG_ESHAPE, "a blocked scale or zero point (block_size %lld) must have x's shape with axis %d cut into blocks",
+			      (long long)bs, a);
+		return NULL;
+	}
+	int64_t e[ENG_MAX_DIMS], rg[ENG_MAX_DIMS][2];
+	for (int i = 0, k = 0; i < r; i++) {
+		e[k++] = ps[i];
+		if (i == a)
+			e[k++] = bs;
+		sh[i] = i == a ? ps[i] * bs : ps[i];
+		rg[i][0] = 0, rg[i][1] = xs[i];
+	}
+	return eng_shrink(eng_reshape(eng_expand(eng_unsqueeze(p, a + 1), r + 1, e), r, sh), rg);
 }
 
 static eng_tensor *to_u8(onx_node *n, eng_tensor *v)
@@ -34,10 +57,15 @@ eng_status onx_op_quantize(onx_node *n)
 		return onx_fail(n, ENG_EINVAL, "x and y_scale are needed");
 	if (zp && eng_tensor_dtype(zp) != ENG_U8)
 		return onx_fail(n, ENG_ENOTSUP, "zero point type %s is not supported (uint8 is)", eng_dtype_name(eng_tensor_dtype(zp)));
+	/* output_dtype (opset 21) names the zero point's type, uint8 here; precision (23) the
+	 * type the division runs in: float32 here */
+	int64_t od = onx_attr_i(n, "output_dtype", 0), prec = onx_attr_i(n, "precision", 0);
+	if ((od && od != ONNX__TENSOR_PROTO__DATA_TYPE__UINT8) || (prec && prec != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT))
+		return onx_fail(n, ENG_ENOTSUP, "output_dtype %s / precision %s: uint8 and float are supported",
+				onx_type_name((int)od), onx_type_name((int)prec));
 	eng_status s = ENG_OK;
-	int r = eng_ndim(x);
-	eng_tensor *scb = along(n, sc, r, &s);
-	eng_tensor *zpb = zp ? along(n, eng_cast(zp, ENG_F32), r, &s) : NULL;
+	eng_tensor *scb = along(n, sc, x, &s);
+	eng_tensor *zpb = zp && !s ? along(n, eng_cast(zp, ENG_F32), x, &s) : NULL;
 	if (s)
 		return s;
 	eng_tensor *v = onx_div_exact(eng_cast(x, ENG_F32), eng_cast(scb, ENG_F32));
@@ -56,16 +84,19 @@ eng_status onx_op_dequantize(onx_node *n)
 	eng_dtype dt = eng_tensor_dtype(x);
 	if (dt != ENG_U8 && dt != ENG_I32)
 		return onx_fail(n, ENG_ENOTSUP, "input type %s is not supported", eng_dtype_name(dt));
+	eng_dtype out = eng_tensor_dtype(sc);
+	int64_t od = onx_attr_i(n, "output_dtype", 0); /* opset 23: the output's float type */
+	if (od && !onx_node_dtype(n, (int)od, &out))
+		return onx_fail(n, ENG_ENOTSUP, "output_dtype %s is not supported", onx_type_name((int)od));
 	eng_status s = ENG_OK;
-	int r = eng_ndim(x);
-	eng_tensor *scb = along(n, sc, r, &s);
-	eng_tensor *zpb = zp ? along(n, eng_cast(zp, ENG_F32), r, &s) : NULL;
+	eng_tensor *scb = along(n, sc, x, &s);
+	eng_tensor *zpb = zp && !s ? along(n, eng_cast(zp, ENG_F32), x, &s) : NULL;
 	if (s)
 		return s;
 	eng_tensor *v = eng_cast(x, ENG_F32);
 	if (zpb)
 		v = eng_sub(v, zpb);
-	n->out[0] = eng_cast(eng_mul(v, scb), eng_tensor_dtype(sc));
+	n->out[0] = eng_cast(eng_mul(v, eng_cast(scb, ENG_F32)), out);
 	return onx_check(n, n->out[0]);
 }
 
