@@ -209,6 +209,43 @@ START_TEST(test_unread_input_refused)
 }
 END_TEST
 
+/* int8 and uint16 are held as int32 and wrapped back into their range after every op that
+ * makes them: 127 + 1 is -128 in int8, 0 - 1 is 65535 in uint16, and a Cast to int32 first
+ * keeps 128 (graph.c's output_narrow, wrap_narrow). */
+START_TEST(test_narrow_ints_wrap)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	static const struct {
+		int elem;
+		const char *op;
+		int32_t a, b, want;
+	} cases[] = {{3, "Add", 127, 1, -128}, {3, "Mul", -128, -1, -128}, {4, "Sub", 0, 1, 65535}, {5, "Add", 32767, 2, -32767}};
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		mb b;
+		mb_init(&b, 13);
+		static char *in[] = {"a", "b"}, *out[] = {"y"};
+		b.inp[0] = mb_value(&b, &b.in[0], "a", cases[k].elem, 1, (int64_t[]){1});
+		b.inp[1] = mb_value(&b, &b.in[1], "b", cases[k].elem, 1, (int64_t[]){1});
+		b.g.n_input = 2;
+		b.outp[0] = mb_value(&b, &b.out[0], "y", cases[k].elem, 1, (int64_t[]){1});
+		b.g.n_output = 1;
+		mb_node(&b, cases[k].op, 2, in, 1, out);
+		char err[512];
+		eng_onnx_model *m = load_mb(ctx, &b, NULL, err, sizeof(err));
+		ck_assert_msg(m, "%s", err);
+		eng_tensor *iv[2] = {eng_from_data(ctx, ENG_I32, 1, (int64_t[]){1}, &cases[k].a),
+				     eng_from_data(ctx, ENG_I32, 1, (int64_t[]){1}, &cases[k].b)};
+		eng_tensor *y = NULL;
+		ck_assert_msg(eng_onnx_build(m, iv, &y, 0) == ENG_OK, "%s", eng_errmsg(ctx));
+		int32_t got = 0;
+		ck_assert(eng_tensor_read(y, &got, sizeof(got)) == ENG_OK);
+		ck_assert_msg(got == cases[k].want, "case %zu: %d, want %d", k, got, cases[k].want);
+		eng_onnx_free(m);
+	}
+	tu_ctx_free(ctx);
+}
+END_TEST
+
 START_TEST(test_truncated_and_garbage)
 {
 	eng_ctx *ctx = tu_ctx_new();
@@ -891,7 +928,7 @@ END_TEST
 Suite *onnx_suite(void)
 {
 	const TTest *const tests[] = {
-		test_add_end_to_end, test_unsupported_is_an_error, test_build_time_values, test_unread_input_refused, test_truncated_and_garbage,
+		test_add_end_to_end, test_unsupported_is_an_error, test_build_time_values, test_unread_input_refused, test_narrow_ints_wrap, test_truncated_and_garbage,
 		test_unknown_fields_skipped, test_cycle_and_undefined, test_sizes_disagree, test_external_data_confined,
 		test_load_file, test_deep_nesting, test_if_captures, test_einsum_ellipsis, test_lp_pool,
 		test_group_rms_norm, test_constant_folding, test_conv1d_dense, test_gather_const_indices,

@@ -9,6 +9,60 @@
 #include "onnx_int.h"
 #include "ops.h"
 
+/* The narrow type (onx_narrow_of) a graph's input or output is declared with, or 0. */
+static int vi_narrow(const Onnx__ValueInfoProto *v)
+{
+	const Onnx__TypeProto *t = v ? v->type : NULL;
+	return t && t->tensor_type && t->tensor_type->has_elem_type ? onx_narrow_of(t->tensor_type->elem_type) : 0;
+}
+
+int onx_in_narrow(const onx_node *n, int i)
+{
+	return i >= 0 && i < n->n_in && n->in[i] ? n->in[i]->narrow : 0;
+}
+
+/* The narrow type output i (t) of node n holds (onx_narrow_of), or 0: a (Bit)Cast's target, CastLike's
+ * input 1, a Constant's or ConstantOfShape's value; else that of the first input held the same
+ * way in the same engine type (the elementwise ops' T, a shape op's data, Where's branches). */
+static int output_narrow(onx_node *n, int i, const eng_tensor *t)
+{
+	const char *op = n->pb->op_type ? n->pb->op_type : "";
+	if (!t)
+		return 0;
+	if (!strcmp(op, "Cast") || !strcmp(op, "BitCast"))
+		return onx_narrow_of((int)onx_attr_i(n, "to", 0));
+	if (!strcmp(op, "CastLike"))
+		return onx_in_narrow(n, 1);
+	if (!strcmp(op, "MatMulInteger") || !strcmp(op, "ConvInteger"))
+		return 0; /* int32 sums of int8 products */
+	/* If, Loop, Scan: as their body declares (a Loop's outputs after its condition) */
+	const char *body = !strcmp(op, "If") ? "then_branch" : !strcmp(op, "Loop") || !strcmp(op, "Scan") ? "body" : NULL;
+	if (body) {
+		const Onnx__AttributeProto *a = onx_attr(n, body);
+		size_t k = (size_t)i + (op[0] == 'L');
+		return a && a->g && k < a->g->n_output ? vi_narrow(a->g->output[k]) : 0;
+	}
+	if (!strcmp(op, "Constant") || !strcmp(op, "ConstantOfShape")) {
+		const Onnx__AttributeProto *a = onx_attr(n, "value");
+		return a && a->t ? onx_narrow_of(a->t->data_type) : 0;
+	}
+	for (int k = 0; k < n->n_in; k++)
+		if (n->in[k] && n->in[k]->narrow && eng_tensor_dtype(n->in[k]->t) == eng_tensor_dtype(t))
+			return n->in[k]->narrow;
+	return 0;
+}
+
+/* t (int32) wrapped into narrow type nt's range, as the type's own arithmetic would leave it. */
+static eng_tensor *wrap_narrow(eng_ctx *ctx, eng_tensor *t, int nt)
+{
+	if (eng_tensor_dtype(t) != ENG_I32)
+		return t;
+	if (nt == ONX_UINT16)
+		return eng_and(t, eng_scalar(ctx, ENG_I32, 0xffff));
+	eng_tensor *sh = eng_scalar(ctx, ENG_I32, nt == ONX_INT8 ? 24 : 16);
+	return eng_shr(eng_shl(t, sh), sh);
+}
+
 static eng_status run_node(onx_build *b, const Onnx__NodeProto *pb);
 
 struct onx_build {
@@ -33,10 +87,19 @@ static int add_val(onx_build *b, const char *name, eng_tensor *t, bool is_const,
 		b->vals = v;
 		b->cap = cap;
 	}
-	b->vals[b->nvals] = (onx_val){t, is_const, deps};
+	b->vals[b->nvals] = (onx_val){t, is_const, deps, 0};
 	if (!onx_map_put(&b->names, name, b->nvals))
 		return -1;
 	return b->nvals++;
+}
+
+/* add_val for a subgraph's input v (its name and declared narrow type). */
+static int add_val_vi(onx_build *b, const Onnx__ValueInfoProto *v, eng_tensor *t, bool is_const, uint64_t deps)
+{
+	int k = add_val(b, v->name ? v->name : "", t, is_const, deps);
+	if (k >= 0)
+		b->vals[k].narrow = vi_narrow(v);
+	return k;
 }
 
 unsigned onx_model_flags(const onx_node *n) { return n->b->m->flags; }
@@ -293,13 +356,20 @@ static eng_status run_node(onx_build *b, const Onnx__NodeProto *pb)
 	for (int i = 0; i < n.n_out; i++)
 		if (*pb->output[i] && !outv[i])
 			return onx_fail(&n, ENG_ENOTSUP, "output %d ('%.200s') is not produced", i, pb->output[i]);
+	int tags[64] = {0};
+	for (int i = 0; i < n.n_out && i < 64; i++) {
+		tags[i] = *pb->output[i] ? output_narrow(&n, i, outv[i]) : 0;
+		if (tags[i] && !cached && !(outv[i] = wrap_narrow(b->ctx, outv[i], tags[i])))
+			return onx_fail(&n, eng_error(b->ctx) ? eng_error(b->ctx) : ENG_ENOMEM, "failed");
+	}
 	if (!cached && foldable(b, &n) && (s = fold(b, &n, outv)))
 		return s;
-	for (int i = 0; i < n.n_out; i++) {
+	for (int i = 0, k; i < n.n_out && i < 64; i++) {
 		if (!*pb->output[i])
 			continue;
-		if (add_val(b, pb->output[i], outv[i], n.out_const, n.deps) < 0)
+		if ((k = add_val(b, pb->output[i], outv[i], n.out_const, n.deps)) < 0)
 			return eng_set_error(b->ctx, ENG_ENOMEM, "onnx: out of memory");
+		b->vals[k].narrow = tags[i];
 	}
 	return ENG_OK;
 }
@@ -415,13 +485,13 @@ eng_status onx_op_loop(onx_node *n)
 		bool cflag = cond;
 		eng_tensor *iv = eng_from_data(n->ctx, ENG_I64, 0, NULL, &it);
 		eng_tensor *cv = eng_from_data(n->ctx, ENG_BOOL, 0, NULL, &cflag);
-		if (add_val(b, g->input[0]->name ? g->input[0]->name : "", iv, true, 0) < 0 ||
-		    add_val(b, g->input[1]->name ? g->input[1]->name : "", cv, true, 0) < 0) {
+		if (add_val_vi(b, g->input[0], iv, true, 0) < 0 ||
+		    add_val_vi(b, g->input[1], cv, true, 0) < 0) {
 			s = eng_set_error(n->ctx, ENG_ENOMEM, "onnx: out of memory");
 			break;
 		}
 		for (int i = 0; i < nc && !s; i++)
-			if (add_val(b, g->input[2 + i]->name ? g->input[2 + i]->name : "", carried[i], carried_const[i], carried_deps[i]) < 0)
+			if (add_val_vi(b, g->input[2 + i], carried[i], carried_const[i], carried_deps[i]) < 0)
 				s = eng_set_error(n->ctx, ENG_ENOMEM, "onnx: out of memory");
 		for (size_t k = 0; k < g->n_node && !s; k++)
 			s = run_node(b, g->node[k]);
@@ -518,7 +588,7 @@ eng_status onx_op_scan(onx_node *n)
 	b->depth++, b->loops++;
 	for (int64_t t = 0; t < len && !s; t++) {
 		for (int i = 0; i < N && !s; i++)
-			if (add_val(b, g->input[i]->name ? g->input[i]->name : "", state[i], st_const[i], st_deps[i]) < 0)
+			if (add_val_vi(b, g->input[i], state[i], st_const[i], st_deps[i]) < 0)
 				s = eng_set_error(n->ctx, ENG_ENOMEM, "onnx: out of memory");
 		for (int j = 0; j < M && !s; j++) {
 			int64_t at = nid > j && idir[j] ? len - 1 - t : t;
@@ -528,7 +598,7 @@ eng_status onx_op_scan(onx_node *n)
 			for (int d = 0; d < r; d++)
 				if (d != ax[j])
 					sh[k++] = eng_shape(xs[j])[d];
-			if (add_val(b, g->input[N + j]->name ? g->input[N + j]->name : "", eng_reshape(sl, r - 1, sh), false, n->in[N + j]->deps) < 0)
+			if (add_val_vi(b, g->input[N + j], eng_reshape(sl, r - 1, sh), false, n->in[N + j]->deps) < 0)
 				s = eng_set_error(n->ctx, ENG_ENOMEM, "onnx: out of memory");
 		}
 		for (size_t k = 0; k < g->n_node && !s; k++)
@@ -634,12 +704,18 @@ eng_status eng_onnx_build(eng_onnx_model *m, eng_tensor *const *inputs, eng_tens
 	onx_build b = {.m = m, .ctx = ctx, .flags = flags};
 	eng_status s = ENG_OK;
 	eng_scope_begin(ctx);
-	for (int i = 0; i < m->n_init && !s; i++)
-		if (add_val(&b, m->g->initializer[i]->name, m->init[i], true, 0) < 0)
+	for (int i = 0, k; i < m->n_init && !s; i++) {
+		if ((k = add_val(&b, m->g->initializer[i]->name, m->init[i], true, 0)) < 0)
 			s = eng_set_error(ctx, ENG_ENOMEM, "onnx: out of memory");
-	for (int i = 0; i < m->n_in && !s; i++)
-		if (add_val(&b, m->in[i].name, inputs[i], false, 1ull << (i < 63 ? i : 63)) < 0)
+		else
+			b.vals[k].narrow = onx_narrow_of(m->g->initializer[i]->data_type);
+	}
+	for (int i = 0, k; i < m->n_in && !s; i++) {
+		if ((k = add_val(&b, m->in[i].name, inputs[i], false, 1ull << (i < 63 ? i : 63))) < 0)
 			s = eng_set_error(ctx, ENG_ENOMEM, "onnx: out of memory");
+		else
+			b.vals[k].narrow = onx_narrow_of(m->in[i].onnx_type);
+	}
 	for (size_t k = 0; k < m->g->n_node && !s; k++)
 		s = run_node(&b, m->g->node[m->order[k]]);
 	for (int i = 0; i < m->n_out && !s; i++)

@@ -71,6 +71,7 @@ typedef struct onx_val {
 	eng_tensor *t;
 	bool is_const;
 	uint64_t deps; /* bit i: graph input i; bit 63: any input from 63 on */
+	int narrow;    /* onx_narrow_of the ONNX type held widened in t (int8 in int32), or 0 */
 } onx_val;
 
 typedef struct onx_build onx_build;
@@ -139,6 +140,8 @@ static inline eng_tensor *onx_in(const onx_node *n, int i)
 		*n->read |= 1ull << i;
 	return i < n->n_in && n->in[i] ? n->in[i]->t : NULL;
 }
+/* The narrow ONNX type (int8, int16, uint16) input i holds widened to int32, or 0. */
+int onx_in_narrow(const onx_node *n, int i);
 /* Input i counts as read although the op does not use it: the spec says it has no effect in
  * the node's case (say why where this is called). */
 static inline void onx_in_unused(const onx_node *n, int i) { (void)onx_in(n, i); }
@@ -170,6 +173,9 @@ void *onx_read_file(const char *path, size_t *len, char *err, size_t errlen);
 bool onx_dtype(int onnx_type, unsigned flags, bool *narrowed, eng_dtype *out);
 int onx_type_of(eng_dtype dt);
 const char *onx_type_name(int onnx_type);
+/* int8, int16 and uint16 are held as int32 (exact), their values wrapped back into the type's
+ * range after every op that makes them (graph.c): the type if onnx_type is one of those, else 0. */
+int onx_narrow_of(int onnx_type);
 /* Decode a TensorProto into a new tensor in the current scope; external data from dir (NULL:
  * refused). ENG_ENOTSUP for an element type the engine lacks. Message in err. */
 eng_status onx_tensor_decode(eng_ctx *ctx, const Onnx__TensorProto *tp, const char *dir, unsigned flags,

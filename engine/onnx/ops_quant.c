@@ -151,7 +151,7 @@ static eng_status with_inputs(onx_node *n, eng_status (*fn)(onx_node *), eng_ten
 	onx_val v[8];
 	const onx_val *pv[8];
 	for (int i = 0; i < k; i++) {
-		v[i] = (onx_val){ins[i], false, -1};
+		v[i] = (onx_val){ins[i], false, (uint64_t)-1, 0};
 		pv[i] = ins[i] ? &v[i] : NULL;
 	}
 	onx_node m = *n;

@@ -28,9 +28,17 @@ bool onx_dtype(int t, unsigned flags, bool *narrowed, eng_dtype *out)
 	case ONX_INT64: *out = ENG_I64; return true;
 	case ONX_BOOL: *out = ENG_BOOL; return true;
 	case ONX_FLOAT16: *out = ENG_F16; return true;
+	case ONX_INT8:
+	case ONX_INT16:
+	case ONX_UINT16: *out = ENG_I32; return true; /* held widened: onx_narrow_of */
 	default: return false;
 	}
 }
+
+int onx_narrow_of(int t) { return t == ONX_INT8 || t == ONX_INT16 || t == ONX_UINT16 ? t : 0; }
+
+/* Bytes an element of a narrow type takes in raw_data or an external file. */
+static int narrow_size(int t) { return t == ONX_INT8 ? 1 : 2; }
 
 int onx_type_of(eng_dtype dt)
 {
@@ -186,7 +194,8 @@ eng_status onx_tensor_decode(eng_ctx *ctx, const Onnx__TensorProto *tp, const ch
 	if (tp->n_dims > ENG_MAX_DIMS)
 		return fail(err, errlen, ENG_ENOTSUP, "tensor '%.200s': %zu dims (at most %d)", tname, tp->n_dims, ENG_MAX_DIMS);
 	bool f64 = type == ONX_DOUBLE; /* stored as 8 bytes, narrowed to float32 after reading */
-	uint64_t numel = 1, maxb = eng_io_max_bytes(ctx), isz = f64 ? 8 : eng_dtype_size(dt);
+	int nw = onx_narrow_of(type); /* stored as 1 or 2 bytes, widened to int32 after reading */
+	uint64_t numel = 1, maxb = eng_io_max_bytes(ctx), isz = f64 ? 8 : nw ? (uint64_t)narrow_size(nw) : eng_dtype_size(dt);
 	int64_t shape[ENG_MAX_DIMS];
 	for (size_t i = 0; i < tp->n_dims; i++) {
 		int64_t d = tp->dims[i];
@@ -198,7 +207,7 @@ eng_status onx_tensor_decode(eng_ctx *ctx, const Onnx__TensorProto *tp, const ch
 		numel *= (uint64_t)d;
 	}
 	uint64_t nbytes = numel * isz;
-	if (nbytes > maxb)
+	if (nbytes > maxb || (nw && numel * 4 > maxb)) /* a narrow type's room once widened */
 		return fail(err, errlen, ENG_ERANGE, "tensor '%.200s': %llu bytes is past the limit of %llu", tname, (unsigned long long)nbytes, (unsigned long long)maxb);
 	bool external = tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
 	/* Check the inline length before allocating anything. */
@@ -208,9 +217,10 @@ eng_status onx_tensor_decode(eng_ctx *ctx, const Onnx__TensorProto *tp, const ch
 		return fail(err, errlen, ENG_ESHAPE, "tensor '%.200s': %zu values but its dims hold %llu", tname, typed_count(tp, type), (unsigned long long)numel);
 	void *buf = NULL;
 	eng_status s = ENG_OK;
+	uint64_t room = nw ? numel * 4 : nbytes; /* the typed field's values come as int32 */
 	if (external)
 		s = read_external(tp, dir, tname, &buf, nbytes, err, errlen);
-	else if (!(buf = malloc(nbytes ? nbytes : 1)))
+	else if (!(buf = malloc(room ? room : 1)))
 		return fail(err, errlen, ENG_ENOMEM, "tensor '%.200s': out of memory for %llu bytes", tname, (unsigned long long)nbytes);
 	else if (tp->has_raw_data) {
 		if (nbytes)
@@ -224,6 +234,20 @@ eng_status onx_tensor_decode(eng_ctx *ctx, const Onnx__TensorProto *tp, const ch
 			memcpy(&v, (char *)buf + i * 8, 8);
 			((float *)buf)[i] = (float)v;
 		}
+	if (!s && nw && (external || tp->has_raw_data)) { /* little-endian narrow values, widened */
+		int32_t *w = malloc(numel ? numel * 4 : 1);
+		if (!w)
+			s = fail(err, errlen, ENG_ENOMEM, "tensor '%.200s': out of memory", tname);
+		for (uint64_t i = 0; w && i < numel; i++) {
+			const uint8_t *q = (const uint8_t *)buf + i * (uint64_t)narrow_size(nw);
+			uint16_t u = (uint16_t)(q[0] | (nw == ONX_INT8 ? 0 : q[1] << 8));
+			w[i] = nw == ONX_INT8 ? (int8_t)q[0] : nw == ONX_INT16 ? (int16_t)u : (int32_t)u;
+		}
+		if (w) {
+			free(buf);
+			buf = w;
+		}
+	}
 	if (!s && dt == ENG_BOOL)
 		for (uint64_t i = 0; i < numel; i++)
 			((uint8_t *)buf)[i] = ((uint8_t *)buf)[i] != 0;
