@@ -209,9 +209,9 @@ START_TEST(test_unread_input_refused)
 }
 END_TEST
 
-/* int8 and uint16 are held as int32 and wrapped back into their range after every op that
- * makes them: 127 + 1 is -128 in int8, 0 - 1 is 65535 in uint16, and a Cast to int32 first
- * keeps 128 (graph.c's output_narrow, wrap_narrow). */
+/* int8, int16 and uint16 are held as int32, uint32 as int64, and wrapped back into their range
+ * after every op that makes them: 127 + 1 is -128 in int8, 0 - 1 is 65535 in uint16 and
+ * 4294967295 in uint32 (graph.c's output_narrow, wrap_narrow). */
 START_TEST(test_narrow_ints_wrap)
 {
 	eng_ctx *ctx = tu_ctx_new();
@@ -219,7 +219,8 @@ START_TEST(test_narrow_ints_wrap)
 		int elem;
 		const char *op;
 		int32_t a, b, want;
-	} cases[] = {{3, "Add", 127, 1, -128}, {3, "Mul", -128, -1, -128}, {4, "Sub", 0, 1, 65535}, {5, "Add", 32767, 2, -32767}};
+	} cases[] = {{3, "Add", 127, 1, -128}, {3, "Mul", -128, -1, -128}, {4, "Sub", 0, 1, 65535}, {5, "Add", 32767, 2, -32767},
+		     {12, "Sub", 0, 1, -1}};
 	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
 		mb b;
 		mb_init(&b, 13);
@@ -233,13 +234,16 @@ START_TEST(test_narrow_ints_wrap)
 		char err[512];
 		eng_onnx_model *m = load_mb(ctx, &b, NULL, err, sizeof(err));
 		ck_assert_msg(m, "%s", err);
-		eng_tensor *iv[2] = {eng_from_data(ctx, ENG_I32, 1, (int64_t[]){1}, &cases[k].a),
-				     eng_from_data(ctx, ENG_I32, 1, (int64_t[]){1}, &cases[k].b)};
+		bool u32 = cases[k].elem == 12; /* held in int64 */
+		int64_t a64 = cases[k].a, b64 = cases[k].b, got = 0, want = u32 ? 4294967295 : cases[k].want;
+		eng_tensor *iv[2] = {u32 ? eng_from_data(ctx, ENG_I64, 1, (int64_t[]){1}, &a64) : eng_from_data(ctx, ENG_I32, 1, (int64_t[]){1}, &cases[k].a),
+				     u32 ? eng_from_data(ctx, ENG_I64, 1, (int64_t[]){1}, &b64) : eng_from_data(ctx, ENG_I32, 1, (int64_t[]){1}, &cases[k].b)};
 		eng_tensor *y = NULL;
 		ck_assert_msg(eng_onnx_build(m, iv, &y, 0) == ENG_OK, "%s", eng_errmsg(ctx));
-		int32_t got = 0;
-		ck_assert(eng_tensor_read(y, &got, sizeof(got)) == ENG_OK);
-		ck_assert_msg(got == cases[k].want, "case %zu: %d, want %d", k, got, cases[k].want);
+		int32_t g32 = 0;
+		ck_assert(eng_tensor_read(y, u32 ? (void *)&got : (void *)&g32, u32 ? sizeof(got) : sizeof(g32)) == ENG_OK);
+		got = u32 ? got : g32;
+		ck_assert_msg(got == want, "case %zu: %lld, want %lld", k, (long long)got, (long long)want);
 		eng_onnx_free(m);
 	}
 	tu_ctx_free(ctx);

@@ -35,6 +35,13 @@ static int output_narrow(onx_node *n, int i, const eng_tensor *t)
 		return onx_in_narrow(n, 1);
 	if (!strcmp(op, "MatMulInteger") || !strcmp(op, "ConvInteger"))
 		return 0; /* int32 sums of int8 products */
+	/* indices and shapes (int64, the engine type uint32 is held in) */
+	static const char *const index_ops[] = {"ArgMax", "ArgMin", "Shape", "Size", "NonZero", "NonMaxSuppression"};
+	for (size_t k = 0; k < sizeof(index_ops) / sizeof(index_ops[0]); k++)
+		if (!strcmp(op, index_ops[k]))
+			return 0;
+	if ((!strcmp(op, "TopK") || !strcmp(op, "Unique")) && i > 0)
+		return 0; /* their values first, then indices (and Unique's counts) */
 	/* If, Loop, Scan: as their body declares (a Loop's outputs after its condition) */
 	const char *body = !strcmp(op, "If") ? "then_branch" : !strcmp(op, "Loop") || !strcmp(op, "Scan") ? "body" : NULL;
 	if (body) {
@@ -52,10 +59,12 @@ static int output_narrow(onx_node *n, int i, const eng_tensor *t)
 	return 0;
 }
 
-/* t (int32) wrapped into narrow type nt's range, as the type's own arithmetic would leave it. */
+/* t (int32, or int64 for uint32) wrapped into narrow type nt's range, as the type's own arithmetic would leave it. */
 static eng_tensor *wrap_narrow(eng_ctx *ctx, eng_tensor *t, int nt)
 {
-	if (eng_tensor_dtype(t) != ENG_I32)
+	if (nt == ONX_UINT32 && eng_tensor_dtype(t) == ENG_I64)
+		return eng_and(t, eng_scalar(ctx, ENG_I64, 4294967295.0));
+	if (eng_tensor_dtype(t) != ENG_I32 || nt == ONX_UINT32)
 		return t;
 	if (nt == ONX_UINT16)
 		return eng_and(t, eng_scalar(ctx, ENG_I32, 0xffff));

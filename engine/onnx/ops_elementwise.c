@@ -418,16 +418,17 @@ eng_status onx_op_bitcast(onx_node *n)
 	if (!onx_node_dtype(n, (int)t, &to))
 		return onx_fail(n, ENG_ENOTSUP, "attribute 'to': type %s (%lld) is not supported", onx_type_name((int)t), (long long)t);
 	/* the widths the model's types have: float64 runs as float32 here (ENG_ONNX_F64_AS_F32),
-	 * int8, int16, uint16 as int32 (onx_narrow_of): their bits are not those of their types */
+	 * int8, int16, uint16 as int32 and uint32 as int64 (onx_narrow_of): their bits are not those of their types */
 	int nf = onx_in_narrow(n, 0), nt = onx_narrow_of((int)t);
-	if (nf || nt) { /* an integer pattern of 1 or 2 bytes as another of the same width */
-		int wf = nf ? (nf == ONNX__TENSOR_PROTO__DATA_TYPE__INT8 ? 1 : 2) : (int)eng_dtype_size(from);
-		int wt = nt ? (nt == ONNX__TENSOR_PROTO__DATA_TYPE__INT8 ? 1 : 2) : (int)eng_dtype_size(to);
+	if (nf || nt) { /* an integer pattern of 1, 2 or 4 bytes as another of the same width */
+		static const int width[] = {[ONNX__TENSOR_PROTO__DATA_TYPE__INT8] = 1, [ONNX__TENSOR_PROTO__DATA_TYPE__INT16] = 2,
+					    [ONNX__TENSOR_PROTO__DATA_TYPE__UINT16] = 2, [ONNX__TENSOR_PROTO__DATA_TYPE__UINT32] = 4};
+		int wf = nf ? width[nf] : (int)eng_dtype_size(from), wt = nt ? width[nt] : (int)eng_dtype_size(to);
 		if (wf != wt || !eng_dtype_is_int(from) || !eng_dtype_is_int(to))
 			return onx_fail(n, ENG_ENOTSUP, "%s to %s is not supported", onx_type_name(nf ? nf : onx_type_of(from)),
 					onx_type_name((int)t));
 		/* the bits as an unsigned number; a narrow target wraps it into its range after the op */
-		eng_tensor *bits = eng_and(eng_cast(x, ENG_I32), eng_scalar(n->ctx, ENG_I32, wf == 1 ? 0xff : 0xffff));
+		eng_tensor *bits = eng_and(eng_cast(x, ENG_I64), eng_scalar(n->ctx, ENG_I64, (double)((1ull << (8 * wf)) - 1)));
 		n->out[0] = eng_cast(bits, to);
 		return onx_check(n, n->out[0]);
 	}
