@@ -59,11 +59,18 @@ static int output_narrow(onx_node *n, int i, const eng_tensor *t)
 	return 0;
 }
 
-/* t (int32, or int64 for uint32) wrapped into narrow type nt's range, as the type's own arithmetic would leave it. */
+/* t (int32, int64 for uint32, float32 for bfloat16) wrapped (rounded) into narrow type nt's range, as the type's own arithmetic would leave it. */
 static eng_tensor *wrap_narrow(eng_ctx *ctx, eng_tensor *t, int nt)
 {
 	if (nt == ONX_UINT32 && eng_tensor_dtype(t) == ENG_I64)
 		return eng_and(t, eng_scalar(ctx, ENG_I64, 4294967295.0));
+	if (nt == ONX_BFLOAT16 && eng_tensor_dtype(t) == ENG_F32) {
+		/* to nearest even on the upper 16 bits of the float's; NaN stays NaN */
+		eng_tensor *b = eng_bitcast(t, ENG_I32);
+		eng_tensor *odd = eng_and(eng_shr(b, eng_scalar(ctx, ENG_I32, 16)), eng_scalar(ctx, ENG_I32, 1));
+		eng_tensor *r = eng_and(eng_add(b, eng_add_s(odd, 32767)), eng_scalar(ctx, ENG_I32, -65536));
+		return eng_where(eng_ne(t, t), t, eng_bitcast(r, ENG_F32));
+	}
 	if (eng_tensor_dtype(t) != ENG_I32 || nt == ONX_UINT32)
 		return t;
 	if (nt == ONX_UINT16)

@@ -32,11 +32,15 @@ bool onx_dtype(int t, unsigned flags, bool *narrowed, eng_dtype *out)
 	case ONX_INT16:
 	case ONX_UINT16: *out = ENG_I32; return true; /* held widened: onx_narrow_of */
 	case ONX_UINT32: *out = ENG_I64; return true;
+	case ONX_BFLOAT16: *out = ENG_F32; return true; /* rounded to bfloat16 after every op */
 	default: return false;
 	}
 }
 
-int onx_narrow_of(int t) { return t == ONX_INT8 || t == ONX_INT16 || t == ONX_UINT16 || t == ONX_UINT32 ? t : 0; }
+int onx_narrow_of(int t)
+{
+	return t == ONX_INT8 || t == ONX_INT16 || t == ONX_UINT16 || t == ONX_UINT32 || t == ONX_BFLOAT16 ? t : 0;
+}
 
 /* Bytes an element of a narrow type takes in raw_data or an external file. */
 static int narrow_size(int t) { return t == ONX_INT8 ? 1 : t == ONX_UINT32 ? 4 : 2; }
@@ -172,7 +176,14 @@ static eng_status from_typed(const Onnx__TensorProto *tp, int type, eng_dtype dt
 {
 	for (uint64_t i = 0; i < numel; i++) {
 		switch (dt) {
-		case ENG_F32: ((float *)dst)[i] = type == ONX_DOUBLE ? (float)tp->double_data[i] : tp->float_data[i]; break;
+		case ENG_F32:
+			if (type == ONX_BFLOAT16) { /* the 16 bits in int32_data: a float's upper half */
+				uint32_t u = (uint32_t)(uint16_t)tp->int32_data[i] << 16;
+				memcpy((float *)dst + i, &u, 4);
+			} else {
+				((float *)dst)[i] = type == ONX_DOUBLE ? (float)tp->double_data[i] : tp->float_data[i];
+			}
+			break;
 		case ENG_I64: ((int64_t *)dst)[i] = type == ONX_UINT32 ? (int64_t)(uint32_t)tp->uint64_data[i] : tp->int64_data[i]; break;
 		case ENG_I32: ((int32_t *)dst)[i] = tp->int32_data[i]; break;
 		case ENG_U8: ((uint8_t *)dst)[i] = (uint8_t)tp->int32_data[i]; break;
@@ -244,9 +255,12 @@ eng_status onx_tensor_decode(eng_ctx *ctx, const Onnx__TensorProto *tp, const ch
 		for (uint64_t i = 0; w && i < numel; i++) {
 			const uint8_t *q = (const uint8_t *)buf + i * (uint64_t)narrow_size(nw);
 			uint16_t u = (uint16_t)(q[0] | (nw == ONX_INT8 ? 0 : q[1] << 8));
-			if (nw == ONX_UINT32)
+			if (nw == ONX_UINT32) {
 				((int64_t *)w)[i] = (int64_t)((uint32_t)u | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24);
-			else
+			} else if (nw == ONX_BFLOAT16) {
+				uint32_t f = (uint32_t)u << 16;
+				memcpy((float *)w + i, &f, 4);
+			} else
 				((int32_t *)w)[i] = nw == ONX_INT8 ? (int8_t)q[0] : nw == ONX_INT16 ? (int16_t)u : (int32_t)u;
 		}
 		if (w) {
