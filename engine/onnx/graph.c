@@ -33,6 +33,8 @@ static int output_narrow(onx_node *n, int i, const eng_tensor *t)
 		return onx_narrow_of((int)onx_attr_i(n, "to", 0));
 	if (!strcmp(op, "CastLike"))
 		return onx_in_narrow(n, 1);
+	if (!strcmp(op, "QuantizeLinear") && !onx_in_narrow(n, 2))
+		return onx_narrow_of((int)onx_attr_i(n, "output_dtype", 0)); /* else the zero point's */
 	if (!strcmp(op, "MatMulInteger") || !strcmp(op, "ConvInteger"))
 		return 0; /* int32 sums of int8 products */
 	/* indices and shapes (int64, the engine type uint32 is held in) */
@@ -73,9 +75,10 @@ static eng_tensor *wrap_narrow(eng_ctx *ctx, eng_tensor *t, int nt)
 	}
 	if (eng_tensor_dtype(t) != ENG_I32 || nt == ONX_UINT32)
 		return t;
-	if (nt == ONX_UINT16)
-		return eng_and(t, eng_scalar(ctx, ENG_I32, 0xffff));
-	eng_tensor *sh = eng_scalar(ctx, ENG_I32, nt == ONX_INT8 ? 24 : 16);
+	int bits = nt == ONX_INT8 ? 8 : nt == ONX_INT16 || nt == ONX_UINT16 ? 16 : nt == ONX_INT4 || nt == ONX_UINT4 ? 4 : 2;
+	if (nt == ONX_UINT16 || nt == ONX_UINT4 || nt == ONX_UINT2)
+		return eng_and(t, eng_scalar(ctx, ENG_I32, (1 << bits) - 1));
+	eng_tensor *sh = eng_scalar(ctx, ENG_I32, 32 - bits);
 	return eng_shr(eng_shl(t, sh), sh);
 }
 

@@ -404,6 +404,19 @@ eng_status onx_op_cast(onx_node *n)
 		if (!onx_node_dtype(n, (int)t, &to))
 			return onx_fail(n, ENG_ENOTSUP, "attribute 'to': type %s (%lld) is not supported", onx_type_name((int)t), (long long)t);
 	}
+	/* a float into int4, uint4, int2 or uint2: truncated, and 0 where that is out of the type's
+	 * range (as onnx's reference, ml_dtypes, converts); other narrow targets wrap after the op */
+	int nt = !strcmp(n->pb->op_type, "CastLike") ? onx_in_narrow(n, 1) : onx_narrow_of((int)onx_attr_i(n, "to", -1));
+	int bits = nt == ONX_INT4 || nt == ONX_UINT4 ? 4
+		 : nt == ONX_INT2 || nt == ONX_UINT2 ? 2 : 0;
+	if (bits && eng_dtype_is_float(eng_tensor_dtype(x))) {
+		bool sgn = nt == ONX_INT4 || nt == ONX_INT2;
+		double lo = sgn ? -(1 << (bits - 1)) : 0, hi = sgn ? (1 << (bits - 1)) - 1 : (1 << bits) - 1;
+		eng_tensor *t = eng_trunc(eng_cast(x, ENG_F32));
+		eng_tensor *in = eng_and(eng_ge(t, eng_scalar(n->ctx, ENG_F32, lo)), eng_le(t, eng_scalar(n->ctx, ENG_F32, hi)));
+		n->out[0] = eng_cast(eng_where(in, t, eng_scalar(n->ctx, ENG_F32, 0)), to);
+		return onx_check(n, n->out[0]);
+	}
 	n->out[0] = eng_cast(x, to);
 	return onx_check(n, n->out[0]);
 }

@@ -45,6 +45,22 @@ static eng_tensor *along(onx_node *n, eng_tensor *p, const eng_tensor *x, eng_st
 	return eng_shrink(eng_reshape(eng_expand(eng_unsqueeze(p, a + 1), r + 1, e), r, sh), rg);
 }
 
+/* The range of the integer type QuantizeLinear may produce; false for others. */
+static bool quant_range(int t, double *lo, double *hi)
+{
+	static const struct {
+		int t;
+		double lo, hi;
+	} r[] = {{ONX_UINT8, 0, 255}, {ONX_INT8, -128, 127}, {ONX_UINT16, 0, 65535}, {ONX_INT16, -32768, 32767},
+		 {ONX_UINT4, 0, 15}, {ONX_INT4, -8, 7}, {ONX_UINT2, 0, 3}, {ONX_INT2, -2, 1}};
+	for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++)
+		if (r[i].t == t) {
+			*lo = r[i].lo, *hi = r[i].hi;
+			return true;
+		}
+	return false;
+}
+
 static eng_tensor *to_u8(onx_node *n, eng_tensor *v)
 {
 	return eng_cast(eng_clamp(eng_round(v), 0, 255), ENG_U8);
@@ -55,14 +71,15 @@ eng_status onx_op_quantize(onx_node *n)
 	eng_tensor *x = onx_in(n, 0), *sc = onx_in(n, 1), *zp = onx_in(n, 2);
 	if (!x || !sc)
 		return onx_fail(n, ENG_EINVAL, "x and y_scale are needed");
-	if (zp && eng_tensor_dtype(zp) != ENG_U8)
-		return onx_fail(n, ENG_ENOTSUP, "zero point type %s is not supported (uint8 is)", eng_dtype_name(eng_tensor_dtype(zp)));
-	/* output_dtype (opset 21) names the zero point's type, uint8 here; precision (23) the
-	 * type the division runs in: float32 here */
+	/* the quantised type: the zero point's, else output_dtype (opset 21), else uint8; its
+	 * range is where the values saturate */
 	int64_t od = onx_attr_i(n, "output_dtype", 0), prec = onx_attr_i(n, "precision", 0);
-	if ((od && od != ONNX__TENSOR_PROTO__DATA_TYPE__UINT8) || (prec && prec != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT))
-		return onx_fail(n, ENG_ENOTSUP, "output_dtype %s / precision %s: uint8 and float are supported",
-				onx_type_name((int)od), onx_type_name((int)prec));
+	int qt = zp ? (onx_in_narrow(n, 2) ? onx_in_narrow(n, 2) : onx_type_of(eng_tensor_dtype(zp))) : od ? (int)od : ONX_UINT8;
+	double lo, hi;
+	if (!quant_range(qt, &lo, &hi) || (od && od != qt))
+		return onx_fail(n, ENG_ENOTSUP, "quantising to %s is not supported", onx_type_name(od && od != qt ? (int)od : qt));
+	if (prec && prec != ONX_FLOAT) /* the type the division runs in: float32 here */
+		return onx_fail(n, ENG_ENOTSUP, "precision %s is not supported", onx_type_name((int)prec));
 	eng_status s = ENG_OK;
 	eng_tensor *scb = along(n, sc, x, &s);
 	eng_tensor *zpb = zp && !s ? along(n, eng_cast(zp, ENG_F32), x, &s) : NULL;
@@ -72,7 +89,8 @@ eng_status onx_op_quantize(onx_node *n)
 	v = eng_round(v);
 	if (zpb)
 		v = eng_add(v, zpb);
-	n->out[0] = to_u8(n, v);
+	/* uint8 as uint8; the others held in int32 (int8, int16, uint16, int4, ... : onx_narrow_of) */
+	n->out[0] = qt == ONX_UINT8 ? to_u8(n, v) : eng_cast(eng_clamp(v, lo, hi), ENG_I32);
 	return onx_check(n, n->out[0]);
 }
 

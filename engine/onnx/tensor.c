@@ -33,14 +33,24 @@ bool onx_dtype(int t, unsigned flags, bool *narrowed, eng_dtype *out)
 	case ONX_UINT16: *out = ENG_I32; return true; /* held widened: onx_narrow_of */
 	case ONX_UINT32: *out = ENG_I64; return true;
 	case ONX_BFLOAT16: *out = ENG_F32; return true; /* rounded to bfloat16 after every op */
+	case ONX_INT4:
+	case ONX_UINT4:
+	case ONX_INT2:
+	case ONX_UINT2: *out = ENG_I32; return true; /* packed 2 or 4 a byte when stored */
 	default: return false;
 	}
 }
 
 int onx_narrow_of(int t)
 {
-	return t == ONX_INT8 || t == ONX_INT16 || t == ONX_UINT16 || t == ONX_UINT32 || t == ONX_BFLOAT16 ? t : 0;
+	return t == ONX_INT8 || t == ONX_INT16 || t == ONX_UINT16 || t == ONX_UINT32 || t == ONX_BFLOAT16 ||
+			       t == ONX_INT4 || t == ONX_UINT4 || t == ONX_INT2 || t == ONX_UINT2
+		       ? t
+		       : 0;
 }
+
+/* Elements a byte holds for the packed types (int4, uint4: 2; int2, uint2: 4), else 0. */
+static int per_byte(int t) { return t == ONX_INT4 || t == ONX_UINT4 ? 2 : t == ONX_INT2 || t == ONX_UINT2 ? 4 : 0; }
 
 /* Bytes an element of a narrow type takes in raw_data or an external file. */
 static int narrow_size(int t) { return t == ONX_INT8 ? 1 : t == ONX_UINT32 ? 4 : 2; }
@@ -56,7 +66,8 @@ const char *onx_type_name(int t)
 {
 	static const char *const names[] = {"undefined", "float", "uint8", "int8", "uint16", "int16",
 		"int32", "int64", "string", "bool", "float16", "double", "uint32", "uint64",
-		"complex64", "complex128", "bfloat16"};
+		"complex64", "complex128", "bfloat16", "float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz",
+		"uint4", "int4", "float4e2m1", "float8e8m0", "uint2", "int2"};
 	return t >= 0 && t < (int)(sizeof(names) / sizeof(names[0])) ? names[t] : "unknown";
 }
 
@@ -219,14 +230,15 @@ eng_status onx_tensor_decode(eng_ctx *ctx, const Onnx__TensorProto *tp, const ch
 			return fail(err, errlen, ENG_ERANGE, "tensor '%.200s': dims describe more than %llu bytes", tname, (unsigned long long)maxb);
 		numel *= (uint64_t)d;
 	}
-	uint64_t nbytes = numel * isz;
+	int pk = per_byte(type);
+	uint64_t nbytes = pk ? (numel + (uint64_t)pk - 1) / (uint64_t)pk : numel * isz;
 	if (nbytes > maxb || (nw && numel * (nw == ONX_UINT32 ? 8 : 4) > maxb)) /* a narrow type's room once widened */
 		return fail(err, errlen, ENG_ERANGE, "tensor '%.200s': %llu bytes is past the limit of %llu", tname, (unsigned long long)nbytes, (unsigned long long)maxb);
 	bool external = tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
 	/* Check the inline length before allocating anything. */
 	if (!external && tp->has_raw_data && tp->raw_data.len != nbytes)
 		return fail(err, errlen, ENG_ESHAPE, "tensor '%.200s': raw_data holds %zu bytes but its dims need %llu", tname, tp->raw_data.len, (unsigned long long)nbytes);
-	if (!external && !tp->has_raw_data && typed_count(tp, type) != numel)
+	if (!external && !tp->has_raw_data && typed_count(tp, type) != (pk ? nbytes : numel)) /* packed: a byte a value */
 		return fail(err, errlen, ENG_ESHAPE, "tensor '%.200s': %zu values but its dims hold %llu", tname, typed_count(tp, type), (unsigned long long)numel);
 	void *buf = NULL;
 	eng_status s = ENG_OK;
@@ -239,16 +251,33 @@ eng_status onx_tensor_decode(eng_ctx *ctx, const Onnx__TensorProto *tp, const ch
 	else if (tp->has_raw_data) {
 		if (nbytes)
 			memcpy(buf, tp->raw_data.data, nbytes);
-	}
-	else
+	} else if (pk) {
+		for (uint64_t i = 0; i < nbytes; i++)
+			((uint8_t *)buf)[i] = (uint8_t)tp->int32_data[i];
+	} else
 		s = from_typed(tp, type, dt, buf, numel, tname, err, errlen);
+	if (!s && pk) { /* low bits first; the signed types sign-extended */
+		int32_t *w = malloc(numel ? numel * 4 : 1);
+		int bits = 8 / pk;
+		bool sgn = type == ONX_INT4 || type == ONX_INT2;
+		if (!w)
+			s = fail(err, errlen, ENG_ENOMEM, "tensor '%.200s': out of memory", tname);
+		for (uint64_t i = 0; w && i < numel; i++) {
+			int v = (((const uint8_t *)buf)[i / (uint64_t)pk] >> (int)(i % (uint64_t)pk) * bits) & ((1 << bits) - 1);
+			w[i] = sgn && v >= 1 << (bits - 1) ? v - (1 << bits) : v;
+		}
+		if (w) {
+			free(buf);
+			buf = w;
+		}
+	}
 	if (!s && f64 && (external || tp->has_raw_data))
 		for (uint64_t i = 0; i < numel; i++) {
 			double v;
 			memcpy(&v, (char *)buf + i * 8, 8);
 			((float *)buf)[i] = (float)v;
 		}
-	if (!s && nw && (external || tp->has_raw_data)) { /* little-endian narrow values, widened */
+	if (!s && nw && !pk && (external || tp->has_raw_data)) { /* little-endian narrow values, widened */
 		void *w = malloc(numel ? numel * (uint64_t)wide : 1);
 		if (!w)
 			s = fail(err, errlen, ENG_ENOMEM, "tensor '%.200s': out of memory", tname);
