@@ -33,6 +33,8 @@ static int output_narrow(onx_node *n, int i, const eng_tensor *t)
 		return onx_narrow_of((int)onx_attr_i(n, "to", 0));
 	if (!strcmp(op, "CastLike"))
 		return onx_in_narrow(n, 1);
+	if (!strcmp(op, "DequantizeLinear")) /* the scale's type, or output_dtype's: never x's */
+		return onx_attr_i(n, "output_dtype", 0) ? onx_narrow_of((int)onx_attr_i(n, "output_dtype", 0)) : onx_in_narrow(n, 1);
 	if (!strcmp(op, "QuantizeLinear") && !onx_in_narrow(n, 2))
 		return onx_narrow_of((int)onx_attr_i(n, "output_dtype", 0)); /* else the zero point's */
 	if (!strcmp(op, "MatMulInteger") || !strcmp(op, "ConvInteger"))
@@ -59,27 +61,6 @@ static int output_narrow(onx_node *n, int i, const eng_tensor *t)
 		if (n->in[k] && n->in[k]->narrow && eng_tensor_dtype(n->in[k]->t) == eng_tensor_dtype(t))
 			return n->in[k]->narrow;
 	return 0;
-}
-
-/* t (int32, int64 for uint32, float32 for bfloat16) wrapped (rounded) into narrow type nt's range, as the type's own arithmetic would leave it. */
-static eng_tensor *wrap_narrow(eng_ctx *ctx, eng_tensor *t, int nt)
-{
-	if (nt == ONX_UINT32 && eng_tensor_dtype(t) == ENG_I64)
-		return eng_and(t, eng_scalar(ctx, ENG_I64, 4294967295.0));
-	if (nt == ONX_BFLOAT16 && eng_tensor_dtype(t) == ENG_F32) {
-		/* to nearest even on the upper 16 bits of the float's; NaN stays NaN */
-		eng_tensor *b = eng_bitcast(t, ENG_I32);
-		eng_tensor *odd = eng_and(eng_shr(b, eng_scalar(ctx, ENG_I32, 16)), eng_scalar(ctx, ENG_I32, 1));
-		eng_tensor *r = eng_and(eng_add(b, eng_add_s(odd, 32767)), eng_scalar(ctx, ENG_I32, -65536));
-		return eng_where(eng_ne(t, t), t, eng_bitcast(r, ENG_F32));
-	}
-	if (eng_tensor_dtype(t) != ENG_I32 || nt == ONX_UINT32)
-		return t;
-	int bits = nt == ONX_INT8 ? 8 : nt == ONX_INT16 || nt == ONX_UINT16 ? 16 : nt == ONX_INT4 || nt == ONX_UINT4 ? 4 : 2;
-	if (nt == ONX_UINT16 || nt == ONX_UINT4 || nt == ONX_UINT2)
-		return eng_and(t, eng_scalar(ctx, ENG_I32, (1 << bits) - 1));
-	eng_tensor *sh = eng_scalar(ctx, ENG_I32, 32 - bits);
-	return eng_shr(eng_shl(t, sh), sh);
 }
 
 static eng_status run_node(onx_build *b, const Onnx__NodeProto *pb);
@@ -378,7 +359,7 @@ static eng_status run_node(onx_build *b, const Onnx__NodeProto *pb)
 	int tags[64] = {0};
 	for (int i = 0; i < n.n_out && i < 64; i++) {
 		tags[i] = *pb->output[i] ? output_narrow(&n, i, outv[i]) : 0;
-		if (tags[i] && !cached && !(outv[i] = wrap_narrow(b->ctx, outv[i], tags[i])))
+		if (tags[i] && !cached && !(outv[i] = onx_narrow_wrap(b->ctx, outv[i], tags[i])))
 			return onx_fail(&n, eng_error(b->ctx) ? eng_error(b->ctx) : ENG_ENOMEM, "failed");
 	}
 	if (!cached && foldable(b, &n) && (s = fold(b, &n, outv)))

@@ -14,8 +14,9 @@
 enum {
 	ONX_FLOAT = 1, ONX_UINT8 = 2, ONX_INT8 = 3, ONX_UINT16 = 4, ONX_INT16 = 5, ONX_INT32 = 6,
 	ONX_INT64 = 7, ONX_STRING = 8, ONX_BOOL = 9, ONX_FLOAT16 = 10, ONX_DOUBLE = 11,
-	ONX_UINT32 = 12, ONX_UINT64 = 13, ONX_BFLOAT16 = 16, ONX_UINT4 = 21, ONX_INT4 = 22, ONX_UINT2 = 25,
-	ONX_INT2 = 26,
+	ONX_UINT32 = 12, ONX_UINT64 = 13, ONX_BFLOAT16 = 16, ONX_FLOAT8E4M3FN = 17, ONX_FLOAT8E4M3FNUZ = 18,
+	ONX_FLOAT8E5M2 = 19, ONX_FLOAT8E5M2FNUZ = 20, ONX_UINT4 = 21, ONX_INT4 = 22, ONX_FLOAT4E2M1 = 23,
+	ONX_UINT2 = 25, ONX_INT2 = 26,
 };
 
 /* Limits on what an untrusted file may declare. */
@@ -174,9 +175,20 @@ void *onx_read_file(const char *path, size_t *len, char *err, size_t errlen);
 bool onx_dtype(int onnx_type, unsigned flags, bool *narrowed, eng_dtype *out);
 int onx_type_of(eng_dtype dt);
 const char *onx_type_name(int onnx_type);
-/* int8, int16 and uint16 are held as int32 (exact), their values wrapped back into the type's
- * range after every op that makes them (graph.c): the type if onnx_type is one of those, else 0. */
+/* ---- types held in a wider engine type (narrow.c) ---- */
+/* int8, int16, uint16, int4, uint4, int2, uint2 are held as int32, uint32 as int64, bfloat16 and
+ * the float8/float4 formats as float32 (all exact), their values wrapped or rounded back into
+ * the type after every op that makes them (graph.c): the type if onnx_type is one, else 0. */
 int onx_narrow_of(int onnx_type);
+/* t, held for narrow type nt, wrapped or rounded into it (the op results' rule). */
+eng_tensor *onx_narrow_wrap(eng_ctx *ctx, eng_tensor *t, int nt);
+/* Whether onnx_type is one of the float8 formats or float4e2m1. */
+bool onx_minifloat(int onnx_type);
+/* The value of code (its bits) in minifloat type t. */
+float onx_minifloat_value(int t, unsigned code);
+/* Float t rounded to nearest even into minifloat type nt: past its largest finite value to that
+ * value when saturate, else to infinity (float8e5m2) or NaN (the others), as ONNX's Cast. */
+eng_tensor *onx_minifloat_round(eng_ctx *ctx, const eng_tensor *t, int nt, bool saturate);
 /* Decode a TensorProto into a new tensor in the current scope; external data from dir (NULL:
  * refused). ENG_ENOTSUP for an element type the engine lacks. Message in err. */
 eng_status onx_tensor_decode(eng_ctx *ctx, const Onnx__TensorProto *tp, const char *dir, unsigned flags,

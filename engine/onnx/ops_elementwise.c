@@ -409,6 +409,10 @@ eng_status onx_op_cast(onx_node *n)
 	int nt = !strcmp(n->pb->op_type, "CastLike") ? onx_in_narrow(n, 1) : onx_narrow_of((int)onx_attr_i(n, "to", -1));
 	int bits = nt == ONX_INT4 || nt == ONX_UINT4 ? 4
 		 : nt == ONX_INT2 || nt == ONX_UINT2 ? 2 : 0;
+	if (onx_minifloat(nt)) { /* rounded here with the node's saturate; the op's rule keeps it */
+		n->out[0] = onx_minifloat_round(n->ctx, x, nt, onx_attr_i(n, "saturate", 1) != 0);
+		return onx_check(n, n->out[0]);
+	}
 	if (bits && eng_dtype_is_float(eng_tensor_dtype(x))) {
 		bool sgn = nt == ONX_INT4 || nt == ONX_INT2;
 		double lo = sgn ? -(1 << (bits - 1)) : 0, hi = sgn ? (1 << (bits - 1)) - 1 : (1 << bits) - 1;

@@ -76,7 +76,8 @@ eng_status onx_op_quantize(onx_node *n)
 	int64_t od = onx_attr_i(n, "output_dtype", 0), prec = onx_attr_i(n, "precision", 0);
 	int qt = zp ? (onx_in_narrow(n, 2) ? onx_in_narrow(n, 2) : onx_type_of(eng_tensor_dtype(zp))) : od ? (int)od : ONX_UINT8;
 	double lo, hi;
-	if (!quant_range(qt, &lo, &hi) || (od && od != qt))
+	bool mini = onx_minifloat(qt);
+	if ((!mini && !quant_range(qt, &lo, &hi)) || (od && od != qt))
 		return onx_fail(n, ENG_ENOTSUP, "quantising to %s is not supported", onx_type_name(od && od != qt ? (int)od : qt));
 	if (prec && prec != ONX_FLOAT) /* the type the division runs in: float32 here */
 		return onx_fail(n, ENG_ENOTSUP, "precision %s is not supported", onx_type_name((int)prec));
@@ -86,6 +87,12 @@ eng_status onx_op_quantize(onx_node *n)
 	if (s)
 		return s;
 	eng_tensor *v = onx_div_exact(eng_cast(x, ENG_F32), eng_cast(scb, ENG_F32));
+	if (mini) { /* a float8 or float4: x / scale + zero point, rounded into the format */
+		if (zpb)
+			v = eng_add(v, zpb);
+		n->out[0] = onx_minifloat_round(n->ctx, v, qt, onx_attr_i(n, "saturate", 1) != 0);
+		return onx_check(n, n->out[0]);
+	}
 	v = eng_round(v);
 	if (zpb)
 		v = eng_add(v, zpb);
@@ -100,7 +107,7 @@ eng_status onx_op_dequantize(onx_node *n)
 	if (!x || !sc)
 		return onx_fail(n, ENG_EINVAL, "x and x_scale are needed");
 	eng_dtype dt = eng_tensor_dtype(x);
-	if (dt != ENG_U8 && dt != ENG_I32)
+	if (dt != ENG_U8 && dt != ENG_I32 && !onx_minifloat(onx_in_narrow(n, 0)))
 		return onx_fail(n, ENG_ENOTSUP, "input type %s is not supported", eng_dtype_name(dt));
 	eng_dtype out = eng_tensor_dtype(sc);
 	int64_t od = onx_attr_i(n, "output_dtype", 0); /* opset 23: the output's float type */

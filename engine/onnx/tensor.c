@@ -37,23 +37,23 @@ bool onx_dtype(int t, unsigned flags, bool *narrowed, eng_dtype *out)
 	case ONX_UINT4:
 	case ONX_INT2:
 	case ONX_UINT2: *out = ENG_I32; return true; /* packed 2 or 4 a byte when stored */
+	case ONX_FLOAT8E4M3FN:
+	case ONX_FLOAT8E4M3FNUZ:
+	case ONX_FLOAT8E5M2:
+	case ONX_FLOAT8E5M2FNUZ:
+	case ONX_FLOAT4E2M1: *out = ENG_F32; return true; /* exact in float32: narrow.c */
 	default: return false;
 	}
 }
 
-int onx_narrow_of(int t)
+/* Elements a byte holds for the packed types (int4, uint4: 2; int2, uint2: 4), else 0. */
+static int per_byte(int t)
 {
-	return t == ONX_INT8 || t == ONX_INT16 || t == ONX_UINT16 || t == ONX_UINT32 || t == ONX_BFLOAT16 ||
-			       t == ONX_INT4 || t == ONX_UINT4 || t == ONX_INT2 || t == ONX_UINT2
-		       ? t
-		       : 0;
+	return t == ONX_INT4 || t == ONX_UINT4 || t == ONX_FLOAT4E2M1 ? 2 : t == ONX_INT2 || t == ONX_UINT2 ? 4 : 0;
 }
 
-/* Elements a byte holds for the packed types (int4, uint4: 2; int2, uint2: 4), else 0. */
-static int per_byte(int t) { return t == ONX_INT4 || t == ONX_UINT4 ? 2 : t == ONX_INT2 || t == ONX_UINT2 ? 4 : 0; }
-
 /* Bytes an element of a narrow type takes in raw_data or an external file. */
-static int narrow_size(int t) { return t == ONX_INT8 ? 1 : t == ONX_UINT32 ? 4 : 2; }
+static int narrow_size(int t) { return t == ONX_INT8 || onx_minifloat(t) ? 1 : t == ONX_UINT32 ? 4 : 2; }
 
 int onx_type_of(eng_dtype dt)
 {
@@ -188,7 +188,9 @@ static eng_status from_typed(const Onnx__TensorProto *tp, int type, eng_dtype dt
 	for (uint64_t i = 0; i < numel; i++) {
 		switch (dt) {
 		case ENG_F32:
-			if (type == ONX_BFLOAT16) { /* the 16 bits in int32_data: a float's upper half */
+			if (onx_minifloat(type)) {
+				((float *)dst)[i] = onx_minifloat_value(type, (unsigned)tp->int32_data[i] & 0xff);
+			} else if (type == ONX_BFLOAT16) { /* the 16 bits in int32_data: a float's upper half */
 				uint32_t u = (uint32_t)(uint16_t)tp->int32_data[i] << 16;
 				memcpy((float *)dst + i, &u, 4);
 			} else {
@@ -264,7 +266,12 @@ eng_status onx_tensor_decode(eng_ctx *ctx, const Onnx__TensorProto *tp, const ch
 			s = fail(err, errlen, ENG_ENOMEM, "tensor '%.200s': out of memory", tname);
 		for (uint64_t i = 0; w && i < numel; i++) {
 			int v = (((const uint8_t *)buf)[i / (uint64_t)pk] >> (int)(i % (uint64_t)pk) * bits) & ((1 << bits) - 1);
-			w[i] = sgn && v >= 1 << (bits - 1) ? v - (1 << bits) : v;
+			if (type == ONX_FLOAT4E2M1) {
+				float f = onx_minifloat_value(type, (unsigned)v);
+				memcpy(w + i, &f, 4);
+			} else {
+				w[i] = sgn && v >= 1 << (bits - 1) ? v - (1 << bits) : v;
+			}
 		}
 		if (w) {
 			free(buf);
@@ -289,6 +296,8 @@ eng_status onx_tensor_decode(eng_ctx *ctx, const Onnx__TensorProto *tp, const ch
 			} else if (nw == ONX_BFLOAT16) {
 				uint32_t f = (uint32_t)u << 16;
 				memcpy((float *)w + i, &f, 4);
+			} else if (onx_minifloat(nw)) {
+				((float *)w)[i] = onx_minifloat_value(nw, q[0]);
 			} else
 				((int32_t *)w)[i] = nw == ONX_INT8 ? (int8_t)q[0] : nw == ONX_INT16 ? (int16_t)u : (int32_t)u;
 		}
