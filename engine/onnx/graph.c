@@ -344,6 +344,11 @@ static eng_status run_node(onx_build *b, const Onnx__NodeProto *pb)
 		n.out_const &= b->vals[k].is_const;
 		n.deps |= b->vals[k].deps;
 	}
+	for (int i = 0; i < n.n_in; i++)
+		if (inv[i] && inv[i]->narrow == ONX_UINT64 && !onx_uint64_ok(pb->op_type ? pb->op_type : "") &&
+		    !(!strcmp(pb->op_type ? pb->op_type : "", "BitShift") && !strcmp(onx_attr_s(&n, "direction", "", (char[8]){0}, 8), "LEFT")))
+			return onx_fail(&n, ENG_ENOTSUP, "input %d ('%.200s') is uint64, held as int64's bits: this op would read values from 2^63 as negative",
+					i, pb->input[i]);
 	bool cached = foldable(b, &n) && fold_lookup(b, &n, outv);
 	if (!cached && (s = op->fn(&n)))
 		return eng_error(b->ctx) ? s : onx_fail(&n, s, "failed");

@@ -1,17 +1,19 @@
 /* narrow.c: the ONNX element types the engine has no type of, held exactly in a wider one: int8,
- * int16, uint16 and the packed int4, uint4, int2, uint2 in int32, uint32 in int64, bfloat16 and
+ * int16, uint16 and the packed int4, uint4, int2, uint2 in int32, uint32 (and uint64's bits) in
+ * int64, bfloat16 and
  * the float8 formats and float4e2m1 in float32. After every op that makes such a value its
  * result is wrapped (integers) or rounded (floats) back into the type (graph.c), so arithmetic
  * overflows and rounds as the type's own would. The minifloats' codes and their rounding follow
  * the ONNX spec's tables (Cast: saturate, the FNUZ formats' lone NaN and no negative zero). */
 #include <math.h>
+#include <string.h>
 
 #include "onnx_int.h"
 
 int onx_narrow_of(int t)
 {
 	switch (t) {
-	case ONX_INT8: case ONX_INT16: case ONX_UINT16: case ONX_UINT32: case ONX_BFLOAT16:
+	case ONX_INT8: case ONX_INT16: case ONX_UINT16: case ONX_UINT32: case ONX_UINT64: case ONX_BFLOAT16:
 	case ONX_INT4: case ONX_UINT4: case ONX_INT2: case ONX_UINT2:
 	case ONX_FLOAT8E4M3FN: case ONX_FLOAT8E4M3FNUZ: case ONX_FLOAT8E5M2: case ONX_FLOAT8E5M2FNUZ:
 	case ONX_FLOAT4E2M1:
@@ -103,11 +105,25 @@ eng_tensor *onx_narrow_wrap(eng_ctx *ctx, eng_tensor *t, int nt)
 		eng_tensor *r = eng_and(eng_add(b, eng_add_s(odd, 32767)), eng_scalar(ctx, ENG_I32, -65536));
 		return eng_where(eng_ne(t, t), t, eng_bitcast(r, ENG_F32));
 	}
-	if (eng_tensor_dtype(t) != ENG_I32 || nt == ONX_UINT32)
+	if (eng_tensor_dtype(t) != ENG_I32 || nt == ONX_UINT32 || nt == ONX_UINT64) /* int64 wraps as uint64 */
 		return t;
 	int bits = nt == ONX_INT8 ? 8 : nt == ONX_INT16 || nt == ONX_UINT16 ? 16 : nt == ONX_INT4 || nt == ONX_UINT4 ? 4 : 2;
 	if (nt == ONX_UINT16 || nt == ONX_UINT4 || nt == ONX_UINT2)
 		return eng_and(t, eng_scalar(ctx, ENG_I32, (1 << bits) - 1));
 	eng_tensor *sh = eng_scalar(ctx, ENG_I32, 32 - bits);
 	return eng_shr(eng_shl(t, sh), sh);
+}
+
+bool onx_uint64_ok(const char *op)
+{
+	/* what reads a uint64's bits the same as an int64's: modular arithmetic, equality, bits,
+	 * movement; not order, division, right shifts or conversions to float */
+	static const char *const ok[] = {"Add", "Sub", "Mul", "Neg", "Equal", "BitwiseAnd", "BitwiseOr", "BitwiseXor",
+		"BitwiseNot", "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Split",
+		"Slice", "Gather", "GatherElements", "GatherND", "Expand", "Tile", "Pad", "Where", "Shape", "Size",
+		"Constant", "ConstantOfShape", "ScatterElements", "ScatterND", "DepthToSpace", "SpaceToDepth"};
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+		if (!strcmp(op, ok[i]))
+			return true;
+	return false;
 }

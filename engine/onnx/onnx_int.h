@@ -182,6 +182,8 @@ const char *onx_type_name(int onnx_type);
 int onx_narrow_of(int onnx_type);
 /* t, held for narrow type nt, wrapped or rounded into it (the op results' rule). */
 eng_tensor *onx_narrow_wrap(eng_ctx *ctx, eng_tensor *t, int nt);
+/* Whether op reads uint64 values (held as int64's bits) as uint64 would: sign-blind ops only. */
+bool onx_uint64_ok(const char *op);
 /* Whether onnx_type is one of the float8 formats or float4e2m1. */
 bool onx_minifloat(int onnx_type);
 /* The value of code (its bits) in minifloat type t. */

@@ -144,6 +144,12 @@ eng_status onx_op_unary(onx_node *n)
 		return onx_fail(n, ENG_ENOTSUP, "input of type %s is not supported", eng_dtype_name(dt));
 	if (!strcmp(op, "Not") && dt != ENG_BOOL)
 		return onx_fail(n, ENG_EDTYPE, "input must be bool");
+	if (!strcmp(op, "BitwiseNot")) { /* every bit flipped: xor with all ones (a narrow type wraps after) */
+		if (!eng_dtype_is_int(dt))
+			return onx_fail(n, ENG_EDTYPE, "input must be an integer");
+		n->out[0] = eng_xor(x, eng_scalar(n->ctx, dt, dt == ENG_U8 ? 255 : -1));
+		return onx_check(n, n->out[0]);
+	}
 	eng_tensor *y = unary(n, op, x);
 	if (!y)
 		return onx_check(n, y);
@@ -254,6 +260,10 @@ eng_status onx_op_binary(onx_node *n)
 		if (da != ENG_BOOL)
 			return onx_fail(n, ENG_EDTYPE, "inputs must be bool");
 		y = op[0] == 'A' ? eng_and(a, b) : op[0] == 'O' ? eng_or(a, b) : eng_xor(a, b);
+	} else if (!strncmp(op, "Bitwise", 7)) { /* And, Or, Xor of integers, bit by bit */
+		if (!eng_dtype_is_int(da))
+			return onx_fail(n, ENG_EDTYPE, "inputs must be integers");
+		y = op[7] == 'A' ? eng_and(a, b) : op[7] == 'O' ? eng_or(a, b) : eng_xor(a, b);
 	} else if (!strcmp(op, "BitShift")) {
 		char buf[16];
 		const char *dir = onx_attr_s(n, "direction", "", buf, sizeof(buf));

@@ -31,7 +31,8 @@ bool onx_dtype(int t, unsigned flags, bool *narrowed, eng_dtype *out)
 	case ONX_INT8:
 	case ONX_INT16:
 	case ONX_UINT16: *out = ENG_I32; return true; /* held widened: onx_narrow_of */
-	case ONX_UINT32: *out = ENG_I64; return true;
+	case ONX_UINT32:
+	case ONX_UINT64: *out = ENG_I64; return true; /* uint64: its bits; graph.c allows only ops blind to the sign */
 	case ONX_BFLOAT16: *out = ENG_F32; return true; /* rounded to bfloat16 after every op */
 	case ONX_INT4:
 	case ONX_UINT4:
@@ -53,7 +54,7 @@ static int per_byte(int t)
 }
 
 /* Bytes an element of a narrow type takes in raw_data or an external file. */
-static int narrow_size(int t) { return t == ONX_INT8 || onx_minifloat(t) ? 1 : t == ONX_UINT32 ? 4 : 2; }
+static int narrow_size(int t) { return t == ONX_INT8 || onx_minifloat(t) ? 1 : t == ONX_UINT32 ? 4 : t == ONX_UINT64 ? 8 : 2; }
 
 int onx_type_of(eng_dtype dt)
 {
@@ -176,7 +177,8 @@ static size_t typed_count(const Onnx__TensorProto *tp, int type)
 	case ONX_FLOAT: return tp->n_float_data;
 	case ONX_DOUBLE: return tp->n_double_data;
 	case ONX_INT64: return tp->n_int64_data;
-	case ONX_UINT32: return tp->n_uint64_data;
+	case ONX_UINT32:
+	case ONX_UINT64: return tp->n_uint64_data;
 	default: return tp->n_int32_data; /* int32, uint8, bool, float16, int8, int16, uint16 */
 	}
 }
@@ -197,7 +199,10 @@ static eng_status from_typed(const Onnx__TensorProto *tp, int type, eng_dtype dt
 				((float *)dst)[i] = type == ONX_DOUBLE ? (float)tp->double_data[i] : tp->float_data[i];
 			}
 			break;
-		case ENG_I64: ((int64_t *)dst)[i] = type == ONX_UINT32 ? (int64_t)(uint32_t)tp->uint64_data[i] : tp->int64_data[i]; break;
+		case ENG_I64:
+			((int64_t *)dst)[i] = type == ONX_UINT32 ? (int64_t)(uint32_t)tp->uint64_data[i]
+					    : type == ONX_UINT64 ? (int64_t)tp->uint64_data[i] : tp->int64_data[i];
+			break;
 		case ENG_I32: ((int32_t *)dst)[i] = tp->int32_data[i]; break;
 		case ENG_U8: ((uint8_t *)dst)[i] = (uint8_t)tp->int32_data[i]; break;
 		case ENG_BOOL: ((uint8_t *)dst)[i] = tp->int32_data[i] != 0; break;
@@ -234,7 +239,7 @@ eng_status onx_tensor_decode(eng_ctx *ctx, const Onnx__TensorProto *tp, const ch
 	}
 	int pk = per_byte(type);
 	uint64_t nbytes = pk ? (numel + (uint64_t)pk - 1) / (uint64_t)pk : numel * isz;
-	if (nbytes > maxb || (nw && numel * (nw == ONX_UINT32 ? 8 : 4) > maxb)) /* a narrow type's room once widened */
+	if (nbytes > maxb || (nw && numel * (nw == ONX_UINT32 || nw == ONX_UINT64 ? 8 : 4) > maxb)) /* room once widened */
 		return fail(err, errlen, ENG_ERANGE, "tensor '%.200s': %llu bytes is past the limit of %llu", tname, (unsigned long long)nbytes, (unsigned long long)maxb);
 	bool external = tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
 	/* Check the inline length before allocating anything. */
@@ -244,7 +249,7 @@ eng_status onx_tensor_decode(eng_ctx *ctx, const Onnx__TensorProto *tp, const ch
 		return fail(err, errlen, ENG_ESHAPE, "tensor '%.200s': %zu values but its dims hold %llu", tname, typed_count(tp, type), (unsigned long long)numel);
 	void *buf = NULL;
 	eng_status s = ENG_OK;
-	int wide = nw == ONX_UINT32 ? 8 : 4; /* the engine type holding a narrow one */
+	int wide = nw == ONX_UINT32 || nw == ONX_UINT64 ? 8 : 4; /* the engine type holding a narrow one */
 	uint64_t room = nw ? numel * (uint64_t)wide : nbytes; /* the typed field's values, widened */
 	if (external)
 		s = read_external(tp, dir, tname, &buf, nbytes, err, errlen);
@@ -291,7 +296,9 @@ eng_status onx_tensor_decode(eng_ctx *ctx, const Onnx__TensorProto *tp, const ch
 		for (uint64_t i = 0; w && i < numel; i++) {
 			const uint8_t *q = (const uint8_t *)buf + i * (uint64_t)narrow_size(nw);
 			uint16_t u = (uint16_t)(q[0] | (nw == ONX_INT8 ? 0 : q[1] << 8));
-			if (nw == ONX_UINT32) {
+			if (nw == ONX_UINT64) {
+				memcpy((int64_t *)w + i, q, 8); /* little-endian bits, as int64's */
+			} else if (nw == ONX_UINT32) {
 				((int64_t *)w)[i] = (int64_t)((uint32_t)u | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24);
 			} else if (nw == ONX_BFLOAT16) {
 				uint32_t f = (uint32_t)u << 16;
