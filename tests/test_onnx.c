@@ -211,7 +211,8 @@ END_TEST
 
 /* int8, int16 and uint16 are held as int32, uint32 as int64, and wrapped back into their range
  * after every op that makes them: 127 + 1 is -128 in int8, 0 - 1 is 65535 in uint16 and
- * 4294967295 in uint32 (graph.c's output_narrow, wrap_narrow). */
+ * 4294967295 in uint32, and uint64's 2^64 - 1 (int64's -1) is more than 1 (graph.c's
+ * output_narrow, narrow.c). */
 START_TEST(test_narrow_ints_wrap)
 {
 	eng_ctx *ctx = tu_ctx_new();
@@ -220,7 +221,7 @@ START_TEST(test_narrow_ints_wrap)
 		const char *op;
 		int32_t a, b, want;
 	} cases[] = {{3, "Add", 127, 1, -128}, {3, "Mul", -128, -1, -128}, {4, "Sub", 0, 1, 65535}, {5, "Add", 32767, 2, -32767},
-		     {12, "Sub", 0, 1, -1}};
+		     {12, "Sub", 0, 1, -1}, {13, "Less", 1, -1, 1}};
 	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
 		mb b;
 		mb_init(&b, 13);
@@ -228,21 +229,26 @@ START_TEST(test_narrow_ints_wrap)
 		b.inp[0] = mb_value(&b, &b.in[0], "a", cases[k].elem, 1, (int64_t[]){1});
 		b.inp[1] = mb_value(&b, &b.in[1], "b", cases[k].elem, 1, (int64_t[]){1});
 		b.g.n_input = 2;
-		b.outp[0] = mb_value(&b, &b.out[0], "y", cases[k].elem, 1, (int64_t[]){1});
+		b.outp[0] = mb_value(&b, &b.out[0], "y", strcmp(cases[k].op, "Less") ? cases[k].elem : 9, 1, (int64_t[]){1});
 		b.g.n_output = 1;
 		mb_node(&b, cases[k].op, 2, in, 1, out);
 		char err[512];
 		eng_onnx_model *m = load_mb(ctx, &b, NULL, err, sizeof(err));
 		ck_assert_msg(m, "%s", err);
-		bool u32 = cases[k].elem == 12; /* held in int64 */
-		int64_t a64 = cases[k].a, b64 = cases[k].b, got = 0, want = u32 ? 4294967295 : cases[k].want;
+		bool u32 = cases[k].elem == 12 || cases[k].elem == 13; /* held in int64 (uint64: its bits) */
+		int64_t a64 = cases[k].a, b64 = cases[k].b, got = 0, want = cases[k].elem == 12 ? 4294967295 : cases[k].want;
+		bool cmp = !strcmp(cases[k].op, "Less"); /* 1 < 2^64 - 1 as uint64, not 1 < -1 */
 		eng_tensor *iv[2] = {u32 ? eng_from_data(ctx, ENG_I64, 1, (int64_t[]){1}, &a64) : eng_from_data(ctx, ENG_I32, 1, (int64_t[]){1}, &cases[k].a),
 				     u32 ? eng_from_data(ctx, ENG_I64, 1, (int64_t[]){1}, &b64) : eng_from_data(ctx, ENG_I32, 1, (int64_t[]){1}, &cases[k].b)};
 		eng_tensor *y = NULL;
 		ck_assert_msg(eng_onnx_build(m, iv, &y, 0) == ENG_OK, "%s", eng_errmsg(ctx));
 		int32_t g32 = 0;
-		ck_assert(eng_tensor_read(y, u32 ? (void *)&got : (void *)&g32, u32 ? sizeof(got) : sizeof(g32)) == ENG_OK);
-		got = u32 ? got : g32;
+		uint8_t g8 = 0;
+		if (cmp)
+			ck_assert(eng_tensor_read(y, &g8, 1) == ENG_OK);
+		else
+			ck_assert(eng_tensor_read(y, u32 ? (void *)&got : (void *)&g32, u32 ? sizeof(got) : sizeof(g32)) == ENG_OK);
+		got = cmp ? g8 : u32 ? got : g32;
 		ck_assert_msg(got == want, "case %zu: %lld, want %lld", k, (long long)got, (long long)want);
 		eng_onnx_free(m);
 	}

@@ -117,8 +117,10 @@ eng_tensor *onx_narrow_wrap(eng_ctx *ctx, eng_tensor *t, int nt)
 bool onx_uint64_ok(const char *op)
 {
 	/* what reads a uint64's bits the same as an int64's: modular arithmetic, equality, bits,
-	 * movement; not order, division, right shifts or conversions to float */
+	 * movement, and the comparisons, which order it with its top bit flipped (ops_elementwise.c);
+	 * not division, right shifts, sorting or conversions to float */
 	static const char *const ok[] = {"Add", "Sub", "Mul", "Neg", "Equal", "BitwiseAnd", "BitwiseOr", "BitwiseXor",
+		"Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Max", "Min", /* these flip the top bit */
 		"BitwiseNot", "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Split",
 		"Slice", "Gather", "GatherElements", "GatherND", "Expand", "Tile", "Pad", "Where", "Shape", "Size",
 		"Constant", "ConstantOfShape", "ScatterElements", "ScatterND", "DepthToSpace", "SpaceToDepth"};

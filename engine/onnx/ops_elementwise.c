@@ -236,6 +236,11 @@ eng_status onx_op_binary(onx_node *n)
 	if (same && da != db)
 		return onx_fail(n, ENG_EDTYPE, "inputs differ in type (%s, %s)", eng_dtype_name(da), eng_dtype_name(db));
 	eng_tensor *y = NULL;
+	if (onx_in_narrow(n, 0) == ONX_UINT64 && (strstr(op, "Less") == op || strstr(op, "Greater") == op)) {
+		/* uint64 held as int64's bits: ordered as int64 once the top bit is flipped */
+		eng_tensor *top = eng_scalar(n->ctx, ENG_I64, -9223372036854775808.0);
+		a = eng_xor(a, top), b = eng_xor(b, top);
+	}
 	if (!strcmp(op, "Add")) y = eng_add(a, b);
 	else if (!strcmp(op, "Sub")) y = eng_sub(a, b);
 	else if (!strcmp(op, "Mul")) y = eng_mul(a, b);
@@ -328,10 +333,16 @@ eng_status onx_op_variadic(onx_node *n)
 	const char *op = n->pb->op_type;
 	eng_tensor *acc = NULL;
 	int k = 0;
+	/* uint64 held as int64's bits orders as int64 once its top bit is flipped (Max, Min; the
+	 * result flipped back) */
+	bool u64 = onx_in_narrow(n, 0) == ONX_UINT64 && (!strcmp(op, "Max") || !strcmp(op, "Min"));
+	eng_tensor *top = u64 ? eng_scalar(n->ctx, ENG_I64, -9223372036854775808.0) : NULL;
 	for (int i = 0; i < n->n_in; i++) {
 		eng_tensor *x = onx_in(n, i);
 		if (!x)
 			continue;
+		if (u64)
+			x = eng_xor(x, top);
 		k++;
 		if (!acc)
 			acc = eng_reshape(x, eng_ndim(x), eng_shape(x));
@@ -346,6 +357,8 @@ eng_status onx_op_variadic(onx_node *n)
 	}
 	if (!acc)
 		return onx_fail(n, ENG_EINVAL, "no inputs");
+	if (u64)
+		acc = eng_xor(acc, top);
 	if (!strcmp(op, "Mean")) {
 		eng_dtype dt = eng_tensor_dtype(acc);
 		acc = eng_cast(eng_div_s(acc, k), dt);
