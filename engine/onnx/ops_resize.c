@@ -31,9 +31,11 @@ static double src_coord(const rs_opts *o, double x, int64_t in, int64_t out, dou
 	else if (!strcmp(o->ctm, "tf_crop_and_resize")) {
 		v = len > 1 ? r0 * (double)(in - 1) + x * (r1 - r0) * (double)(in - 1) / (len - 1) : 0.5 * (r0 + r1) * (double)(in - 1);
 		*outside = v < 0 || v > (double)(in - 1);
+	} else if (!strcmp(o->ctm, "half_pixel_symmetric")) { /* half_pixel, centred on the whole output */
+		double adj = (double)out / len, c = (double)in / 2;
+		v = c * (1 - adj) + (x + 0.5) / scale - 0.5;
 	} else /* half_pixel */
 		v = (x + 0.5) / scale - 0.5;
-	(void)out;
 	return v;
 }
 
@@ -194,14 +196,12 @@ eng_status onx_op_resize(onx_node *n)
 	snprintf(o.nearest, sizeof(o.nearest), "%s", upsample || n->opset < 11 ? "floor" : onx_attr_s(n, "nearest_mode", "round_prefer_floor", buf, sizeof(buf)));
 	if (strcmp(o.mode, "nearest") && strcmp(o.mode, "linear") && strcmp(o.mode, "cubic"))
 		return onx_fail(n, ENG_ENOTSUP, "attribute 'mode' '%s' is not supported", o.mode);
-	if (!strcmp(o.ctm, "half_pixel_symmetric") || (strcmp(o.ctm, "half_pixel") && strcmp(o.ctm, "align_corners") && strcmp(o.ctm, "asymmetric") &&
+	if ((strcmp(o.ctm, "half_pixel") && strcmp(o.ctm, "half_pixel_symmetric") && strcmp(o.ctm, "align_corners") && strcmp(o.ctm, "asymmetric") &&
 						  strcmp(o.ctm, "pytorch_half_pixel") && strcmp(o.ctm, "tf_crop_and_resize") &&
 						  strcmp(o.ctm, "tf_half_pixel_for_nn")))
 		return onx_fail(n, ENG_ENOTSUP, "attribute 'coordinate_transformation_mode' '%s' is not supported", o.ctm);
 	if (onx_attr_i(n, "antialias", 0))
 		return onx_fail(n, ENG_ENOTSUP, "attribute 'antialias' = 1 is not supported");
-	if (onx_attr(n, "axes") || onx_attr(n, "keep_aspect_ratio_policy"))
-		return onx_fail(n, ENG_ENOTSUP, "attributes 'axes' and 'keep_aspect_ratio_policy' are not supported");
 	double scales[2 * ENG_MAX_DIMS], roi[2 * ENG_MAX_DIMS];
 	int64_t sizes[ENG_MAX_DIMS + 1];
 	int ns = -1, nz = -1, nr = -1;
@@ -220,7 +220,54 @@ eng_status onx_op_resize(onx_node *n)
 	}
 	if (s)
 		return s;
+	/* axes (opset 18): scales, sizes and roi name only these axes; the others stay as they are */
+	int64_t ax[ENG_MAX_DIMS + 1];
+	int nax = -1;
+	if ((s = onx_attr_ints(n, "axes", ax, ENG_MAX_DIMS + 1, &nax)))
+		return s;
+	if (nax >= 0) {
+		int given = nz > 0 ? nz : ns;
+		if (given != nax || nax > r || (nr > 0 && nr != 2 * nax))
+			return onx_fail(n, ENG_EINVAL, "scales, sizes and roi must name each of the %d axes", nax);
+		double fs[2 * ENG_MAX_DIMS], fr[2 * ENG_MAX_DIMS];
+		int64_t fz[ENG_MAX_DIMS];
+		bool seen[ENG_MAX_DIMS] = {false};
+		for (int a = 0; a < r; a++)
+			fs[a] = 1, fz[a] = eng_shape(x)[a], fr[a] = 0, fr[r + a] = 1;
+		for (int i = 0; i < nax; i++) {
+			int a;
+			if (!onx_axis(ax[i], r, &a) || seen[a])
+				return onx_fail(n, ENG_EAXIS, "axis %lld is out of range or repeated", (long long)ax[i]);
+			seen[a] = true;
+			if (nz > 0)
+				fz[a] = sizes[i];
+			else
+				fs[a] = scales[i];
+			if (nr > 0)
+				fr[a] = roi[i], fr[r + a] = roi[nax + i];
+		}
+		memcpy(scales, fs, sizeof(fs)), memcpy(sizes, fz, sizeof(fz)), memcpy(roi, fr, sizeof(fr));
+		ns = nz > 0 ? ns : r, nz = nz > 0 ? r : nz, nr = nr > 0 ? 2 * r : nr;
+	}
 	bool use_sizes = nz > 0;
+	/* keep_aspect_ratio_policy (opset 18) with sizes: one scale for the named axes, the
+	 * smallest (not_larger) or the largest (not_smaller) of theirs, sizes rounded half up */
+	char kb[16];
+	const char *keep = onx_attr_s(n, "keep_aspect_ratio_policy", "stretch", kb, sizeof(kb));
+	double kscale = 0;
+	if (strcmp(keep, "stretch")) {
+		if (strcmp(keep, "not_larger") && strcmp(keep, "not_smaller"))
+			return onx_fail(n, ENG_EINVAL, "attribute 'keep_aspect_ratio_policy' '%s'", keep);
+		for (int i = 0; use_sizes && i < (nax >= 0 ? nax : r); i++) {
+			int a = nax >= 0 ? (int)(ax[i] < 0 ? ax[i] + r : ax[i]) : i;
+			double f = eng_shape(x)[a] ? (double)sizes[a] / (double)eng_shape(x)[a] : 1;
+			kscale = !i ? f : keep[4] == 'l' ? fmin(kscale, f) : fmax(kscale, f);
+		}
+		for (int i = 0; use_sizes && i < (nax >= 0 ? nax : r); i++) {
+			int a = nax >= 0 ? (int)(ax[i] < 0 ? ax[i] + r : ax[i]) : i;
+			sizes[a] = (int64_t)(kscale * (double)eng_shape(x)[a] + 0.5);
+		}
+	}
 	if (use_sizes ? nz != r : ns != r)
 		return onx_fail(n, ENG_EINVAL, "%s has %d entries for rank %d", use_sizes ? "sizes" : "scales", use_sizes ? nz : ns, r);
 	if (!strcmp(o.ctm, "tf_crop_and_resize") && nr != 2 * r)
@@ -232,6 +279,8 @@ eng_status onx_op_resize(onx_node *n)
 		if (use_sizes) {
 			out = sizes[a];
 			sc = in ? (double)out / (double)in : 1;
+			if (kscale > 0 && out != in) /* the kept ratio's scale, not out / in */
+				sc = kscale;
 		} else {
 			sc = scales[a];
 			if (!(sc > 0))
