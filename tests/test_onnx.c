@@ -256,6 +256,52 @@ START_TEST(test_narrow_ints_wrap)
 }
 END_TEST
 
+/* BitCast between types held wider (onx_narrow_bits gives each its own width): uint16 -> int16
+ * reinterprets (65535 is -1), bfloat16 -> int16 (a float held) and int4 -> int8 (other widths)
+ * are refused by name. */
+START_TEST(test_bitcast_narrow)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	static const struct {
+		int from, to;
+		bool ok;
+	} cases[] = {{4, 5, true}, {16, 5, false}, {22, 3, false}};
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		mb b;
+		mb_init(&b, 26);
+		static char *in[] = {"x"}, *out[] = {"y"};
+		b.inp[0] = mb_value(&b, &b.in[0], "x", cases[k].from, 1, (int64_t[]){1});
+		b.g.n_input = 1;
+		b.outp[0] = mb_value(&b, &b.out[0], "y", cases[k].to, 1, (int64_t[]){1});
+		b.g.n_output = 1;
+		Onnx__NodeProto *nd = mb_node(&b, "BitCast", 1, in, 1, out);
+		Onnx__AttributeProto at, *ap[1] = {mb_attr_ints(&at, "to", (int64_t[]){cases[k].to}, 0)};
+		nd->n_attribute = 1, nd->attribute = ap;
+		char err[512];
+		eng_onnx_model *m = load_mb(ctx, &b, NULL, err, sizeof(err));
+		ck_assert_msg(m, "%s", err);
+		int32_t xi = 65535;
+		float xf = 1.5f;
+		eng_tensor *x = cases[k].from == 16 ? eng_from_data(ctx, ENG_F32, 1, (int64_t[]){1}, &xf)
+						      : eng_from_data(ctx, ENG_I32, 1, (int64_t[]){1}, &xi);
+		eng_tensor *y = NULL;
+		eng_status st = eng_onnx_build(m, &x, &y, 0);
+		if (cases[k].ok) {
+			int32_t got = 0;
+			ck_assert_msg(st == ENG_OK, "%s", eng_errmsg(ctx));
+			ck_assert(eng_tensor_read(y, &got, sizeof(got)) == ENG_OK);
+			ck_assert_int_eq(got, -1);
+		} else {
+			ck_assert_int_eq(st, ENG_ENOTSUP);
+			ck_assert_msg(strstr(eng_errmsg(ctx), "is not supported"), "%s", eng_errmsg(ctx));
+			eng_clear_error(ctx);
+		}
+		eng_onnx_free(m);
+	}
+	tu_ctx_free(ctx);
+}
+END_TEST
+
 START_TEST(test_truncated_and_garbage)
 {
 	eng_ctx *ctx = tu_ctx_new();
@@ -938,7 +984,7 @@ END_TEST
 Suite *onnx_suite(void)
 {
 	const TTest *const tests[] = {
-		test_add_end_to_end, test_unsupported_is_an_error, test_build_time_values, test_unread_input_refused, test_narrow_ints_wrap, test_truncated_and_garbage,
+		test_add_end_to_end, test_unsupported_is_an_error, test_build_time_values, test_unread_input_refused, test_narrow_ints_wrap, test_bitcast_narrow, test_truncated_and_garbage,
 		test_unknown_fields_skipped, test_cycle_and_undefined, test_sizes_disagree, test_external_data_confined,
 		test_load_file, test_deep_nesting, test_if_captures, test_einsum_ellipsis, test_lp_pool,
 		test_group_rms_norm, test_constant_folding, test_conv1d_dense, test_gather_const_indices,

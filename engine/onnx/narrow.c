@@ -23,6 +23,19 @@ int onx_narrow_of(int t)
 	}
 }
 
+int onx_narrow_bits(int t)
+{
+	switch (t) {
+	case ONX_INT2: case ONX_UINT2: return 2;
+	case ONX_INT4: case ONX_UINT4: case ONX_FLOAT4E2M1: return 4;
+	case ONX_INT8: case ONX_FLOAT8E4M3FN: case ONX_FLOAT8E4M3FNUZ: case ONX_FLOAT8E5M2: case ONX_FLOAT8E5M2FNUZ: return 8;
+	case ONX_INT16: case ONX_UINT16: case ONX_BFLOAT16: return 16;
+	case ONX_UINT32: return 32;
+	case ONX_UINT64: return 64;
+	default: return 0;
+	}
+}
+
 /* A minifloat format: exponent and mantissa bits, bias, largest finite value; fnuz: one NaN
  * (0x80) and no negative zero; inf: all-ones exponents are infinities and NaNs (e5m2), else
  * (e4m3fn) only the all-ones code is NaN, or (float4) there is neither. */
@@ -107,7 +120,7 @@ eng_tensor *onx_narrow_wrap(eng_ctx *ctx, eng_tensor *t, int nt)
 	}
 	if (eng_tensor_dtype(t) != ENG_I32 || nt == ONX_UINT32 || nt == ONX_UINT64) /* int64 wraps as uint64 */
 		return t;
-	int bits = nt == ONX_INT8 ? 8 : nt == ONX_INT16 || nt == ONX_UINT16 ? 16 : nt == ONX_INT4 || nt == ONX_UINT4 ? 4 : 2;
+	int bits = onx_narrow_bits(nt);
 	if (nt == ONX_UINT16 || nt == ONX_UINT4 || nt == ONX_UINT2)
 		return eng_and(t, eng_scalar(ctx, ENG_I32, (1 << bits) - 1));
 	eng_tensor *sh = eng_scalar(ctx, ENG_I32, 32 - bits);

@@ -180,6 +180,8 @@ const char *onx_type_name(int onnx_type);
  * the float8/float4 formats as float32 (all exact), their values wrapped or rounded back into
  * the type after every op that makes them (graph.c): the type if onnx_type is one, else 0. */
 int onx_narrow_of(int onnx_type);
+/* The bits an element of narrow type t takes in its own type (2 for int2 ... 64 for uint64), or 0. */
+int onx_narrow_bits(int onnx_type);
 /* t, held for narrow type nt, wrapped or rounded into it (the op results' rule). */
 eng_tensor *onx_narrow_wrap(eng_ctx *ctx, eng_tensor *t, int nt);
 /* Whether op reads uint64 values (held as int64's bits) as uint64 would: sign-blind ops only. */

@@ -430,8 +430,7 @@ eng_status onx_op_cast(onx_node *n)
 	/* a float into int4, uint4, int2 or uint2: truncated, and 0 where that is out of the type's
 	 * range (as onnx's reference, ml_dtypes, converts); other narrow targets wrap after the op */
 	int nt = !strcmp(n->pb->op_type, "CastLike") ? onx_in_narrow(n, 1) : onx_narrow_of((int)onx_attr_i(n, "to", -1));
-	int bits = nt == ONX_INT4 || nt == ONX_UINT4 ? 4
-		 : nt == ONX_INT2 || nt == ONX_UINT2 ? 2 : 0;
+	int bits = !onx_minifloat(nt) && onx_narrow_bits(nt) < 8 ? onx_narrow_bits(nt) : 0;
 	if (onx_minifloat(nt)) { /* rounded here with the node's saturate; the op's rule keeps it */
 		n->out[0] = onx_minifloat_round(n->ctx, x, nt, onx_attr_i(n, "saturate", 1) != 0);
 		return onx_check(n, n->out[0]);
@@ -460,15 +459,14 @@ eng_status onx_op_bitcast(onx_node *n)
 	/* the widths the model's types have: float64 runs as float32 here (ENG_ONNX_F64_AS_F32),
 	 * int8, int16, uint16 as int32 and uint32 as int64 (onx_narrow_of): their bits are not those of their types */
 	int nf = onx_in_narrow(n, 0), nt = onx_narrow_of((int)t);
-	if (nf || nt) { /* an integer pattern of 1, 2 or 4 bytes as another of the same width */
-		static const int width[] = {[ONNX__TENSOR_PROTO__DATA_TYPE__INT8] = 1, [ONNX__TENSOR_PROTO__DATA_TYPE__INT16] = 2,
-					    [ONNX__TENSOR_PROTO__DATA_TYPE__UINT16] = 2, [ONNX__TENSOR_PROTO__DATA_TYPE__UINT32] = 4};
-		int wf = nf ? width[nf] : (int)eng_dtype_size(from), wt = nt ? width[nt] : (int)eng_dtype_size(to);
+	if (nf || nt) { /* an integer pattern as another of the same width (the types' own widths) */
+		int wf = nf ? onx_narrow_bits(nf) : 8 * (int)eng_dtype_size(from), wt = nt ? onx_narrow_bits(nt) : 8 * (int)eng_dtype_size(to);
 		if (wf != wt || !eng_dtype_is_int(from) || !eng_dtype_is_int(to))
 			return onx_fail(n, ENG_ENOTSUP, "%s to %s is not supported", onx_type_name(nf ? nf : onx_type_of(from)),
 					onx_type_name((int)t));
-		/* the bits as an unsigned number; a narrow target wraps it into its range after the op */
-		eng_tensor *bits = eng_and(eng_cast(x, ENG_I64), eng_scalar(n->ctx, ENG_I64, (double)((1ull << (8 * wf)) - 1)));
+		/* the bits as an unsigned number (all 64: as they are); a narrow target wraps after the op */
+		eng_tensor *bits = wf == 64 ? eng_cast(x, ENG_I64)
+					    : eng_and(eng_cast(x, ENG_I64), eng_scalar(n->ctx, ENG_I64, (double)((1ull << wf) - 1)));
 		n->out[0] = eng_cast(bits, to);
 		return onx_check(n, n->out[0]);
 	}

@@ -47,14 +47,11 @@ bool onx_dtype(int t, unsigned flags, bool *narrowed, eng_dtype *out)
 	}
 }
 
-/* Elements a byte holds for the packed types (int4, uint4: 2; int2, uint2: 4), else 0. */
-static int per_byte(int t)
-{
-	return t == ONX_INT4 || t == ONX_UINT4 || t == ONX_FLOAT4E2M1 ? 2 : t == ONX_INT2 || t == ONX_UINT2 ? 4 : 0;
-}
+/* Elements a byte holds for the packed types (int4, uint4, float4e2m1: 2; int2, uint2: 4), else 0. */
+static int per_byte(int t) { return onx_narrow_bits(t) && onx_narrow_bits(t) < 8 ? 8 / onx_narrow_bits(t) : 0; }
 
 /* Bytes an element of a narrow type takes in raw_data or an external file. */
-static int narrow_size(int t) { return t == ONX_INT8 || onx_minifloat(t) ? 1 : t == ONX_UINT32 ? 4 : t == ONX_UINT64 ? 8 : 2; }
+static int narrow_size(int t) { return onx_narrow_bits(t) / 8; }
 
 int onx_type_of(eng_dtype dt)
 {
