@@ -39,7 +39,7 @@ TEST_SRC   := $(wildcard tests/*.c)
 TEST_SERVING_SRC := $(addprefix tests/,daemon_harness.c test_client.c test_client_live.c test_config.c test_daemon.c \
 	test_daemon_bad.c test_daemon_onnx.c test_graph_batch.c test_graph_builder.c test_graph_ops.c test_metrics.c test_protocol.c \
 	test_hostile_files.c test_hostile_compile.c test_hostile_mem.c test_hostile_conn.c test_hostile_auth.c test_unix_transport.c test_sp_transport.c \
-	test_client_unix.c test_shm.c test_sequence.c)
+	test_client_unix.c test_shm.c test_sequence.c test_health.c test_failover.c)
 TESTS      ?= all
 ifeq ($(TESTS),engine)
 TEST_SRC   := $(filter-out $(TEST_SERVING_SRC),$(TEST_SRC))
@@ -110,7 +110,7 @@ $(BUILD)/pic/protocol/%.o $(BUILD)/pic/clients/%.o: INC := -Iinclude -Iprotocol
 # keep example and bench objects (make would delete them as intermediates)
 .SECONDARY:
 
-.PHONY: all test test-nng asan tsan check oip-check oip-san docs-check clean examples bench demo deps train-check conformance layers fuzz live-fuzz run soak install install-check tensorctl-check
+.PHONY: all test test-nng asan tsan check oip-check oip-san docs-check clean examples bench demo deps train-check conformance layers fuzz live-fuzz run soak install install-check tensorctl-check failover-check
 all: $(LIB) $(PROTO_LIB) $(CLIENT_LIB) $(SO_LINK) $(DAEMON_BIN) $(CTL_BIN) $(TEST_BIN) $(EXAMPLE_BIN) $(BENCH_BIN)
 
 $(BUILD)/%.o: %.c
@@ -370,7 +370,7 @@ fuzz:
 # cross-built for ARM64 under qemu (check-aarch64). The README's test command.
 # Each step in order, timed: its seconds are printed and kept in $(BUILD)/check-times.txt.
 CHECK_STEPS := layers docs-check test test-nng asan live-fuzz tsan fuzz train-check conformance soak install-check python-test \
-	tensorctl-check onnx-check onnx-check-1.23 oip-check oip-san check-aarch64
+	tensorctl-check onnx-check onnx-check-1.23 oip-check oip-san failover-check check-aarch64
 check:
 	@mkdir -p $(BUILD); : >$(BUILD)/check-times.txt; t0=$$(date +%s); \
 	for t in $(CHECK_STEPS); do s=$$(date +%s); $(MAKE) --no-print-directory $$t || exit 1; \
@@ -420,6 +420,15 @@ LIVE_FUZZ_SECONDS ?= 60
 $(BUILD)/bin/live_fuzz: $(BUILD)/tests/fuzz/live_fuzz.o $(CLIENT_LIB) $(PROTO_LIB) $(LIB) | $(DAEMON_BIN)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(CLIENT_LIB) $(PROTO_LIB) $(LIB) $(NNG_LIBS) $(LDLIBS)
+# The failure test (tests/failover.sh): three replicas as an endpoint list and behind HAProxy,
+# 20 clients, one replica killed, one sent SIGTERM, one restarted; a drain behind HAProxy; REST
+# through it. ~1 min.
+$(BUILD)/bin/failover_load: $(BUILD)/tests/failover/failover_load.o $(CLIENT_LIB) $(PROTO_LIB) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(CLIENT_LIB) $(PROTO_LIB) $(LIB) $(NNG_LIBS) $(LDLIBS)
+failover-check: $(BUILD)/bin/failover_load $(DAEMON_BIN) $(BUILD)/bin/make_weights
+	BUILD=$(BUILD) tests/failover.sh
+
 live-fuzz:
 	$(MAKE) -j2 BUILD=build-asan OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 		LDFLAGS="-fsanitize=address,undefined" build-asan/bin/live_fuzz build-asan/bin/tensord

@@ -180,6 +180,7 @@ static tsd_call *call_new(tsd_client *c, tsd_call_cb cb, void *arg, bool sync)
 	k->cb = cb;
 	k->arg = arg;
 	k->async = !sync;
+	k->attempts = 1;
 	k->status = TSD_STATUS_COUNT;
 	atomic_init(&k->done, false);
 	if (c->ops->call_init(k, sync)) {
@@ -265,6 +266,13 @@ static tsd_status submit(tsd_client *c, const cJSON *header, const tsd_tensor *t
 			close(sfd);
 		return s;
 	}
+	if (c->ops->prepare && (s = c->ops->prepare(k, header)) != TSD_OK) {
+		nng_msg_free(msg);
+		call_destroy(k);
+		if (sfd >= 0)
+			close(sfd);
+		return s;
+	}
 	if (sfd >= 0)
 		k->sfd = sfd;
 	if (c->timeout_ms > 0)
@@ -273,6 +281,25 @@ static tsd_status submit(tsd_client *c, const cJSON *header, const tsd_tensor *t
 	*out = k;
 	c->ops->start(k, msg);
 	return TSD_OK;
+}
+
+tsd_call *tsd_call_prepare_msg(tsd_client *c, const char *id, bool id_str, int64_t deadline_ms, int64_t send_by_ms,
+			       tsd_call_cb cb, void *arg)
+{
+	tsd_call *k = call_new(c, cb, arg, false);
+	if (!k)
+		return NULL;
+	snprintf(k->id, sizeof(k->id), "%s", id);
+	k->id_str = id_str;
+	k->deadline_ms = deadline_ms;
+	k->send_by_ms = send_by_ms;
+	k->state = TSD_CALL_SEND;
+	return k;
+}
+
+void tsd_call_launch(tsd_call *k, nng_msg *msg)
+{
+	k->c->ops->start(k, msg);
 }
 
 tsd_status tsd_client_submit(tsd_client *c, const cJSON *header, const tsd_tensor *ts, int n,

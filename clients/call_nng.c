@@ -123,8 +123,10 @@ static void call_step(void *arg)
 	pthread_mutex_lock(&k->mu);
 	tsd_call_state st = k->state;
 	bool cancelled = k->status == TSD_CANCELLED;
-	if (st == TSD_CALL_SEND && !rv && !cancelled)
+	if (st == TSD_CALL_SEND && !rv && !cancelled) {
 		k->state = TSD_CALL_RECV;
+		k->sent = true;
+	}
 	pthread_mutex_unlock(&k->mu);
 	if (st == TSD_CALL_SEND && !rv && !cancelled) {
 		nng_aio_set_timeout(k->aio, time_left(k));
@@ -215,7 +217,14 @@ static void nng_call_start(tsd_call *k, nng_msg *msg)
 	tsd_call_link_locked(k);
 	pthread_mutex_unlock(&k->c->mu);
 	nng_aio_set_msg(k->aio, msg);
-	nng_aio_set_timeout(k->aio, time_left(k));
+	nng_duration t = time_left(k);
+	if (k->send_by_ms) { /* the send alone has until send_by_ms */
+		int64_t left = k->send_by_ms - tsd_now_ms();
+		left = left > 0 ? left : 1;
+		if (t == NNG_DURATION_INFINITE || left < t)
+			t = (nng_duration)left;
+	}
+	nng_aio_set_timeout(k->aio, t);
 	nng_ctx_send(k->ctx, k->aio);
 }
 

@@ -52,15 +52,22 @@ int64_t ux_expire_locked(tsd_client *c, int64_t now, tsd_call **list)
 	int64_t next = 0;
 	for (tsd_call *k = c->live, *lnext; k; k = lnext) {
 		lnext = k->lnext;
-		if (!k->deadline_ms)
+		int64_t due = k->deadline_ms;
+		bool send_by = k->ustate == UX_QUEUED && k->send_by_ms && (!due || k->send_by_ms < due);
+		if (send_by)
+			due = k->send_by_ms;
+		if (!due)
 			continue;
-		if (k->deadline_ms > now) {
-			if (!next || k->deadline_ms < next)
-				next = k->deadline_ms;
+		if (due > now) {
+			if (!next || due < next)
+				next = due;
 			continue;
 		}
 		bool claimed;
-		if (k->ustate == UX_SENT)
+		if (send_by)
+			claimed = ux_claim_locked(k, TSD_TIMEOUT, "%s to %s in the time this attempt had",
+						  c->ux->conn ? "not sent" : "no connection", c->url);
+		else if (k->ustate == UX_SENT)
 			claimed = ux_claim_locked(k, TSD_TIMEOUT, "waiting for %s: no answer within %d ms",
 						  c->url, c->timeout_ms);
 		else if (c->ux->conn)
@@ -311,3 +318,9 @@ const tsd_transport_ops tsd_unix_ops = {
 	.run = ux_call_run,
 	.cancel = ux_call_cancel,
 };
+
+void tsd_unix_poke(tsd_client *c)
+{
+	if (c->ops == &tsd_unix_ops)
+		ux_dial(c); /* does nothing while connected, dialing, or before its next dial is due */
+}

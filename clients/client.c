@@ -1,5 +1,6 @@
 /* client.c: a client's life common to the transports: open (the transport picked by the URL's
- * scheme: unix:// or nng's ipc:// and tcp://), free, the connection state, the default URL. */
+ * scheme: unix:// or nng's ipc:// and tcp://; a list of them, or retries asked for, the failover
+ * transport over clients of those), free, the connection state, the default URL. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,8 +19,8 @@ static void say(char *buf, size_t cap, const char *fmt, ...)
 	va_end(ap);
 }
 
-tsd_client *tsd_client_open_wait(const char *url, int timeout_ms, int connect_ms, char *err,
-				 size_t errlen)
+static tsd_client *open_client(const char *url, int timeout_ms, int connect_ms, bool failover, char *err,
+			       size_t errlen)
 {
 	if (!url || !url[0]) {
 		say(err, errlen, "no daemon address");
@@ -37,6 +38,8 @@ tsd_client *tsd_client_open_wait(const char *url, int timeout_ms, int connect_ms
 		return NULL;
 	}
 	c->ops = strncmp(url, "unix://", 7) ? &tsd_nng_ops : &tsd_unix_ops;
+	if (failover && tsd_failover_wanted(url))
+		c->ops = &tsd_failover_ops;
 	c->max_reply = TSD_CLIENT_MAX_REPLY;
 	const char *spin = getenv("TENSORD_CLIENT_SPIN_US");
 	c->spin_us = spin ? atoi(spin) : 0;
@@ -54,6 +57,17 @@ tsd_client *tsd_client_open_wait(const char *url, int timeout_ms, int connect_ms
 		return NULL;
 	}
 	return c;
+}
+
+tsd_client *tsd_client_open_wait(const char *url, int timeout_ms, int connect_ms, char *err,
+				 size_t errlen)
+{
+	return open_client(url, timeout_ms, connect_ms, true, err, errlen);
+}
+
+tsd_client *tsd_client_open_endpoint(const char *url, int timeout_ms, int connect_ms, char *err, size_t errlen)
+{
+	return open_client(url, timeout_ms, connect_ms, false, err, errlen);
 }
 
 tsd_client *tsd_client_open(const char *url, int timeout_ms, char *err, size_t errlen)

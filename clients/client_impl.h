@@ -24,9 +24,12 @@
 typedef struct tsd_unix tsd_unix; /* unix://'s connection state (unix_impl.h) */
 
 /* A transport: how calls reach the daemon. Filled with designated initialisers; every member
- * is required. Locks: c->mu is never held when these are called. */
+ * is required but prepare. Locks: c->mu is never held when these are called. */
 typedef struct tsd_transport_ops {
 	const char *name;
+	/* Optional: read what the transport needs of a new call's header (the failover transport:
+	 * whether it may be retried, its sequence) before start; not TSD_OK refuses the call. */
+	tsd_status (*prepare)(tsd_call *k, const cJSON *header);
 	/* Connect c (url parsed by the transport), connect_ms as tsd_client_open_wait's. 0, or -1
 	 * with err filled. */
 	int (*open)(tsd_client *c, int connect_ms, char *err, size_t errlen);
@@ -48,6 +51,19 @@ typedef struct tsd_transport_ops {
 
 TSD_HIDDEN extern const tsd_transport_ops tsd_nng_ops;
 TSD_HIDDEN extern const tsd_transport_ops tsd_unix_ops;
+TSD_HIDDEN extern const tsd_transport_ops tsd_failover_ops;
+
+typedef struct tsd_fo tsd_fo;           /* the failover transport's endpoints (failover.c) */
+/* Whether a client of url needs the failover transport: a list ("a,b,c"), a tcp:// name that
+ * resolves to several addresses, or $TENSORD_CLIENT_RETRIES > 0. */
+TSD_HIDDEN bool tsd_failover_wanted(const char *url);
+/* tsd_client_open_wait on one address, never through the failover transport (its endpoints). */
+TSD_HIDDEN tsd_client *tsd_client_open_endpoint(const char *url, int timeout_ms, int connect_ms, char *err,
+						size_t errlen);
+/* A unix:// client without a connection dials now if its redial is due (it has no dialer of
+ * its own: its calls dial); nothing for other transports. */
+TSD_HIDDEN void tsd_unix_poke(tsd_client *c);
+typedef struct tsd_fo_call tsd_fo_call; /* a call's attempts there */
 
 struct tsd_reply {
 	nng_msg *msg; /* owned: the received bytes the views point into */
@@ -60,6 +76,7 @@ struct tsd_client {
 	int spin_us;             /* unix://: a waiting call polls this long before it sleeps
 				  * ($TENSORD_CLIENT_SPIN_US, 0..10000; 0: never) */
 	tsd_unix *ux;            /* unix:// only */
+	tsd_fo *fo;              /* failover only: the endpoints, each a client of its own */
 	nng_socket sock;
 	nng_dialer dialer;
 	int timeout_ms;
@@ -94,6 +111,7 @@ struct tsd_call {
 	bool id_str;
 	char id[PROTO_MAX_ID + 1];
 	int64_t deadline_ms;  /* nng_clock() value; 0: none */
+	int64_t send_by_ms;   /* not sent by then (tsd_now_ms()): TSD_TIMEOUT, unsent; 0: deadline_ms only */
 	tsd_call_cb cb;
 	void *arg;
 	pthread_mutex_t mu;   /* guards what follows */
@@ -118,6 +136,9 @@ struct tsd_call {
 	nng_msg *req;         /* unix: the request until a writer takes it */
 	int sfd;              /* unix: a descriptor sent with the request (owned; taken by the writer with
 			       * req), or -1 */
+	bool sent;            /* the request was written (nng: the send completed; unix: on the socket) */
+	int attempts;         /* sends tried: 1, or more when the failover transport retried it */
+	tsd_fo_call *foc;     /* failover only: its attempts */
 	tsd_call *aprev, *anext; /* nng: in c->all (c->mu) */
 	bool in_all;          /* nng: in c->all; false once the close closed its context */
 };
@@ -168,6 +189,13 @@ TSD_HIDDEN void tsd_client_set_max_reply(tsd_client *c, size_t max);
 /* tsd_call_run with a file descriptor sent beside the request (SCM_RIGHTS; shm.register): unix://
  * only, TSD_BAD_REQUEST on other transports. fd is not taken. */
 TSD_HIDDEN tsd_status tsd_call_run_fd(tsd_client *c, const cJSON *header, int fd, tsd_reply **out);
+/* A call on c carrying an already encoded request (the failover transport's attempts): id as
+ * the reply must echo it, deadline_ms a tsd_now_ms() value (0: none), send_by_ms when it must
+ * have been sent (0: no such bound), cb called on completion.
+ * NULL when out of memory. tsd_call_launch sends msg (taken) on it. */
+TSD_HIDDEN tsd_call *tsd_call_prepare_msg(tsd_client *c, const char *id, bool id_str, int64_t deadline_ms,
+					  int64_t send_by_ms, tsd_call_cb cb, void *arg);
+TSD_HIDDEN void tsd_call_launch(tsd_call *k, nng_msg *msg);
 /* Free the calls freed inside their callbacks (c->dead); all: first wait for those whose
  * callbacks are still returning (tsd_client_close). */
 TSD_HIDDEN void tsd_client_reap(tsd_client *c, bool all);

@@ -209,6 +209,7 @@ static void requeue(tsd_client *c, pending *p, int n)
 			k = k->lnext;
 		if (k) {
 			k->ustate = UX_QUEUED;
+			k->sent = false; /* nothing of it went: the next connection takes it */
 			k->req = p[i].msg;
 			k->sfd = p[i].fd;
 			c->ux->nqueued++;
@@ -253,6 +254,7 @@ void ux_flush(tsd_client *c)
 				continue;
 			/* marked sent before the write: a loss from here on fails it, never re-sends */
 			k->ustate = UX_SENT;
+			k->sent = true;
 			k->ugen = conn->gen;
 			ux->nqueued--;
 			p[n++] = (pending){k->serial, k->req, k->deadline_ms, k->sfd};

@@ -70,9 +70,9 @@ void dmn_on_request(dmn_srv *s, dmn_chan *ch)
 		return;
 	}
 	r->decoded = true;
+	r->verb = dmn_verb_find(r->pm.verb);
 	if (!dmn_auth_check(s, r)) /* a peer without credentials: the tcp token, before anything runs */
 		return;
-	r->verb = dmn_verb_find(r->pm.verb);
 	if (r->fd >= 0 && r->verb != DMN_V_SHM_REGISTER) {
 		dmn_fail(s, r, TSD_BAD_REQUEST, "file descriptors are not accepted on this verb (only shm.register takes one)");
 		return;

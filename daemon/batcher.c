@@ -504,6 +504,7 @@ void dmn_dispatch(dmn_srv *s)
 			j->reqs[k]->t_dispatch = now;
 		s->exec_busy = true;
 		s->cur_job = j;
+		s->job_t0 = now;
 		/* at most about loop_run_max_us of such runs per wake-up: the loop has its inbox to see to */
 		if (ran_here_ns <= (uint64_t)s->cfg.loop_run_max_us * 1000u && run_here_ok(s, j) && dmn_exec_run_here(s, j)) {
 			j->model->c.loop_batches++;

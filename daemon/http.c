@@ -1,10 +1,11 @@
 /* http.c: the optional metrics listener (config http_listen), on nng's own HTTP server:
  * /metrics (Prometheus text; on a non-loopback address 403 unless metrics_remote), /healthz (200
- * while serving), /readyz (200 when ready, else 503).
+ * while live), /readyz (200 when ready); else 503 with the reason (health.c).
  * nng calls the handlers on its threads; they hand the request to the loop as an inbox call
  * (the loop owns the figures), and the loop completes it. */
 #include "http.h"
 
+#include "health.h"
 #include "models.h"
 #include "stats.h"
 
@@ -47,9 +48,13 @@ static void answer(dmn_srv *s, nng_aio *aio, int what)
 		text = strdup("/metrics is not served on a non-loopback http_listen unless metrics_remote is true\n");
 		nng_http_res_set_header(res, "Content-Type", "text/plain; charset=utf-8");
 	} else {
-		bool ok = what == HTTP_HEALTHZ ? s->exit_code < 0 : dmn_ready(s);
+		dmn_health h;
+		dmn_health_get(s, eng_now_ns(), &h);
+		bool ok = what == HTTP_HEALTHZ ? h.live : h.ready;
 		code = ok ? 200 : 503;
-		text = strdup(ok ? "ok\n" : what == HTTP_HEALTHZ ? "stopping\n" : "not ready\n");
+		char line[sizeof(h.why) + 16];
+		snprintf(line, sizeof(line), "%s\n", ok ? "ok" : h.why);
+		text = strdup(line);
 		nng_http_res_set_header(res, "Content-Type", "text/plain; charset=utf-8");
 	}
 	nng_http_res_set_status(res, (uint16_t)code);

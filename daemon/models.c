@@ -162,6 +162,8 @@ static void load_done(dmn_srv *s, dmn_job *j)
 			s->drain_deadline = 0;
 		}
 	}
+	if (j->preload == 2 && s->reload_pending > 0)
+		s->reload_pending--;
 	if ((j->preload == 1 || j->preload == 3) && --s->preload_pending == 0 && !s->draining) {
 		dmn_log(&s->log, DMN_LOG_INFO, "ready");
 		sd_notify(0, "READY=1");

@@ -29,7 +29,5 @@ void dmn_model_job_done(dmn_srv *s, dmn_job *j);
 /* Load every preload spec; at start (the executor running) and on reload. The loads queued,
  * or -1 at start when one is unusable. */
 int dmn_preload(dmn_srv *s, bool reload);
-/* Whether preloads are done and the daemon is not draining. */
-bool dmn_ready(const dmn_srv *s);
 
 #endif

@@ -175,6 +175,7 @@ int dmn_oip_http_code(tsd_status st)
 	case TSD_CANCELLED:
 	case TSD_OUT_OF_MEMORY:
 	case TSD_SHUTTING_DOWN:
+	case TSD_UNAVAILABLE:
 		return 503;
 	default:
 		return 500;
@@ -198,6 +199,7 @@ int dmn_oip_grpc_code(tsd_status st)
 	case TSD_SHUTTING_DOWN:
 	case TSD_OUT_OF_MEMORY:
 	case TSD_CANCELLED:
+	case TSD_UNAVAILABLE:
 		return 14; /* UNAVAILABLE */
 	case TSD_UNAUTHORISED:
 		return 16; /* UNAUTHENTICATED */

@@ -19,6 +19,7 @@
 /* What an OIP request asks; the reply's translation follows from it. */
 typedef enum dmn_oip_kind {
 	DMN_OIP_READY,        /* health/ready: verb health */
+	DMN_OIP_LIVE,         /* health/live: verb health (answered by the loop: a wedged loop is not live) */
 	DMN_OIP_SERVER_META,  /* GET /v2: verb hello */
 	DMN_OIP_MODEL_META,   /* model metadata: verb model.list */
 	DMN_OIP_MODEL_READY,  /* model ready: model.list */

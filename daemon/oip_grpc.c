@@ -640,16 +640,12 @@ static void on_recv(dmn_oip_grpc *t, gcall *c)
 	if (!read)
 		snprintf(err, sizeof(err), "the message could not be read");
 	grpc_slice_unref(s);
-	dmn_buf live = {0};
-	if (!code && !m) /* ServerLive: answered here */
-		code = dmn_grpc_answer(c->rpc, &ask, NULL, 0, &live, err, sizeof(err));
 	pthread_mutex_lock(&t->mu);
 	c->recv_busy = false;
 	gitem *q = c->over ? NULL : item_new(c);
 	if (!q) {
 		if (m)
 			nng_msg_free(m);
-		dmn_buf_free(&live);
 		if (!c->over)
 			grpc_call_cancel_with_status(c->call, GRPC_STATUS_UNAVAILABLE, "out of memory", NULL);
 		call_maybe_free(c);
@@ -658,9 +654,6 @@ static void on_recv(dmn_oip_grpc *t, gcall *c)
 	q->ask = ask;
 	if (code) {
 		item_error(c, q, code, err);
-	} else if (!m) {
-		q->ready = true;
-		q->out = live;
 	} else if (t->closed_flag) {
 		nng_msg_free(m);
 		item_error(c, q, DMN_GRPC_UNAVAILABLE, "the server is shutting down");

@@ -464,6 +464,8 @@ int dmn_grpc_request(dmn_grpc_rpc rpc, const dmn_oip_limits *lim, const void *bo
 	int rc = DMN_GRPC_OK;
 	switch (rpc) {
 	case DMN_GRPC_SERVER_LIVE:
+		ask->kind = DMN_OIP_LIVE;
+		*out = verb("health", id, NULL, NULL, token);
 		break;
 	case DMN_GRPC_SERVER_READY:
 		ask->kind = DMN_OIP_READY;
@@ -549,7 +551,7 @@ int dmn_grpc_request(dmn_grpc_rpc rpc, const dmn_oip_limits *lim, const void *bo
 		break;
 	}
 	protobuf_c_message_free_unpacked(m, NULL);
-	if (!rc && !*out && rpc != DMN_GRPC_SERVER_LIVE)
+	if (!rc && !*out)
 		rc = fail(err, errlen, DMN_GRPC_UNAVAILABLE, "out of memory");
 	return rc;
 }

@@ -314,7 +314,7 @@ static int answer(dmn_grpc_rpc rpc, const dmn_oip_ask *ask, const dmn_oip_answer
 		  size_t errlen)
 {
 	bool ok = a->code == 200;
-	if (rpc == DMN_GRPC_SERVER_READY || rpc == DMN_GRPC_MODEL_READY) {
+	if (rpc == DMN_GRPC_SERVER_READY || rpc == DMN_GRPC_SERVER_LIVE || rpc == DMN_GRPC_MODEL_READY) {
 		/* not ready (or no such model or version): ready false, not an error */
 		if (!ok && (a->status == TSD_UNAUTHORISED || a->json.oom)) {
 			snprintf(err, errlen, "%s", a->status == TSD_UNAUTHORISED ? "unauthorised" : "out of memory");
@@ -394,10 +394,6 @@ static int answer(dmn_grpc_rpc rpc, const dmn_oip_ask *ask, const dmn_oip_answer
 int dmn_grpc_answer(dmn_grpc_rpc rpc, const dmn_oip_ask *ask, const void *reply, size_t len, dmn_buf *out, char *err,
 		    size_t errlen)
 {
-	if (rpc == DMN_GRPC_SERVER_LIVE) {
-		put_bool(out, true);
-		return DMN_GRPC_OK;
-	}
 	dmn_oip_answer a;
 	dmn_oip_answer_make(ask, reply, len, &a);
 	int rc;

@@ -661,12 +661,9 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
 		if (get)
 			m = dmn_oip_verb_msg("hello", id, NULL, NULL, tok);
 	} else if (seg_is(&g, 0, "health") && g.n == 2 && seg_is(&g, 1, "live")) {
-		if (get) {
-			q->ans = (dmn_oip_answer){.code = 200, .empty = true};
-			respond(q);
-			return 0;
-		}
-		m = NULL;
+		q->ask.kind = DMN_OIP_LIVE;
+		if (get)
+			m = dmn_oip_verb_msg("health", id, NULL, NULL, tok);
 	} else if (seg_is(&g, 0, "health") && g.n == 2 && seg_is(&g, 1, "ready")) {
 		q->ask.kind = DMN_OIP_READY;
 		if (get)

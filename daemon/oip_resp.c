@@ -540,7 +540,7 @@ void dmn_oip_answer_make(const dmn_oip_ask *ask, const void *reply, size_t len, 
 	}
 	a->status = m->status;
 	if (m->status != TSD_OK) {
-		if (ask->kind == DMN_OIP_READY || ask->kind == DMN_OIP_MODEL_READY)
+		if (ask->kind == DMN_OIP_READY || ask->kind == DMN_OIP_LIVE || ask->kind == DMN_OIP_MODEL_READY)
 			a->empty = true;
 		dmn_oip_answer_error(a, dmn_oip_http_code(m->status), "%s", m->error ? m->error : tsd_status_name(m->status));
 		goto out;
@@ -553,11 +553,12 @@ void dmn_oip_answer_make(const dmn_oip_ask *ask, const void *reply, size_t len, 
 		infer_answer(ask, m, a);
 		break;
 	case DMN_OIP_READY:
+	case DMN_OIP_LIVE:
 		a->empty = true;
-		if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m->json, "ready")))
-			dmn_oip_answer_error(a, 503, "%s", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m->json, "draining"))
-							       ? "the server is shutting down"
-							       : "the server is starting (models are loading)");
+		if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m->json, ask->kind == DMN_OIP_LIVE ? "live" : "ready"))) {
+			e = cJSON_GetObjectItemCaseSensitive(m->json, "reason");
+			dmn_oip_answer_error(a, 503, "%s", cJSON_IsString(e) ? e->valuestring : "not ready");
+		}
 		break;
 	case DMN_OIP_SERVER_META:
 		dmn_buf_printf(b, "{\"name\":\"tensord\",\"version\":\"%s\",\"extensions\":[\"binary_tensor_data\","

@@ -1,6 +1,5 @@
 /* preload.c: the models named by the config's preload, loaded at start and again at a reload
- * when their spec file (or the weights file it names) changed; and the daemon's readiness
- * (every preload done, not draining). */
+ * when their spec file (or the weights file it names) changed (counted for readiness: health.c). */
 #include "models.h"
 #include "repository.h"
 
@@ -13,11 +12,6 @@
 #include <systemd/sd-daemon.h>
 
 #define SPEC_FILE_MAX (64u << 20)
-
-bool dmn_ready(const dmn_srv *s)
-{
-	return s->preload_pending == 0 && !s->draining;
-}
 
 static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
 {
@@ -173,6 +167,8 @@ int dmn_preload(dmn_srv *s, bool reload)
 		m->spec_hash = h;
 		if (!reload)
 			s->preload_pending++;
+		else
+			s->reload_pending++;
 		queued++;
 	}
 	if (!reload && !s->preload_pending) {

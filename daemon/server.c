@@ -78,6 +78,7 @@ static void close_all(dmn_srv *s)
 	dmn_inbox_close(s->inbox);
 	uv_close((uv_handle_t *)&s->timer, NULL);
 	uv_close((uv_handle_t *)&s->drain_timer, NULL);
+	uv_close((uv_handle_t *)&s->grace_timer, NULL);
 	uv_close((uv_handle_t *)&s->trim_timer, NULL);
 	uv_close((uv_handle_t *)&s->sig_term, NULL);
 	uv_close((uv_handle_t *)&s->sig_int, NULL);
@@ -201,24 +202,57 @@ static void start_watchdog(dmn_srv *s)
 		pthread_detach(th);
 }
 
-static void on_term(uv_signal_t *h, int signum)
+/* The drain: new requests refused (shutting_down), queued work finished within drain_seconds,
+ * then the exit. */
+static void begin_drain(dmn_srv *s)
 {
-	dmn_srv *s = h->data;
-	if (s->draining) {
-		dmn_log(&s->log, DMN_LOG_WARN, "second %s: stopping now", signum == SIGINT ? "SIGINT" : "SIGTERM");
-		s->drain_deadline = 0;
-		check_drained(s);
-		return;
-	}
-	dmn_log(&s->log, DMN_LOG_INFO, "%s: draining (at most %lld s), new requests are refused",
-		signum == SIGINT ? "SIGINT" : "SIGTERM", (long long)s->cfg.drain_seconds);
-	sd_notify(0, "STOPPING=1");
+	uv_timer_stop(&s->grace_timer);
+	dmn_log(&s->log, DMN_LOG_INFO, "draining (at most %lld s), new requests are refused", (long long)s->cfg.drain_seconds);
 	s->draining = true;
 	s->drain_deadline = eng_now_ns() + (uint64_t)s->cfg.drain_seconds * 1000000000ull;
 	start_watchdog(s);
 	uv_timer_start(&s->drain_timer, on_drain_tick, 10, 10);
 	dmn_dispatch(s);
 	check_drained(s);
+}
+
+static void on_grace_over(uv_timer_t *t)
+{
+	dmn_srv *s = t->data;
+	if (!s->draining)
+		begin_drain(s);
+}
+
+/* SIGTERM or SIGINT: readiness goes false at once; after drain_grace_s (balancers' health checks
+ * see it and route elsewhere; everything is still served meanwhile) the drain. A second signal
+ * during the grace drains now; one during the drain stops now. */
+static void on_term(uv_signal_t *h, int signum)
+{
+	dmn_srv *s = h->data;
+	const char *sig = signum == SIGINT ? "SIGINT" : "SIGTERM";
+	if (s->draining) {
+		dmn_log(&s->log, DMN_LOG_WARN, "second %s: stopping now", sig);
+		s->drain_deadline = 0;
+		check_drained(s);
+		return;
+	}
+	if (s->stopping) {
+		dmn_log(&s->log, DMN_LOG_WARN, "second %s: draining now", sig);
+		begin_drain(s);
+		return;
+	}
+	sd_notify(0, "STOPPING=1");
+	s->stopping = true;
+	uint64_t grace = (uint64_t)(s->cfg.drain_grace_s * 1e9);
+	s->drain_at = eng_now_ns() + grace;
+	if (!grace) {
+		dmn_log(&s->log, DMN_LOG_INFO, "%s", sig);
+		begin_drain(s);
+		return;
+	}
+	dmn_log(&s->log, DMN_LOG_INFO, "%s: not ready; serving %.3g s more (drain_grace_s), then draining", sig,
+		s->cfg.drain_grace_s);
+	uv_timer_start(&s->grace_timer, on_grace_over, (grace + 999999) / 1000000, 0);
 }
 
 /* SIGHUP: the config file and flags again; what can change live does (log level, batching and
@@ -303,13 +337,14 @@ static int setup_loop(dmn_srv *s, char *err, size_t errlen)
 	dmn_inbox_on(s->inbox, DMN_LANE_CLOSED, on_closed, s);
 	dmn_inbox_after(s->inbox, after_drain, s);
 	if ((rv = uv_poll_init(&s->loop, &s->timer, s->tfd)) || (rv = uv_timer_init(&s->loop, &s->drain_timer)) ||
+	    (rv = uv_timer_init(&s->loop, &s->grace_timer)) ||
 	    (rv = uv_timer_init(&s->loop, &s->trim_timer)) ||
 	    (rv = uv_signal_init(&s->loop, &s->sig_term)) || (rv = uv_signal_init(&s->loop, &s->sig_int)) ||
 	    (rv = uv_signal_init(&s->loop, &s->sig_hup))) {
 		snprintf(err, errlen, "libuv: %s", uv_strerror(rv));
 		return -1;
 	}
-	s->timer.data = s->drain_timer.data = s->trim_timer.data = s;
+	s->timer.data = s->drain_timer.data = s->grace_timer.data = s->trim_timer.data = s;
 	uv_timer_start(&s->trim_timer, on_trim, 1000, 1000);
 	s->sig_term.data = s->sig_int.data = s->sig_hup.data = s;
 	uv_poll_start(&s->timer, UV_READABLE, on_timer);

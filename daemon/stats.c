@@ -2,6 +2,7 @@
  * reason, latency and batch-size histograms, the engine's counters and memory, per-model
  * counters; as the `stats` JSON and as Prometheus text for /metrics. */
 #include "stats.h"
+#include "health.h"
 
 #include "sequence.h"
 #include "oip_grpc.h"
@@ -251,7 +252,7 @@ char *dmn_metrics_text(dmn_srv *s)
 	}
 #include "model_counters.def"
 #undef DMN_MC
-	dmn_prom_gauge(&p, "tensord_ready", "1 when every preloaded model is warm and not draining", NULL, 0,
+	dmn_prom_gauge(&p, "tensord_ready", "1 when ready for new work (not starting, reloading, stopping, draining or stalled)", NULL, 0,
 		       dmn_ready(s));
 	dmn_prom_status st;
 	const char *text = dmn_prom_finish(&p, &st);

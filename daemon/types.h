@@ -306,6 +306,11 @@ struct dmn_srv {
 	dmn_exec rexec;      /* the realize worker: ad-hoc graphs, one at a time */
 	dmn_job *rz_job;     /* the realize job on it, or NULL */
 	int preload_pending; /* preload jobs not finished: not ready while > 0 */
+	int reload_pending;  /* loads of a reload (SIGHUP) not finished: not ready while > 0 */
+	uint64_t job_t0;     /* eng_now_ns() when cur_job was handed to the executor (health.c's stall) */
+	bool stopping;       /* SIGTERM came: not ready; the drain begins at drain_at (drain_grace_s) */
+	uint64_t drain_at;
+	uv_timer_t grace_timer;
 	bool draining;
 	uint64_t drain_deadline;
 	int exit_code;       /* -1 while running */

@@ -2,6 +2,7 @@
  * and either answers at once (hello, health, stats, model.list, model.unload) or queues the
  * work for the executor (model.load, model.save, infer, realize, train.step). */
 #include "verbs.h"
+#include "health.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -32,9 +33,12 @@ static dmn_model *ready_model(dmn_srv *s, dmn_req *r, const char *key)
 		return NULL;
 	}
 	dmn_model *m = dmn_model_find(s, name);
-	if (!m || !m->cur) {
-		dmn_fail(s, r, TSD_UNKNOWN_MODEL, "%s: no model \"%.64s\"%s", key, name,
-			 m ? " ready (still loading)" : " is loaded");
+	if (m && !m->cur) { /* its first version loads (a replica starting): nothing ran, ask again */
+		dmn_fail(s, r, TSD_UNAVAILABLE, "%s: model \"%.64s\" is still loading", key, name);
+		return NULL;
+	}
+	if (!m) {
+		dmn_fail(s, r, TSD_UNKNOWN_MODEL, "%s: no model \"%.64s\" is loaded", key, name);
 		return NULL;
 	}
 	return m;
@@ -136,8 +140,14 @@ static void v_health(dmn_srv *s, dmn_req *r)
 		loading += s->models[i]->loading > 0;
 	}
 	cJSON *x = cJSON_CreateObject(), *m = cJSON_CreateObject();
-	cJSON_AddBoolToObject(x, "ready", dmn_ready(s));
+	dmn_health h;
+	dmn_health_get(s, eng_now_ns(), &h);
+	cJSON_AddBoolToObject(x, "ready", h.ready);
+	cJSON_AddBoolToObject(x, "live", h.live);
 	cJSON_AddBoolToObject(x, "draining", s->draining);
+	cJSON_AddBoolToObject(x, "stopping", s->stopping || s->draining);
+	if (h.why[0])
+		cJSON_AddStringToObject(x, "reason", h.why);
 	cJSON_AddNumberToObject(m, "ready", ready);
 	cJSON_AddNumberToObject(m, "loading", loading);
 	cJSON_AddItemToObject(x, "models", m);

@@ -22,6 +22,8 @@ PKGS=(
 	protobuf-c-compiler libprotobuf-c-dev libonnx-dev libonnx-testdata
 	# the Open Inference Protocol's gRPC frontend (daemon/oip_grpc.c): gRPC's C core
 	libgrpc-dev
+	# the failure test (make failover-check): replicas behind Debian's HAProxy
+	haproxy
 	# the ARM64 check (make check-aarch64): the cross compiler (also the kernels' compiler inside
 	# the emulated process) and qemu-aarch64
 	gcc-aarch64-linux-gnu qemu-user

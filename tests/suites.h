@@ -13,7 +13,7 @@
 	X(cancel, E) X(zerocopy, E) X(memory, E) X(threads, E) X(config, S) X(protocol, S) X(graphbatch, S) X(graphops, S) \
 	X(metrics, S) X(client, S) X(clientlive, S) X(graphbuilder, S) X(daemon, S) X(daemonbad, S) X(onnx, E) \
 	X(onnxops, E) X(rows, E) X(daemononnx, S) X(reduceacc, E) X(cudacompile, E) X(beam, E) \
-	X(hostilefiles, S) X(hostilecompile, S) X(hostilemem, S) X(hostileconn, S) X(hostileauth, S) X(unixtransport, S) X(sptransport, S) X(clientunix, S) X(shm, S) X(sequence, S)
+	X(hostilefiles, S) X(hostilecompile, S) X(hostilemem, S) X(hostileconn, S) X(hostileauth, S) X(unixtransport, S) X(sptransport, S) X(clientunix, S) X(shm, S) X(sequence, S) X(health, S) X(failover, S)
 
 /* TEST_PART_E(x) and TEST_PART_S(x) expand to x where that part is built: without
  * TSD_TESTS_ENGINE_ONLY (make TESTS=engine, the ARM64 build) both are. */

@@ -46,6 +46,21 @@ typedef struct tsd_reply tsd_reply;
  * a daemon that is not there fails here at once. Returns a client the caller frees with
  * tsd_client_close, or NULL with the reason in err[errlen] (either may be 0). */
 tsd_client *tsd_client_open(const char *url, int timeout_ms, char *err, size_t errlen);
+/* Failover (docs/PROTOCOL.md, "Replicas and failover"): url may be a comma-separated list of
+ * such addresses (replicas of one model set; at most 32), or a tcp:// name that resolves to
+ * several addresses (one endpoint each). Calls then go round robin to the endpoints connected;
+ * an idempotent call (infer without a sequence, realize, health, hello, stats, model.list,
+ * repo.index, sysshm.status) whose attempt was lost with its connection, refused by a draining
+ * daemon (shutting_down) or a starting one (unavailable), or timed out before it was sent is sent again to another endpoint,
+ * after a jittered backoff, within its timeout: at most $TENSORD_CLIENT_RETRIES times (0..10,
+ * default 3; set on a single address, e.g. a balancer's, it turns retries on there too), the
+ * backoff $TENSORD_CLIENT_BACKOFF_MS doubling from 25 ms, and a retry budget per client (a
+ * retry spends a token of 10, a success earns a tenth back). Other verbs (model.load,
+ * model.save, model.unload, train.step, shm.*, repo.load, sysshm.register) are sent once. A
+ * sequence's steps go where its start went; when that replica's connection was lost since,
+ * a step fails with TSD_SEQUENCE_ENDED naming it. After the last attempt the error names every
+ * endpoint tried and what each did. Shared memory (tsd_region_*) needs one unix:// address.
+ * connect_ms 0 (tsd_client_open) waits up to 1 s for any endpoint and fails when none answers. */
 
 /* tsd_client_open with a connect timeout: connect_ms > 0 waits up to that long for the daemon
  * (it may be starting); 0 is tsd_client_open (fail at once); < 0 does not wait at all (the
@@ -65,6 +80,8 @@ void tsd_client_close(tsd_client *c);
  * makes one more); either pointer may be NULL. On unix:// a connection the daemon closed
  * counts as up until a read or write of the client notices. */
 bool tsd_client_connected(tsd_client *c, uint64_t *connects);
+/* The retries c's failover made so far (0 without failover). */
+uint64_t tsd_client_retries(const tsd_client *c);
 
 /* Send one request and wait for its reply. header: an object with "verb" and the verb's fields
  * (only read; its "tensors" field, if any, is replaced by ts[0..n), tsd_tensor of protocol.h:
@@ -165,6 +182,8 @@ tsd_status tsd_call_take(tsd_call *call, tsd_reply **out);
 /* Stop waiting for the reply: the call completes with TSD_CANCELLED (if it had not completed).
  * The daemon may still run a request it received. */
 void tsd_call_cancel(tsd_call *call);
+/* How many times call was sent: 1, or more when failover retried it. */
+int tsd_call_attempts(const tsd_call *call);
 /* Cancel call if in flight, wait for its callback, and free it with any reply not taken
  * (NULL is fine). */
 void tsd_call_free(tsd_call *call);

@@ -12,7 +12,7 @@ from .client import DEFAULT_TIMEOUT_MS, PROTOCOL_VERSION, Client, Reply
 from .dtypes import DTYPES, DType, dtype
 from .errors import (ERRORS, BadRequest, Busy, Cancelled, CompileFailed, DeviceError, Internal,
                      LibraryNotFound, OutOfMemory, SequenceEnded, ShapeMismatch, ShuttingDown, Superseded,
-                     TensordError, Timeout, TooLarge, Unauthorised, UnknownModel, UnknownVerb,
+                     TensordError, Timeout, TooLarge, Unauthorised, Unavailable, UnknownModel, UnknownVerb,
                      VersionMismatch, error_for)
 from .graph import OPS, Graph, Node
 from .region import Region
@@ -23,5 +23,5 @@ __all__ = [
     "DType", "DTYPES", "dtype", "TensordError", "LibraryNotFound", "ERRORS", "error_for",
     "BadRequest", "UnknownVerb", "UnknownModel", "ShapeMismatch", "TooLarge", "Busy", "Timeout",
     "Cancelled", "Superseded", "CompileFailed", "DeviceError", "OutOfMemory", "Unauthorised",
-    "ShuttingDown", "VersionMismatch", "Internal", "SequenceEnded",
+    "ShuttingDown", "VersionMismatch", "Internal", "SequenceEnded", "Unavailable",
 ]

@@ -95,12 +95,16 @@ class SequenceEnded(TensordError):
     status = "sequence_ended"
 
 
+class Unavailable(TensordError):
+    status = "unavailable"
+
+
 # Every status but "ok", by wire name (tests check this against tsd_errors.def).
 ERRORS: dict[str, type[TensordError]] = {
     cls.status: cls
     for cls in (BadRequest, UnknownVerb, UnknownModel, ShapeMismatch, TooLarge, Busy, Timeout,
                 Cancelled, Superseded, CompileFailed, DeviceError, OutOfMemory, Unauthorised,
-                ShuttingDown, VersionMismatch, Internal, SequenceEnded)
+                ShuttingDown, VersionMismatch, Internal, SequenceEnded, Unavailable)
 }
 
 
