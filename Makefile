@@ -110,7 +110,7 @@ $(BUILD)/pic/protocol/%.o $(BUILD)/pic/clients/%.o: INC := -Iinclude -Iprotocol
 # keep example and bench objects (make would delete them as intermediates)
 .SECONDARY:
 
-.PHONY: all test test-nng asan tsan check oip-check oip-san docs-check clean examples bench demo deps train-check conformance layers fuzz live-fuzz run soak install install-check tensorctl-check failover-check
+.PHONY: all test test-nng asan tsan check oip-check oip-san docs-check clean examples bench demo deps train-check conformance layers fuzz live-fuzz run soak install install-check tensorctl-check failover-check deploy-check
 all: $(LIB) $(PROTO_LIB) $(CLIENT_LIB) $(SO_LINK) $(DAEMON_BIN) $(CTL_BIN) $(TEST_BIN) $(EXAMPLE_BIN) $(BENCH_BIN)
 
 $(BUILD)/%.o: %.c
@@ -334,6 +334,8 @@ tsan:
 	CK_RUN_SUITE=sptransport $(TSAN_RUN)
 	CK_RUN_SUITE=shm $(TSAN_RUN)
 	CK_RUN_SUITE=sequence $(TSAN_RUN)
+	CK_RUN_SUITE=failover $(TSAN_RUN)
+	CK_RUN_SUITE=health $(TSAN_RUN)
 
 # libFuzzer targets for the file loaders and the protocol (tests/fuzz/), which take untrusted input: the engine
 # built with clang under ASan and UBSan into build-fuzz, each target run FUZZ_SECONDS from the
@@ -370,7 +372,7 @@ fuzz:
 # cross-built for ARM64 under qemu (check-aarch64). The README's test command.
 # Each step in order, timed: its seconds are printed and kept in $(BUILD)/check-times.txt.
 CHECK_STEPS := layers docs-check test test-nng asan live-fuzz tsan fuzz train-check conformance soak install-check python-test \
-	tensorctl-check onnx-check onnx-check-1.23 oip-check oip-san failover-check check-aarch64
+	tensorctl-check onnx-check onnx-check-1.23 oip-check oip-san failover-check deploy-check check-aarch64
 check:
 	@mkdir -p $(BUILD); : >$(BUILD)/check-times.txt; t0=$$(date +%s); \
 	for t in $(CHECK_STEPS); do s=$$(date +%s); $(MAKE) --no-print-directory $$t || exit 1; \
@@ -428,6 +430,11 @@ $(BUILD)/bin/failover_load: $(BUILD)/tests/failover/failover_load.o $(CLIENT_LIB
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(CLIENT_LIB) $(PROTO_LIB) $(LIB) $(NNG_LIBS) $(LDLIBS)
 failover-check: $(BUILD)/bin/failover_load $(DAEMON_BIN) $(BUILD)/bin/make_weights
 	BUILD=$(BUILD) tests/failover.sh
+# The deployment files (deploy/check.sh): Kubernetes manifests against 1.29's schemas (PyPI's
+# kubernetes-validate in the git-ignored deploy/.venv), the ConfigMap's config, HAProxy's config,
+# the systemd template.
+deploy-check: $(DAEMON_BIN)
+	BUILD=$(BUILD) deploy/check.sh
 
 live-fuzz:
 	$(MAKE) -j2 BUILD=build-asan OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \

@@ -361,7 +361,9 @@ static void on_attempt(tsd_call *sub, void *arg)
 			return;
 		k->attempts--;
 	}
-	complete(k, s == TSD_TIMEOUT ? TSD_TIMEOUT : TSD_SHUTTING_DOWN, NULL, "no endpoint answered after %d attempt(s)%s: %s",
+	/* the last attempt's status: shutting_down (lost, or refused by a draining daemon),
+	 * unavailable (a starting one), timeout (not sent) */
+	complete(k, s, NULL, "no endpoint answered after %d attempt(s)%s: %s",
 		 done, budget ? " (the call's deadline came)" : done > fo->retries ? "" : " (the client's retry budget is spent)",
 		 f->log);
 }

@@ -14,7 +14,8 @@
 # preferred vector width with every suite, then with widths 1, 4, 8 and 16 forced
 # (TENSORD_CL_VECTOR_WIDTH; CL_WIDTHS overrides) with the suites whose kernels the width changes
 # (VECTOR_SUITES: every op, random graphs, the fusion cases; the others' results do not depend on
-# how a tile is rendered, and a full run per width would take ~5 min each).
+# how a tile is rendered, and a full run per width would take ~5 min each). The backends run
+# two at a time (CONFORMANCE_JOBS), each one's output printed whole when it is done.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build}"
@@ -25,7 +26,6 @@ CPU_LEVELS="${CPU_LEVELS:-$(scripts/cpu_levels.sh)}"
 CL_WIDTHS="${CL_WIDTHS:-1 4 8 16}"
 backends=("$@")
 [ ${#backends[@]} -eq 0 ] && backends=(CPU CL CUDA)
-fail=0
 # run_pass NAME SUITES [VAR=VALUE...]: the suites and the examples on DEV=$dev with the settings
 run_pass() {
 	local name=$1 suites=$2 s out rc line
@@ -46,10 +46,13 @@ run_pass() {
 		{ echo "conformance $name: fashion_mnist smoke run FAILED"; fail=1; }
 	echo "conformance $name: examples done"
 }
-for dev in "${backends[@]}"; do
+# run_backend DEV: every pass of one backend (its output on stdout); exit 1 when one failed
+run_backend() {
+	local dev=$1 probe level w
+	fail=0
 	if ! probe=$("$BIN/devices" "$dev" 2>&1); then
 		echo "conformance $dev: SKIPPED ($probe)"
-		continue
+		return 0
 	fi
 	echo "conformance $dev: $probe"
 	case "$dev" in
@@ -66,5 +69,24 @@ for dev in "${backends[@]}"; do
 		;;
 	*) run_pass "$dev" "$SUITES" ;;
 	esac
+	return $fail
+}
+# The backends run CONFORMANCE_JOBS at a time (default 2: on a 2-core machine much of a pass is
+# one compiler or one test process at a time, so two backends overlap well); each one's output
+# is printed whole, in order, when it is done.
+JOBS="${CONFORMANCE_JOBS:-2}"
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+status=0
+for ((k = 0; k < ${#backends[@]}; k += JOBS)); do
+	pids=()
+	for ((j = k; j < k + JOBS && j < ${#backends[@]}; j++)); do
+		run_backend "${backends[$j]}" >"$out/$j" 2>&1 &
+		pids+=($!)
+	done
+	for ((j = k; j < k + JOBS && j < ${#backends[@]}; j++)); do
+		wait "${pids[$((j - k))]}" || status=1
+		cat "$out/$j"
+	done
 done
-exit $fail
+exit $status

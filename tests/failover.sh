@@ -19,39 +19,11 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build}"
-BIN="$BUILD/bin"
 export BUILD
 
-# ---- the events (FO_DIR: this run's directory) ----
-replica_pid() { cat "$FO_DIR/r$1/pid" 2>/dev/null; }
-start_replica() { # I: start replica I (its config is written), returns when it is ready
-	local i=$1 d="$FO_DIR/r$1"
-	"$BIN/tensord" --config "$d/tensord.json" >>"$d/stderr" 2>&1 &
-	echo $! >"$d/pid"
-	disown
-	wait_ready "$i"
-}
-wait_ready() {
-	local port
-	port=$(cat "$FO_DIR/r$1/http_port")
-	for _ in $(seq 1 300); do
-		curl -sf -o /dev/null "http://127.0.0.1:$port/v2/health/ready" && return 0
-		sleep 0.05
-	done
-	echo "failover: replica $1 not ready after 15 s" >&2
-	return 1
-}
-wait_gone() { # I: until replica I's process is gone (at most 20 s)
-	local pid
-	pid=$(replica_pid "$1")
-	for _ in $(seq 1 400); do
-		st=$(ps -o stat= -p "$pid" 2>/dev/null) # a zombie (a child of this script's) is gone too
-		[ -z "$st" ] || [ "${st:0:1}" = Z ] && return 0
-		sleep 0.05
-	done
-	echo "failover: replica $1 (pid $pid) still running 20 s after SIGTERM" >&2
-	return 1
-}
+. scripts/replicas.sh
+
+# ---- the events, run by failover_load (FO_DIR: the run's directory) ----
 case "${1:-}" in
 kill) # SIGKILL, and a supervisor's restart 0.3 s later (in the background)
 	kill -KILL "$(replica_pid "$2")"
@@ -66,58 +38,9 @@ wait) wait_gone "$2"; exit $? ;;
 esac
 
 # ---- the run ----
-for t in haproxy curl; do
-	command -v "$t" >/dev/null || { echo "failover: $t is not installed (scripts/install-deps.sh)"; exit 1; }
-done
-FO_DIR=$(mktemp -d /tmp/tsd_failover.XXXXXX)
-export FO_DIR
 fail=0
-cleanup() {
-	[ -f "$FO_DIR/haproxy.pid" ] && kill "$(cat "$FO_DIR/haproxy.pid")" 2>/dev/null
-	for i in 1 2 3; do
-		pid=$(replica_pid $i) && kill -KILL "$pid" 2>/dev/null
-	done
-	wait 2>/dev/null
-	if [ $fail -ne 0 ]; then
-		for i in 1 2 3; do echo "---- replica $i stderr (tail) ----"; tail -20 "$FO_DIR/r$i/stderr" 2>/dev/null; done
-		echo "---- haproxy (tail) ----"; tail -20 "$FO_DIR/haproxy.log" 2>/dev/null
-	fi
-	rm -rf "$FO_DIR"
-}
-trap cleanup EXIT
-ports=($(python3 -c 'import socket
-ss=[socket.socket() for _ in range(12)]
-for s in ss: s.bind(("127.0.0.1",0))
-print(" ".join(str(s.getsockname()[1]) for s in ss))'))
-models="$FO_DIR/models"
-mkdir -p "$models"
-cp examples/models/mlp.json "$models/mlp.json"
-"$BIN/make_weights" "$models/mlp.safetensors" >/dev/null
-list=""
-for i in 1 2 3; do
-	d="$FO_DIR/r$i"
-	mkdir -p "$d"
-	tcp=${ports[$((i - 1))]} http=${ports[$((i + 2))]} grpc=${ports[$((i + 5))]}
-	echo "$tcp" >"$d/tcp_port"
-	echo "$http" >"$d/http_port"
-	cat >"$d/tensord.json" <<EOF
-{"listen": ["unix://$d/tensord.sock"], "tcp_listen": ["tcp://127.0.0.1:$tcp"],
- "oip_http_listen": "http://127.0.0.1:$http", "oip_grpc_listen": "grpc://127.0.0.1:$grpc",
- "models_dir": "$models", "preload": ["mlp.json"], "drain_grace_s": 0.5, "drain_seconds": 5,
- "log_level": "warn"}
-EOF
-	start_replica $i || fail=1
-	list="$list${list:+,}tcp://127.0.0.1:$tcp"
-done
-[ $fail -eq 0 ] || exit 1
-ha_tsd1=${ports[9]} ha_rest=${ports[10]} ha_grpc=${ports[11]}
-sed -e "s/127.0.0.1:7070/127.0.0.1:$ha_tsd1/; s/127.0.0.1:8000/127.0.0.1:$ha_rest/; s/127.0.0.1:8001/127.0.0.1:$ha_grpc/" \
-	-e "s/:7071/:${ports[0]}/; s/:7072/:${ports[1]}/; s/:7073/:${ports[2]}/" \
-	-e "s/:8011/:${ports[3]}/g; s/:8012/:${ports[4]}/g; s/:8013/:${ports[5]}/g" \
-	-e "s/port 8011/port ${ports[3]}/; s/port 8012/port ${ports[4]}/; s/port 8013/port ${ports[5]}/" \
-	-e "s/:8021/:${ports[6]}/; s/:8022/:${ports[7]}/; s/:8023/:${ports[8]}/" \
-	deploy/haproxy/haproxy.cfg >"$FO_DIR/haproxy.cfg"
-haproxy -c -q -f "$FO_DIR/haproxy.cfg" || { echo "failover: haproxy rejects the config"; fail=1; exit 1; }
+trap replicas_cleanup EXIT
+replicas_setup || { fail=1; exit 1; }
 
 load() { # NAME URL EXTRA...: run the load, its report printed with NAME
 	local name=$1 url=$2
@@ -131,8 +54,7 @@ load() { # NAME URL EXTRA...: run the load, its report printed with NAME
 }
 all_up() { # every replica running and ready again
 	for i in 1 2 3; do
-		st=$(ps -o stat= -p "$(replica_pid $i)" 2>/dev/null)
-		if [ -z "$st" ] || [ "${st:0:1}" = Z ]; then start_replica $i || fail=1; fi
+		if replica_gone $i; then start_replica $i || fail=1; fi
 		wait_ready $i || fail=1
 	done
 }
@@ -145,8 +67,7 @@ $me wait 2 || fail=1
 all_up
 
 # 2. behind HAProxy
-haproxy -f "$FO_DIR/haproxy.cfg" -D -p "$FO_DIR/haproxy.pid" >>"$FO_DIR/haproxy.log" 2>&1 || { echo "failover: haproxy did not start"; fail=1; exit 1; }
-sleep 0.5 # its first health checks
+haproxy_start || { fail=1; exit 1; }
 TENSORD_CLIENT_RETRIES=${FO_RETRIES:-3} load "2. the same behind HAProxy (TCP mode, health checks on /v2/health/ready)" \
 	"tcp://127.0.0.1:$ha_tsd1" --event "25:$me kill 1" --event "50:$me term 2" --event "75:$me restart 3"
 $me wait 2 || fail=1

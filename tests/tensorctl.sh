@@ -77,6 +77,9 @@ expect 3 --url "unix://$DIR/nobody.sock" status
 # ---- status, load, models, infer, stats ----
 expect 0 status
 has "$DIR/out" "ready:     yes"
+# an endpoint list with a replica that is not there: the one that is answers (clients/failover.c)
+expect 0 --url "unix://$DIR/nobody.sock,$TENSORD_URL" status
+has "$DIR/out" "ready:     yes"
 expect 0 load "$HERE/tensorctl/tiny.json"
 has "$DIR/out" "loaded tiny version 1"
 expect 0 models

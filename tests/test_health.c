@@ -2,7 +2,7 @@
  * real daemon: the drain's grace (SIGTERM: not ready at once, still serving for drain_grace_s,
  * then the drain refuses and the daemon exits 0), a stalled executor (one job running past
  * stall_ms with work waiting: not ready; past stall_restart_ms: not live; both back once it
- * finishes), and the reason health gives each time. */
+ * finishes), a reload warming a new version (not ready), and the reason health gives each time. */
 #include <check.h>
 #include <math.h>
 #include <signal.h>
@@ -180,10 +180,74 @@ START_TEST(t_stall)
 }
 END_TEST
 
+/* A preloaded model of 2048x2048 weights (16 MB: its load takes a while) in models_dir. */
+static void write_big(dh_daemon *d, const char *weights, float scale)
+{
+	static float W[2048 * 2048];
+	for (int i = 0; i < 2048 * 2048; i++)
+		W[i] = scale * (float)(i % 7 - 3);
+	const char *names[1] = {"W"};
+	const float *data[1] = {W};
+	dh_write_safetensors(d, weights, 1, names, data, (const int[]){2}, (const int64_t[][4]){{2048, 2048}});
+	char spec[1024];
+	snprintf(spec, sizeof(spec),
+		 "{\"name\":\"big\",\"weights\":\"%s\",\"graph\":{\"nodes\":[{\"id\":\"x\",\"op\":\"input\","
+		 "\"dtype\":\"float32\",\"shape\":[-1,2048]},{\"id\":\"W\",\"op\":\"param\",\"dtype\":\"float32\","
+		 "\"shape\":[2048,2048]},{\"id\":\"y\",\"op\":\"matmul\",\"in\":[\"x\",\"W\"]}],\"outputs\":[\"y\"]}}",
+		 weights);
+	dh_write_file(d, "big.json", spec, strlen(spec));
+}
+
+static int big_version(tsd_client *c)
+{
+	cJSON *l = dh_call_json(c, "model.list");
+	const cJSON *m = cJSON_GetArrayItem(cJSON_GetObjectItem(l, "models"), 0);
+	int v = m ? (int)cJSON_GetNumberValue(cJSON_GetObjectItem(m, "version")) : -1;
+	cJSON_Delete(l);
+	return v;
+}
+
+/* SIGHUP with a preloaded model's weights changed: not ready ("reloading") while the new
+ * version loads, ready again once it serves. */
+START_TEST(t_reload_not_ready)
+{
+	dh_daemon d = {0};
+	dh_prepare(&d);
+	write_big(&d, "big_a.safetensors", 1.0f);
+	dh_start(&d, "{\"preload\":[\"big.json\"]}");
+	tsd_client *c = dh_client(&d);
+	ck_assert_int_eq(big_version(c), 1);
+	write_big(&d, "big_b.safetensors", 2.0f);
+	ck_assert_int_eq(kill(d.pid, SIGHUP), 0);
+	bool seen = false;
+	char why[256] = "";
+	double t0 = now_s();
+	while (now_s() - t0 < 20 && big_version(c) != 2) {
+		cJSON *h = health(c);
+		ck_assert_msg(h, "health during the reload got no reply");
+		if (!flag(h, "ready") && strstr(reason(h), "reloading")) {
+			seen = true;
+			snprintf(why, sizeof(why), "%s", reason(h));
+		}
+		ck_assert_msg(flag(h, "live"), "not live during a reload");
+		cJSON_Delete(h);
+	}
+	ck_assert_int_eq(big_version(c), 2);
+	ck_assert_msg(seen, "health never said reloading while the new version loaded");
+	cJSON *h = health(c);
+	ck_assert_msg(h && flag(h, "ready"), "not ready after the reload: %s", h ? reason(h) : "no reply");
+	cJSON_Delete(h);
+	fprintf(stderr, "health: during the reload: \"%s\"\n", why);
+	dh_client_close(c);
+	dh_stop(&d);
+}
+END_TEST
+
 Suite *health_suite(void)
 {
 	Suite *s = suite_create("health");
 	dh_add_test(s, "drain_grace", t_drain_grace, 60);
 	dh_add_test(s, "stall", t_stall, 180);
+	dh_add_test(s, "reload_not_ready", t_reload_not_ready, 120);
 	return s;
 }

@@ -243,6 +243,18 @@ class DaemonCase(unittest.TestCase):
             tensord.Client(f"ipc://{self.daemon.dir}/nobody.sock", 1000)
         self.assertIn("nobody.sock", str(cm.exception))
 
+    def test_endpoint_list(self) -> None:
+        # replicas as a list (libtensord's failover): one that is not there, one that is
+        with tensord.Client(f"ipc://{self.daemon.dir}/nobody.sock,{self.daemon.url}", 5000,
+                            use_numpy=self.use_numpy) as c:
+            health = c.health()
+            self.assertTrue(health["ready"])
+            self.assertTrue(health["live"])
+        with self.assertRaises(tensord.TensordError) as cm:  # none there: every one named
+            tensord.Client(f"ipc://{self.daemon.dir}/a.sock,ipc://{self.daemon.dir}/b.sock", 1000)
+        self.assertIn("a.sock", str(cm.exception))
+        self.assertIn("b.sock", str(cm.exception))
+
     def test_train_step(self) -> None:
         g = tensord.Graph()
         x = g.input("x", "f32", [None, 2])
