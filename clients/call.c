@@ -284,9 +284,9 @@ static tsd_status submit(tsd_client *c, const cJSON *header, const tsd_tensor *t
 }
 
 tsd_call *tsd_call_prepare_msg(tsd_client *c, const char *id, bool id_str, int64_t deadline_ms, int64_t send_by_ms,
-			       tsd_call_cb cb, void *arg)
+			       bool sync, tsd_call_cb cb, void *arg)
 {
-	tsd_call *k = call_new(c, cb, arg, false);
+	tsd_call *k = call_new(c, sync ? NULL : cb, sync ? NULL : arg, sync);
 	if (!k)
 		return NULL;
 	snprintf(k->id, sizeof(k->id), "%s", id);
@@ -300,6 +300,10 @@ tsd_call *tsd_call_prepare_msg(tsd_client *c, const char *id, bool id_str, int64
 void tsd_call_launch(tsd_call *k, nng_msg *msg)
 {
 	k->c->ops->start(k, msg);
+	if (!k->async) {
+		k->c->ops->run(k);
+		tsd_call_wait(k, -1);
+	}
 }
 
 tsd_status tsd_client_submit(tsd_client *c, const cJSON *header, const tsd_tensor *ts, int n,

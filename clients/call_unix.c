@@ -155,14 +155,17 @@ static void ux_call_run(tsd_call *k)
 	while (k->linked) {
 		tsd_call *expired = NULL;
 		int64_t now = tsd_now_ms();
-		if (k->deadline_ms && now >= k->deadline_ms) {
+		int64_t due = k->deadline_ms; /* an unsent call's send_by_ms comes first */
+		if (k->ustate == UX_QUEUED && k->send_by_ms && (!due || k->send_by_ms < due))
+			due = k->send_by_ms;
+		if (due && now >= due) {
 			ux_expire_locked(c, now, &expired);
 			pthread_mutex_unlock(&c->mu);
 			ux_finish_list(expired);
 			pthread_mutex_lock(&c->mu);
 			continue;
 		}
-		int64_t wake = k->deadline_ms;
+		int64_t wake = due;
 		if (k->ustate == UX_QUEUED && ux->conn) {
 			pthread_mutex_unlock(&c->mu);
 			ux_flush(c);

@@ -191,10 +191,12 @@ TSD_HIDDEN void tsd_client_set_max_reply(tsd_client *c, size_t max);
 TSD_HIDDEN tsd_status tsd_call_run_fd(tsd_client *c, const cJSON *header, int fd, tsd_reply **out);
 /* A call on c carrying an already encoded request (the failover transport's attempts): id as
  * the reply must echo it, deadline_ms a tsd_now_ms() value (0: none), send_by_ms when it must
- * have been sent (0: no such bound), cb called on completion.
+ * have been sent (0: no such bound), cb called on completion (asynchronous calls).
  * NULL when out of memory. tsd_call_launch sends msg (taken) on it. */
 TSD_HIDDEN tsd_call *tsd_call_prepare_msg(tsd_client *c, const char *id, bool id_str, int64_t deadline_ms,
-					  int64_t send_by_ms, tsd_call_cb cb, void *arg);
+					  int64_t send_by_ms, bool sync, tsd_call_cb cb, void *arg);
+/* sync: run to completion on the calling thread when launched (cb unused), as a synchronous
+ * call is. */
 TSD_HIDDEN void tsd_call_launch(tsd_call *k, nng_msg *msg);
 /* Free the calls freed inside their callbacks (c->dead); all: first wait for those whose
  * callbacks are still returning (tsd_client_close). */

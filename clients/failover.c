@@ -11,6 +11,7 @@
  * replica's connection was lost since, the step fails with sequence_ended naming it. The
  * error after the last attempt names every endpoint tried and what each did. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -61,8 +62,10 @@ struct tsd_fo_call {
 	tsd_call *sub;     /* the current attempt (kept until the call is freed) */
 	tsd_call *old[12]; /* earlier attempts, freed with the call */
 	int nold;
-	nng_aio *sleep;    /* the backoff's timer */
+	nng_aio *sleep;    /* the backoff's timer (asynchronous calls) */
 	bool sleeping;
+	pthread_cond_t cv; /* a synchronous call's backoff waits on it (a cancel wakes it) */
+	int again_ms;      /* a synchronous call: attempt again after this long; -1: no */
 	bool cancelled;
 	bool idem;         /* may be sent again */
 	bool seq, seq_start, seq_end;
@@ -265,7 +268,8 @@ static void on_wake(void *arg)
 		attempt(k);
 }
 
-/* Sleep ms, then attempt again; false when the deadline comes first. */
+/* Sleep ms, then attempt again (a synchronous call: fo_run does, on the caller's thread); false
+ * when the deadline comes first. */
 static bool pause_then_retry(tsd_call *k, int ms)
 {
 	tsd_fo_call *f = k->foc;
@@ -273,8 +277,12 @@ static bool pause_then_retry(tsd_call *k, int ms)
 		return false;
 	pthread_mutex_lock(&f->mu);
 	bool cancelled = f->cancelled;
-	f->sleeping = !cancelled;
+	f->sleeping = !cancelled && k->async;
+	if (!cancelled && !k->async)
+		f->again_ms = ms;
 	pthread_mutex_unlock(&f->mu);
+	if (!cancelled && !k->async)
+		return true;
 	if (cancelled) {
 		complete(k, TSD_CANCELLED, NULL, "cancelled by the caller");
 		return true;
@@ -406,9 +414,19 @@ static void attempt(tsd_call *k)
 		complete(k, TSD_OUT_OF_MEMORY, NULL, "out of memory for an attempt");
 		return;
 	}
+	pthread_mutex_lock(&f->mu);
+	bool cancelled = f->cancelled;
+	pthread_mutex_unlock(&f->mu);
+	if (cancelled) { /* before anything of this attempt exists */
+		nng_msg_free(m);
+		complete(k, TSD_CANCELLED, NULL, "cancelled by the caller");
+		return;
+	}
 	/* a call that may go elsewhere waits for its endpoint's connection a bounded time */
 	int64_t send_by = more ? tsd_now_ms() + FO_UNSENT_MS : 0;
-	tsd_call *sub = tsd_call_prepare_msg(fo->ep[e].sub, k->id, k->id_str, k->deadline_ms, send_by, on_attempt, k);
+	/* a synchronous call's attempts run on its caller's thread, as a plain client's do */
+	tsd_call *sub = tsd_call_prepare_msg(fo->ep[e].sub, k->id, k->id_str, k->deadline_ms, send_by, !k->async,
+					     on_attempt, k);
 	if (!sub) {
 		nng_msg_free(m);
 		complete(k, TSD_OUT_OF_MEMORY, NULL, "out of memory for an attempt");
@@ -420,8 +438,16 @@ static void attempt(tsd_call *k)
 	f->sub = sub;
 	f->ep = e;
 	f->tried |= 1ull << e;
-	bool cancelled = f->cancelled;
+	cancelled = f->cancelled;
 	pthread_mutex_unlock(&f->mu);
+	if (!k->async) {
+		/* returns completed; a cancel from another thread from here on cancels sub (one in
+		 * the instant before the transport took it is seen when its send completes (nng),
+		 * or at its deadline) */
+		tsd_call_launch(sub, m);
+		on_attempt(sub, k);
+		return;
+	}
 	tsd_call_launch(sub, m);
 	if (cancelled)
 		tsd_call_cancel(sub);
@@ -438,6 +464,8 @@ static int fo_call_init(tsd_call *k, bool sync)
 		return -1;
 	}
 	pthread_mutex_init(&f->mu, NULL);
+	pthread_cond_init(&f->cv, NULL);
+	f->again_ms = -1;
 	k->foc = f;
 	return 0;
 }
@@ -452,6 +480,7 @@ static void fo_call_destroy(tsd_call *k)
 	for (int i = 0; i < f->nold; i++)
 		tsd_call_free(f->old[i]);
 	nng_msg_free(f->msg);
+	pthread_cond_destroy(&f->cv);
 	pthread_mutex_destroy(&f->mu);
 	free(f);
 	k->foc = NULL;
@@ -467,9 +496,30 @@ static void fo_start(tsd_call *k, nng_msg *msg)
 	attempt(k);
 }
 
+/* A synchronous call: fo_start made its first attempt on this thread; the backoffs and the
+ * attempts after them run here too. */
 static void fo_run(tsd_call *k)
 {
-	(void)k; /* the attempts run on their endpoints' threads; tsd_call_run waits */
+	tsd_fo_call *f = k->foc;
+	while (!atomic_load(&k->done)) {
+		pthread_mutex_lock(&f->mu);
+		int ms = f->again_ms;
+		f->again_ms = -1;
+		if (ms >= 0 && !f->cancelled) {
+			struct timespec until;
+			tsd_deadline(ms, &until);
+			while (!f->cancelled && pthread_cond_timedwait(&f->cv, &f->mu, &until) != ETIMEDOUT)
+				;
+		}
+		bool cancelled = f->cancelled;
+		pthread_mutex_unlock(&f->mu);
+		if (ms < 0)
+			break; /* completed (or completing on another thread: tsd_call_run waits) */
+		if (cancelled)
+			complete(k, TSD_CANCELLED, NULL, "cancelled by the caller");
+		else
+			attempt(k);
+	}
 }
 
 static void fo_cancel(tsd_call *k)
@@ -479,6 +529,7 @@ static void fo_cancel(tsd_call *k)
 	f->cancelled = true;
 	tsd_call *sub = f->sub;
 	bool sleeping = f->sleeping;
+	pthread_cond_broadcast(&f->cv); /* a synchronous call's backoff */
 	pthread_mutex_unlock(&f->mu);
 	if (sleeping)
 		nng_aio_cancel(f->sleep);
