@@ -201,17 +201,18 @@ START_TEST(test_backend_options)
 	eng_tensor *x = eng_sum(eng_add_s(eng_full(ctx, ENG_F32, 1, s, 1.5), 1), NULL, 0, false);
 	ck_assert_double_eq_tol(eng_item(x), 250000.0, 1e-3);
 	eng_ctx_destroy(ctx);
-	/* a march the compiler rejects, one of another architecture, one that is no name */
+	/* a march the compiler rejects, one of another architecture, one that is no name; the same
+	 * for mtune */
 #if defined(__x86_64__)
 	const char *other = "CPU.march=armv8.2-a";
 #else
 	const char *other = "CPU.march=x86-64-v3";
 #endif
 	const char *bad[] = {"CPU.colour=red", "CPU.threads=lots", "CPU.threads=1000", "threads=2", "CPU.cc",
-			     "CPU.march=x86-64-v9", other, "CPU.march=-O0;rm"};
+			     "CPU.march=x86-64-v9", other, "CPU.march=-O0;rm", "CPU.mtune=no-such-cpu", "CPU.mtune=-O0;rm"};
 	const char *want[] = {"colour", "threads=lots", "threads=1000", "threads=2", "CPU.cc",
-			      "march=x86-64-v9", other + 4, "march=-O0;rm"};
-	for (int i = 0; i < 8; i++) {
+			      "march=x86-64-v9", other + 4, "march=-O0;rm", "mtune=no-such-cpu", "mtune=-O0;rm"};
+	for (int i = 0; i < 10; i++) {
 		o.backend_opts = bad[i];
 		err[0] = 0;
 		ck_assert_ptr_null(eng_ctx_create(&o, err, sizeof(err)));
@@ -219,7 +220,7 @@ START_TEST(test_backend_options)
 	}
 	o.backend_opts = "CPU.colour=red";
 	eng_ctx_create(&o, err, sizeof(err));
-	ck_assert_msg(strstr(err, "cc, march, threads"), "the keys CPU takes are named: %s", err);
+	ck_assert_msg(strstr(err, "cc, march, mtune, threads"), "the keys CPU takes are named: %s", err);
 	char help[2048];
 	ck_assert_int_eq(eng_devices_options(help, sizeof(help)), ENG_OK);
 	ck_assert_msg(strstr(help, "CPU.cc ($CC)") && strstr(help, "CL.vector_width"), "%s", help);

@@ -603,7 +603,13 @@ START_TEST(test_cpu_cache_id_and_bad_modules)
 	ck_assert_uint_gt(strlen(id), 0);
 	ck_assert_ptr_eq(dev.ops->cache_id(dev.ctx), id);
 	ck_assert_str_eq(other.ops->cache_id(other.ctx), id);
-	ck_assert_msg(strstr(id, "-march=native") && strstr(id, "cc=") && strstr(id, "cpu="), "%s", id);
+	ck_assert_msg(strstr(id, "-march=native -mtune=generic") && strstr(id, "cc=") && strstr(id, "cpu="), "%s", id);
+	other.ops->destroy(other.ctx);
+	/* the tuning is part of the identity: code scheduled for another CPU is another module */
+	bk_opts tuned = {.n = 2, .key = {"threads", "mtune"}, .value = {"2", "native"}};
+	ck_assert_msg(bk_backend_find("CPU")->open(0, &tuned, 0, &other, &err) == ENG_OK, "%s", err.msg);
+	const char *tid = other.ops->cache_id(other.ctx);
+	ck_assert_msg(strstr(tid, "-mtune=native") && strcmp(tid, id), "%s", tid);
 	other.ops->destroy(other.ctx);
 	/* garbage is an error, not a crash */
 	bk_program *p[1] = {(bk_program *)1};

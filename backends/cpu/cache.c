@@ -80,9 +80,9 @@ const char *cpu_cache_id(void *dev)
 	eng_strbuf_printf(&sb, "cpu-abi%d cc=%s (%s) flags=", BK_ABI_VERSION, path, version[0] ? version : d->cc);
 	for (int i = 0; cpu_cc_flags[i]; i++)
 		eng_strbuf_printf(&sb, "%s%s", i ? " " : "", cpu_cc_flags[i]);
-	eng_strbuf_printf(&sb, " %s%s%s isa=%s", d->march_flag, d->width_flag ? " " : "", d->width_flag ? d->width_flag : "",
-			  d->isa.name);
-	if (!strcmp(d->march, "native")) /* native's code follows the CPU it runs on */
+	eng_strbuf_printf(&sb, " %s %s%s%s isa=%s", d->march_flag, d->mtune_flag, d->width_flag ? " " : "",
+			  d->width_flag ? d->width_flag : "", d->isa.name);
+	if (!strcmp(d->march, "native") || !strcmp(d->mtune, "native")) /* native's code follows the CPU it runs on */
 		cpu_identity(&sb);
 	eng_strbuf_printf(&sb, " prelude=%016llx", (unsigned long long)eng_hash_str(cpu_prelude()));
 	/* out of memory: no identity, so nothing is cached (an empty id would match anything) */

@@ -128,6 +128,7 @@ static eng_status spawn_cc(cpu_dev *d, part *p, bk_err *err)
 	for (int i = 0; cpu_cc_flags[i]; i++)
 		argv[argc++] = cpu_cc_flags[i];
 	argv[argc++] = d->march_flag;
+	argv[argc++] = d->mtune_flag;
 	if (d->width_flag)
 		argv[argc++] = d->width_flag;
 	argv[argc++] = "-o";

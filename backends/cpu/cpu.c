@@ -249,6 +249,13 @@ static eng_status cpu_open(int ordinal, const bk_opts *opts, int debug, bk_devic
 			 march, sizeof(((cpu_dev *)0)->march) - 1);
 		return ENG_EINVAL;
 	}
+	const char *mtune = bk_opts_get(opts, "mtune");
+	mtune = mtune && *mtune ? mtune : "generic";
+	if (strlen(mtune) >= sizeof(((cpu_dev *)0)->mtune) || strspn(mtune, "abcdefghijklmnopqrstuvwxyz0123456789.-+_") != strlen(mtune)) {
+		snprintf(err->msg, sizeof(err->msg), "option mtune=%.80s: want a compiler's -mtune name (letters, digits, . - + _; at most %zu bytes)",
+			 mtune, sizeof(((cpu_dev *)0)->mtune) - 1);
+		return ENG_EINVAL;
+	}
 	cpu_dev *d = calloc(1, sizeof(*d));
 	if (!d) {
 		snprintf(err->msg, sizeof(err->msg), "out of memory");
@@ -256,12 +263,14 @@ static eng_status cpu_open(int ordinal, const bk_opts *opts, int debug, bk_devic
 	}
 	snprintf(d->cc, sizeof(d->cc), "%s", cc && *cc ? cc : "cc");
 	snprintf(d->march, sizeof(d->march), "%s", march);
-	eng_status st = cpu_isa_probe(d->cc, d->march, &d->isa, err);
+	snprintf(d->mtune, sizeof(d->mtune), "%s", mtune);
+	eng_status st = cpu_isa_probe(d->cc, d->march, d->mtune, &d->isa, err);
 	if (st) {
 		free(d);
 		return st;
 	}
 	snprintf(d->march_flag, sizeof(d->march_flag), "-march=%s", d->march);
+	snprintf(d->mtune_flag, sizeof(d->mtune_flag), "-mtune=%s", d->mtune);
 	d->width_flag = d->isa.arch == CPU_ARCH_X86_64 && d->isa.vector_bytes == 64 ? "-mprefer-vector-width=512" : NULL;
 	d->debug = debug;
 	d->nthreads = nthreads;
@@ -290,6 +299,8 @@ static const bk_option_spec cpu_options[] = {
 	{"cc", "CC", "the C compiler kernels are built with (gcc or clang; default cc)"},
 	{"march", "TENSORD_CPU_MARCH",
 	 "the instruction set kernels are built for, the compiler's -march (native, x86-64-v2, x86-64-v3, x86-64-v4, armv8.2-a, ...; default native)"},
+	{"mtune", "TENSORD_CPU_MTUNE",
+	 "the CPU kernels' instructions are scheduled for, the compiler's -mtune (default generic: the same code for a target on every CPU; native: this CPU's tuning)"},
 	{"threads", "TENSORD_CPU_THREADS", "threads a kernel is split over, of the process's shared pool (0: one per online core)"},
 	{"cache_l1", "TENSORD_CPU_CACHE_L1", "bytes of one core's L1 data cache that kernels are blocked for (0: the machine's)"},
 	{"cache_l2", "TENSORD_CPU_CACHE_L2", "bytes of one core's L2 cache that kernels are blocked for (0: the machine's)"},

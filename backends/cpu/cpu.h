@@ -45,12 +45,12 @@ typedef struct cpu_isa {
 	bool fma, f16_convert, f16_arith;
 } cpu_isa;
 
-/* The facts of kernels built by cc with -march=<march> (isa.c): from the compiler's predefined
- * macros, remembered for the process. ENG_EINVAL with a message naming the option where the
- * compiler rejects march or this process's CPU cannot run its code (an x86-64-v4 target on an
+/* The facts of kernels built by cc with -march=<march> -mtune=<mtune> (isa.c): from the
+ * compiler's predefined macros, remembered for the process. ENG_EINVAL with a message naming the
+ * option where the compiler rejects march or mtune, or this process's CPU cannot run its code (an x86-64-v4 target on an
  * AVX2 machine, an aarch64 one in an x86-64 process); a compiler that cannot be started gives
  * a baseline's facts (the first compile then reports it). */
-eng_status cpu_isa_probe(const char *cc, const char *march, cpu_isa *out, bk_err *err);
+eng_status cpu_isa_probe(const char *cc, const char *march, const char *mtune, cpu_isa *out, bk_err *err);
 /* Runs argv (argv[0] looked up in PATH) with its stdout, and its stderr too if with_stderr (else
  * /dev/null), read to the end into out (at most cap - 1 bytes kept, NUL-terminated); *status
  * its wait status. 0, or the errno why it could not be started. */
@@ -65,6 +65,11 @@ typedef struct cpu_dev {
 	cpu_isa isa;
 	char march_flag[80];
 	const char *width_flag; /* NULL: none */
+	/* the mtune option (default generic) and its flag, -mtune=<mtune>: the instruction
+	 * scheduling is the same on every CPU of a target; a CPU's own tuning can be worse (gcc 12's
+	 * znver3 tuning folds a packed panel's loads into every FMA: 1.5x slower matmuls) */
+	char mtune[64];
+	char mtune_flag[80];
 	cpu_pool *pool; /* the process's shared pool (pool.h), one reference */
 	int nthreads;   /* ways a kernel is split (the threads option; the pool grows to it) */
 	int debug;
@@ -82,7 +87,7 @@ extern const bk_dialect cpu_dialect;
 /* The source every kernel is preceded by. */
 const char *cpu_prelude(void);
 /* The compiler flags every kernel is built with (NULL-terminated), before the device's
- * march_flag and width_flag. */
+ * march_flag, mtune_flag and width_flag. */
 extern const char *const cpu_cc_flags[];
 
 /* Compile kernels srcs[0..nkern) (each preceded by prelude) into shared objects, split over

@@ -103,14 +103,17 @@ int cpu_run_output(char *const argv[], bool with_stderr, char *out, size_t cap, 
 	return rc;
 }
 
-/* Runs `cc -march=<march> -dM -E -x c /dev/null` into out (at most cap - 1 bytes); false with the
- * compiler's words (or why it did not run) in err. *ran: whether the compiler could be started. */
-static bool run_probe(const char *cc, const char *march, char *out, size_t cap, bool *ran, bk_err *err)
+/* Runs `cc -march=<march> -mtune=<mtune> -dM -E -x c /dev/null` into out (at most cap - 1
+ * bytes); false with the compiler's words (or why it did not run) in err. *ran: whether the
+ * compiler could be started. */
+static bool run_probe(const char *cc, const char *march, const char *mtune, char *out, size_t cap, bool *ran,
+		      bk_err *err)
 {
 	*ran = false;
-	char flag[96];
+	char flag[96], tune[96];
 	snprintf(flag, sizeof(flag), "-march=%s", march);
-	char *const argv[] = {(char *)cc, flag, "-dM", "-E", "-x", "c", "/dev/null", NULL};
+	snprintf(tune, sizeof(tune), "-mtune=%s", mtune);
+	char *const argv[] = {(char *)cc, flag, tune, "-dM", "-E", "-x", "c", "/dev/null", NULL};
 	int status;
 	int rc = cpu_run_output(argv, true, out, cap, &status);
 	if (rc) {
@@ -121,8 +124,8 @@ static bool run_probe(const char *cc, const char *march, char *out, size_t cap, 
 	*ran = !(WIFEXITED(status) && WEXITSTATUS(status) == 127 && !out[0]);
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 		out[strcspn(out, "\n")] = 0;
-		snprintf(err->msg, sizeof(err->msg), "option march=%s: '%s %s' fails: %.3500s", march, cc, flag,
-			 out[0] ? out : "(no message)");
+		snprintf(err->msg, sizeof(err->msg), "option march=%s, mtune=%s: '%s %s %s' fails: %.3400s", march, mtune,
+			 cc, flag, tune, out[0] ? out : "(no message)");
 		return false;
 	}
 	return true;
@@ -207,23 +210,23 @@ static bool host_runs(const char *m, const cpu_isa *isa, const char **lacks)
 #endif
 }
 
-/* The answers for (cc, march) pairs already probed: the compiler's macros do not change while
+/* The answers for (cc, march, mtune) triples already probed: the compiler's macros do not change while
  * the process runs, and contexts open CPU devices often (every test, every daemon reload). A
  * synchronised process-wide memo of a pure function: entries only added, under memo_mu. */
 #define MEMO_MAX 8
 typedef struct memo_entry {
-	char cc[256], march[64];
+	char cc[256], march[64], mtune[64];
 	cpu_isa isa;
 } memo_entry;
 static pthread_mutex_t memo_mu = PTHREAD_MUTEX_INITIALIZER;
 static memo_entry memo[MEMO_MAX];
 static int memo_n;
 
-eng_status cpu_isa_probe(const char *cc, const char *march, cpu_isa *out, bk_err *err)
+eng_status cpu_isa_probe(const char *cc, const char *march, const char *mtune, cpu_isa *out, bk_err *err)
 {
 	pthread_mutex_lock(&memo_mu);
 	for (int i = 0; i < memo_n; i++)
-		if (!strcmp(memo[i].cc, cc) && !strcmp(memo[i].march, march)) {
+		if (!strcmp(memo[i].cc, cc) && !strcmp(memo[i].march, march) && !strcmp(memo[i].mtune, mtune)) {
 			*out = memo[i].isa;
 			pthread_mutex_unlock(&memo_mu);
 			return ENG_OK;
@@ -236,7 +239,7 @@ eng_status cpu_isa_probe(const char *cc, const char *march, cpu_isa *out, bk_err
 		return ENG_ENOMEM;
 	}
 	bool ran;
-	if (!run_probe(cc, march, m, cap, &ran, err)) {
+	if (!run_probe(cc, march, mtune, m, cap, &ran, err)) {
 		free(m);
 		if (ran)
 			return ENG_EINVAL; /* the compiler rejects the target: say so at open */
@@ -256,9 +259,11 @@ eng_status cpu_isa_probe(const char *cc, const char *march, cpu_isa *out, bk_err
 	}
 	free(m);
 	pthread_mutex_lock(&memo_mu);
-	if (memo_n < MEMO_MAX && strlen(cc) < sizeof(memo[0].cc) && strlen(march) < sizeof(memo[0].march)) {
+	if (memo_n < MEMO_MAX && strlen(cc) < sizeof(memo[0].cc) && strlen(march) < sizeof(memo[0].march) &&
+	    strlen(mtune) < sizeof(memo[0].mtune)) {
 		snprintf(memo[memo_n].cc, sizeof(memo[0].cc), "%s", cc);
 		snprintf(memo[memo_n].march, sizeof(memo[0].march), "%s", march);
+		snprintf(memo[memo_n].mtune, sizeof(memo[0].mtune), "%s", mtune);
 		memo[memo_n++].isa = *out;
 	}
 	pthread_mutex_unlock(&memo_mu);
