@@ -220,6 +220,23 @@ static const bk_device_ops cpu_ops = {
 	.wrap_host = cpu_wrap_host,
 };
 
+/* The option key (a compiler's -march or -mtune name), def where unset or empty, into *out;
+ * false with a message where it is no such name (it becomes a compiler flag) or too long. */
+_Static_assert(sizeof(((cpu_dev *)0)->march) == sizeof(((cpu_dev *)0)->mtune), "march and mtune hold the same names");
+static bool compiler_name(const bk_opts *opts, const char *key, const char *def, const char **out, bk_err *err)
+{
+	const char *v = bk_opts_get(opts, key);
+	v = v && *v ? v : def;
+	size_t cap = sizeof(((cpu_dev *)0)->march);
+	if (strlen(v) >= cap || strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789.-+_") != strlen(v)) {
+		snprintf(err->msg, sizeof(err->msg), "option %s=%.80s: want a compiler's -%s name (letters, digits, . - + _; at most %zu bytes)",
+			 key, v, key, cap - 1);
+		return false;
+	}
+	*out = v;
+	return true;
+}
+
 static eng_status cpu_open(int ordinal, const bk_opts *opts, int debug, bk_device *out, bk_err *err)
 {
 	long ncores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -242,20 +259,9 @@ static eng_status cpu_open(int ordinal, const bk_opts *opts, int debug, bk_devic
 		snprintf(err->msg, sizeof(err->msg), "option cc: path longer than %zu bytes", sizeof(((cpu_dev *)0)->cc) - 1);
 		return ENG_EINVAL;
 	}
-	const char *march = bk_opts_get(opts, "march");
-	march = march && *march ? march : "native";
-	if (strlen(march) >= sizeof(((cpu_dev *)0)->march) || strspn(march, "abcdefghijklmnopqrstuvwxyz0123456789.-+_") != strlen(march)) {
-		snprintf(err->msg, sizeof(err->msg), "option march=%.80s: want a compiler's -march name (letters, digits, . - + _; at most %zu bytes)",
-			 march, sizeof(((cpu_dev *)0)->march) - 1);
+	const char *march, *mtune;
+	if (!compiler_name(opts, "march", "native", &march, err) || !compiler_name(opts, "mtune", "generic", &mtune, err))
 		return ENG_EINVAL;
-	}
-	const char *mtune = bk_opts_get(opts, "mtune");
-	mtune = mtune && *mtune ? mtune : "generic";
-	if (strlen(mtune) >= sizeof(((cpu_dev *)0)->mtune) || strspn(mtune, "abcdefghijklmnopqrstuvwxyz0123456789.-+_") != strlen(mtune)) {
-		snprintf(err->msg, sizeof(err->msg), "option mtune=%.80s: want a compiler's -mtune name (letters, digits, . - + _; at most %zu bytes)",
-			 mtune, sizeof(((cpu_dev *)0)->mtune) - 1);
-		return ENG_EINVAL;
-	}
 	cpu_dev *d = calloc(1, sizeof(*d));
 	if (!d) {
 		snprintf(err->msg, sizeof(err->msg), "out of memory");
