@@ -40,6 +40,22 @@ static eng_tensor *mk(eng_ctx *ctx, tu_rng *r, int ndim, const int64_t *shape)
 	return tu_rand(ctx, r, ENG_F32, ndim, shape, -1, 1);
 }
 
+/* A context without the disk cache, logging at `debug` to fn (the kernels' plans at 3, their
+ * source at 4), with backend options opts (NULL: none). */
+static eng_ctx *log_ctx(int debug, eng_log_fn fn, void *arg, const char *opts)
+{
+	eng_ctx_opts o;
+	char err[512] = "";
+	eng_ctx_opts_default(&o);
+	o.debug = debug;
+	o.no_disk_cache = true;
+	o.backend_opts = opts;
+	eng_ctx *ctx = eng_ctx_create(&o, err, sizeof(err));
+	ck_assert_msg(ctx != NULL, "eng_ctx_create failed: %s", err);
+	eng_set_log(ctx, fn, arg);
+	return ctx;
+}
+
 START_TEST(test_matmul_fused_vs_forced)
 {
 	eng_ctx *ctx = tu_ctx();
@@ -221,16 +237,7 @@ static void blocked_log_fn(void *arg, int level, const char *msg)
  * blocked and packed into lg. */
 static eng_ctx *cache_ctx(blocked_log *lg, const char *backend_opts)
 {
-	eng_ctx_opts o;
-	char err[512] = "";
-	eng_ctx_opts_default(&o);
-	o.debug = 3;
-	o.no_disk_cache = true;
-	o.backend_opts = backend_opts;
-	eng_ctx *ctx = eng_ctx_create(&o, err, sizeof(err));
-	ck_assert_msg(ctx != NULL, "eng_ctx_create failed: %s", err);
-	eng_set_log(ctx, blocked_log_fn, lg);
-	return ctx;
+	return log_ctx(3, blocked_log_fn, lg, backend_opts);
 }
 
 static eng_ctx *small_cache_ctx(blocked_log *lg)
@@ -405,15 +412,8 @@ static void shared_log_fn(void *arg, int level, const char *msg)
  * reads the mean, so it runs after the first; each the reference's result. */
 START_TEST(test_shared_reduction_loops)
 {
-	eng_ctx_opts o;
-	char err[512] = "";
-	eng_ctx_opts_default(&o);
-	o.debug = 4;
-	o.no_disk_cache = true;
-	eng_ctx *ctx = eng_ctx_create(&o, err, sizeof(err));
-	ck_assert_msg(ctx != NULL, "eng_ctx_create failed: %s", err);
 	int shared = 0;
-	eng_set_log(ctx, shared_log_fn, &shared);
+	eng_ctx *ctx = log_ctx(4, shared_log_fn, &shared, NULL);
 	tu_rng r = {13};
 	int64_t sx[3] = {16, 24, 20};
 	int axes[2] = {1, 2};
@@ -455,14 +455,8 @@ START_TEST(test_merged_reduce_axes)
 	const char *dev = getenv("DEV");
 	if (dev && strcmp(dev, "CPU"))
 		return; /* the names checked are the CPU's loops (a GPU's reduce groups name others) */
-	eng_ctx_opts o;
-	char err[512] = "", name[128] = "";
-	eng_ctx_opts_default(&o);
-	o.debug = 3;
-	o.no_disk_cache = true;
-	eng_ctx *ctx = eng_ctx_create(&o, err, sizeof(err));
-	ck_assert_msg(ctx != NULL, "eng_ctx_create failed: %s", err);
-	eng_set_log(ctx, name_log_fn, name);
+	char name[128] = "";
+	eng_ctx *ctx = log_ctx(3, name_log_fn, name, NULL);
 	tu_rng r = {15};
 	int64_t sx[4] = {16, 8, 6, 6}, sp[4] = {16, 8, 3, 3}, s6[6] = {16, 8, 3, 1, 3, 1}, e6[6] = {16, 8, 3, 2, 3, 2};
 	int axes[3] = {0, 2, 3};
@@ -509,21 +503,76 @@ START_TEST(test_versioned_guarded_loop)
 	const char *dev = getenv("DEV");
 	if (dev && strcmp(dev, "CPU"))
 		return; /* C loops: the CPU's dialect */
-	eng_ctx_opts o;
-	char err[512] = "";
 	int versioned = 0;
-	eng_ctx_opts_default(&o);
-	o.debug = 4;
-	o.no_disk_cache = true;
-	eng_ctx *ctx = eng_ctx_create(&o, err, sizeof(err));
-	ck_assert_msg(ctx != NULL, "eng_ctx_create failed: %s", err);
-	eng_set_log(ctx, versioned_log_fn, &versioned);
+	eng_ctx *ctx = log_ctx(4, versioned_log_fn, &versioned, NULL);
 	tu_rng r = {17};
 	int64_t s[2] = {8, 40};
 	eng_tensor *a = mk(ctx, &r, 2, s), *b = mk(ctx, &r, 2, s);
 	eng_tensor *halves[2] = {eng_sigmoid(eng_add(a, b)), eng_mul(eng_sigmoid(a), b)};
 	EXPECT_KERNELS(ctx, 1, eng_cat(halves, 2, 0));
 	ck_assert_int_eq(versioned, 1);
+	eng_ctx_destroy(ctx);
+}
+END_TEST
+
+/* Counts the generated kernels (DEBUG=4) with a loop from a computed bound (clamp.c: "for
+ * (int64_t vN = xM; ..."). */
+static void clamp_log_fn(void *arg, int level, const char *msg)
+{
+	int *n = arg;
+	const char *p = msg;
+	if (level != 4 || !strstr(msg, "void r_"))
+		return;
+	while ((p = strstr(p, "for (int64_t v")) != NULL) {
+		p += strlen("for (int64_t v");
+		while (*p >= '0' && *p <= '9')
+			p++;
+		if (!strncmp(p, " = x", 4)) {
+			++*n;
+			return;
+		}
+	}
+}
+
+/* Sums over a zero-padded value loop only where its terms can be nonzero: a padded
+ * convolution (the pad a guard in its kernel) and its input gradient (the padded output
+ * gradient stored, its zero border known from its graph) cut their kernel-row loops; a max
+ * over a padded value and a sum of a padded value plus one must not be cut (their padded
+ * terms count); each value the reference's. */
+START_TEST(test_clamped_padded_sums)
+{
+	int clamped = 0;
+	eng_ctx *ctx = log_ctx(4, clamp_log_fn, &clamped, NULL);
+	const char *dev = getenv("DEV");
+	const bool cpu = !dev || !strcmp(dev, "CPU");
+	tu_rng r = {23};
+	int64_t sx[4] = {2, 3, 9, 9}, sw[4] = {4, 3, 3, 3}, sg[4] = {2, 4, 9, 9};
+	eng_tensor *x = mk(ctx, &r, 4, sx), *w = mk(ctx, &r, 4, sw), *g = mk(ctx, &r, 4, sg);
+	int one[2] = {1, 1}, pad1[2] = {1, 1}, zero[2] = {0, 0};
+	EXPECT_KERNELS(ctx, 1, eng_conv2d(x, w, NULL, one, pad1, one, 1));
+	if (cpu)
+		ck_assert_int_eq(clamped, 1);
+
+	/* the input gradient of an unpadded 3x3 convolution reads the output gradient padded by 2 */
+	clamped = 0;
+	ck_assert_int_eq(eng_set_requires_grad(x, true), ENG_OK);
+	eng_tensor *y = eng_conv2d(x, w, NULL, one, zero, one, 1);
+	int64_t sy[4] = {2, 4, 7, 7};
+	eng_tensor *gy = mk(ctx, &r, 4, sy);
+	ck_assert_msg(eng_backward(eng_sum(eng_mul(y, gy), NULL, 0, false)) == ENG_OK, "backward: %s", eng_errmsg(ctx));
+	eng_tensor *dx = eng_grad(x);
+	kernels_for(ctx, &dx, 1);
+	if (cpu)
+		ck_assert_int_ge(clamped, 1);
+
+	/* not sums of products with the padding: every padded term counts */
+	clamped = 0;
+	int64_t pads[4][2] = {{0, 0}, {0, 0}, {2, 2}, {2, 2}};
+	eng_tensor *neg = eng_sub(eng_abs(g), eng_scalar(ctx, ENG_F32, 2)); /* all < 0: the pad's 0 is the max */
+	int ax[2] = {2, 3};
+	EXPECT_KERNELS(ctx, 1, eng_max(eng_pad(neg, (const int64_t(*)[2])pads), ax, 2, false));
+	EXPECT_KERNELS(ctx, 1, eng_sum(eng_add(eng_pad(g, (const int64_t(*)[2])pads), eng_scalar(ctx, ENG_F32, 1)), ax, 2, false));
+	ck_assert_int_eq(clamped, 0);
 	eng_ctx_destroy(ctx);
 }
 END_TEST
@@ -540,15 +589,8 @@ static void split_log_fn(void *arg, int level, const char *msg)
  * in an elementwise kernel; each the reference's result. */
 START_TEST(test_split_pooled_axis)
 {
-	eng_ctx_opts o;
-	char err[512] = "";
-	eng_ctx_opts_default(&o);
-	o.debug = 3;
-	o.no_disk_cache = true;
-	eng_ctx *ctx = eng_ctx_create(&o, err, sizeof(err));
-	ck_assert_msg(ctx != NULL, "eng_ctx_create failed: %s", err);
 	int split = 0;
-	eng_set_log(ctx, split_log_fn, &split);
+	eng_ctx *ctx = log_ctx(3, split_log_fn, &split, NULL);
 	tu_rng r = {14};
 	int64_t sx[4] = {4, 8, 16, 24}, sp[4] = {4, 8, 8, 12}, s6[6] = {4, 8, 8, 1, 12, 1}, e6[6] = {4, 8, 8, 2, 12, 2};
 	eng_tensor *x = mk(ctx, &r, 4, sx), *p = mk(ctx, &r, 4, sp);
@@ -745,7 +787,7 @@ Suite *kernels_suite(void)
 		test_matmul_fused_vs_forced, test_matmul_bias_relu, test_mlp_forward, test_softmax_layernorm_argmax,
 		test_sparse_cross_entropy,   test_conv2d_relu,      test_siblings,    test_contiguous_forces_store,
 		test_bag_of_words_stacked_reductions, test_gather_sums, test_blocked_reductions, test_row_packed_matmul, test_packed_convolutions,
-		test_shared_reduction_loops, test_merged_reduce_axes, test_versioned_guarded_loop, test_split_pooled_axis, test_nested_reductions, test_nested_reductions_stored,
+		test_shared_reduction_loops, test_merged_reduce_axes, test_versioned_guarded_loop, test_clamped_padded_sums, test_split_pooled_axis, test_nested_reductions, test_nested_reductions_stored,
 		test_nested_reductions_backward, test_nested_reductions_parallelism, test_nested_reductions_conv_net,
 	};
 	return tu_suite("kernels", tests, (int)(sizeof(tests) / sizeof(tests[0])), TU_TIMEOUT);

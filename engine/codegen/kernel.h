@@ -52,6 +52,9 @@ typedef struct eng_phase {
 	 * loop vars are nest, once per their iteration; 0 and -1 at the top */
 	uint64_t nest;
 	int parent;
+	/* a sum: per reduce loop (as red), the bounds [rlo, rhi) outside which every term is zero
+	 * (clamp.c), in the variables of the loops outside it; NULL: 0 / the loop's size */
+	eng_uop *rlo[ENG_MAX_DIMS], *rhi[ENG_MAX_DIMS];
 } eng_phase;
 
 typedef struct eng_kernel_buf {
@@ -128,6 +131,7 @@ typedef struct eng_stmt {
 	eng_uop *u;    /* S_DEF: the value; S_ACC_UPD, S_STORE: the value stored; S_PACK: base */
 	eng_uop *idx;  /* S_STORE: element index; S_RPACK: the slot (parallel iteration) */
 	eng_uop *cond; /* S_STORE: stored only where true (NULL: always); S_PREFETCH: when */
+	eng_uop *lo, *hi; /* S_LOOP: iterate [lo, hi) of its range (a clamped sum's); NULL: 0, n */
 } eng_stmt;
 
 typedef struct eng_kernel_ir {

@@ -41,8 +41,13 @@ void eng_kernel_ir_dump(const eng_kernel_ir *ir, void *fp)
 		fprintf(f, "%*s", depth * 2, "");
 		switch (s->kind) {
 		case S_LOOP:
-			fprintf(f, "LOOP v%d < %lld%s%s\n", s->var, (long long)ir->loops[s->var].n,
+			fprintf(f, "LOOP v%d < %lld%s%s", s->var, (long long)ir->loops[s->var].n,
 				s->parallel ? " parallel" : "", s->unroll ? " unroll" : "");
+			if (s->lo)
+				fprintf(f, " from x%u", s->lo->id);
+			if (s->hi)
+				fprintf(f, " to x%u", s->hi->id);
+			fprintf(f, "\n");
 			depth++;
 			break;
 		case S_END:

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clamp.h"
+
 typedef struct block {
 	int var;      /* loop var, -1 for the kernel body */
 	int inst;     /* instance id */
@@ -67,7 +69,7 @@ static void emit(lin *l, eng_stmt s) { insert_stmt(l, -1, &s); }
 
 static bool is_open(lin *l, int inst) { return inst > 0 && inst < l->capopen && l->open[inst]; }
 
-static void open_block(lin *l, int var, int64_t n)
+static void open_block(lin *l, int var, double n)
 {
 	if (l->next_inst + 1 >= l->capopen) {
 		int nc = l->capopen ? l->capopen * 2 : 256;
@@ -113,7 +115,43 @@ static void loop(lin *l, int var, bool parallel, bool unroll, uint32_t simd_accs
 {
 	eng_stmt s = {.kind = S_LOOP, .var = var, .parallel = parallel, .unroll = unroll, .simd_accs = simd_accs, .div = 1};
 	emit(l, s);
-	open_block(l, var, l->ir->loops[var].n);
+	open_block(l, var, (double)l->ir->loops[var].n);
+}
+
+static void need(lin *l, eng_uop *x);
+
+/* The variables of the open loops. */
+static uint64_t open_vars(const lin *l)
+{
+	uint64_t open = 0;
+	for (int b = 1; b < l->nblocks; b++)
+		if (l->blocks[b].var >= 0)
+			open |= 1ull << l->blocks[b].var;
+	return open;
+}
+
+/* Reduce loop k of phases p..q-1, cut to [lo, hi) where the phase's terms can be nonzero
+ * (clamp.c) when it is the nest's only phase, the kernel neither splits its reductions nor runs
+ * them over a work-group's threads, and the bounds' variables are open here; else whole. */
+static void reduce_loop(lin *l, int p, int q, int k, uint32_t simd_accs)
+{
+	const eng_kernel_ir *ir = l->ir;
+	const eng_phase *ph = &ir->phases[p];
+	int var = ph->red[k];
+	eng_uop *lo = ph->rlo[k], *hi = ph->rhi[k];
+	uint64_t deps = (lo ? lo->deps : 0) | (hi ? hi->deps : 0);
+	if (!lo && !hi) {
+		loop(l, var, false, ir->loops[var].unroll, simd_accs);
+		return;
+	}
+	if (q != p + 1 || ir->split > 1 || ir->group > 1 || (deps & ~open_vars(l))) {
+		loop(l, var, false, ir->loops[var].unroll, simd_accs);
+		return;
+	}
+	need(l, lo);
+	need(l, hi);
+	emit(l, (eng_stmt){.kind = S_LOOP, .var = var, .simd_accs = simd_accs, .div = 1, .lo = lo, .hi = hi});
+	open_block(l, var, (double)ir->loops[var].n * eng_clamp_share(ir, lo, hi, ir->loops[var].n));
 }
 
 static void end(lin *l)
@@ -122,18 +160,13 @@ static void end(lin *l)
 	close_block(l);
 }
 
-static void need(lin *l, eng_uop *x);
-
 /* Copy the packed operand's panel (eng_pack), and the narrow operand's block of rows (eng_rpack),
  * as far out as each one's start allows: at the first point where every loop the start depends
  * on is open, so it is copied as few times as it can be. */
 static void pack(lin *l)
 {
 	const eng_kernel_ir *ir = l->ir;
-	uint64_t open = 0;
-	for (int b = 1; b < l->nblocks; b++)
-		if (l->blocks[b].var >= 0)
-			open |= 1ull << l->blocks[b].var;
+	uint64_t open = open_vars(l);
 	if (ir->pack.buf >= 0 && !l->packed && !(ir->pack.base->deps & ~open)) {
 		need(l, ir->pack.base);
 		emit(l, (eng_stmt){.kind = S_PACK, .u = ir->pack.base});
@@ -250,7 +283,7 @@ static void emit_phase(lin *l, int p, int q, uint32_t group, const int *tiles, i
 	}
 	int simd_k = ph->nred - 1 - (ph->nred > 1 && ir->loops[ph->red[ph->nred - 1]].unroll);
 	for (int k = 0; k < ph->nred; k++)
-		loop(l, ph->red[k], false, ir->loops[ph->red[k]].unroll, (k == simd_k && nt == 0 && !outer) ? group : 0);
+		reduce_loop(l, p, q, k, (k == simd_k && nt == 0 && !outer) ? group : 0);
 	for (int c = 0; c < p && !l->st; c++)
 		if (ir->phases[c].parent == p)
 			emit_phase(l, c, c + 1, 1u << c, tiles, nt);

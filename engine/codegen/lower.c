@@ -7,10 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clamp.h"
 #include "linearize.h"
 #include "plan.h"
 
 #define MAXPATH 4096
+#define MAXZERO 64 /* loads of zero-bordered buffers remembered per kernel */
 #define MAXMERGE 64 /* reductions per kernel whose merge of axes is remembered */
 
 typedef struct memo_entry {
@@ -51,6 +53,9 @@ typedef struct lctx {
 	const eng_node *merge_node[MAXMERGE];
 	int merge_n[MAXMERGE];
 	int nmerge;
+	/* loads of stored buffers with a zero border, and where they can be nonzero (clamp.h) */
+	eng_zero_fact zero[MAXZERO];
+	int nzero;
 } lctx;
 
 static eng_status fail(lctx *c, eng_status s, const char *msg)
@@ -254,6 +259,7 @@ static void trial_rollback(lctx *c, int nloops, int nphases)
 {
 	c->ir->nloops = nloops;
 	c->ir->nphases = nphases;
+	c->nzero = 0;
 	if (c->memo)
 		memset(c->memo, 0, sizeof(*c->memo) * c->memo_cap);
 	c->memo_n = 0;
@@ -614,6 +620,11 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 	}
 	if (c->st)
 		return u_int_const(u, 0);
+	uint64_t outer = nest;
+	for (int v = 0; v < ir->nloops; v++)
+		if (ir->loops[v].kind == L_OUTER)
+			outer |= 1ull << v;
+	eng_phase_clamp(ir, &ph, outer, c->zero, c->nzero);
 	int p = ir->nphases++;
 	ir->phases[p] = ph;
 	return acc_ref(c, p, n->dtype);
@@ -767,7 +778,14 @@ static eng_uop *lower_node(lctx *c, const eng_node *n, eng_uop *const *idx, eng_
 			p = pack_load(c, slot, n, at);
 		if (n == ir->rpack.node && u_is_true(valid))
 			p = rpack_load(c, slot, n, at);
-		return p ? p : u_load(u, slot, n->dtype, at, valid);
+		if (!p)
+			p = u_load(u, slot, n->dtype, at, valid);
+		if (c->nphase_stack && c->nzero < MAXZERO) {
+			eng_uop *zc = eng_zero_box_cond(u, n, idx);
+			if (zc)
+				c->zero[c->nzero++] = (eng_zero_fact){.value = p, .cond = zc};
+		}
+		return p;
 	}
 	eng_uop *a[3] = {0};
 	switch (eng_op_kind_of(n->op)) {

@@ -658,6 +658,20 @@ static int split_var(const eng_kernel_ir *ir, int p)
 /* A phase's reduce loop with a form of its own: strided over a group's threads, a split
  * kernel's chunk of it, or a long float sum's innermost loop in blocks (block_iters). Returns
  * false for a plain loop. */
+/* A clamped loop's bound (eng_stmt.lo/hi, an int64 value defined before the loop) as C, or
+ * dflt when the loop has none. */
+static void loop_bound(const eng_uop *x, char *out, size_t n, const char *dflt)
+{
+	if (!x)
+		snprintf(out, n, "%s", dflt);
+	else if (x->kind == U_CONST)
+		snprintf(out, n, "INT64_C(%lld)", (long long)x->arg.c.i);
+	else if (x->kind == U_VAR)
+		snprintf(out, n, "v%d", x->arg.var);
+	else
+		snprintf(out, n, "x%u", x->id);
+}
+
 static bool render_reduce_loop(rk *r, const eng_stmt *s, int depth)
 {
 	eng_strbuf *b = r->b;
@@ -678,9 +692,10 @@ static bool render_reduce_loop(rk *r, const eng_stmt *s, int depth)
 	if (gp < 0 && !chunk && bp < 0)
 		return false;
 	long long n = ir->loops[v].n, step = gp >= 0 ? ir->group : 1, trips = (n + step - 1) / step;
-	char lo[96], hi[96];
-	snprintf(lo, sizeof(lo), "%s", gp >= 0 ? "lid_" : "0");
-	snprintf(hi, sizeof(hi), "%lld", n);
+	char lo[96], hi[96], nstr[32];
+	snprintf(nstr, sizeof(nstr), "%lld", n);
+	loop_bound(s->lo, lo, sizeof(lo), gp >= 0 ? "lid_" : "0");
+	loop_bound(s->hi, hi, sizeof(hi), nstr);
 	if (chunk) { /* chunk c_ of split: [c_ n / split, (c_ + 1) n / split), strided over a group */
 		long long sp = ir->split;
 		snprintf(lo, sizeof(lo), "c_ * INT64_C(%lld) / %lld%s", n, sp, gp >= 0 ? " + lid_" : "");
@@ -697,7 +712,7 @@ static bool render_reduce_loop(rk *r, const eng_stmt *s, int depth)
 			/* every block whole (each thread's, each chunk's range a multiple of blocks): a
 			 * constant trip count, which gcc vectorizes without a remainder */
 			long long parts = (chunk ? ir->split : 1) * step * blk;
-			bool whole = n % parts == 0;
+			bool whole = n % parts == 0 && !s->lo && !s->hi;
 			indent(b, depth);
 			eng_strbuf_printf(b, "for (%s vb%d = %s; vb%d < %s; vb%d += %lld) {\n", it, v, lo, v, hi, v, step * blk);
 			indent(b, depth);
@@ -785,7 +800,13 @@ static void render_loop(rk *r, const eng_stmt *s, int depth)
 	indent(b, depth);
 	if (s->parallel)
 		eng_strbuf_printf(b, "for (%s v%d = start; v%d < end; v%d++) {\n", it, v, v, v);
-	else
+	else if (s->lo || s->hi) { /* clamped (clamp.c) */
+		char lo[32], hi[32], nstr[32];
+		snprintf(nstr, sizeof(nstr), "%lld", (long long)r->ir->loops[v].n);
+		loop_bound(s->lo, lo, sizeof(lo), "0");
+		loop_bound(s->hi, hi, sizeof(hi), nstr);
+		eng_strbuf_printf(b, "for (%s v%d = %s; v%d < %s; v%d++) {\n", it, v, lo, v, hi, v);
+	} else
 		eng_strbuf_printf(b, "for (%s v%d = 0; v%d < %lld; v%d++) {\n", it, v, v, (long long)r->ir->loops[v].n, v);
 }
 
