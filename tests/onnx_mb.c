@@ -143,6 +143,18 @@ Onnx__AttributeProto *mb_attr_f(Onnx__AttributeProto *a, const char *name, float
 	return a;
 }
 
+Onnx__AttributeProto *mb_attr_s(Onnx__AttributeProto *a, const char *name, const char *v)
+{
+	onnx__attribute_proto__init(a);
+	a->name = (char *)name;
+	a->has_type = 1;
+	a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+	a->has_s = 1;
+	a->s.data = (uint8_t *)v;
+	a->s.len = strlen(v);
+	return a;
+}
+
 /* The packed model (malloc'd) and its length. */
 uint8_t *mb_pack(mb *b, size_t *len)
 {

@@ -36,6 +36,7 @@ Onnx__TensorProto *mb_init_i64(mb *b, const char *name, int nd, int64_t *dims, i
 /* Attribute a: ints (n of them, borrowed), or one int (ints[0]) when n is 0; a float. */
 Onnx__AttributeProto *mb_attr_ints(Onnx__AttributeProto *a, const char *name, int64_t *ints, size_t n);
 Onnx__AttributeProto *mb_attr_f(Onnx__AttributeProto *a, const char *name, float v);
+Onnx__AttributeProto *mb_attr_s(Onnx__AttributeProto *a, const char *name, const char *v); /* v kept, not copied */
 /* The packed model (malloc'd; asserts) and its length. */
 uint8_t *mb_pack(mb *b, size_t *len);
 

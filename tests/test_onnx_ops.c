@@ -1,7 +1,8 @@
 /* test_onnx_ops.c: importer ops that ONNX's Debian test data (opsets up to 17) does not cover,
  * checked against references computed here: Attention (opset 23) with 3-D inputs split into
  * heads, grouped-query heads, an additive mask and a scale; with a key/value cache, causal
- * masking aligned to it, a short boolean mask and softcap; with padded key lengths (opset 24). */
+ * masking aligned to it, a short boolean mask and softcap; with padded key lengths (opset 24);
+ * the errors of opset 27's state ops; TopK's ties with its fill. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -249,6 +250,105 @@ START_TEST(attention_nonpad_causal)
 }
 END_TEST
 
+/* Builds a one-node model of op (opset 27) on float inputs of the given shapes with attributes
+ * at[0..nat) and expects eng_onnx_build to fail naming `want`. */
+static void expect_build_error(const char *op, int nin, const int64_t (*shapes)[4], const int *ranks, int nout,
+			       Onnx__AttributeProto **at, int nat, const char *want)
+{
+	static char *in_names[] = {"a", "b", "c", "d", "e", "f"}, *out_names[] = {"y", "z"};
+	mb b;
+	mb_init(&b, 27);
+	for (int i = 0; i < nin; i++)
+		mb_input(&b, in_names[i], ranks[i], (int64_t *)shapes[i]);
+	for (int i = 0; i < nout; i++)
+		mb_output(&b, out_names[i], 0, NULL);
+	Onnx__NodeProto *nd = mb_node(&b, op, nin, in_names, nout, out_names);
+	nd->n_attribute = (size_t)nat;
+	nd->attribute = at;
+	eng_ctx *ctx = tu_ctx_new();
+	eng_onnx_model *m = load(ctx, &b);
+	eng_tensor *x[6] = {0}, *y[2] = {0};
+	for (int i = 0; i < nin; i++) {
+		int64_t n = 1;
+		for (int d = 0; d < ranks[i]; d++)
+			n *= shapes[i][d];
+		x[i] = eng_zeros(ctx, ENG_F32, ranks[i], shapes[i]);
+		ck_assert(n >= 0 && x[i]);
+	}
+	ck_assert_int_ne(eng_onnx_build(m, x, y, 0), ENG_OK);
+	ck_assert_msg(strstr(eng_errmsg(ctx), want) && strstr(eng_errmsg(ctx), op), "%s", eng_errmsg(ctx));
+	eng_onnx_free(m);
+	tu_ctx_free(ctx);
+}
+
+/* CausalConvWithState and LinearAttention (opset 27; their values are checked by onnx 1.23's
+ * node suite) refuse bad shapes and attributes with an error naming what is wrong. */
+START_TEST(state_ops_bad_input)
+{
+	Onnx__AttributeProto at[4];
+	int r3[3] = {3, 3, 3};
+	/* weight (C, 2, k) */
+	const int64_t conv_bad_w[2][4] = {{1, 4, 8}, {4, 2, 3}};
+	expect_build_error("CausalConvWithState", 2, conv_bad_w, r3, 2, NULL, 0, "weight must be (C, 1, k)");
+	/* past_state (B, C, k) instead of k - 1 */
+	const int64_t conv_bad_past[4][4] = {{1, 4, 8}, {4, 1, 3}, {4}, {1, 4, 3}};
+	expect_build_error("CausalConvWithState", 4, conv_bad_past, (int[]){3, 3, 1, 3}, 2, NULL, 0,
+			   "past_state must be (B, C, k - 1) = (1, 4, 2)");
+	Onnx__AttributeProto *act[1] = {mb_attr_s(&at[0], "activation", "gelu")};
+	expect_build_error("CausalConvWithState", 2, conv_bad_past, r3, 1, act, 1, "activation 'gelu'");
+	/* q heads not a multiple of kv heads */
+	const int64_t qkv[4][4] = {{1, 2, 6}, {1, 2, 4}, {1, 2, 4}, {1, 2, 4}};
+	Onnx__AttributeProto *heads[3] = {mb_attr_ints(&at[0], "q_num_heads", (int64_t[]){3}, 0),
+					  mb_attr_ints(&at[1], "kv_num_heads", (int64_t[]){2}, 0),
+					  mb_attr_s(&at[2], "update_rule", "linear")};
+	expect_build_error("LinearAttention", 3, qkv, r3, 2, heads, 3, "must be a positive multiple of kv_num_heads");
+	/* the delta rule without beta, the gated rule without decay */
+	heads[0] = mb_attr_ints(&at[0], "q_num_heads", (int64_t[]){2}, 0);
+	heads[2] = mb_attr_s(&at[2], "update_rule", "delta");
+	expect_build_error("LinearAttention", 3, qkv + 1, r3, 2, heads, 3, "update_rule 'delta' needs a beta input");
+	heads[2] = mb_attr_s(&at[2], "update_rule", "gated");
+	expect_build_error("LinearAttention", 3, qkv + 1, r3, 2, heads, 3, "update_rule 'gated' needs a decay input");
+	/* past_state of the wrong shape */
+	const int64_t qkvp[4][4] = {{1, 2, 4}, {1, 2, 4}, {1, 2, 4}, {1, 2, 2, 3}};
+	int rp[4] = {3, 3, 3, 4};
+	heads[2] = mb_attr_s(&at[2], "update_rule", "linear");
+	expect_build_error("LinearAttention", 4, qkvp, rp, 2, heads, 3, "past_state must be (B, kv_num_heads, d_k, d_v) = (1, 2, 2, 2)");
+}
+END_TEST
+
+/* TopK where the entries left tie with the chosen ones' fill (-inf among the inputs): each index
+ * once, ties to the lower index, as ONNX's reference. */
+START_TEST(topk_ties_with_fill)
+{
+	mb b;
+	mb_init(&b, 24);
+	mb_input(&b, "x", 2, (int64_t[]){1, 5});
+	mb_init_i64(&b, "k", 1, (int64_t[]){1}, (int64_t[]){4}, 1);
+	mb_output(&b, "v", 2, (int64_t[]){1, 4});
+	b.outp[b.g.n_output] = mb_value(&b, &b.out[b.g.n_output], "i", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 2,
+					(int64_t[]){1, 4});
+	b.g.n_output++;
+	static char *in[] = {"x", "k"}, *out[] = {"v", "i"};
+	mb_node(&b, "TopK", 2, in, 2, out);
+	eng_ctx *ctx = tu_ctx_new();
+	eng_onnx_model *m = load(ctx, &b);
+	float x[5] = {-INFINITY, 1.0f, -INFINITY, -INFINITY, 2.0f}, v[4];
+	int64_t i[4];
+	eng_tensor *in_t[1] = {eng_from_data(ctx, ENG_F32, 2, (int64_t[]){1, 5}, x)}, *y[2] = {0};
+	ck_assert_msg(eng_onnx_build(m, in_t, y, 0) == ENG_OK, "%s", eng_errmsg(ctx));
+	ck_assert_int_eq(eng_tensor_read(y[0], v, sizeof(v)), ENG_OK);
+	ck_assert_int_eq(eng_tensor_read(y[1], i, sizeof(i)), ENG_OK);
+	const int64_t want_i[4] = {4, 1, 0, 2};
+	for (int j = 0; j < 4; j++)
+		ck_assert_msg(i[j] == want_i[j] && v[j] == x[want_i[j]], "entry %d: index %lld value %g, want %lld", j,
+			      (long long)i[j], v[j], (long long)want_i[j]);
+	eng_tensor_free(y[0]);
+	eng_tensor_free(y[1]);
+	eng_onnx_free(m);
+	tu_ctx_free(ctx);
+}
+END_TEST
+
 Suite *onnxops_suite(void)
 {
 	Suite *s = suite_create("onnxops");
@@ -256,6 +356,8 @@ Suite *onnxops_suite(void)
 	tcase_add_test(tc, attention_3d_gqa_mask);
 	tcase_add_test(tc, attention_cache_causal_softcap);
 	tcase_add_test(tc, attention_nonpad_causal);
+	tcase_add_test(tc, state_ops_bad_input);
+	tcase_add_test(tc, topk_ties_with_fill);
 	suite_add_tcase(s, tc);
 	return s;
 }

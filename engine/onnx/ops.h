@@ -20,6 +20,9 @@ eng_status onx_op_cast(onx_node *n);
 eng_status onx_op_bitcast(onx_node *n);
 eng_status onx_op_rotary(onx_node *n);
 eng_status onx_op_swiglu(onx_node *n);
+/* ops_state.c */
+eng_status onx_op_causal_conv_state(onx_node *n);
+eng_status onx_op_linear_attention(onx_node *n);
 eng_status onx_op_lpnorm(onx_node *n);
 eng_status onx_op_center_crop_pad(onx_node *n);
 

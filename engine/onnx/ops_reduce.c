@@ -195,20 +195,37 @@ eng_status onx_op_topk(onx_node *n)
 		return onx_fail(n, ENG_ENOTSUP, "attribute 'sorted' = 0 is not supported");
 	bool largest = onx_attr_i(n, "largest", 1) != 0;
 	eng_dtype dt = eng_tensor_dtype(x);
-	if (!eng_dtype_is_float(dt))
+	if (!eng_dtype_is_float(dt) && !eng_dtype_is_int(dt))
 		return onx_fail(n, ENG_ENOTSUP, "type %s is not supported", eng_dtype_name(dt));
+	/* the key ranked by argmax (argmin for floats' smallest): integers' smallest as the largest
+	 * of ~x (order-reversing, never overflows); chosen entries get the key's lowest value */
+	bool is_int = eng_dtype_is_int(dt), use_max = largest || is_int;
+	double lowest = !is_int ? (use_max ? -INFINITY : INFINITY)
+		      : eng_dtype_is_unsigned(dt) ? 0.0
+		      : -ldexp(1.0, (int)eng_dtype_size(dt) * 8 - 1);
+	eng_tensor *key = is_int && !largest ? eng_xor(x, eng_scalar(n->ctx, dt, eng_dtype_is_unsigned(dt) ? 255 : -1)) : x;
 	eng_tensor *idx = eng_index(n->ctx, ENG_I32, r, eng_shape(x), a);
-	eng_tensor *cur = x, *vals[64], *ids[64];
-	eng_tensor *fill = eng_scalar(n->ctx, dt, largest ? -INFINITY : INFINITY);
+	eng_tensor *cur = key, *taken = NULL, *vals[64], *ids[64];
+	eng_tensor *fill = eng_scalar(n->ctx, dt, lowest);
+	int ax = a;
 	for (int64_t t = 0; t < k; t++) {
-		eng_tensor *am = largest ? eng_argmax(cur, a, true) : eng_argmin(cur, a, true);
+		eng_tensor *am = use_max ? eng_argmax(cur, a, true) : eng_argmin(cur, a, true);
+		if (taken) {
+			/* every entry left ties with the chosen ones' fill (all -inf, or the type's
+			 * minimum): argmax may return a chosen one; the first entry left instead */
+			eng_tensor *again = eng_gt(eng_sum(eng_where(eng_eq(idx, am), eng_cast(taken, ENG_I32),
+								     eng_scalar(n->ctx, ENG_I32, 0)),
+							   &ax, 1, true),
+						   eng_scalar(n->ctx, ENG_I32, 0));
+			am = eng_where(again, eng_argmax(eng_cast(eng_logical_not(taken), ENG_I32), a, true), am);
+		}
 		eng_tensor *hit = eng_eq(idx, am);
-		int ax = a;
 		vals[t] = eng_sum(eng_where(hit, x, eng_scalar(n->ctx, dt, 0)), &ax, 1, true);
 		ids[t] = eng_cast(am, ENG_I64);
 		cur = eng_where(hit, fill, cur);
-		if (!cur)
-			return onx_check(n, cur);
+		taken = taken ? eng_or(taken, hit) : hit;
+		if (!cur || !taken)
+			return onx_check(n, NULL);
 	}
 	if (k == 0) {
 		int64_t sh[ENG_MAX_DIMS];

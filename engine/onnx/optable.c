@@ -181,6 +181,8 @@ static const onx_op ops[] = {
 	{"GroupNormalization", 18, ANY, onx_op_groupnorm, "epsilon,num_groups,stash_type", NULL},
 	{"RMSNormalization", 23, ANY, onx_op_rmsnorm, "axis,epsilon,stash_type", NULL},
 	{"RotaryEmbedding", 23, ANY, onx_op_rotary, "interleaved,num_heads,rotary_embedding_dim", NULL},
+	{"CausalConvWithState", 27, ANY, onx_op_causal_conv_state, "activation", NULL},
+	{"LinearAttention", 27, ANY, onx_op_linear_attention, "chunk_size,kv_num_heads,q_num_heads,scale,update_rule", NULL},
 	{"Attention", 23, 24, onx_op_attention, "is_causal,kv_num_heads,q_num_heads,qk_matmul_output_mode,scale,softcap,softmax_precision", NULL},
 	{"Attention", 25, ANY, onx_op_attention, "is_causal,kv_num_heads,left_window_size,q_num_heads,qk_matmul_output_mode,right_window_size,scale,softcap,softmax_precision", NULL},
 	{"InstanceNormalization", 1, ANY, onx_op_instancenorm, "epsilon," LEGACY, NULL},
