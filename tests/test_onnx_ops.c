@@ -2,7 +2,7 @@
  * checked against references computed here: Attention (opset 23) with 3-D inputs split into
  * heads, grouped-query heads, an additive mask and a scale; with a key/value cache, causal
  * masking aligned to it, a short boolean mask and softcap; with padded key lengths (opset 24);
- * the errors of opset 27's state ops; TopK's ties with its fill. */
+ * the errors of the ops onnx 1.23 added; TopK's ties with its fill. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -281,9 +281,9 @@ static void expect_build_error(const char *op, int nin, const int64_t (*shapes)[
 	tu_ctx_free(ctx);
 }
 
-/* CausalConvWithState and LinearAttention (opset 27; their values are checked by onnx 1.23's
- * node suite) refuse bad shapes and attributes with an error naming what is wrong. */
-START_TEST(state_ops_bad_input)
+/* CausalConvWithState, LinearAttention, TensorScatter and RoiAlign (their values are checked by
+ * onnx 1.23's node suite) refuse bad shapes and attributes with an error naming what is wrong. */
+START_TEST(new_ops_bad_input)
 {
 	Onnx__AttributeProto at[4];
 	int r3[3] = {3, 3, 3};
@@ -313,6 +313,16 @@ START_TEST(state_ops_bad_input)
 	int rp[4] = {3, 3, 3, 4};
 	heads[2] = mb_attr_s(&at[2], "update_rule", "linear");
 	expect_build_error("LinearAttention", 4, qkvp, rp, 2, heads, 3, "past_state must be (B, kv_num_heads, d_k, d_v) = (1, 2, 2, 2)");
+	/* TensorScatter: an update longer than the cache, an unknown mode */
+	const int64_t cache[2][4] = {{2, 4, 3}, {2, 5, 3}};
+	Onnx__AttributeProto *ax[1] = {mb_attr_ints(&at[0], "axis", (int64_t[]){1}, 0)};
+	expect_build_error("TensorScatter", 2, cache, r3, 1, ax, 1, "update's dim 1 (5) does not fit past_cache's (4)");
+	Onnx__AttributeProto *ring[1] = {mb_attr_s(&at[0], "mode", "ring")};
+	expect_build_error("TensorScatter", 2, cache, r3, 1, ring, 1, "mode 'ring'");
+	/* RoiAlign: float batch indices; an adaptive grid */
+	const int64_t roi[3][4] = {{1, 1, 8, 8}, {3, 4}, {3}};
+	int rr[3] = {4, 2, 1};
+	expect_build_error("RoiAlign", 3, roi, rr, 1, NULL, 0, "integer batch_indices (R) are needed");
 }
 END_TEST
 
@@ -356,7 +366,7 @@ Suite *onnxops_suite(void)
 	tcase_add_test(tc, attention_3d_gqa_mask);
 	tcase_add_test(tc, attention_cache_causal_softcap);
 	tcase_add_test(tc, attention_nonpad_causal);
-	tcase_add_test(tc, state_ops_bad_input);
+	tcase_add_test(tc, new_ops_bad_input);
 	tcase_add_test(tc, topk_ties_with_fill);
 	suite_add_tcase(s, tc);
 	return s;

@@ -20,6 +20,11 @@ eng_status onx_op_cast(onx_node *n);
 eng_status onx_op_bitcast(onx_node *n);
 eng_status onx_op_rotary(onx_node *n);
 eng_status onx_op_swiglu(onx_node *n);
+/* ops_fold.c, ops_grid.c (AffineGrid), ops_scatter.c (TensorScatter) */
+eng_status onx_op_col2im(onx_node *n);
+eng_status onx_op_affine_grid(onx_node *n);
+eng_status onx_op_roi_align(onx_node *n);
+eng_status onx_op_tensor_scatter(onx_node *n);
 /* ops_state.c */
 eng_status onx_op_causal_conv_state(onx_node *n);
 eng_status onx_op_linear_attention(onx_node *n);

@@ -1,5 +1,5 @@
-/* ops_scatter.c: ONNX GatherND, ScatterElements (and the older Scatter), ScatterND and
- * MaxUnpool, through linearised indices and one-hot masks (static shapes; sizes of the masks
+/* ops_scatter.c: ONNX GatherND, ScatterElements (and the older Scatter), ScatterND,
+ * TensorScatter and MaxUnpool, through linearised indices and one-hot masks (static shapes; sizes of the masks
  * are bounded). */
 #include <string.h>
 
@@ -250,5 +250,47 @@ eng_status onx_op_max_unpool(onx_node *n)
 		y = eng_pad(y, p);
 	}
 	n->out[0] = y;
+	return onx_check(n, n->out[0]);
+}
+
+/* TensorScatter (opset 24): a key/value cache update, present = past with update written along
+ * `axis` from each batch row's write index (write_indices (B), default 0; "circular" wraps
+ * them modulo the cache length): for cache position s the row's j = s - w (mod the length when
+ * circular) picks update[.., j, ..] where 0 <= j < the update's length, else past stays. */
+eng_status onx_op_tensor_scatter(onx_node *n)
+{
+	eng_tensor *past = onx_in(n, 0), *upd = onx_in(n, 1), *w = onx_in(n, 2);
+	char buf[16];
+	const char *mode = onx_attr_s(n, "mode", "linear", buf, sizeof(buf));
+	bool circular = !strcmp(mode, "circular");
+	if (!circular && strcmp(mode, "linear"))
+		return onx_fail(n, ENG_EINVAL, "mode '%s': expected linear or circular", mode);
+	if (!past || !upd)
+		return onx_fail(n, ENG_EINVAL, "past_cache and update are needed");
+	int r = eng_ndim(past), a;
+	if (r < 2 || eng_ndim(upd) != r || !onx_axis(onx_attr_i(n, "axis", -2), r, &a) || a == 0)
+		return onx_fail(n, ENG_EAXIS, "past_cache and update of the same rank >= 2, axis in range and not the batch's");
+	const int64_t *ps = eng_shape(past), *us = eng_shape(upd);
+	for (int d = 0; d < r; d++)
+		if (d == a ? us[d] > ps[d] : us[d] != ps[d])
+			return onx_fail(n, ENG_ESHAPE, "update's dim %d (%lld) does not fit past_cache's (%lld)", d,
+					(long long)us[d], (long long)ps[d]);
+	if (eng_tensor_dtype(upd) != eng_tensor_dtype(past))
+		return onx_fail(n, ENG_EDTYPE, "update must have past_cache's type");
+	int64_t B = ps[0], M = ps[a], U = us[a];
+	if (w && (eng_ndim(w) != 1 || eng_shape(w)[0] != B || eng_dtype_is_float(eng_tensor_dtype(w))))
+		return onx_fail(n, ENG_ESHAPE, "write_indices must be integers of shape (%lld)", (long long)B);
+	int64_t wsh[ENG_MAX_DIMS];
+	for (int d = 0; d < r; d++)
+		wsh[d] = d == 0 ? B : 1;
+	eng_tensor *wb = w ? eng_reshape(eng_cast(w, ENG_I64), r, wsh) : eng_zeros(n->ctx, ENG_I64, r, wsh);
+	eng_tensor *s = eng_index(n->ctx, ENG_I64, r, ps, a);
+	eng_tensor *j = eng_sub(s, wb);
+	if (circular) /* ((s - w) mod M + M) mod M: the offset into the update, wrapped */
+		j = eng_mod(eng_add_s(eng_mod(j, eng_scalar(n->ctx, ENG_I64, (double)M)), (double)M),
+			    eng_scalar(n->ctx, ENG_I64, (double)M));
+	eng_tensor *in = eng_and(eng_ge(j, eng_scalar(n->ctx, ENG_I64, 0)), eng_lt(j, eng_scalar(n->ctx, ENG_I64, (double)U)));
+	eng_tensor *jc = eng_where(in, j, eng_scalar(n->ctx, ENG_I64, 0));
+	n->out[0] = U ? eng_where(in, eng_gather(upd, a, jc), past) : eng_reshape(past, r, ps);
 	return onx_check(n, n->out[0]);
 }
