@@ -344,6 +344,16 @@ START_TEST(test_row_packed_matmul)
 		ck_assert_msg(blocks > 2 && blocks * rows == 1200 && scratch == rows * kc * 4, "%s", lg4.rpack);
 	}
 	eng_ctx_destroy(ctx4);
+	/* one thread (a robot pinning the daemon to a core): 256 rows that no tile divides form one
+	 * block, and a loop of one iteration is none: blocks of at least two, or no packed rows,
+	 * never a lowering that fails (CPU.threads=1 failed every 256^3 matmul at x86-64-v3) */
+	blocked_log lg1 = {0};
+	eng_ctx *ctx1 = cache_ctx(&lg1, "CPU.cache_l1=16384,CPU.cache_l2=262144,CPU.threads=1");
+	int64_t s1[2] = {256, 512};
+	EXPECT_KERNELS(ctx1, 1, eng_matmul(mk(ctx1, &r, 2, s1), mk(ctx1, &r, 2, sb)));
+	if (cpu)
+		ck_assert_int_eq(lg1.rows, 1);
+	eng_ctx_destroy(ctx1);
 	/* a captured step replayed on new inputs writes the new product */
 	eng_jit *j = eng_jit_create(ctx, matmul_step, NULL, 2, 1, NULL);
 	ck_assert_ptr_nonnull(j);

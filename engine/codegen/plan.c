@@ -485,11 +485,13 @@ bool eng_plan_packed(eng_kernel_ir *ir, const eng_node *const *roots, int nroots
 
 /* Whether blocks of `rows` rows of the narrow tile's dim can each be packed by one parallel
  * iteration: they divide the dim, give every thread one, and are the kernel's parallel loop (no
- * output dim before theirs but of size one). */
+ * output dim before theirs but of size one). Two blocks at least, one thread or many: a loop of
+ * one iteration is no loop (linearize.c), and the blocks must have theirs. */
 static bool row_blocks_ok(const eng_kernel_ir *ir, const bk_target *t, int64_t rows)
 {
 	int nd = ir->tiledim[1];
-	if (nd < 0 || ir->tiledim[0] < 0 || rows < 1 || ir->shape[nd] % rows || ir->shape[nd] / rows < t->parallelism ||
+	const int64_t blocks = t->parallelism > 2 ? t->parallelism : 2;
+	if (nd < 0 || ir->tiledim[0] < 0 || rows < 1 || ir->shape[nd] % rows || ir->shape[nd] / rows < blocks ||
 	    ir->phases[0].nred != 1)
 		return false;
 	for (int d = 0; d < nd; d++)
