@@ -309,7 +309,7 @@ int main(int argc, char **argv)
 	tsd_client *c = tsd_client_open(d.url, 120000, NULL, 0);
 	int rc = c ? 0 : 1;
 	for (int k = 0; c && k < OBM_COUNT; k++) {
-		bool wanted = i >= argc;
+		bool wanted = i >= argc && !obm_models[k].named;
 		for (int j = i; j < argc; j++)
 			wanted |= !strcmp(argv[j], obm_models[k].name);
 		if (wanted && bench_model(&d, c, &obm_models[k], n, dir))

@@ -265,7 +265,7 @@ int main(int argc, char **argv)
 		}
 	}
 	for (int mi = 0; mi < OBM_COUNT && !rc; mi++) {
-		bool want = a >= argc;
+		bool want = a >= argc && !obm_models[mi].named;
 		for (int i = a; i < argc; i++)
 			want |= !strcmp(argv[i], obm_models[mi].name);
 		if (want && list) {

@@ -34,6 +34,7 @@ typedef struct obm_model {
 	const char *file; /* path under the venv's site-packages */
 	int nin;
 	obm_input in[OBM_MAX_IN];
+	bool named; /* run only when named on the command line (bench/compare_quant.sh's models) */
 } obm_model;
 
 /* PaddleOCR's text direction classifier (opset 11, MobileNetV3-like) on rapidocr's 3x48x192
@@ -43,15 +44,19 @@ typedef struct obm_model {
  * it at build time, ENG_ONNX_SPECIALIZE). */
 static const obm_model obm_models[] = {
 	{"ppocr-cls", "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx", 1,
-	 {{"x", ENG_F32, 4, {OBM_BATCH, 3, 48, 192}, OBM_NOISE, 0}}},
+	 {{"x", ENG_F32, 4, {OBM_BATCH, 3, 48, 192}, OBM_NOISE, 0}}, false},
 	{"silero-vad", "silero_vad/data/silero_vad_op18_ifless.onnx", 3,
 	 {{"input", ENG_F32, 2, {OBM_BATCH, 512}, OBM_AUDIO, 0},
 	  {"sr", ENG_I64, 0, {0}, OBM_CONST, 16000},
-	  {"state", ENG_F32, 3, {2, OBM_BATCH, 128}, OBM_NOISE, 0}}},
+	  {"state", ENG_F32, 3, {2, OBM_BATCH, 128}, OBM_NOISE, 0}}, false},
 	{"silero-v16", "silero_vad/data/silero_vad.onnx", 3,
 	 {{"input", ENG_F32, 2, {OBM_BATCH, 512}, OBM_AUDIO, 0},
 	  {"sr", ENG_I64, 0, {0}, OBM_CONST, 16000},
-	  {"state", ENG_F32, 3, {2, OBM_BATCH, 128}, OBM_NOISE, 0}}},
+	  {"state", ENG_F32, 3, {2, OBM_BATCH, 128}, OBM_NOISE, 0}}, false},
+	/* ppocr-cls quantized by onnxruntime's tools (bench/quantize_models.py writes them into the
+	 * venv's site-packages, tensord_quant/): static QDQ and dynamic */
+	{"ppocr-qdq", "tensord_quant/ppocr-cls-qdq.onnx", 1, {{"x", ENG_F32, 4, {OBM_BATCH, 3, 48, 192}, OBM_NOISE, 0}}, true},
+	{"ppocr-dyn", "tensord_quant/ppocr-cls-dyn.onnx", 1, {{"x", ENG_F32, 4, {OBM_BATCH, 3, 48, 192}, OBM_NOISE, 0}}, true},
 };
 #define OBM_COUNT ((int)(sizeof(obm_models) / sizeof(obm_models[0])))
 

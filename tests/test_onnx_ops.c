@@ -359,6 +359,96 @@ START_TEST(topk_ties_with_fill)
 }
 END_TEST
 
+/* QuantizeLinear's rounding (round_saturated in ops_quant.c): ties to even, both signs, values
+ * past the type's range, infinities and values of 2^22 and more, against nearbyintf of the
+ * correctly rounded quotient, then the zero point and the saturation to uint8. */
+START_TEST(quantize_rounding)
+{
+	enum { N = 24 };
+	mb b;
+	mb_init(&b, 21);
+	mb_input(&b, "x", 1, (int64_t[]){N});
+	b.inp[b.g.n_input] = mb_value(&b, &b.in[b.g.n_input], "zp", ONNX__TENSOR_PROTO__DATA_TYPE__UINT8, 0, NULL);
+	b.g.n_input++;
+	float sc[1] = {0.25f};
+	mb_init_f32(&b, "s", 0, NULL, sc, 1);
+	b.outp[b.g.n_output] = mb_value(&b, &b.out[b.g.n_output], "y", ONNX__TENSOR_PROTO__DATA_TYPE__UINT8, 1,
+					(int64_t[]){N});
+	b.g.n_output++;
+	static char *in[] = {"x", "s", "zp"}, *out[] = {"y"};
+	mb_node(&b, "QuantizeLinear", 3, in, 1, out);
+	eng_ctx *ctx = tu_ctx_new();
+	eng_onnx_model *m = load(ctx, &b);
+	float x[N] = {0.125f, 0.375f, 0.625f, -0.125f, -0.375f, -0.625f, 0.1249f, 0.1251f, -0.1251f, 31.875f, -31.875f,
+		      32.125f, -32.125f, 1e30f, -1e30f, INFINITY, -INFINITY, 4194304.0f, -4194304.0f, 1048576.125f,
+		      -1048576.125f, 8388607.0f, 0.0f, -0.0f};
+	const uint8_t zps[3] = {128, 0, 255};
+	for (int z = 0; z < 3; z++) {
+		eng_tensor *in_t[2] = {eng_from_data(ctx, ENG_F32, 1, (int64_t[]){N}, x),
+				       eng_from_data(ctx, ENG_U8, 0, NULL, &zps[z])}, *y[1] = {0};
+		ck_assert_msg(eng_onnx_build(m, in_t, y, 0) == ENG_OK, "%s", eng_errmsg(ctx));
+		uint8_t got[N];
+		ck_assert_int_eq(eng_tensor_read(y[0], got, sizeof(got)), ENG_OK);
+		for (int j = 0; j < N; j++) {
+			float v = nearbyintf(x[j] / sc[0]) + zps[z];
+			uint8_t want = v <= 0 ? 0 : v >= 255 ? 255 : (uint8_t)v;
+			ck_assert_msg(got[j] == want, "x %.9g zero point %d: %d, want %d", x[j], zps[z], got[j], want);
+		}
+		eng_tensor_free(y[0]);
+		eng_tensor_free(in_t[0]);
+		eng_tensor_free(in_t[1]);
+	}
+	eng_onnx_free(m);
+	tu_ctx_free(ctx);
+}
+END_TEST
+
+/* MatMulInteger with int8 weights (the dynamic quantizer's models: onnxruntime's
+ * quantize_dynamic writes int8 B with uint8 A), both zero points given: the int32 sums of the
+ * centered products. int8 inputs are fed as int32 (the engine holds int8 widened). */
+START_TEST(matmul_integer_int8)
+{
+	mb b;
+	mb_init(&b, 10);
+	const int U8 = ONNX__TENSOR_PROTO__DATA_TYPE__UINT8, I8 = ONNX__TENSOR_PROTO__DATA_TYPE__INT8;
+	const char *names[4] = {"a", "b", "az", "bz"};
+	const int types[4] = {U8, I8, U8, I8}, nd[4] = {2, 2, 0, 0};
+	const int64_t dims[4][2] = {{2, 3}, {3, 2}, {0, 0}, {0, 0}};
+	for (int i = 0; i < 4; i++) {
+		b.inp[b.g.n_input] = mb_value(&b, &b.in[b.g.n_input], names[i], types[i], nd[i], dims[i]);
+		b.g.n_input++;
+	}
+	b.outp[b.g.n_output] = mb_value(&b, &b.out[b.g.n_output], "y", ONNX__TENSOR_PROTO__DATA_TYPE__INT32, 2,
+					(int64_t[]){2, 2});
+	b.g.n_output++;
+	static char *in[] = {"a", "b", "az", "bz"}, *out[] = {"y"};
+	mb_node(&b, "MatMulInteger", 4, in, 1, out);
+	eng_ctx *ctx = tu_ctx_new();
+	eng_onnx_model *m = load(ctx, &b);
+	const uint8_t a[6] = {0, 255, 17, 128, 3, 200}, az = 12;
+	const int32_t w[6] = {-128, 127, 5, -7, 0, 64}, wz = -3;
+	eng_tensor *in_t[4] = {eng_from_data(ctx, ENG_U8, 2, (int64_t[]){2, 3}, a),
+			       eng_from_data(ctx, ENG_I32, 2, (int64_t[]){3, 2}, w), eng_from_data(ctx, ENG_U8, 0, NULL, &az),
+			       eng_from_data(ctx, ENG_I32, 0, NULL, &wz)},
+		   *y[1] = {0};
+	ck_assert_msg(eng_onnx_build(m, in_t, y, 0) == ENG_OK, "%s", eng_errmsg(ctx));
+	int32_t got[4];
+	ck_assert_int_eq(eng_tensor_read(y[0], got, sizeof(got)), ENG_OK);
+	for (int r = 0; r < 2; r++)
+		for (int c = 0; c < 2; c++) {
+			int32_t want = 0;
+			for (int k = 0; k < 3; k++)
+				want += (a[r * 3 + k] - az) * (w[k * 2 + c] - wz);
+			ck_assert_msg(got[r * 2 + c] == want, "y[%d][%d] = %d, want %d", r, c, got[r * 2 + c], want);
+		}
+	eng_tensor_free(y[0]);
+	for (int i = 0; i < 4; i++)
+		eng_tensor_free(in_t[i]);
+	eng_onnx_free(m);
+	tu_ctx_free(ctx);
+}
+END_TEST
+
 Suite *onnxops_suite(void)
 {
 	Suite *s = suite_create("onnxops");
@@ -368,6 +458,8 @@ Suite *onnxops_suite(void)
 	tcase_add_test(tc, attention_nonpad_causal);
 	tcase_add_test(tc, new_ops_bad_input);
 	tcase_add_test(tc, topk_ties_with_fill);
+	tcase_add_test(tc, quantize_rounding);
+	tcase_add_test(tc, matmul_integer_int8);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -61,9 +61,23 @@ static bool quant_range(int t, double *lo, double *hi)
 	return false;
 }
 
+/* v (float32) rounded to the nearest integer, ties to even, where a clamp to a range inside
+ * +-2^22 follows (every integer type QuantizeLinear makes): v + 1.5 * 2^23 lies in (2^23, 2^24)
+ * for |v| < 2^22, where the floats are the integers, so the addition rounds and the subtraction
+ * is exact; larger |v|, infinities and NaN come out as large, infinite or NaN and saturate as
+ * before. Two additions where eng_round's exact form for every float takes fifteen ops: the
+ * rounding of each element a QDQ model quantizes. */
+static eng_tensor *round_saturated(eng_tensor *v)
+{
+	const double magic = 12582912.0;
+	return eng_sub_s(eng_add_s(v, magic), magic);
+}
+
+/* v, an integer in float32 (rounded already), saturated to uint8. */
 static eng_tensor *to_u8(onx_node *n, eng_tensor *v)
 {
-	return eng_cast(eng_clamp(eng_round(v), 0, 255), ENG_U8);
+	(void)n;
+	return eng_cast(eng_clamp(v, 0, 255), ENG_U8);
 }
 
 eng_status onx_op_quantize(onx_node *n)
@@ -93,7 +107,7 @@ eng_status onx_op_quantize(onx_node *n)
 		n->out[0] = onx_minifloat_round(n->ctx, v, qt, onx_attr_i(n, "saturate", 1) != 0);
 		return onx_check(n, n->out[0]);
 	}
-	v = eng_round(v);
+	v = round_saturated(v);
 	if (zpb)
 		v = eng_add(v, zpb);
 	/* uint8 as uint8; the others held in int32 (int8, int16, uint16, int4, ... : onx_narrow_of) */
@@ -133,8 +147,8 @@ eng_status onx_op_dynamic_quantize(onx_node *n)
 	eng_tensor *xf = eng_cast(x, ENG_F32), *zero = eng_scalar(n->ctx, ENG_F32, 0);
 	eng_tensor *hi = eng_maximum(eng_max(xf, NULL, 0, false), zero), *lo = eng_minimum(eng_min(xf, NULL, 0, false), zero);
 	eng_tensor *scale = eng_div_s(eng_sub(hi, lo), 255.0);
-	eng_tensor *zpf = eng_clamp(eng_round(eng_neg(onx_div_exact(lo, scale))), 0, 255);
-	n->out[0] = to_u8(n, eng_add(eng_round(onx_div_exact(xf, scale)), zpf));
+	eng_tensor *zpf = eng_clamp(round_saturated(eng_neg(onx_div_exact(lo, scale))), 0, 255);
+	n->out[0] = to_u8(n, eng_add(round_saturated(onx_div_exact(xf, scale)), zpf));
 	if (n->n_out > 1)
 		n->out[1] = scale;
 	if (n->n_out > 2)
@@ -162,11 +176,25 @@ static eng_tensor *centered(onx_node *n, eng_tensor *x, eng_tensor *zp, int axis
 	return eng_sub(xi, z);
 }
 
-static eng_status check_u8(onx_node *n, int i)
+/* Input i, if given, is uint8 or int8 (held in int32: onx_narrow_of), the types of the integer
+ * products' operands and zero points. */
+static eng_status check_8bit(onx_node *n, int i)
 {
 	eng_tensor *t = onx_in(n, i);
-	if (t && eng_tensor_dtype(t) != ENG_U8)
-		return onx_fail(n, ENG_ENOTSUP, "input %d of type %s is not supported (uint8 is)", i, eng_dtype_name(eng_tensor_dtype(t)));
+	if (t && eng_tensor_dtype(t) != ENG_U8 && onx_in_narrow(n, i) != ONX_INT8)
+		return onx_fail(n, ENG_ENOTSUP, "input %d of type %s is not supported (uint8 and int8 are)", i,
+				onx_in_narrow(n, i) ? onx_type_name(onx_in_narrow(n, i)) : eng_dtype_name(eng_tensor_dtype(t)));
+	return ENG_OK;
+}
+
+/* Whether inputs i and j (an operand and its zero point, when given) are of one 8-bit type. */
+static eng_status check_pair(onx_node *n, int i, int j)
+{
+	eng_status s = check_8bit(n, i);
+	if (s || (s = check_8bit(n, j)))
+		return s;
+	if (onx_in(n, j) && onx_in_narrow(n, i) != onx_in_narrow(n, j))
+		return onx_fail(n, ENG_EDTYPE, "input %d and its zero point (input %d) differ in type", i, j);
 	return ENG_OK;
 }
 
@@ -191,9 +219,8 @@ eng_status onx_op_matmul_integer(onx_node *n)
 	eng_status s;
 	if (!a || !b)
 		return onx_fail(n, ENG_EINVAL, "A and B are needed");
-	for (int i = 0; i < 4; i++)
-		if ((s = check_u8(n, i)))
-			return s;
+	if ((s = check_pair(n, 0, 2)) || (s = check_pair(n, 1, 3)))
+		return s;
 	eng_tensor *ac = centered(n, a, onx_in(n, 2), eng_ndim(a) - 2), *bc = centered(n, b, onx_in(n, 3), eng_ndim(b) - 1);
 	n->out[0] = eng_cast(eng_matmul(ac, bc), ENG_I32);
 	return onx_check(n, n->out[0]);
@@ -205,18 +232,19 @@ eng_status onx_op_conv_integer(onx_node *n)
 	eng_status s;
 	if (!x || !w)
 		return onx_fail(n, ENG_EINVAL, "x and w are needed");
-	for (int i = 0; i < 4; i++)
-		if ((s = check_u8(n, i)))
-			return s;
+	if ((s = check_pair(n, 0, 2)) || (s = check_pair(n, 1, 3)))
+		return s;
 	eng_tensor *ins[2] = {centered(n, x, onx_in(n, 2), -1), centered(n, w, onx_in(n, 3), 0)};
 	if ((s = onx_check(n, ins[1])))
 		return s;
 	return with_inputs(n, onx_op_conv, ins, 2);
 }
 
-/* y = saturate(round(acc * scale) + y_zp) as uint8, scale = a_scale * b_scale / y_scale */
+/* y = saturate(round(acc * scale) + y_zp), scale = a_scale * b_scale / y_scale: uint8, or int8
+ * (held in int32) when x is (qlinear_args: y_zp's type is x's) */
 static eng_tensor *requantize(onx_node *n, eng_tensor *acc, eng_tensor *sa, eng_tensor *sb, eng_tensor *sy, eng_tensor *zy, int axis)
 {
+	const bool s8 = onx_in_narrow(n, 0) == ONX_INT8;
 	int r = eng_ndim(acc);
 	eng_tensor *scale = eng_div(eng_mul(eng_cast(sa, ENG_F32), eng_cast(sb, ENG_F32)), eng_cast(sy, ENG_F32));
 	if (eng_numel(scale) > 1 && axis >= 0) {
@@ -226,23 +254,24 @@ static eng_tensor *requantize(onx_node *n, eng_tensor *acc, eng_tensor *sa, eng_
 		scale = eng_reshape(scale, r, sh);
 	} else
 		scale = eng_reshape(scale, 0, NULL);
-	eng_tensor *v = eng_round(eng_mul(eng_cast(acc, ENG_F32), scale));
+	eng_tensor *v = round_saturated(eng_mul(eng_cast(acc, ENG_F32), scale));
 	if (zy)
 		v = eng_add(v, eng_reshape(eng_cast(zy, ENG_F32), 0, NULL));
-	return eng_cast(eng_clamp(v, 0, 255), ENG_U8);
+	return s8 ? eng_cast(eng_clamp(v, -128, 127), ENG_I32) : eng_cast(eng_clamp(v, 0, 255), ENG_U8);
 }
 
 /* QLinearMatMul's and QLinearConv's common inputs: the two operands (0, 3) and the scales (1, 4,
- * 6) present, operands and zero points (2, 5, 7) uint8. what names the operands. */
+ * 6) present, operands and zero points (2, 5, 7) uint8 or int8, each zero point of its operand's
+ * type, the output's (y_zp's) x's. what names the operands. */
 static eng_status qlinear_args(onx_node *n, const char *what)
 {
-	static const int u8[] = {0, 2, 3, 5, 7};
 	eng_status s;
 	if (!onx_in(n, 0) || !onx_in(n, 3) || !onx_in(n, 1) || !onx_in(n, 4) || !onx_in(n, 6))
 		return onx_fail(n, ENG_EINVAL, "%s and the scales are needed", what);
-	for (int i = 0; i < 5; i++)
-		if ((s = check_u8(n, u8[i])))
-			return s;
+	if ((s = check_pair(n, 0, 2)) || (s = check_pair(n, 3, 5)) || (s = check_8bit(n, 7)))
+		return s;
+	if (onx_in(n, 7) && onx_in_narrow(n, 7) != onx_in_narrow(n, 0))
+		return onx_fail(n, ENG_ENOTSUP, "an output type (y_zero_point's) other than x's is not supported");
 	return ENG_OK;
 }
 
