@@ -449,6 +449,57 @@ START_TEST(matmul_integer_int8)
 }
 END_TEST
 
+/* Einsum with a label repeated within an operand (ops_einsum.c's diagonal): 'iji->ji' reads
+ * x[i][j][i] (axes apart, so the diagonal goes back between the others), and 'ii' with its
+ * implicit output is the trace. */
+START_TEST(einsum_diagonals)
+{
+	static const char *eqs[2] = {"iji->ji", "ii"};
+	const int64_t shapes[2][3] = {{3, 2, 3}, {4, 4, 0}};
+	const int ranks[2] = {3, 2};
+	for (int e = 0; e < 2; e++) {
+		mb b;
+		mb_init(&b, 12);
+		mb_input(&b, "x", ranks[e], shapes[e]);
+		if (e == 0)
+			mb_output(&b, "y", 2, (int64_t[]){2, 3});
+		else
+			mb_output(&b, "y", 0, NULL);
+		static char *in[] = {"x"}, *out[] = {"y"};
+		Onnx__NodeProto *nd = mb_node(&b, "Einsum", 1, in, 1, out);
+		static Onnx__AttributeProto a, *ap[1];
+		mb_attr_s(&a, "equation", eqs[e]);
+		ap[0] = &a;
+		nd->n_attribute = 1;
+		nd->attribute = ap;
+		eng_ctx *ctx = tu_ctx_new();
+		eng_onnx_model *m = load(ctx, &b);
+		float x[18];
+		for (int i = 0; i < 18; i++)
+			x[i] = (float)(i * 7 % 11) - 3.0f;
+		eng_tensor *in_t[1] = {eng_from_data(ctx, ENG_F32, ranks[e], shapes[e], x)}, *y[1] = {0};
+		ck_assert_msg(eng_onnx_build(m, in_t, y, 0) == ENG_OK, "%s: %s", eqs[e], eng_errmsg(ctx));
+		float got[6];
+		ck_assert_int_eq(eng_tensor_read(y[0], got, e == 0 ? 6 * sizeof(float) : sizeof(float)), ENG_OK);
+		if (e == 0) {
+			for (int j = 0; j < 2; j++)
+				for (int i = 0; i < 3; i++)
+					ck_assert_msg(got[j * 3 + i] == x[i * 6 + j * 3 + i], "y[%d][%d] = %g, want %g", j, i, got[j * 3 + i],
+						      x[i * 6 + j * 3 + i]);
+		} else {
+			float tr = 0;
+			for (int i = 0; i < 4; i++)
+				tr += x[i * 5];
+			ck_assert_msg(got[0] == tr, "trace %g, want %g", got[0], tr);
+		}
+		eng_tensor_free(y[0]);
+		eng_tensor_free(in_t[0]);
+		eng_onnx_free(m);
+		tu_ctx_free(ctx);
+	}
+}
+END_TEST
+
 Suite *onnxops_suite(void)
 {
 	Suite *s = suite_create("onnxops");
@@ -460,6 +511,7 @@ Suite *onnxops_suite(void)
 	tcase_add_test(tc, topk_ties_with_fill);
 	tcase_add_test(tc, quantize_rounding);
 	tcase_add_test(tc, matmul_integer_int8);
+	tcase_add_test(tc, einsum_diagonals);
 	suite_add_tcase(s, tc);
 	return s;
 }

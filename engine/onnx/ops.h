@@ -94,6 +94,7 @@ eng_status onx_op_max_unpool(onx_node *n);
 eng_status onx_op_cumsum(onx_node *n);
 eng_status onx_op_reverse_sequence(onx_node *n);
 eng_status onx_op_window(onx_node *n);
+eng_status onx_op_mel_weights(onx_node *n);
 eng_status onx_op_compress(onx_node *n);
 eng_status onx_op_nonzero(onx_node *n);
 eng_status onx_op_unique(onx_node *n);

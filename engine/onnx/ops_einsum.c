@@ -1,4 +1,4 @@
-/* ops_einsum.c: ONNX Einsum without repeated labels (diagonals): an ellipsis is first rewritten
+/* ops_einsum.c: ONNX Einsum (a label repeated within an operand takes its diagonal): an ellipsis is first rewritten
  * into placeholder labels (aligned from the right, broadcast), then every operand is permuted and
  * reshaped to the equation's label space, multiplied (broadcast), the labels not in the output
  * summed, the rest permuted into the output's order. */
@@ -88,6 +88,46 @@ static bool expand_ellipsis(onx_node *n, const char *eq, char *out, size_t cap)
 	return k + 10 < cap;
 }
 
+/* The diagonal of t over its axes j < k (the same size d): axis k dropped, axis j indexing
+ * t[.., i, .., i, ..]. The two axes moved last and flattened, the d*d elements padded to
+ * d*(d+1) and read d+1 apart: element i*(d+1) of the flat pair is (i, i). NULL with the error
+ * set on a size mismatch. */
+static eng_tensor *diagonal(onx_node *n, eng_tensor *t, int j, int k)
+{
+	int r = eng_ndim(t), perm[ENG_MAX_DIMS], np = 0;
+	const int64_t *sh = eng_shape(t);
+	int64_t d = sh[j];
+	if (sh[k] != d) {
+		onx_fail(n, ENG_ESHAPE, "a repeated label's axes %d and %d have sizes %lld and %lld", j, k, (long long)d, (long long)sh[k]);
+		return NULL;
+	}
+	int64_t s[ENG_MAX_DIMS], pads[ENG_MAX_DIMS][2] = {{0}}, rg[ENG_MAX_DIMS][2];
+	for (int a = 0; a < r; a++)
+		if (a != j && a != k) {
+			s[np] = sh[a];
+			perm[np++] = a;
+		}
+	perm[np] = j, perm[np + 1] = k;
+	const int m = np; /* the other axes, then the flat pair */
+	s[m] = d * d;
+	eng_tensor *x = eng_reshape(eng_permute(t, perm), m + 1, s);
+	pads[m][1] = d;
+	x = eng_pad(x, pads);
+	s[m] = d, s[m + 1] = d + 1;
+	x = eng_reshape(x, m + 2, s);
+	for (int a = 0; a < m + 2; a++)
+		rg[a][0] = 0, rg[a][1] = a == m + 1 ? 1 : s[a];
+	x = eng_reshape(eng_shrink(x, rg), m + 1, s);
+	/* back to t's order without axis k: the diagonal at j */
+	int back[ENG_MAX_DIMS];
+	for (int a = 0, o = 0; a < r; a++) {
+		if (a == k)
+			continue;
+		back[o++] = a == j ? m : a < j ? a : a < k ? a - 1 : a - 2;
+	}
+	return eng_permute(x, back);
+}
+
 eng_status onx_op_einsum(onx_node *n)
 {
 	char raw[256], eq[512], lab[64][ENG_MAX_DIMS], outl[ENG_MAX_DIMS], all[ENG_MAX_DIMS + 1];
@@ -98,15 +138,24 @@ eng_status onx_op_einsum(onx_node *n)
 	} else
 		snprintf(eq, sizeof(eq), "%s", raw);
 	int nop = n->n_in, nl[64], nall = 0, nout = -1;
+	eng_tensor *ops[64];
 	const char *p = eq;
 	for (int i = 0; i < nop; i++) {
 		nl[i] = labels(&p, lab[i]);
 		if (nl[i] < 0 || !onx_in(n, i) || nl[i] != eng_ndim(onx_in(n, i)))
 			return onx_fail(n, ENG_EINVAL, "equation '%s' does not match input %d", eq, i);
-		for (int k = 0; k < nl[i]; k++) {
+		ops[i] = onx_in(n, i);
+		/* a label repeated within an operand: its diagonal, one label for both axes */
+		for (int k = 1; k < nl[i]; k++)
 			for (int j = 0; j < k; j++)
-				if (lab[i][j] == lab[i][k])
-					return onx_fail(n, ENG_ENOTSUP, "a repeated label (a diagonal) in '%s' is not supported", eq);
+				if (lab[i][j] == lab[i][k]) {
+					if (!(ops[i] = diagonal(n, ops[i], j, k)))
+						return eng_error(n->ctx);
+					memmove(&lab[i][k], &lab[i][k + 1], (size_t)(nl[i] - k - 1));
+					nl[i]--, k--;
+					break;
+				}
+		for (int k = 0; k < nl[i]; k++) {
 			if (!memchr(all, lab[i][k], (size_t)nall)) {
 				if (nall == ENG_MAX_DIMS)
 					return onx_fail(n, ENG_ENOTSUP, "more than %d labels", ENG_MAX_DIMS);
@@ -128,12 +177,12 @@ eng_status onx_op_einsum(onx_node *n)
 			return onx_fail(n, ENG_EINVAL, "equation '%s'", eq);
 	} else if (*p)
 		return onx_fail(n, ENG_EINVAL, "equation '%s'", eq);
-	else { /* implicit: labels seen once, alphabetically */
+	else { /* implicit: labels written once in the equation (a diagonal's twice), alphabetically */
 		nout = 0;
 		for (char c = 'A'; c <= 'z'; c++) {
 			int cnt = 0;
-			for (int i = 0; i < nop; i++)
-				cnt += memchr(lab[i], c, (size_t)nl[i]) != NULL;
+			for (const char *q = eq; *q; q++)
+				cnt += *q == c;
 			if (cnt == 1)
 				outl[nout++] = c;
 		}
@@ -144,7 +193,7 @@ eng_status onx_op_einsum(onx_node *n)
 		dim[k] = -1;
 	eng_tensor *prod = NULL;
 	for (int i = 0; i < nop; i++) {
-		eng_tensor *t = onx_in(n, i);
+		eng_tensor *t = ops[i];
 		int perm[ENG_MAX_DIMS], np = 0;
 		int64_t sh[ENG_MAX_DIMS];
 		for (int k = 0; k < nall; k++) {

@@ -1,5 +1,6 @@
 /* ops_seq.c: ONNX ops along one axis: CumSum, ReverseSequence, the signal windows (Hann,
- * Hamming, Blackman), and Compress/NonZero (their output shapes need values at build time). */
+ * Hamming, Blackman) and MelWeightMatrix, and Compress/NonZero (their output shapes need
+ * values at build time). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +84,64 @@ eng_status onx_op_window(onx_node *n)
 		y = eng_rsub_s(25.0 / 46.0, eng_mul_s(eng_cos(ph), 21.0 / 46.0));
 	else
 		y = eng_add(eng_rsub_s(0.42, eng_mul_s(eng_cos(ph), 0.5)), eng_mul_s(eng_cos(eng_mul_s(ph, 2)), 0.08));
+	n->out[0] = y ? eng_cast(y, dt) : y;
+	n->out_const = true;
+	return onx_check(n, n->out[0]);
+}
+
+/* MelWeightMatrix: [dft_length / 2 + 1, num_mel_bins] triangles on the mel scale, computed on
+ * the host in double as the spec's reference does (mel = 2595 log10(1 + hz / 700), the edges
+ * num_mel_bins + 2 points apart, each a spectrogram bin floor((dft_length + 1) hz /
+ * sample_rate)); the scalars must be known at build time (they give the shape). */
+eng_status onx_op_mel_weights(onx_node *n)
+{
+	double v[5];
+	bool present;
+	static const char *const what[5] = {"num_mel_bins", "dft_length", "sample_rate", "lower_edge_hertz", "upper_edge_hertz"};
+	for (int i = 0; i < 5; i++) {
+		eng_status s = onx_in_scalar(n, i, &v[i], &present);
+		if (s)
+			return s;
+		if (!present)
+			return onx_fail(n, ENG_EINVAL, "input %d (%s) is needed", i, what[i]);
+	}
+	eng_dtype dt = ENG_F32;
+	if (onx_attr(n, "output_datatype") && !onx_node_dtype(n, (int)onx_attr_i(n, "output_datatype", 1), &dt))
+		return onx_fail(n, ENG_ENOTSUP, "attribute 'output_datatype' %lld is not supported", (long long)onx_attr_i(n, "output_datatype", 1));
+	const int64_t mels = (int64_t)v[0], bins = (int64_t)v[1] / 2 + 1;
+	if (v[0] < 1 || v[0] > 4096 || v[1] < 1 || v[1] > (1 << 20) || v[2] <= 0 || !(v[3] >= 0) || !(v[4] > v[3]) ||
+	    mels * bins > (1 << 24))
+		return onx_fail(n, ENG_EINVAL, "num_mel_bins %g, dft_length %g, sample_rate %g, edges %g..%g hertz: out of range", v[0], v[1],
+				v[2], v[3], v[4]);
+	float *w = calloc((size_t)(mels * bins), sizeof(float));
+	int64_t *f = malloc(sizeof(int64_t) * (size_t)(mels + 2));
+	if (!w || !f) {
+		free(w);
+		free(f);
+		return onx_fail(n, ENG_ENOMEM, "out of memory");
+	}
+	const double lo = 2595 * log10(1 + v[3] / 700), hi = 2595 * log10(1 + v[4] / 700), step = (hi - lo) / (double)(mels + 2);
+	for (int64_t i = 0; i < mels + 2; i++) {
+		double hz = 700 * (pow(10, ((double)i * step + lo) / 2595) - 1);
+		f[i] = (int64_t)floor((v[1] + 1) * hz / v[2]);
+	}
+	bool ok = true;
+	for (int64_t m = 0; m < mels && ok; m++) {
+		int64_t l = f[m], c = f[m + 1], h = f[m + 2];
+		ok = l >= 0 && c >= l && h >= c && h <= bins && c < bins;
+		for (int64_t j = l; ok && j <= c; j++)
+			w[j * mels + m] = c == l ? 1.0f : (float)((double)(j - l) / (double)(c - l));
+		for (int64_t j = c; ok && j < h; j++)
+			w[j * mels + m] = (float)((double)(h - j) / (double)(h - c));
+	}
+	free(f);
+	if (!ok) {
+		free(w);
+		return onx_fail(n, ENG_EINVAL, "upper_edge_hertz %g reaches past the spectrogram's %lld bins", v[4], (long long)bins);
+	}
+	int64_t sh[2] = {bins, mels};
+	eng_tensor *y = eng_from_data(n->ctx, ENG_F32, 2, sh, w);
+	free(w);
 	n->out[0] = y ? eng_cast(y, dt) : y;
 	n->out_const = true;
 	return onx_check(n, n->out[0]);

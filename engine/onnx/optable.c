@@ -166,6 +166,7 @@ static const onx_op ops[] = {
 	{"CumProd", 26, ANY, onx_op_cumsum, "exclusive,reverse", NULL},
 	{"HammingWindow", 17, ANY, onx_op_window, "output_datatype,periodic", NULL},
 	{"HannWindow", 17, ANY, onx_op_window, "output_datatype,periodic", NULL},
+	{"MelWeightMatrix", 17, ANY, onx_op_mel_weights, "output_datatype", NULL},
 	{"NonMaxSuppression", 10, ANY, onx_op_nms, "center_point_box", NULL},
 	{"NonZero", 9, ANY, onx_op_nonzero, "", NULL},
 	{"Unique", 11, ANY, onx_op_unique, "axis,sorted", NULL},
