@@ -5,7 +5,7 @@
 # ConvInteger/MatMulInteger) beside the float32 model they come from, at batch 1 and 64, tensord
 # in-process (eng_jit replay) and onnxruntime (CPU, 2 intra-op threads) on the same inputs, in
 # ROUNDS interleaved rounds. tensord's quantized outputs are checked within the quantization's own
-# error (onnxruntime's quantized outputs against its float ones: bench/ort_models.py). Needs
+# error of onnxruntime running the quantized graph as written (bench/ort_models.py). Needs
 # bench/setup-onnx-peer.sh; the quantized files are made once into site-packages/tensord_quant.
 # Usage: bench/compare_quant.sh [CALLS]   (env: BUILD=build directory, ROUNDS=3)
 set -euo pipefail

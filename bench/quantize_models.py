@@ -8,14 +8,21 @@ import os
 import sys
 
 import numpy as np
+import onnx
+from onnx import version_converter
 from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType, quantize_dynamic,
                                       quantize_static)
 from onnxruntime.quantization.shape_inference import quant_pre_process
 
 site, out = sys.argv[1], sys.argv[2]
 src = os.path.join(site, "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx")
+# the model imports opset 11; per-channel scales (DequantizeLinear's axis) need opset 13, which
+# the quantizer writes without converting the model: converted first
+up = os.path.join(out, "ppocr-cls-13.onnx")
+onnx.save(version_converter.convert_version(onnx.load(src), 13), up)
 pre = os.path.join(out, "ppocr-cls-pre.onnx")
-quant_pre_process(src, pre, skip_symbolic_shape=True)
+quant_pre_process(up, pre, skip_symbolic_shape=True)
+os.remove(up)
 
 
 class Crops(CalibrationDataReader):
