@@ -791,6 +791,30 @@ START_TEST(test_nested_reductions_conv_net)
 }
 END_TEST
 
+/* The broadcast guard (lower.c): a computed value broadcast into a reduction is stored where it
+ * costs more than 16 ops per element and repeats 4 times or more (a chain of 20 before a matmul:
+ * computed once, not once per column); a cheap one stays fused (a scale and shift), and so does
+ * an expensive one broadcast into an elementwise kernel (each element computed once per use
+ * there is no repeat of a reduction's loop). Values checked against the reference. */
+START_TEST(test_broadcast_guard)
+{
+	eng_ctx *ctx = tu_ctx_new();
+	tu_rng r = {21};
+	int64_t sx[2] = {64, 96}, sw[2] = {96, 48}, sb[2] = {64, 1}, se[2] = {64, 48};
+	eng_tensor *x = mk(ctx, &r, 2, sx), *w = mk(ctx, &r, 2, sw);
+	eng_tensor *chain = x;
+	for (int i = 0; i < 10; i++)
+		chain = eng_add_s(eng_mul_s(chain, 1.01), 0.01);
+	EXPECT_KERNELS(ctx, 2, eng_matmul(chain, w));
+	EXPECT_KERNELS(ctx, 1, eng_matmul(eng_add_s(eng_mul_s(x, 1.5), 0.5), w));
+	eng_tensor *rowv = mk(ctx, &r, 2, sb), *rc = rowv;
+	for (int i = 0; i < 10; i++)
+		rc = eng_add_s(eng_mul_s(rc, 1.01), 0.01);
+	EXPECT_KERNELS(ctx, 1, eng_mul(eng_expand(rc, 2, se), mk(ctx, &r, 2, se)));
+	tu_ctx_free(ctx);
+}
+END_TEST
+
 Suite *kernels_suite(void)
 {
 	const TTest *const tests[] = {
@@ -799,6 +823,7 @@ Suite *kernels_suite(void)
 		test_bag_of_words_stacked_reductions, test_gather_sums, test_blocked_reductions, test_row_packed_matmul, test_packed_convolutions,
 		test_shared_reduction_loops, test_merged_reduce_axes, test_versioned_guarded_loop, test_clamped_padded_sums, test_split_pooled_axis, test_nested_reductions, test_nested_reductions_stored,
 		test_nested_reductions_backward, test_nested_reductions_parallelism, test_nested_reductions_conv_net,
+		test_broadcast_guard,
 	};
 	return tu_suite("kernels", tests, (int)(sizeof(tests) / sizeof(tests[0])), TU_TIMEOUT);
 }

@@ -630,6 +630,49 @@ static eng_uop *lower_reduce(lctx *c, const eng_node *n, eng_uop *const *idx, en
 	return acc_ref(c, p, n->dtype);
 }
 
+/* Broadcast guard: a computed value that an expand broadcasts into a reduction is computed
+ * again for every element of the broadcast (a convolution's input chain once per output
+ * channel, a matmul's left side once per column). Where that value costs more than
+ * BCAST_COST_MAX ALU ops per element and the broadcast repeats it BCAST_REPEAT_MIN times or
+ * more, it is stored instead: one write and a load per use against the ops times the repeats
+ * (a QDQ model's quantize-dequantize chain of ~20 ops before each convolution ran 5-10x slower
+ * than the float model; an activation like GELU before a matmul is the other case). */
+#define BCAST_COST_MAX 16
+#define BCAST_REPEAT_MIN 4
+
+/* ALU ops (not index arithmetic) in the value x, loads' indices not counted, up to most. */
+static int value_cost(eng_uop *x, int stamp, int most)
+{
+	if (!x || x->stamp == stamp || x->kind == U_LOAD)
+		return 0;
+	x->stamp = stamp;
+	int n = x->kind == U_ALU && x->dtype != ENG_I64;
+	for (int i = 0; i < x->nsrc && n <= most; i++)
+		n += value_cost(x->src[i], stamp, most - n);
+	return n;
+}
+
+static void broadcast_guard(lctx *c, const eng_node *n, eng_uop *val)
+{
+	if (c->st || !c->nphase_stack || n->op != ENG_OP_EXPAND)
+		return;
+	int64_t repeat = 1;
+	for (int d = 0; d < n->ndim; d++)
+		if (n->src[0]->shape[d] != n->shape[d])
+			repeat *= n->shape[d];
+	/* the computed value under the expand's movements */
+	const eng_node *m = n->src[0];
+	while (eng_op_kind_of(m->op) == ENG_KIND_MOVEMENT && !m->buf && !(c->o->is_stored && c->o->is_stored(c->o->arg, m)))
+		m = m->src[0];
+	eng_op_kind k = eng_op_kind_of(m->op);
+	if (repeat < BCAST_REPEAT_MIN || m->buf || (c->o->is_stored && c->o->is_stored(c->o->arg, m)) ||
+	    (k != ENG_KIND_UNARY && k != ENG_KIND_BINARY && k != ENG_KIND_TERNARY) ||
+	    value_cost(val, ++c->stamp, BCAST_COST_MAX) <= BCAST_COST_MAX)
+		return;
+	c->must_store = m;
+	c->st = ENG_ESTATE;
+}
+
 static eng_uop *lower_movement(lctx *c, const eng_node *n, eng_uop *const *idx, eng_uop *valid)
 {
 	eng_uops *u = c->ir->uops;
@@ -673,8 +716,11 @@ static eng_uop *lower_movement(lctx *c, const eng_node *n, eng_uop *const *idx, 
 		fail(c, ENG_EINVAL, "unknown movement op");
 		return u_int_const(u, 0);
 	}
-	if (!cond)
-		return lower(c, s, si, valid);
+	if (!cond) {
+		eng_uop *r = lower(c, s, si, valid);
+		broadcast_guard(c, n, r);
+		return c->st == ENG_ESTATE ? u_int_const(u, 0) : r;
+	}
 	eng_uop *v2 = valid ? u_and(u, valid, cond) : cond;
 	eng_uop *val = lower(c, s, si, v2);
 	return u_where(u, n->dtype, cond, val, u_const(u, n->dtype, (eng_const_value){.i = 0}));
