@@ -282,12 +282,18 @@ onnx-baseline: $(ONNX_RUNNER)
 # tests/onnx/passing-1.23.txt as 1.12's; `make onnx-baseline-1.23` rewrites that and
 # unsupported-1.23.txt.
 ONNX_123 := $(BUILD)/onnx-1.23/node
-.PHONY: onnx-check-1.23 onnx-baseline-1.23 onnx-data-1.23
+.PHONY: onnx-check-1.23 onnx-baseline-1.23 onnx-data-1.23 onnx-optable-check
 onnx-data-1.23:
 	tests/onnx/setup-venv.sh
 	[ -f $(ONNX_123)/.done ] || { tests/onnx/.venv/bin/python -W ignore scripts/onnx-node-data.py $(BUILD)/onnx-1.23 && touch $(ONNX_123)/.done; }
 onnx-check-1.23: $(ONNX_RUNNER) onnx-data-1.23
 	$(ONNX_RUNNER) -j $(ONNX_JOBS) -d $(ONNX_DEV) --baseline tests/onnx/passing-1.23.txt $(ONNX_123)
+	tests/onnx/.venv/bin/python scripts/onnx-optable-check.py engine/onnx/optable.c tests/onnx/optable-lenient.txt
+# The op table against the schemas of the same onnx (scripts/onnx-optable-check.py: a row taking an
+# attribute its opsets do not define, beyond tests/onnx/optable-lenient.txt, fails); part of
+# onnx-check-1.23.
+onnx-optable-check: onnx-data-1.23
+	tests/onnx/.venv/bin/python scripts/onnx-optable-check.py engine/onnx/optable.c tests/onnx/optable-lenient.txt
 onnx-baseline-1.23: $(ONNX_RUNNER) onnx-data-1.23
 	$(ONNX_RUNNER) -j $(ONNX_JOBS) --write tests/onnx/passing-1.23.txt --unsupported tests/onnx/unsupported-1.23.txt $(ONNX_123)
 

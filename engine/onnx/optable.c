@@ -200,11 +200,13 @@ static const onx_op ops[] = {
 	{"LSTM", 7, ANY, onx_op_rnn, RNN_ATTRS ",input_forget", NULL},
 	{"RNN", 7, ANY, onx_op_rnn, RNN_ATTRS, NULL},
 	{"Einsum", 12, ANY, onx_op_einsum, "equation", NULL},
-	{"QuantizeLinear", 10, 18, onx_op_quantize, "axis", NULL},
+	{"QuantizeLinear", 10, 12, onx_op_quantize, "", NULL}, /* per-axis scales (axis) from 13 */
+	{"QuantizeLinear", 13, 18, onx_op_quantize, "axis", NULL},
 	{"QuantizeLinear", 19, 20, onx_op_quantize, "axis,saturate", NULL}, /* saturate: float8 only */
 	{"QuantizeLinear", 21, 22, onx_op_quantize, "axis,block_size,output_dtype,saturate", NULL},
 	{"QuantizeLinear", 23, ANY, onx_op_quantize, "axis,block_size,output_dtype,precision,saturate", NULL},
-	{"DequantizeLinear", 10, 20, onx_op_dequantize, "axis", NULL},
+	{"DequantizeLinear", 10, 12, onx_op_dequantize, "", NULL},
+	{"DequantizeLinear", 13, 20, onx_op_dequantize, "axis", NULL},
 	{"DequantizeLinear", 21, 22, onx_op_dequantize, "axis,block_size", NULL},
 	{"DequantizeLinear", 23, ANY, onx_op_dequantize, "axis,block_size,output_dtype", NULL},
 	{"ConvInteger", 10, ANY, onx_op_conv_integer, "auto_pad,dilations,group,kernel_shape,pads,strides", NULL},
