@@ -74,9 +74,8 @@ static eng_tensor *round_saturated(eng_tensor *v)
 }
 
 /* v, an integer in float32 (rounded already), saturated to uint8. */
-static eng_tensor *to_u8(onx_node *n, eng_tensor *v)
+static eng_tensor *to_u8(eng_tensor *v)
 {
-	(void)n;
 	return eng_cast(eng_clamp(v, 0, 255), ENG_U8);
 }
 
@@ -111,7 +110,7 @@ eng_status onx_op_quantize(onx_node *n)
 	if (zpb)
 		v = eng_add(v, zpb);
 	/* uint8 as uint8; the others held in int32 (int8, int16, uint16, int4, ... : onx_narrow_of) */
-	n->out[0] = qt == ONX_UINT8 ? to_u8(n, v) : eng_cast(eng_clamp(v, lo, hi), ENG_I32);
+	n->out[0] = qt == ONX_UINT8 ? to_u8(v) : eng_cast(eng_clamp(v, lo, hi), ENG_I32);
 	return onx_check(n, n->out[0]);
 }
 
@@ -148,7 +147,7 @@ eng_status onx_op_dynamic_quantize(onx_node *n)
 	eng_tensor *hi = eng_maximum(eng_max(xf, NULL, 0, false), zero), *lo = eng_minimum(eng_min(xf, NULL, 0, false), zero);
 	eng_tensor *scale = eng_div_s(eng_sub(hi, lo), 255.0);
 	eng_tensor *zpf = eng_clamp(round_saturated(eng_neg(onx_div_exact(lo, scale))), 0, 255);
-	n->out[0] = to_u8(n, eng_add(round_saturated(onx_div_exact(xf, scale)), zpf));
+	n->out[0] = to_u8(eng_add(round_saturated(onx_div_exact(xf, scale)), zpf));
 	if (n->n_out > 1)
 		n->out[1] = scale;
 	if (n->n_out > 2)
